@@ -1,0 +1,1 @@
+//! Benchmarks reproducing the PEPC paper's figures

@@ -1,0 +1,1 @@
+//! eNB/UE emulator speaking S1AP/NAS over SCTP and GTP-U

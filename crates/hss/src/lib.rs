@@ -1,0 +1,1 @@
+//! Embedded HSS: persistent subscriber store and EPS-AKA vector generation

@@ -1,0 +1,1 @@
+//! MME signaling procedures as sans-IO state machines

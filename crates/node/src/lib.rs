@@ -1,0 +1,1 @@
+//! PEPC node: slices, demux, scheduler, packet I/O

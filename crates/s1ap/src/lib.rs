@@ -1,0 +1,1 @@
+//! S1AP (TS 36.413) codec interface

@@ -1,0 +1,1 @@
+//! S1-MME transport: kernel SCTP or userspace SCTP over UDP (RFC 6951)

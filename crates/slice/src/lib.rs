@@ -1,0 +1,1 @@
+//! PEPC slice: UE context (control/counter state), data path pipeline, control thread

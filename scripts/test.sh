@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs (if missing) and runs every test.
+# Usage: scripts/test.sh            (README's test command; .ci/run calls it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
+[ -e /usr/include/usrsctp.h ] || need_apt+=(libusrsctp-dev)
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+python3 -c 'import pycrate' 2>/dev/null || pip install -q 'pycrate==0.8.1'
+
+cargo build --workspace --all-targets
+cargo test --workspace 2>&1
