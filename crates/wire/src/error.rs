@@ -31,7 +31,10 @@ impl fmt::Display for WireError {
             WireError::NotGtpu => write!(f, "protocol type bit says GTP', not GTP-U"),
             WireError::BadLength { field, value } => write!(f, "bad length in {field}: {value}"),
             WireError::UnknownExtension(t) => {
-                write!(f, "unknown comprehension-required extension header 0x{t:02x}")
+                write!(
+                    f,
+                    "unknown comprehension-required extension header 0x{t:02x}"
+                )
             }
             WireError::BadChecksum => write!(f, "bad checksum"),
             WireError::BadField { field, value } => write!(f, "bad value {value:#x} in {field}"),

@@ -6,7 +6,9 @@
 //! wrong.
 
 pub mod buf;
+pub mod checksum;
 mod error;
+pub mod pcap;
 
 pub use buf::{Batch, PacketBuf, PacketMeta, Verdict, BATCH_SIZE, BUF_SIZE, HEADROOM};
 pub use error::WireError;
