@@ -5,6 +5,18 @@
 
 use pepc_wire::{Batch, Verdict};
 use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+pub mod mem;
+mod sys;
+pub mod tun;
+pub mod udp;
+
+pub use mem::{FillFn, MemGenerator, MemSink, VerdictCount};
+pub use sys::now_ns;
+pub use tun::{open_sgi, SgiBackend, SgiConfig, SgiPort, TunPort, TunStats, UdpSinkPort};
+pub use udp::{UdpPort, UdpStats};
 
 /// A batch-oriented packet port.
 pub trait PacketIo: Send {
@@ -14,4 +26,15 @@ pub trait PacketIo: Send {
     /// Transmit every packet in `batch.packets()` whose `meta.verdict == select`.
     /// Returns how many were sent.
     fn send_batch(&mut self, batch: &Batch, select: Verdict) -> io::Result<usize>;
+    /// The descriptor an idle data thread can wait on (see [`wait_readable`]); `None`
+    /// for in-memory ports, which never block.
+    fn poll_fd(&self) -> Option<RawFd> {
+        None
+    }
+}
+
+/// Block until `fd` is readable or `timeout` passes, so an idle data thread sleeps
+/// instead of spinning. Returns whether it is readable. EINTR counts as "not yet".
+pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+    sys::poll_one(fd, libc::POLLIN, timeout)
 }

@@ -1,0 +1,581 @@
+//! UDP port with one recvmmsg/sendmmsg call per batch (S1-U, GTP-U on 2152). The
+//! mmsghdr/iovec/sockaddr arrays live in the port and are re-pointed at the batch's
+//! buffers before each call, so the hot path allocates nothing.
+
+use super::sys::{self, errno, from_sockaddr, is_would_block, to_sockaddr, zero_sockaddr};
+use super::PacketIo;
+use pepc_wire::{Batch, Verdict, BATCH_SIZE};
+use std::io;
+use std::mem::size_of;
+use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+/// Socket buffer size asked for (best effort): a few ms of line rate absorbs bursts
+/// while the data thread is busy with a batch.
+const SOCK_BUF_BYTES: libc::c_int = 8 << 20;
+/// How long one retry waits for send-buffer space when the kernel says EAGAIN.
+const TX_RETRY_WAIT: Duration = Duration::from_millis(1);
+/// Retries of the unsent rest of a batch before it is counted as dropped.
+pub const DEFAULT_TX_RETRIES: u32 = 3;
+
+/// Counters kept by a [`UdpPort`] (read with [`UdpPort::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UdpStats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    /// Datagrams longer than a buffer's receive area; discarded.
+    pub rx_truncated: u64,
+    pub rx_syscalls: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Packets given up on after the send buffer stayed full through all retries.
+    pub tx_dropped: u64,
+    /// Packets the kernel refused individually (bad destination, unreachable, ...).
+    pub tx_errors: u64,
+    /// errno of the most recent refused packet (0 if none).
+    pub tx_last_errno: i32,
+    pub tx_retries: u64,
+    pub tx_syscalls: u64,
+}
+
+/// A non-blocking UDP socket moving whole batches.
+pub struct UdpPort {
+    sock: UdpSocket,
+    local: SocketAddrV4,
+    hdrs: Box<[libc::mmsghdr]>,
+    iov: Box<[libc::iovec]>,
+    addrs: Box<[libc::sockaddr_in]>,
+    tx_retries: u32,
+    stats: UdpStats,
+}
+
+// SAFETY: the raw pointers inside `hdrs`/`iov` are scratch values, rewritten to point at
+// the caller's batch (or at `iov`/`addrs`, which move with the port as boxed slices)
+// immediately before each syscall and never dereferenced by us outside it.
+unsafe impl Send for UdpPort {}
+
+fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> bool {
+    // SAFETY: passes a pointer to a live c_int and its exact size.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&v as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+/// Create a non-blocking, close-on-exec IPv4 UDP socket with SO_REUSEADDR bound to
+/// `addr`, with large buffers where the system allows.
+pub(crate) fn bind_socket(addr: SocketAddrV4) -> io::Result<UdpSocket> {
+    // SAFETY: plain socket(2) call; the result is checked before use.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_INET,
+            libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor we own; OwnedFd closes it on every error path.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    if !setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1) {
+        return Err(io::Error::last_os_error());
+    }
+    // FORCE variants pass rmem_max/wmem_max when privileged; otherwise the plain ones
+    // are clamped by the kernel. Either way a failure here is not fatal.
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        if !setsockopt_int(fd, libc::SOL_SOCKET, force, SOCK_BUF_BYTES) {
+            setsockopt_int(fd, libc::SOL_SOCKET, plain, SOCK_BUF_BYTES);
+        }
+    }
+    let sa = to_sockaddr(addr);
+    // SAFETY: `sa` is a valid sockaddr_in and the length matches it.
+    let r = unsafe {
+        libc::bind(
+            fd,
+            (&sa as *const libc::sockaddr_in).cast(),
+            size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(UdpSocket::from(owned))
+}
+
+impl UdpPort {
+    /// Bind with room for [`BATCH_SIZE`] packets per syscall.
+    pub fn bind(addr: SocketAddrV4) -> io::Result<UdpPort> {
+        Self::bind_with_capacity(addr, BATCH_SIZE)
+    }
+
+    /// Bind with room for `capacity` packets per syscall (larger batches are received
+    /// up to this many and sent in chunks of it).
+    pub fn bind_with_capacity(addr: SocketAddrV4, capacity: usize) -> io::Result<UdpPort> {
+        if capacity == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "UdpPort capacity must be at least 1",
+            ));
+        }
+        let sock = bind_socket(addr)?;
+        let local = match sock.local_addr()? {
+            SocketAddr::V4(a) => a,
+            SocketAddr::V6(a) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("UdpPort bound to non-IPv4 address {a}"),
+                ))
+            }
+        };
+        // SAFETY: mmsghdr and iovec are plain C structs for which all-zero (null
+        // pointers, zero lengths) is a valid value.
+        let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        let zero_iov = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        Ok(UdpPort {
+            sock,
+            local,
+            hdrs: vec![zero_hdr; capacity].into_boxed_slice(),
+            iov: vec![zero_iov; capacity].into_boxed_slice(),
+            addrs: vec![zero_sockaddr(); capacity].into_boxed_slice(),
+            tx_retries: DEFAULT_TX_RETRIES,
+            stats: UdpStats::default(),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddrV4 {
+        self.local
+    }
+
+    pub fn as_raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    pub fn stats(&self) -> UdpStats {
+        self.stats
+    }
+
+    /// Packets per syscall this port was built for.
+    pub fn capacity(&self) -> usize {
+        self.hdrs.len()
+    }
+
+    /// How many times the unsent rest of a batch is retried (each after waiting up to
+    /// 1 ms for buffer space) before it is dropped.
+    pub fn set_tx_retries(&mut self, n: u32) {
+        self.tx_retries = n;
+    }
+
+    /// Block until a datagram is waiting or `timeout` passes.
+    pub fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
+        super::wait_readable(self.as_raw_fd(), timeout)
+    }
+
+    /// Point slot `k` at `iov`/`addrs[k]`; `base`/`len` is the data area.
+    #[inline]
+    fn arm(&mut self, k: usize, base: *mut u8, len: usize) {
+        self.iov[k] = libc::iovec {
+            iov_base: base.cast(),
+            iov_len: len,
+        };
+        let h = &mut self.hdrs[k];
+        h.msg_hdr.msg_name = (&mut self.addrs[k] as *mut libc::sockaddr_in).cast();
+        h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        h.msg_hdr.msg_iov = &mut self.iov[k];
+        h.msg_hdr.msg_iovlen = 1;
+        h.msg_hdr.msg_control = std::ptr::null_mut();
+        h.msg_hdr.msg_controllen = 0;
+        h.msg_hdr.msg_flags = 0;
+        h.msg_len = 0;
+    }
+
+    /// Send the `k` armed slots, retrying the unsent rest on EAGAIN and skipping
+    /// packets the kernel refuses one by one. Returns how many went out.
+    fn flush(&mut self, k: usize) -> io::Result<usize> {
+        let fd = self.as_raw_fd();
+        let mut off = 0;
+        let mut sent = 0;
+        let mut retries = 0;
+        while off < k {
+            self.stats.tx_syscalls += 1;
+            // SAFETY: slots off..k were armed by `arm` with pointers into the caller's
+            // live batch and into our own arrays; sendmmsg only reads the data.
+            let r = unsafe {
+                libc::sendmmsg(
+                    fd,
+                    self.hdrs.as_mut_ptr().add(off),
+                    (k - off) as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if r > 0 {
+                let r = r as usize;
+                for h in &self.hdrs[off..off + r] {
+                    self.stats.tx_bytes += u64::from(h.msg_len);
+                }
+                self.stats.tx_packets += r as u64;
+                off += r;
+                sent += r;
+                continue;
+            }
+            // r == 0 cannot happen for a non-empty vector; treat it like a full buffer
+            // so the loop still ends.
+            let e = if r == 0 { libc::EAGAIN } else { errno() };
+            match e {
+                libc::EINTR => continue,
+                e if is_would_block(e) || e == libc::ENOBUFS => {
+                    if retries >= self.tx_retries {
+                        self.stats.tx_dropped += (k - off) as u64;
+                        break;
+                    }
+                    retries += 1;
+                    self.stats.tx_retries += 1;
+                    sys::poll_one(fd, libc::POLLOUT, TX_RETRY_WAIT)?;
+                }
+                // The socket itself is unusable: report it to the caller.
+                libc::EBADF | libc::ENOTSOCK | libc::EFAULT => {
+                    self.stats.tx_dropped += (k - off) as u64;
+                    return Err(io::Error::from_raw_os_error(e));
+                }
+                // Only the first packet of the rest was refused (bad or unreachable
+                // destination, too big, ...): skip it and go on.
+                _ => {
+                    self.stats.tx_errors += 1;
+                    self.stats.tx_last_errno = e;
+                    off += 1;
+                }
+            }
+        }
+        Ok(sent)
+    }
+
+    /// Send every selected packet to `dest`, or to its `meta.peer` when `dest` is None.
+    pub(crate) fn send_selected(
+        &mut self,
+        batch: &Batch,
+        select: Verdict,
+        dest: Option<SocketAddrV4>,
+    ) -> io::Result<usize> {
+        let cap = self.capacity();
+        let mut k = 0;
+        let mut sent = 0;
+        for p in batch.packets() {
+            if p.meta.verdict != select {
+                continue;
+            }
+            self.addrs[k] = to_sockaddr(dest.unwrap_or(p.meta.peer));
+            let data = p.as_slice();
+            // sendmmsg never writes through the iovec, so the *mut is only nominal.
+            self.arm(k, data.as_ptr().cast_mut(), data.len());
+            k += 1;
+            if k == cap {
+                sent += self.flush(k)?;
+                k = 0;
+            }
+        }
+        if k > 0 {
+            sent += self.flush(k)?;
+        }
+        Ok(sent)
+    }
+}
+
+impl AsRawFd for UdpPort {
+    fn as_raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+}
+
+impl AsFd for UdpPort {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+}
+
+impl PacketIo for UdpPort {
+    fn recv_batch(&mut self, batch: &mut Batch) -> io::Result<usize> {
+        batch.len = 0;
+        let n = batch.capacity().min(self.capacity());
+        if n == 0 {
+            return Ok(0);
+        }
+        for i in 0..n {
+            let area = batch.bufs[i].rx_area();
+            let (base, len) = (area.as_mut_ptr(), area.len());
+            self.arm(i, base, len);
+        }
+        self.stats.rx_syscalls += 1;
+        // SAFETY: slots 0..n point at the rx areas of batch.bufs[0..n], which stay
+        // borrowed (unmoved) for the duration of the call, and at our own arrays.
+        let r = unsafe {
+            libc::recvmmsg(
+                self.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            let e = errno();
+            // Nothing waiting, a signal, or a stale ICMP error: all mean "no packets now".
+            if is_would_block(e) || e == libc::EINTR || e == libc::ECONNREFUSED {
+                return Ok(0);
+            }
+            return Err(io::Error::from_raw_os_error(e));
+        }
+        let now = sys::now_ns();
+        let mut w = 0;
+        for i in 0..r as usize {
+            let h = &self.hdrs[i];
+            if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                self.stats.rx_truncated += 1;
+                continue;
+            }
+            let len = h.msg_len as usize;
+            let peer = from_sockaddr(&self.addrs[i]);
+            // Keep received packets contiguous at the front (swapping boxes, not bytes).
+            if w != i {
+                batch.bufs.swap(w, i);
+            }
+            let b = &mut batch.bufs[w];
+            b.set_received(len);
+            b.meta.peer = peer;
+            b.meta.rx_ns = now;
+            b.meta.verdict = Verdict::Drop;
+            self.stats.rx_bytes += len as u64;
+            w += 1;
+        }
+        self.stats.rx_packets += w as u64;
+        batch.len = w;
+        Ok(w)
+    }
+
+    fn send_batch(&mut self, batch: &Batch, select: Verdict) -> io::Result<usize> {
+        self.send_selected(batch, select, None)
+    }
+
+    fn poll_fd(&self) -> Option<RawFd> {
+        Some(self.as_raw_fd())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pepc_wire::HEADROOM;
+    use std::net::Ipv4Addr;
+    use std::time::Instant;
+
+    fn lo0() -> SocketAddrV4 {
+        SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)
+    }
+
+    fn std_sock() -> (UdpSocket, SocketAddrV4) {
+        let s = UdpSocket::bind(lo0()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let SocketAddr::V4(a) = s.local_addr().unwrap() else {
+            panic!("v6")
+        };
+        (s, a)
+    }
+
+    /// Receive until `want` packets arrived or 5 s passed; returns (packets, batch sizes).
+    fn recv_all(port: &mut UdpPort, want: usize) -> (Vec<(Vec<u8>, SocketAddrV4)>, Vec<usize>) {
+        let mut batch = Batch::new(BATCH_SIZE);
+        let mut got = Vec::new();
+        let mut sizes = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut last_rx = 0;
+        while got.len() < want && Instant::now() < deadline {
+            if port.recv_batch(&mut batch).unwrap() == 0 {
+                port.wait_readable(Duration::from_millis(100)).unwrap();
+                continue;
+            }
+            sizes.push(batch.len);
+            for p in batch.packets() {
+                assert!(p.meta.rx_ns >= last_rx);
+                last_rx = p.meta.rx_ns;
+                assert_eq!(p.headroom(), HEADROOM);
+                got.push((p.as_slice().to_vec(), p.meta.peer));
+            }
+        }
+        (got, sizes)
+    }
+
+    fn payload(i: usize) -> Vec<u8> {
+        (0..(1 + i * 13 % 1400)).map(|j| (i + j) as u8).collect()
+    }
+
+    #[test]
+    fn recv_batch_gets_datagrams_with_peers() {
+        let mut port = UdpPort::bind(lo0()).unwrap();
+        assert_ne!(port.local_addr().port(), 0);
+        let (a, a_addr) = std_sock();
+        let (b, b_addr) = std_sock();
+        for i in 0..100 {
+            let s = if i % 3 == 0 { &b } else { &a };
+            s.send_to(&payload(i), port.local_addr()).unwrap();
+        }
+        let (got, sizes) = recv_all(&mut port, 100);
+        assert_eq!(got.len(), 100);
+        assert!(sizes.iter().all(|&n| n <= BATCH_SIZE));
+        // Loopback delivers all 100 before we read: expect real batching.
+        assert!(sizes.len() < 100, "no batching: {sizes:?}");
+        for (i, (bytes, peer)) in got.iter().enumerate() {
+            assert_eq!(bytes, &payload(i), "packet {i}");
+            assert_eq!(*peer, if i % 3 == 0 { b_addr } else { a_addr });
+        }
+        let st = port.stats();
+        assert_eq!(st.rx_packets, 100);
+        assert_eq!(
+            st.rx_bytes,
+            (0..100).map(|i| payload(i).len() as u64).sum::<u64>()
+        );
+        assert!(st.rx_syscalls >= sizes.len() as u64);
+    }
+
+    #[test]
+    fn recv_on_idle_socket_returns_zero_and_wait_times_out() {
+        let mut port = UdpPort::bind(lo0()).unwrap();
+        let mut batch = Batch::new(BATCH_SIZE);
+        batch.len = 5;
+        assert_eq!(port.recv_batch(&mut batch).unwrap(), 0);
+        assert_eq!(batch.len, 0);
+        let t = Instant::now();
+        assert!(!port.wait_readable(Duration::from_millis(50)).unwrap());
+        assert!(t.elapsed() >= Duration::from_millis(40));
+        let (s, _) = std_sock();
+        s.send_to(b"x", port.local_addr()).unwrap();
+        assert!(port.wait_readable(Duration::from_secs(2)).unwrap());
+        assert_eq!(port.poll_fd(), Some(port.as_raw_fd()));
+    }
+
+    #[test]
+    fn oversize_datagram_is_discarded_not_truncated() {
+        let mut port = UdpPort::bind(lo0()).unwrap();
+        let (s, s_addr) = std_sock();
+        s.send_to(b"first", port.local_addr()).unwrap();
+        s.send_to(&[7u8; 3000], port.local_addr()).unwrap();
+        s.send_to(b"third", port.local_addr()).unwrap();
+        let (got, _) = recv_all(&mut port, 2);
+        assert_eq!(
+            got,
+            vec![(b"first".to_vec(), s_addr), (b"third".to_vec(), s_addr)]
+        );
+        assert_eq!(port.stats().rx_truncated, 1);
+    }
+
+    fn make_batch(n: usize, peer: SocketAddrV4, verdict_of: impl Fn(usize) -> Verdict) -> Batch {
+        let mut batch = Batch::new(n);
+        for i in 0..n {
+            let b = &mut batch.bufs[i];
+            assert!(b.fill(&payload(i)));
+            b.meta.peer = peer;
+            b.meta.verdict = verdict_of(i);
+        }
+        batch.len = n;
+        batch
+    }
+
+    fn drain(s: &UdpSocket) -> Vec<Vec<u8>> {
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok((n, _)) = s.recv_from(&mut buf) {
+            out.push(buf[..n].to_vec());
+        }
+        out
+    }
+
+    #[test]
+    fn send_batch_sends_only_selected_verdict() {
+        let mut port = UdpPort::bind(lo0()).unwrap();
+        let (rx, rx_addr) = std_sock();
+        let verdicts = [
+            Verdict::ToS1u,
+            Verdict::ToSgi,
+            Verdict::Drop,
+            Verdict::Consumed,
+        ];
+        let batch = make_batch(20, rx_addr, |i| verdicts[i % 4]);
+        assert_eq!(port.send_batch(&batch, Verdict::ToS1u).unwrap(), 5);
+        let got = drain(&rx);
+        let want: Vec<Vec<u8>> = (0..20).step_by(4).map(payload).collect();
+        assert_eq!(got, want);
+        let st = port.stats();
+        assert_eq!(st.tx_packets, 5);
+        assert_eq!(st.tx_syscalls, 1);
+        assert_eq!(
+            st.tx_bytes,
+            want.iter().map(|p| p.len() as u64).sum::<u64>()
+        );
+        // The receiver sees our port as the source.
+        let batch = make_batch(1, rx_addr, |_| Verdict::ToS1u);
+        port.send_batch(&batch, Verdict::ToS1u).unwrap();
+        let mut buf = [0u8; 64];
+        let (_, from) = rx.recv_from(&mut buf).unwrap();
+        assert_eq!(from, SocketAddr::V4(port.local_addr()));
+    }
+
+    #[test]
+    fn send_batch_larger_than_capacity_goes_in_chunks() {
+        let mut port = UdpPort::bind_with_capacity(lo0(), 8).unwrap();
+        let (rx, rx_addr) = std_sock();
+        let batch = make_batch(50, rx_addr, |_| Verdict::ToS1u);
+        assert_eq!(port.send_batch(&batch, Verdict::ToS1u).unwrap(), 50);
+        assert_eq!(drain(&rx), (0..50).map(payload).collect::<Vec<_>>());
+        assert!(port.stats().tx_syscalls >= 7);
+        // A batch larger than the port's capacity is received up to capacity per call.
+        let (tx, _) = std_sock();
+        for i in 0..20 {
+            tx.send_to(&payload(i), port.local_addr()).unwrap();
+        }
+        assert!(port.wait_readable(Duration::from_secs(2)).unwrap());
+        let mut big = Batch::new(32);
+        assert!(port.recv_batch(&mut big).unwrap() <= 8);
+    }
+
+    #[test]
+    fn refused_packet_is_skipped_and_rest_sent() {
+        let mut port = UdpPort::bind(lo0()).unwrap();
+        let (rx, rx_addr) = std_sock();
+        let mut batch = make_batch(5, rx_addr, |_| Verdict::ToS1u);
+        // Port 0 is not a valid destination: the kernel refuses that one (EINVAL).
+        batch.bufs[2].meta.peer = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
+        assert_eq!(port.send_batch(&batch, Verdict::ToS1u).unwrap(), 4);
+        let want: Vec<Vec<u8>> = [0, 1, 3, 4].into_iter().map(payload).collect();
+        assert_eq!(drain(&rx), want);
+        let st = port.stats();
+        assert_eq!(st.tx_errors, 1);
+        assert_eq!(st.tx_last_errno, libc::EINVAL);
+        assert_eq!(st.tx_dropped, 0);
+    }
+
+    #[test]
+    fn zero_capacity_is_an_error() {
+        assert!(UdpPort::bind_with_capacity(lo0(), 0).is_err());
+    }
+
+    #[test]
+    fn two_ports_can_share_address_with_reuseaddr_after_close() {
+        let p = UdpPort::bind(lo0()).unwrap();
+        let a = p.local_addr();
+        drop(p);
+        let p2 = UdpPort::bind(a).unwrap();
+        assert_eq!(p2.local_addr(), a);
+    }
+}
