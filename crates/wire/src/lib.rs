@@ -8,7 +8,15 @@
 pub mod buf;
 pub mod checksum;
 mod error;
+pub mod flow;
+pub mod gtpu;
+pub mod ipv4;
 pub mod pcap;
+pub mod udp;
 
 pub use buf::{Batch, PacketBuf, PacketMeta, Verdict, BATCH_SIZE, BUF_SIZE, HEADROOM};
 pub use error::WireError;
+pub use flow::{five_tuple, FiveTuple};
+pub use gtpu::{decap_gpdu, encap_gpdu, GtpuPacket, GtpuRepr, GTPU_PORT};
+pub use ipv4::{Ipv4Packet, Ipv4Repr};
+pub use udp::{UdpPacket, UdpRepr};
