@@ -108,7 +108,8 @@ fn direction(d: u8) -> Direction {
 /// `direction`: 0 uplink, 1 downlink. `bearer`: 5 bits (0 for NAS).
 pub fn eia_mac(alg: Eia, key: &Key128, count: u32, bearer_id: u8, dir: u8, msg: &[u8]) -> [u8; 4] {
     let k = KNasInt::new(key.as_bytes());
-    oxirush_security::nia_mac(&k, count, bearer(bearer_id), direction(dir), msg, ia(alg)).to_be_bytes()
+    oxirush_security::nia_mac(&k, count, bearer(bearer_id), direction(dir), msg, ia(alg))
+        .to_be_bytes()
 }
 
 /// As [`eia_mac`] over the first `bit_len` bits of `msg` (3GPP test data use
@@ -123,9 +124,20 @@ pub fn eia_mac_bits(
     bit_len: u64,
 ) -> Result<[u8; 4], AlgError> {
     let k = KNasInt::new(key.as_bytes());
-    oxirush_security::nia_mac_bits(&k, count, bearer(bearer_id), direction(dir), msg, bit_len, ia(alg))
-        .map(u32::to_be_bytes)
-        .map_err(|_| AlgError::BitLength { bits: bit_len, bytes: msg.len() })
+    oxirush_security::nia_mac_bits(
+        &k,
+        count,
+        bearer(bearer_id),
+        direction(dir),
+        msg,
+        bit_len,
+        ia(alg),
+    )
+    .map(u32::to_be_bytes)
+    .map_err(|_| AlgError::BitLength {
+        bits: bit_len,
+        bytes: msg.len(),
+    })
 }
 
 /// Cipher or decipher in place (the same operation). EEA0 leaves data unchanged.
@@ -147,6 +159,17 @@ pub fn eea_apply_bits(
 ) -> Result<(), AlgError> {
     let k = KNasEnc::new(key.as_bytes());
     let len = data.len();
-    oxirush_security::nea_cipher_bits(&k, count, bearer(bearer_id), direction(dir), data, bit_len, ea(alg))
-        .map_err(|_| AlgError::BitLength { bits: bit_len, bytes: len })
+    oxirush_security::nea_cipher_bits(
+        &k,
+        count,
+        bearer(bearer_id),
+        direction(dir),
+        data,
+        bit_len,
+        ea(alg),
+    )
+    .map_err(|_| AlgError::BitLength {
+        bits: bit_len,
+        bytes: len,
+    })
 }

@@ -70,7 +70,11 @@ pub fn nh(kasme: &Key256, sync_input: &Key256) -> Key256 {
 /// wider values are encoded as-is rather than rejected.
 pub fn kenb_star(kenb_or_nh: &Key256, pci: u16, earfcn_dl: u32) -> Key256 {
     let e = earfcn_dl.to_be_bytes();
-    let earfcn: &[u8] = if earfcn_dl <= 0xffff { &e[2..] } else { &e[1..] };
+    let earfcn: &[u8] = if earfcn_dl <= 0xffff {
+        &e[2..]
+    } else {
+        &e[1..]
+    };
     Key256::new(derive(
         kenb_or_nh.as_bytes(),
         FC_KENB_STAR,
@@ -81,7 +85,11 @@ pub fn kenb_star(kenb_or_nh: &Key256, pci: u16, earfcn_dl: u32) -> Key256 {
 /// Algorithm key (A.7): the 128 least significant bits of
 /// KDF(key, 0x15 || type_distinguisher || 0x0001 || alg_id || 0x0001).
 pub fn algorithm_key(key: &Key256, type_distinguisher: u8, alg_id: u8) -> Key128 {
-    let mut full = derive(key.as_bytes(), FC_ALG_KEY, &[&[type_distinguisher], &[alg_id]]);
+    let mut full = derive(
+        key.as_bytes(),
+        FC_ALG_KEY,
+        &[&[type_distinguisher], &[alg_id]],
+    );
     let mut low = [0u8; 16];
     low.copy_from_slice(&full[16..]);
     full.zeroize();

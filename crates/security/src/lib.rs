@@ -11,13 +11,14 @@ mod keys;
 mod milenage;
 
 pub use aka::{
-    AuthError, AuthVector, SQN_DELTA, SQN_MAX, UsimError, UsimOk, generate_vector, make_auts,
-    resync_sqn, sqn_from_u64, sqn_to_u64, usim_check,
+    generate_vector, make_auts, resync_sqn, sqn_from_u64, sqn_to_u64, usim_check, AuthError,
+    AuthVector, UsimError, UsimOk, SQN_DELTA, SQN_MAX,
 };
-pub use alg::{AlgError, Eea, Eia, eea_apply, eea_apply_bits, eia_mac, eia_mac_bits};
+pub use alg::{eea_apply, eea_apply_bits, eia_mac, eia_mac_bits, AlgError, Eea, Eia};
 pub use kdf::{
-    FC_ALG_KEY, FC_KASME, FC_KENB, FC_KENB_STAR, FC_NH, NAS_ENC_ALG, NAS_INT_ALG, RRC_ENC_ALG,
-    RRC_INT_ALG, UP_ENC_ALG, UP_INT_ALG, algorithm_key, kasme, kenb, kenb_star, nas_keys, nh,
+    algorithm_key, kasme, kenb, kenb_star, nas_keys, nh, FC_ALG_KEY, FC_KASME, FC_KENB,
+    FC_KENB_STAR, FC_NH, NAS_ENC_ALG, NAS_INT_ALG, RRC_ENC_ALG, RRC_INT_ALG, UP_ENC_ALG,
+    UP_INT_ALG,
 };
 pub use keys::{Key128, Key256, KeyError};
 pub use milenage::Milenage;

@@ -1,8 +1,8 @@
 //! MILENAGE (TS 35.206) over `oxirush_security::milenage`, with our key types.
 
 use crate::keys::Key128;
-use oxirush_security::Rand;
 use oxirush_security::milenage::{self as om, Amf, Sqn};
+use oxirush_security::Rand;
 
 /// One subscriber's MILENAGE instance: K, OPc and the standard constants.
 /// `Debug` prints nothing of K or OPc.
@@ -22,10 +22,7 @@ impl Milenage {
     /// From K and OPc (what USIMs and most HSS databases store).
     pub fn new_with_opc(k: &Key128, opc: [u8; 16]) -> Self {
         let opc = Key128::new(opc);
-        let inner = om::Milenage::new(
-            &om::K::new(k.as_bytes()),
-            &om::Opc::new(opc.as_bytes()),
-        );
+        let inner = om::Milenage::new(&om::K::new(k.as_bytes()), &om::Opc::new(opc.as_bytes()));
         Self { inner, opc }
     }
 

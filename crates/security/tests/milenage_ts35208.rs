@@ -144,12 +144,27 @@ fn ts35208_sets() {
     for s in SETS {
         let k = Key128::from_hex(s.k).unwrap();
         let from_op = Milenage::new_with_op(&k, a(s.op));
-        assert_eq!(from_op.opc().as_bytes().to_vec(), h(s.opc), "set {} OPc", s.n);
+        assert_eq!(
+            from_op.opc().as_bytes().to_vec(),
+            h(s.opc),
+            "set {} OPc",
+            s.n
+        );
         let m = Milenage::new_with_opc(&k, a(s.opc));
         let (rand, sqn, amf) = (a(s.rand), a(s.sqn), a(s.amf));
         for (name, mil) in [("opc", &m), ("op", &from_op)] {
-            assert_eq!(mil.f1(rand, sqn, amf).to_vec(), h(s.f1), "set {} f1 ({name})", s.n);
-            assert_eq!(mil.f1_star(rand, sqn, amf).to_vec(), h(s.f1s), "set {} f1*", s.n);
+            assert_eq!(
+                mil.f1(rand, sqn, amf).to_vec(),
+                h(s.f1),
+                "set {} f1 ({name})",
+                s.n
+            );
+            assert_eq!(
+                mil.f1_star(rand, sqn, amf).to_vec(),
+                h(s.f1s),
+                "set {} f1*",
+                s.n
+            );
             let (res, ck, ik, ak) = mil.f2345(rand);
             assert_eq!(res.to_vec(), h(s.f2), "set {} f2", s.n);
             assert_eq!(ck.as_bytes().to_vec(), h(s.f3), "set {} f3", s.n);
