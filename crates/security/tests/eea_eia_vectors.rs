@@ -5,8 +5,8 @@
 //! set numbers as in those documents. Extra byte-aligned checks from
 //! Open5GS tests/unit/security-test.c exercise the whole-byte API.
 
-mod common_hex;
-use common_hex::{a, h};
+mod common;
+use common::{a, h};
 use pepc_security::{eea_apply, eea_apply_bits, eia_mac, eia_mac_bits, Eea, Eia, Key128};
 
 struct Enc {

@@ -4,8 +4,8 @@
 //! (3) the Open5GS capture testattach.pcapng, whose RES and whose NAS
 //! SECURITY MODE COMMAND MAC must be reproduced from K/OPc alone.
 
-mod common_hex;
-use common_hex::{a, h};
+mod common;
+use common::{a, h};
 use pepc_security::*;
 use std::process::Command;
 

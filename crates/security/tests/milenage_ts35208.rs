@@ -3,8 +3,8 @@
 //! found via code search). TS 35.208 prints set 1 twice (binary and hex), so
 //! set 2 repeats set 1; set 7 is added so six distinct subscribers are run.
 
-mod common_hex;
-use common_hex::{a, h};
+mod common;
+use common::{a, h};
 use pepc_security::{Key128, Milenage};
 
 struct Set {
