@@ -393,6 +393,97 @@ pub fn ipv4_of(frame: &Frame) -> Option<&[u8]> {
     }
 }
 
+/// A whole IPv4 datagram from a capture, reassembled if it was fragmented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Datagram {
+    /// Index (0-based) of the frame that completed it.
+    pub frame: usize,
+    pub ts_ns: u64,
+    /// The IPv4 packet: for a reassembled one, the first fragment's header with the
+    /// fragment fields cleared, total length and checksum recomputed.
+    pub bytes: Vec<u8>,
+}
+
+/// Every IPv4 datagram of a capture, in completion order, reassembling fragments (as
+/// tshark does by default). Incomplete or inconsistent fragment sets are dropped.
+pub fn ipv4_datagrams(frames: &[Frame]) -> Vec<Datagram> {
+    use std::collections::HashMap;
+    type Key = ([u8; 4], [u8; 4], u16, u8);
+    // Per datagram: (offset, payload) pieces, and the total payload length once the
+    // last fragment (MF = 0) has been seen.
+    let mut pending: HashMap<Key, (Vec<(usize, Vec<u8>)>, Option<usize>, Vec<u8>)> = HashMap::new();
+    let mut out = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        let Some(ip) = ipv4_of(f) else { continue };
+        let hl = ((ip[0] & 0x0f) as usize) * 4;
+        if hl < 20 || ip.len() < hl {
+            continue;
+        }
+        let fo = u16::from_be_bytes([ip[6], ip[7]]);
+        let (mf, off) = (fo & 0x2000 != 0, ((fo & 0x1fff) as usize) * 8);
+        if !mf && off == 0 {
+            out.push(Datagram {
+                frame: i,
+                ts_ns: f.ts_ns,
+                bytes: ip.to_vec(),
+            });
+            continue;
+        }
+        let key = (
+            ip[12..16].try_into().unwrap(),
+            ip[16..20].try_into().unwrap(),
+            u16::from_be_bytes([ip[4], ip[5]]),
+            ip[9],
+        );
+        let e = pending.entry(key).or_default();
+        let data = ip[hl..].to_vec();
+        if !mf {
+            e.1 = Some(off + data.len());
+        }
+        if off == 0 {
+            e.2 = ip[..hl].to_vec();
+        }
+        e.0.push((off, data));
+        let (Some(total), false) = (e.1, e.2.is_empty()) else {
+            continue;
+        };
+        e.0.sort_by_key(|p| p.0);
+        let mut payload = Vec::with_capacity(total);
+        for (o, d) in &e.0 {
+            if *o > payload.len() {
+                break; // a hole: wait for more fragments
+            }
+            let skip = payload.len() - o;
+            if skip < d.len() {
+                payload.extend_from_slice(&d[skip..]);
+            }
+        }
+        if payload.len() < total {
+            continue;
+        }
+        payload.truncate(total);
+        let (_, (_, _, hdr)) = pending.remove_entry(&key).unwrap();
+        let len = hdr.len() + payload.len();
+        if len > u16::MAX as usize {
+            continue;
+        }
+        let mut bytes = hdr;
+        bytes.extend_from_slice(&payload);
+        bytes[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+        bytes[6] &= 0x40; // keep DF, clear MF and offset
+        bytes[7] = 0;
+        bytes[10..12].fill(0);
+        let c = checksum::checksum(&bytes[..hl]);
+        bytes[10..12].copy_from_slice(&c.to_be_bytes());
+        out.push(Datagram {
+            frame: i,
+            ts_ns: f.ts_ns,
+            bytes,
+        });
+    }
+    out
+}
+
 fn be16(d: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*d.get(at)?, *d.get(at + 1)?]))
 }
@@ -790,6 +881,55 @@ mod tests {
         assert_eq!(ipv4_of(&mk(0, &[0, 0, 0, 2], 0)), Some(&ip[..]));
         assert_eq!(ipv4_of(&mk(0, &[24, 0, 0, 0], 0)), None);
         assert_eq!(ipv4_of(&mk(1, &[0u8; 5], 0)), None);
+    }
+
+    #[test]
+    fn fragments_are_reassembled() {
+        let mut whole = vec![0u8; 28 + 1000];
+        let pl: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        build_ipv4_udp(
+            &mut whole,
+            99,
+            SocketAddrV4::new(Ipv4Addr::new(1, 1, 1, 1), 5),
+            SocketAddrV4::new(Ipv4Addr::new(2, 2, 2, 2), 6),
+            &pl,
+        );
+        whole[6] = 0; // clear DF so it may be fragmented
+        let c = checksum::checksum(&{
+            let mut h = whole[..20].to_vec();
+            h[10..12].fill(0);
+            h
+        });
+        whole[10..12].copy_from_slice(&c.to_be_bytes());
+        // Fragments of 512 and 496 payload bytes, delivered out of order.
+        let frag = |off: usize, end: usize, mf: bool| {
+            let mut f = whole[..20].to_vec();
+            f.extend_from_slice(&whole[20 + off..20 + end]);
+            let tl = f.len() as u16;
+            f[2..4].copy_from_slice(&tl.to_be_bytes());
+            let fo = ((off / 8) as u16) | if mf { 0x2000 } else { 0 };
+            f[6..8].copy_from_slice(&fo.to_be_bytes());
+            Frame {
+                linktype: LINKTYPE_RAW,
+                ts_ns: 0,
+                data: f,
+            }
+        };
+        let frames = vec![frag(512, 1008, false), ip_frame(), frag(0, 512, true)];
+        let d = ipv4_datagrams(&frames);
+        assert_eq!(d.len(), 2);
+        assert_eq!(d[1].frame, 2);
+        assert_eq!(d[1].bytes, whole);
+        // Incomplete sets produce nothing.
+        assert_eq!(ipv4_datagrams(&frames[..2]).len(), 1);
+    }
+
+    fn ip_frame() -> Frame {
+        Frame {
+            linktype: LINKTYPE_RAW,
+            ts_ns: 0,
+            data: ip_bytes(),
+        }
     }
 
     #[test]
