@@ -409,9 +409,10 @@ pub struct Datagram {
 pub fn ipv4_datagrams(frames: &[Frame]) -> Vec<Datagram> {
     use std::collections::HashMap;
     type Key = ([u8; 4], [u8; 4], u16, u8);
-    // Per datagram: (offset, payload) pieces, and the total payload length once the
-    // last fragment (MF = 0) has been seen.
-    let mut pending: HashMap<Key, (Vec<(usize, Vec<u8>)>, Option<usize>, Vec<u8>)> = HashMap::new();
+    /// Per datagram: (offset, payload) pieces, the total payload length once the last
+    /// fragment (MF = 0) has been seen, and the first fragment's header.
+    type Pieces = (Vec<(usize, Vec<u8>)>, Option<usize>, Vec<u8>);
+    let mut pending: HashMap<Key, Pieces> = HashMap::new();
     let mut out = Vec::new();
     for (i, f) in frames.iter().enumerate() {
         let Some(ip) = ipv4_of(f) else { continue };
