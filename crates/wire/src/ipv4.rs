@@ -286,6 +286,12 @@ impl Ipv4Repr {
                 value: be16(&p.buf.as_ref()[field::FLG_OFF]) as u32,
             });
         }
+        if p.buf.as_ref()[field::FLG_OFF.start] & 0x80 != 0 {
+            return Err(WireError::BadField {
+                field: "IPv4 reserved flag",
+                value: 1,
+            });
+        }
         if !p.verify_checksum() {
             return Err(WireError::BadChecksum);
         }
