@@ -97,7 +97,7 @@ fn exercise(data: &[u8]) {
         let _ = p.verify_checksum();
         assert!(p.payload().len() <= data.len());
         if let Ok(r) = Ipv4Repr::parse(&p) {
-            let mut o = vec![0u8; 20];
+            let mut o = [0u8; 20];
             r.emit(&mut Ipv4Packet::new_unchecked(&mut o[..])).unwrap();
             assert_eq!(&o[..], &data[..20]);
         }
