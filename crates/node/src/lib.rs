@@ -1,1 +1,3 @@
-//! PEPC node: slices, demux, scheduler, packet I/O
+//! PEPC node: slices, demux, scheduler, packet I/O.
+
+pub mod io;

@@ -1,1 +1,22 @@
-//! PEPC slice: UE context (control/counter state), data path pipeline, control thread
+//! The PEPC slice (§3.2): all state of a set of UEs, with a control thread (MME work)
+//! and a data thread (S/P-GW work), each the single writer of its part of the state.
+//!
+//! * [`context`]: the UE context split into control state and counter state.
+//! * [`ids`]: identifiers that encode slice and slot (TEIDs, UE addresses).
+//! * [`control`]: the control thread's secondary table and publication.
+//! * [`datapath`]: the data thread's primary table and packet pipeline.
+//! * [`spsc`], [`update`]: the only channel between the two threads.
+
+pub mod context;
+pub mod control;
+pub mod counters;
+pub mod datapath;
+pub mod ids;
+pub mod mem;
+pub mod packets;
+pub mod pcef;
+pub mod qos;
+pub mod slice;
+pub mod spsc;
+pub mod synthetic;
+pub mod update;

@@ -1,0 +1,220 @@
+//! The UE context, split as in PEPC Table 1.
+//!
+//! * **Control state** ([`UeContext`], [`BearerContext`]): identity, location, bearers,
+//!   UE address, AMBR, PCEF rules. Written only by the slice's control thread, which
+//!   owns it outright (the *secondary* table holds every UE). The data thread never
+//!   reads it in place: the control thread *publishes* the part the data path needs as
+//!   immutable, versioned records ([`DpUeRecord`], [`DpBearerRecord`]) through the
+//!   update ring, and the data thread installs them between packet batches. So the
+//!   per-packet path reads only memory its own thread owns: no lock, no seqlock retry,
+//!   no shared cache line bouncing with signaling (see the benchmark's `rwlock` design
+//!   for the alternative the paper used).
+//! * **Counter state** ([`crate::counters`]): packets/bytes per bearer and per rule,
+//!   drops by reason. Written only by the data thread, read by the control thread.
+
+use std::net::Ipv4Addr;
+
+/// Highest EPS bearer identity + 1; EBIs 5..=15 are valid (TS 24.301 §9.3.2).
+pub const MAX_BEARERS: usize = 11;
+pub const FIRST_EBI: u8 = 5;
+/// "No slot" marker in published records.
+pub const NO_SLOT: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Plmn(pub [u8; 3]);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Tai {
+    pub plmn: Plmn,
+    pub tac: u16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Ecgi {
+    pub plmn: Plmn,
+    /// 28-bit E-UTRAN cell identity.
+    pub cell_id: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Guti {
+    pub plmn: Plmn,
+    pub mme_group_id: u16,
+    pub mme_code: u8,
+    pub m_tmsi: u32,
+}
+
+/// Where the UE is (PEPC "user location").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Location {
+    pub tai: Tai,
+    pub ecgi: Ecgi,
+    /// The serving eNB's S1-MME association (0 = none / synthetic).
+    pub enb_assoc: u64,
+}
+
+/// Allocation and retention priority (TS 23.401 §4.7.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arp {
+    pub priority_level: u8,
+    pub pre_emption_capability: bool,
+    pub pre_emption_vulnerability: bool,
+}
+
+impl Default for Arp {
+    fn default() -> Self {
+        Arp {
+            priority_level: 9,
+            pre_emption_capability: false,
+            pre_emption_vulnerability: true,
+        }
+    }
+}
+
+/// One EPS bearer as the control thread knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BearerContext {
+    pub ebi: u8,
+    pub qci: u8,
+    pub arp: Arp,
+    /// Bit rates in bits/s; GBR/MBR only for GBR bearers (QCI 1-4), 0 otherwise.
+    pub mbr_ul: u64,
+    pub mbr_dl: u64,
+    pub gbr_ul: u64,
+    pub gbr_dl: u64,
+    /// Our S1-U TEID (uplink) and its bearer slot.
+    pub slot: u32,
+    pub teid_ul: u32,
+    /// The eNB's S1-U tunnel (downlink); 0/unspecified while the UE is idle.
+    pub enb_teid: u32,
+    pub enb_addr: Ipv4Addr,
+    /// Default charging key (rating group) for the bearer's traffic.
+    pub charging_key: u32,
+}
+
+/// Device classes with their own pipelines (PEPC §4.2 customization).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeviceClass {
+    #[default]
+    Normal,
+    /// Single application, best effort: identifiers from a pre-assigned pool, no per-UE
+    /// lookup on the data path, only policy and aggregate charging.
+    StatelessIot,
+}
+
+/// ECM state: whether the UE has an S1 connection (and so a downlink tunnel).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EcmState {
+    #[default]
+    Idle,
+    Connected,
+}
+
+/// All control state of one UE. Owned and written only by the slice's control thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UeContext {
+    pub imsi: u64,
+    pub guti: Option<Guti>,
+    pub location: Location,
+    pub class: DeviceClass,
+    pub ecm: EcmState,
+    pub ue_slot: u32,
+    pub ue_ip: Ipv4Addr,
+    /// UE-AMBR (bits/s).
+    pub ambr_ul: u64,
+    pub ambr_dl: u64,
+    /// The PCEF rule set applied to this UE's traffic.
+    pub rule_set: u16,
+    pub default_ebi: u8,
+    pub bearers: Vec<BearerContext>,
+    /// Bumped on every change published to the data thread.
+    pub version: u32,
+    /// In the data thread's primary table right now?
+    pub in_primary: bool,
+}
+
+impl UeContext {
+    pub fn bearer(&self, ebi: u8) -> Option<&BearerContext> {
+        self.bearers.iter().find(|b| b.ebi == ebi)
+    }
+
+    pub fn bearer_mut(&mut self, ebi: u8) -> Option<&mut BearerContext> {
+        self.bearers.iter_mut().find(|b| b.ebi == ebi)
+    }
+
+    /// The projection of this UE the data path needs.
+    pub fn dp_record(&self) -> DpUeRecord {
+        let mut bearers = [NO_SLOT; MAX_BEARERS];
+        for b in &self.bearers {
+            if let Some(i) = (b.ebi as usize).checked_sub(FIRST_EBI as usize) {
+                if i < MAX_BEARERS {
+                    bearers[i] = b.slot;
+                }
+            }
+        }
+        DpUeRecord {
+            ip: u32::from(self.ue_ip),
+            ue_slot: self.ue_slot,
+            ambr_ul: self.ambr_ul,
+            ambr_dl: self.ambr_dl,
+            rule_set: self.rule_set,
+            default_ebi: self.default_ebi,
+            bearers,
+            version: self.version,
+        }
+    }
+
+    pub fn dp_bearer(&self, b: &BearerContext) -> DpBearerRecord {
+        DpBearerRecord {
+            teid_ul: b.teid_ul,
+            enb_teid: b.enb_teid,
+            enb_addr: u32::from(b.enb_addr),
+            ue_slot: self.ue_slot,
+            ebi: b.ebi,
+            qci: b.qci,
+            mbr_ul: b.mbr_ul,
+            mbr_dl: b.mbr_dl,
+            charging_key: b.charging_key,
+            version: self.version,
+        }
+    }
+}
+
+/// What the data path needs of a UE (published by the control thread).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DpUeRecord {
+    pub ip: u32,
+    pub ue_slot: u32,
+    pub ambr_ul: u64,
+    pub ambr_dl: u64,
+    pub rule_set: u16,
+    pub default_ebi: u8,
+    /// Bearer slot per EBI (index ebi-5), [`NO_SLOT`] where absent.
+    pub bearers: [u32; MAX_BEARERS],
+    pub version: u32,
+}
+
+impl DpUeRecord {
+    #[inline]
+    pub fn bearer_slot(&self, ebi: u8) -> u32 {
+        match (ebi as usize).checked_sub(FIRST_EBI as usize) {
+            Some(i) if i < MAX_BEARERS => self.bearers[i],
+            _ => NO_SLOT,
+        }
+    }
+}
+
+/// What the data path needs of a bearer (published by the control thread).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DpBearerRecord {
+    pub teid_ul: u32,
+    pub enb_teid: u32,
+    pub enb_addr: u32,
+    pub ue_slot: u32,
+    pub ebi: u8,
+    pub qci: u8,
+    pub mbr_ul: u64,
+    pub mbr_dl: u64,
+    pub charging_key: u32,
+    pub version: u32,
+}

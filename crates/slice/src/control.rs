@@ -1,0 +1,747 @@
+//! The slice's control thread state: the *secondary* table of every UE's control state,
+//! identifier allocation, and publication to the data thread. Signaling (the MME
+//! procedures, or the synthetic events of the benchmark) drives it; it is the single
+//! writer of control state.
+
+use crate::context::*;
+use crate::counters::{SliceCounters, Usage};
+use crate::ids::{IdLayout, IotPool, SlotAllocator};
+use crate::pcef::RuleSet;
+use crate::spsc::{Consumer, Producer};
+use crate::update::{DpRequest, DpUpdate};
+use std::collections::{HashMap, VecDeque};
+use std::net::Ipv4Addr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CtrlError {
+    UnknownUe(u32),
+    UnknownImsi(u64),
+    NoSuchBearer {
+        ue_slot: u32,
+        ebi: u8,
+    },
+    BearerExists {
+        ue_slot: u32,
+        ebi: u8,
+    },
+    /// An identifier space ran out (names which).
+    Exhausted(&'static str),
+    BadRuleSet(u16),
+}
+
+impl std::fmt::Display for CtrlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CtrlError::UnknownUe(s) => write!(f, "no UE in slot {s}"),
+            CtrlError::UnknownImsi(i) => write!(f, "no UE with IMSI {i:015}"),
+            CtrlError::NoSuchBearer { ue_slot, ebi } => {
+                write!(f, "UE slot {ue_slot} has no bearer {ebi}")
+            }
+            CtrlError::BearerExists { ue_slot, ebi } => {
+                write!(f, "UE slot {ue_slot} already has bearer {ebi}")
+            }
+            CtrlError::Exhausted(what) => write!(f, "{what} exhausted"),
+            CtrlError::BadRuleSet(id) => write!(f, "rule set {id} out of range"),
+        }
+    }
+}
+
+impl std::error::Error for CtrlError {}
+
+/// What the control thread must act on after reading the data thread's requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlEvent {
+    /// Downlink data for a UE in ECM-IDLE: page it (TS 23.401 §5.3.4.3). Its packets are
+    /// buffered until a Service Request re-establishes the tunnel.
+    Page { ue_slot: u32, imsi: u64 },
+    /// The eNB does not know one of our downlink tunnels.
+    EnbErrorIndication { enb_teid: u32, enb_addr: Ipv4Addr },
+}
+
+/// A new UE's parameters (from the subscription and the attach).
+#[derive(Debug, Clone)]
+pub struct AttachParams {
+    pub imsi: u64,
+    pub class: DeviceClass,
+    pub location: Location,
+    pub ambr_ul: u64,
+    pub ambr_dl: u64,
+    pub default_ebi: u8,
+    pub qci: u8,
+    pub arp: Arp,
+    pub charging_key: u32,
+    /// The eNB's downlink tunnel, if already known (0 = not yet: ECM state follows).
+    pub enb_teid: u32,
+    pub enb_addr: Ipv4Addr,
+    pub rule_set: Option<u16>,
+}
+
+impl AttachParams {
+    pub fn new(imsi: u64) -> Self {
+        AttachParams {
+            imsi,
+            class: DeviceClass::Normal,
+            location: Location::default(),
+            ambr_ul: 0,
+            ambr_dl: 0,
+            default_ebi: FIRST_EBI,
+            qci: 9,
+            arp: Arp::default(),
+            charging_key: 0,
+            enb_teid: 0,
+            enb_addr: Ipv4Addr::UNSPECIFIED,
+            rule_set: None,
+        }
+    }
+}
+
+/// The identifiers handed to a new UE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attached {
+    pub ue_slot: u32,
+    pub ue_ip: Ipv4Addr,
+    /// Uplink S1-U TEID of the default bearer.
+    pub teid_ul: u32,
+    pub class: DeviceClass,
+}
+
+#[derive(Debug, Clone)]
+pub struct ControlConfig {
+    pub slice: u32,
+    pub layout: IdLayout,
+    pub iot: Option<IotPool>,
+    pub ue_slots: usize,
+    pub bearer_slots: usize,
+    pub default_rule_set: u16,
+}
+
+/// A new UE's bearer as the MME asks for it.
+#[derive(Debug, Clone, Copy)]
+pub struct BearerParams {
+    pub ebi: u8,
+    pub qci: u8,
+    pub arp: Arp,
+    pub mbr_ul: u64,
+    pub mbr_dl: u64,
+    pub gbr_ul: u64,
+    pub gbr_dl: u64,
+    pub charging_key: u32,
+}
+
+pub struct ControlPlane {
+    cfg: ControlConfig,
+    /// Secondary table: every UE of the slice, by UE slot.
+    ues: Vec<Option<UeContext>>,
+    /// Stateless-IoT devices, by pool index.
+    iot_ues: Vec<Option<UeContext>>,
+    iot_free: VecDeque<u32>,
+    iot_next: u32,
+    bearer_owner: HashMap<u32, u32>,
+    by_imsi: HashMap<u64, (DeviceClass, u32)>,
+    ue_alloc: SlotAllocator,
+    bearer_alloc: SlotAllocator,
+    updates: Producer<DpUpdate>,
+    backlog: VecDeque<DpUpdate>,
+    requests: Consumer<DpRequest>,
+    counters: Arc<SliceCounters>,
+    evict_cursor: usize,
+    /// UEs with paging outstanding (downlink waiting).
+    paging: HashMap<u32, ()>,
+}
+
+impl ControlPlane {
+    pub fn new(
+        cfg: ControlConfig,
+        updates: Producer<DpUpdate>,
+        requests: Consumer<DpRequest>,
+        counters: Arc<SliceCounters>,
+    ) -> Self {
+        // Slot 0 is never handed out: TEID 0 is reserved (TS 29.281) and UE address 0 of
+        // a range is the network address.
+        let ue_alloc = SlotAllocator::new(1, cfg.ue_slots.min(cfg.layout.max_ue_slots()) as u32);
+        let bearer_alloc = SlotAllocator::new(
+            1,
+            cfg.bearer_slots.min(cfg.layout.max_bearer_slots()) as u32,
+        );
+        ControlPlane {
+            ues: Vec::new(),
+            iot_ues: Vec::new(),
+            iot_free: VecDeque::new(),
+            iot_next: 0,
+            bearer_owner: HashMap::new(),
+            by_imsi: HashMap::new(),
+            ue_alloc,
+            bearer_alloc,
+            updates,
+            backlog: VecDeque::new(),
+            requests,
+            counters,
+            evict_cursor: 0,
+            paging: HashMap::new(),
+            cfg,
+        }
+    }
+
+    pub fn config(&self) -> &ControlConfig {
+        &self.cfg
+    }
+
+    pub fn counters(&self) -> &Arc<SliceCounters> {
+        &self.counters
+    }
+
+    /// UEs in the secondary table (all registered UEs of the slice, IoT included).
+    pub fn ue_count(&self) -> usize {
+        self.by_imsi.len()
+    }
+
+    pub fn ue(&self, ue_slot: u32) -> Option<&UeContext> {
+        self.ues.get(ue_slot as usize).and_then(|u| u.as_ref())
+    }
+
+    pub fn find_imsi(&self, imsi: u64) -> Option<(DeviceClass, u32)> {
+        self.by_imsi.get(&imsi).copied()
+    }
+
+    fn ue_mut(&mut self, ue_slot: u32) -> Result<&mut UeContext, CtrlError> {
+        self.ues
+            .get_mut(ue_slot as usize)
+            .and_then(|u| u.as_mut())
+            .ok_or(CtrlError::UnknownUe(ue_slot))
+    }
+
+    fn publish(&mut self, u: DpUpdate) {
+        if self.backlog.is_empty() {
+            if let Err(u) = self.updates.push(u) {
+                self.backlog.push_back(u);
+            }
+        } else {
+            self.backlog.push_back(u);
+        }
+    }
+
+    /// Push updates that did not fit in the ring; returns how many are still waiting.
+    /// Call from the control loop.
+    pub fn flush(&mut self) -> usize {
+        while let Some(u) = self.backlog.pop_front() {
+            if let Err(u) = self.updates.push(u) {
+                self.backlog.push_front(u);
+                break;
+            }
+        }
+        self.backlog.len()
+    }
+
+    /// Updates published but not yet applied by the data thread, plus the backlog.
+    pub fn in_flight(&self) -> usize {
+        self.updates.len() + self.backlog.len()
+    }
+
+    /// Install PCEF rule set `id` on the data thread.
+    pub fn install_rule_set(
+        &mut self,
+        id: u16,
+        rules: Vec<crate::pcef::Rule>,
+    ) -> Result<(), CtrlError> {
+        if id as usize >= crate::counters::MAX_RULE_SETS
+            || rules.len() > crate::counters::MAX_RULES_PER_SET
+        {
+            return Err(CtrlError::BadRuleSet(id));
+        }
+        self.publish(DpUpdate::RuleSet {
+            id,
+            rules: Box::new(RuleSet::new(rules)),
+        });
+        Ok(())
+    }
+
+    /// Create a UE with its default bearer (attach). A UE whose eNB tunnel is given is
+    /// ECM-CONNECTED and goes straight into the primary table.
+    pub fn attach(&mut self, p: &AttachParams) -> Result<Attached, CtrlError> {
+        if let Some((class, slot)) = self.by_imsi.get(&p.imsi).copied() {
+            // Re-attach: the old context is dropped first (TS 23.401 §5.3.2.1).
+            match class {
+                DeviceClass::Normal => self.detach(slot)?,
+                DeviceClass::StatelessIot => self.detach_iot(slot)?,
+            }
+        }
+        if p.class == DeviceClass::StatelessIot {
+            return self.attach_iot(p);
+        }
+        let (ue_slot, _) = self
+            .ue_alloc
+            .alloc()
+            .ok_or(CtrlError::Exhausted("UE slots"))?;
+        let Some((bslot, gen)) = self.bearer_alloc.alloc() else {
+            self.ue_alloc.free(ue_slot);
+            return Err(CtrlError::Exhausted("bearer slots"));
+        };
+        let teid_ul = self.cfg.layout.teid(self.cfg.slice, bslot, gen);
+        let ue_ip = self.cfg.layout.ue_ip(self.cfg.slice, ue_slot);
+        let connected = p.enb_teid != 0;
+        let ctx = UeContext {
+            imsi: p.imsi,
+            guti: None,
+            location: p.location,
+            class: DeviceClass::Normal,
+            ecm: if connected {
+                EcmState::Connected
+            } else {
+                EcmState::Idle
+            },
+            ue_slot,
+            ue_ip,
+            ambr_ul: p.ambr_ul,
+            ambr_dl: p.ambr_dl,
+            rule_set: p.rule_set.unwrap_or(self.cfg.default_rule_set),
+            default_ebi: p.default_ebi,
+            bearers: vec![BearerContext {
+                ebi: p.default_ebi,
+                qci: p.qci,
+                arp: p.arp,
+                mbr_ul: 0,
+                mbr_dl: 0,
+                gbr_ul: 0,
+                gbr_dl: 0,
+                slot: bslot,
+                teid_ul,
+                enb_teid: p.enb_teid,
+                enb_addr: p.enb_addr,
+                charging_key: p.charging_key,
+            }],
+            version: 1,
+            in_primary: false,
+        };
+        if self.ues.len() <= ue_slot as usize {
+            self.ues.resize_with(ue_slot as usize + 1, || None);
+        }
+        self.bearer_owner.insert(bslot, ue_slot);
+        self.by_imsi.insert(p.imsi, (DeviceClass::Normal, ue_slot));
+        self.publish(DpUpdate::UeExists {
+            slot: ue_slot,
+            ip: Some(u32::from(ue_ip)),
+        });
+        self.publish(DpUpdate::BearerExists {
+            slot: bslot,
+            teid: Some(teid_ul),
+        });
+        self.ues[ue_slot as usize] = Some(ctx);
+        self.promote(ue_slot)?;
+        Ok(Attached {
+            ue_slot,
+            ue_ip,
+            teid_ul,
+            class: DeviceClass::Normal,
+        })
+    }
+
+    fn attach_iot(&mut self, p: &AttachParams) -> Result<Attached, CtrlError> {
+        let pool = self
+            .cfg
+            .iot
+            .ok_or(CtrlError::Exhausted("IoT pool (none configured)"))?;
+        let idx = match self.iot_free.pop_front() {
+            Some(i) => i,
+            None if self.iot_next < pool.size => {
+                self.iot_next += 1;
+                self.iot_next - 1
+            }
+            None => return Err(CtrlError::Exhausted("IoT pool")),
+        };
+        let ctx = UeContext {
+            imsi: p.imsi,
+            guti: None,
+            location: p.location,
+            class: DeviceClass::StatelessIot,
+            ecm: if p.enb_teid != 0 {
+                EcmState::Connected
+            } else {
+                EcmState::Idle
+            },
+            ue_slot: idx,
+            ue_ip: pool.ip(idx),
+            ambr_ul: 0,
+            ambr_dl: 0,
+            rule_set: 0,
+            default_ebi: p.default_ebi,
+            bearers: vec![BearerContext {
+                ebi: p.default_ebi,
+                qci: 9,
+                arp: p.arp,
+                mbr_ul: 0,
+                mbr_dl: 0,
+                gbr_ul: 0,
+                gbr_dl: 0,
+                slot: NO_SLOT,
+                teid_ul: pool.teid(idx),
+                enb_teid: p.enb_teid,
+                enb_addr: p.enb_addr,
+                charging_key: p.charging_key,
+            }],
+            version: 1,
+            in_primary: false,
+        };
+        if self.iot_ues.len() <= idx as usize {
+            self.iot_ues.resize_with(idx as usize + 1, || None);
+        }
+        self.iot_ues[idx as usize] = Some(ctx);
+        self.by_imsi
+            .insert(p.imsi, (DeviceClass::StatelessIot, idx));
+        self.publish(DpUpdate::IotTunnel {
+            index: idx,
+            enb_teid: p.enb_teid,
+            enb_addr: u32::from(p.enb_addr),
+        });
+        Ok(Attached {
+            ue_slot: idx,
+            ue_ip: pool.ip(idx),
+            teid_ul: pool.teid(idx),
+            class: DeviceClass::StatelessIot,
+        })
+    }
+
+    /// Publish the UE and all its bearers into the primary table.
+    pub fn promote(&mut self, ue_slot: u32) -> Result<(), CtrlError> {
+        let ue = self.ue_mut(ue_slot)?;
+        ue.in_primary = true;
+        let ue = self.ue(ue_slot).expect("checked above").clone();
+        for b in &ue.bearers {
+            self.publish(DpUpdate::Bearer {
+                slot: b.slot,
+                rec: ue.dp_bearer(b),
+            });
+        }
+        self.publish(DpUpdate::Ue {
+            slot: ue_slot,
+            rec: ue.dp_record(),
+        });
+        Ok(())
+    }
+
+    /// Take the UE out of the primary table (idle eviction); it stays registered here.
+    pub fn evict(&mut self, ue_slot: u32) -> Result<(), CtrlError> {
+        let ue = self.ue_mut(ue_slot)?;
+        if !ue.in_primary {
+            return Ok(());
+        }
+        ue.in_primary = false;
+        let slots: Vec<u32> = ue.bearers.iter().map(|b| b.slot).collect();
+        self.publish(DpUpdate::EvictUe { slot: ue_slot });
+        for s in slots {
+            self.publish(DpUpdate::EvictBearer { slot: s });
+        }
+        Ok(())
+    }
+
+    /// Re-publish after a change to a UE that is in the primary table.
+    fn republish(&mut self, ue_slot: u32) -> Result<(), CtrlError> {
+        let ue = self.ue_mut(ue_slot)?;
+        ue.version = ue.version.wrapping_add(1);
+        if ue.in_primary {
+            self.promote(ue_slot)?;
+        }
+        Ok(())
+    }
+
+    /// Set the eNB end of a bearer's S1-U tunnel: Initial Context Setup Response,
+    /// Path Switch (X2 handover), Handover Notify (S1 handover). The data thread sends an
+    /// End Marker on the old path when it changes. Makes the UE ECM-CONNECTED.
+    pub fn set_enb_tunnel(
+        &mut self,
+        ue_slot: u32,
+        ebi: u8,
+        enb_addr: Ipv4Addr,
+        enb_teid: u32,
+    ) -> Result<(), CtrlError> {
+        let ue = self.ue_mut(ue_slot)?;
+        let b = ue
+            .bearer_mut(ebi)
+            .ok_or(CtrlError::NoSuchBearer { ue_slot, ebi })?;
+        b.enb_addr = enb_addr;
+        b.enb_teid = enb_teid;
+        ue.ecm = EcmState::Connected;
+        ue.in_primary = true;
+        self.paging.remove(&ue_slot);
+        self.republish(ue_slot)
+    }
+
+    /// Update the UE's location (TAU, handover).
+    pub fn set_location(&mut self, ue_slot: u32, loc: Location) -> Result<(), CtrlError> {
+        self.ue_mut(ue_slot)?.location = loc;
+        Ok(())
+    }
+
+    pub fn set_guti(&mut self, ue_slot: u32, guti: Guti) -> Result<(), CtrlError> {
+        self.ue_mut(ue_slot)?.guti = Some(guti);
+        Ok(())
+    }
+
+    /// S1 release: ECM-IDLE. eNB tunnels are forgotten and the UE leaves the primary
+    /// table; downlink data then triggers paging.
+    pub fn release_to_idle(&mut self, ue_slot: u32) -> Result<(), CtrlError> {
+        let ue = self.ue_mut(ue_slot)?;
+        ue.ecm = EcmState::Idle;
+        for b in ue.bearers.iter_mut() {
+            b.enb_teid = 0;
+            b.enb_addr = Ipv4Addr::UNSPECIFIED;
+        }
+        ue.version = ue.version.wrapping_add(1);
+        self.evict(ue_slot)
+    }
+
+    /// Add a dedicated bearer (or a default bearer of another PDN); returns its TEID.
+    pub fn add_bearer(&mut self, ue_slot: u32, p: BearerParams) -> Result<u32, CtrlError> {
+        let ue = self.ue_mut(ue_slot)?;
+        if ue.bearer(p.ebi).is_some() {
+            return Err(CtrlError::BearerExists {
+                ue_slot,
+                ebi: p.ebi,
+            });
+        }
+        if !(FIRST_EBI..FIRST_EBI + MAX_BEARERS as u8).contains(&p.ebi) {
+            return Err(CtrlError::NoSuchBearer {
+                ue_slot,
+                ebi: p.ebi,
+            });
+        }
+        let (bslot, gen) = self
+            .bearer_alloc
+            .alloc()
+            .ok_or(CtrlError::Exhausted("bearer slots"))?;
+        let teid_ul = self.cfg.layout.teid(self.cfg.slice, bslot, gen);
+        let ue = self.ue_mut(ue_slot)?;
+        ue.bearers.push(BearerContext {
+            ebi: p.ebi,
+            qci: p.qci,
+            arp: p.arp,
+            mbr_ul: p.mbr_ul,
+            mbr_dl: p.mbr_dl,
+            gbr_ul: p.gbr_ul,
+            gbr_dl: p.gbr_dl,
+            slot: bslot,
+            teid_ul,
+            enb_teid: 0,
+            enb_addr: Ipv4Addr::UNSPECIFIED,
+            charging_key: p.charging_key,
+        });
+        self.bearer_owner.insert(bslot, ue_slot);
+        self.publish(DpUpdate::BearerExists {
+            slot: bslot,
+            teid: Some(teid_ul),
+        });
+        self.republish(ue_slot)?;
+        Ok(teid_ul)
+    }
+
+    /// Change a bearer's QoS (bearer modification).
+    pub fn modify_bearer_qos(
+        &mut self,
+        ue_slot: u32,
+        ebi: u8,
+        qci: u8,
+        mbr_ul: u64,
+        mbr_dl: u64,
+    ) -> Result<(), CtrlError> {
+        let b = self
+            .ue_mut(ue_slot)?
+            .bearer_mut(ebi)
+            .ok_or(CtrlError::NoSuchBearer { ue_slot, ebi })?;
+        b.qci = qci;
+        b.mbr_ul = mbr_ul;
+        b.mbr_dl = mbr_dl;
+        self.republish(ue_slot)
+    }
+
+    /// Remove a (non-default) bearer.
+    pub fn remove_bearer(&mut self, ue_slot: u32, ebi: u8) -> Result<(), CtrlError> {
+        let ue = self.ue_mut(ue_slot)?;
+        let i = ue
+            .bearers
+            .iter()
+            .position(|b| b.ebi == ebi)
+            .ok_or(CtrlError::NoSuchBearer { ue_slot, ebi })?;
+        let b = ue.bearers.remove(i);
+        self.retire_bearer(b.slot);
+        self.republish(ue_slot)
+    }
+
+    fn retire_bearer(&mut self, slot: u32) {
+        self.publish(DpUpdate::EvictBearer { slot });
+        self.publish(DpUpdate::BearerExists { slot, teid: None });
+        self.bearer_owner.remove(&slot);
+        self.bearer_alloc.free(slot);
+    }
+
+    /// Set the PCEF rule set of a UE (a PCRF update).
+    pub fn set_rule_set(&mut self, ue_slot: u32, id: u16) -> Result<(), CtrlError> {
+        if id as usize >= crate::counters::MAX_RULE_SETS {
+            return Err(CtrlError::BadRuleSet(id));
+        }
+        self.ue_mut(ue_slot)?.rule_set = id;
+        self.republish(ue_slot)
+    }
+
+    /// Delete the UE entirely (detach). Its identifiers become stale.
+    pub fn detach(&mut self, ue_slot: u32) -> Result<(), CtrlError> {
+        let ue = self
+            .ues
+            .get_mut(ue_slot as usize)
+            .and_then(|u| u.take())
+            .ok_or(CtrlError::UnknownUe(ue_slot))?;
+        self.publish(DpUpdate::EvictUe { slot: ue_slot });
+        self.publish(DpUpdate::UeExists {
+            slot: ue_slot,
+            ip: None,
+        });
+        for b in &ue.bearers {
+            self.retire_bearer(b.slot);
+        }
+        self.by_imsi.remove(&ue.imsi);
+        self.paging.remove(&ue_slot);
+        self.ue_alloc.free(ue_slot);
+        Ok(())
+    }
+
+    fn detach_iot(&mut self, idx: u32) -> Result<(), CtrlError> {
+        let ue = self
+            .iot_ues
+            .get_mut(idx as usize)
+            .and_then(|u| u.take())
+            .ok_or(CtrlError::UnknownUe(idx))?;
+        self.publish(DpUpdate::IotTunnel {
+            index: idx,
+            enb_teid: 0,
+            enb_addr: 0,
+        });
+        self.by_imsi.remove(&ue.imsi);
+        self.iot_free.push_back(idx);
+        Ok(())
+    }
+
+    /// Detach by IMSI, whatever the device class.
+    pub fn detach_imsi(&mut self, imsi: u64) -> Result<(), CtrlError> {
+        match self.by_imsi.get(&imsi).copied() {
+            Some((DeviceClass::Normal, s)) => self.detach(s),
+            Some((DeviceClass::StatelessIot, i)) => self.detach_iot(i),
+            None => Err(CtrlError::UnknownImsi(imsi)),
+        }
+    }
+
+    /// Set an IoT device's downlink tunnel (its eNB changed).
+    pub fn set_iot_tunnel(
+        &mut self,
+        idx: u32,
+        enb_addr: Ipv4Addr,
+        enb_teid: u32,
+    ) -> Result<(), CtrlError> {
+        let ue = self
+            .iot_ues
+            .get_mut(idx as usize)
+            .and_then(|u| u.as_mut())
+            .ok_or(CtrlError::UnknownUe(idx))?;
+        ue.bearers[0].enb_addr = enb_addr;
+        ue.bearers[0].enb_teid = enb_teid;
+        self.publish(DpUpdate::IotTunnel {
+            index: idx,
+            enb_teid,
+            enb_addr: u32::from(enb_addr),
+        });
+        Ok(())
+    }
+
+    /// Read the data thread's requests and act: promotions are served here; what needs
+    /// signaling (paging, eNB error indications) is returned.
+    pub fn poll_requests(&mut self, events: &mut Vec<ControlEvent>) -> usize {
+        let mut n = 0;
+        while let Some(r) = self.requests.pop() {
+            n += 1;
+            match r {
+                DpRequest::PromoteBearer { slot, teid } => {
+                    let owner = self.bearer_owner.get(&slot).copied();
+                    let ok = owner.and_then(|u| self.ue(u)).is_some_and(|ue| {
+                        ue.ecm == EcmState::Connected
+                            && ue
+                                .bearers
+                                .iter()
+                                .any(|b| b.slot == slot && b.teid_ul == teid)
+                    });
+                    match (ok, owner) {
+                        (true, Some(u)) => {
+                            let _ = self.promote(u);
+                        }
+                        _ => self.publish(DpUpdate::PromotionRefused {
+                            ue_slot: slot | 0x8000_0000,
+                        }),
+                    }
+                }
+                DpRequest::DownlinkData { ue_slot } => {
+                    match self.ue(ue_slot).map(|u| (u.ecm, u.imsi)) {
+                        Some((EcmState::Connected, _)) => {
+                            let _ = self.promote(ue_slot);
+                        }
+                        Some((EcmState::Idle, imsi)) => {
+                            if self.paging.insert(ue_slot, ()).is_none() {
+                                events.push(ControlEvent::Page { ue_slot, imsi });
+                            }
+                        }
+                        None => self.publish(DpUpdate::PromotionRefused { ue_slot }),
+                    }
+                }
+                DpRequest::ErrorIndication { enb_teid, enb_addr } => {
+                    events.push(ControlEvent::EnbErrorIndication { enb_teid, enb_addr })
+                }
+            }
+        }
+        n
+    }
+
+    /// Paging gave up (T3413 expiry): drop the buffered downlink.
+    pub fn paging_failed(&mut self, ue_slot: u32) {
+        self.paging.remove(&ue_slot);
+        self.publish(DpUpdate::PromotionRefused { ue_slot });
+    }
+
+    /// Evict UEs whose bearers saw no packet for `idle_ns` (data-thread clock `now_ns`),
+    /// scanning at most `budget` UE slots per call so the control loop stays responsive.
+    /// Returns how many were evicted.
+    pub fn evict_idle(&mut self, now_ns: u64, idle_ns: u64, budget: usize) -> usize {
+        let mut evicted = 0;
+        let len = self.ues.len();
+        if len == 0 {
+            return 0;
+        }
+        for _ in 0..budget.min(len) {
+            self.evict_cursor = (self.evict_cursor + 1) % len;
+            let slot = self.evict_cursor as u32;
+            let Some(ue) = self.ue(slot) else { continue };
+            if !ue.in_primary {
+                continue;
+            }
+            let last = ue
+                .bearers
+                .iter()
+                .map(|b| {
+                    self.counters.bearers[b.slot as usize]
+                        .last_active_ns
+                        .load(Relaxed)
+                })
+                .max()
+                .unwrap_or(0);
+            if now_ns.saturating_sub(last) > idle_ns && self.evict(slot).is_ok() {
+                evicted += 1;
+            }
+        }
+        evicted
+    }
+
+    /// A bearer's counters, read from the data thread's counter state.
+    pub fn usage(&self, ue_slot: u32, ebi: u8) -> Result<Usage, CtrlError> {
+        let ue = self.ue(ue_slot).ok_or(CtrlError::UnknownUe(ue_slot))?;
+        let b = ue
+            .bearer(ebi)
+            .ok_or(CtrlError::NoSuchBearer { ue_slot, ebi })?;
+        Ok(self.counters.bearers[b.slot as usize].snapshot())
+    }
+}

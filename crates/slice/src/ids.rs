@@ -1,0 +1,307 @@
+//! Identifiers allocated by the node so the data path finds a UE by indexing, not by a
+//! general hash lookup.
+//!
+//! ## Uplink TEID layout (32 bits)
+//! ```text
+//!  31 | 30 ........ 31-S | ........................ | G-1 ...... 0
+//!  P  |   slice (S bits) |  bearer slot (31-S-G bits)|  generation (G bits)
+//! ```
+//! * `P = 0`: a structured TEID. `S = ceil(log2(slices))` (0 for one slice) and
+//!   `G = 6`; the slot indexes the slice's bearer table directly. The generation is
+//!   bumped each time a slot is reused, and slots are reused in FIFO order, so a stale
+//!   TEID (held by an eNB after release) names the right slot with the wrong generation
+//!   and is rejected (the table also stores the full TEID and compares it).
+//! * `P = 1`: the pool space: stateless-IoT TEIDs (a configured sub-range) and TEIDs
+//!   that cannot follow the layout (a UE migrated from another slice keeps its TEID):
+//!   those go through a small exception table.
+//!
+//! With one slice: 25 slot bits (33M bearers); with 16 slices: 21 bits (2M per slice).
+//!
+//! ## UE IPv4 address layout
+//! The node's UE pool is a prefix `base/len` (default 10.0.0.0/8, 24 host bits). Host
+//! bits are `[slice (S bits)][UE slot]`: the downlink finds slice and UE slot from the
+//! destination address with a subtraction and two shifts. Address 0 of each slice's
+//! range is never handed out. Stateless-IoT devices get addresses from their own prefix.
+
+use std::collections::VecDeque;
+use std::net::Ipv4Addr;
+
+/// Generation bits in a structured TEID.
+pub const GEN_BITS: u32 = 6;
+const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
+/// Bit 31: pool space (IoT pool and exceptions).
+pub const POOL_BIT: u32 = 1 << 31;
+
+/// The node-wide identifier layout, fixed at node start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdLayout {
+    pub slice_bits: u32,
+    pub ue_pool: Ipv4Addr,
+    pub ue_pool_len: u8,
+}
+
+impl IdLayout {
+    /// Layout for `slices` slices (1..=64) over the UE pool `pool/len` (len 8..=30).
+    pub fn new(slices: usize, pool: Ipv4Addr, len: u8) -> Result<Self, String> {
+        if slices == 0 || slices > 64 {
+            return Err(format!("slices must be 1..=64, got {slices}"));
+        }
+        if !(8..=30).contains(&len) {
+            return Err(format!("ue pool prefix length must be 8..=30, got {len}"));
+        }
+        let slice_bits = usize::BITS - (slices - 1).leading_zeros();
+        let host_bits = 32 - len as u32;
+        if host_bits <= slice_bits + 1 {
+            return Err(format!(
+                "ue pool /{len} is too small for {slices} slices (needs > {} host bits)",
+                slice_bits + 1
+            ));
+        }
+        let mask = u32::MAX << host_bits;
+        if u32::from(pool) & !mask != 0 {
+            return Err(format!("ue pool {pool}/{len} has host bits set"));
+        }
+        Ok(IdLayout {
+            slice_bits,
+            ue_pool: pool,
+            ue_pool_len: len,
+        })
+    }
+
+    /// Bits for the bearer slot in a structured TEID.
+    #[inline]
+    pub fn teid_slot_bits(&self) -> u32 {
+        31 - self.slice_bits - GEN_BITS
+    }
+
+    /// How many bearer slots one slice can hold.
+    pub fn max_bearer_slots(&self) -> usize {
+        1usize << self.teid_slot_bits()
+    }
+
+    #[inline]
+    fn ip_host_bits(&self) -> u32 {
+        32 - self.ue_pool_len as u32
+    }
+
+    #[inline]
+    fn ip_slot_bits(&self) -> u32 {
+        self.ip_host_bits() - self.slice_bits
+    }
+
+    /// How many UE slots (addresses) one slice can hold; slot 0 is reserved.
+    pub fn max_ue_slots(&self) -> usize {
+        1usize << self.ip_slot_bits()
+    }
+
+    /// Build a structured TEID.
+    #[inline]
+    pub fn teid(&self, slice: u32, slot: u32, gen: u32) -> u32 {
+        let slot_bits = self.teid_slot_bits();
+        (slice << (slot_bits + GEN_BITS)) | (slot << GEN_BITS) | (gen & GEN_MASK)
+    }
+
+    /// Split a structured TEID into (slice, slot, generation); `None` for pool space.
+    #[inline]
+    pub fn split_teid(&self, teid: u32) -> Option<(u32, u32, u32)> {
+        if teid & POOL_BIT != 0 {
+            return None;
+        }
+        let slot_bits = self.teid_slot_bits();
+        let slot = (teid >> GEN_BITS) & ((1 << slot_bits) - 1);
+        let slice = if self.slice_bits == 0 {
+            0
+        } else {
+            teid >> (slot_bits + GEN_BITS)
+        };
+        Some((slice, slot, teid & GEN_MASK))
+    }
+
+    /// The address of UE slot `slot` in slice `slice`.
+    #[inline]
+    pub fn ue_ip(&self, slice: u32, slot: u32) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.ue_pool) | (slice << self.ip_slot_bits()) | slot)
+    }
+
+    /// Split a UE address into (slice, slot); `None` outside the pool.
+    #[inline]
+    pub fn split_ue_ip(&self, ip: u32) -> Option<(u32, u32)> {
+        let host_bits = self.ip_host_bits();
+        if (ip ^ u32::from(self.ue_pool)) >> host_bits != 0 {
+            return None;
+        }
+        let host = ip & ((1u32 << host_bits) - 1);
+        let slot_bits = self.ip_slot_bits();
+        Some((host >> slot_bits, host & ((1 << slot_bits) - 1)))
+    }
+}
+
+/// Slot allocator with FIFO reuse and per-slot generations. Owned by the control
+/// thread (the single writer of identifiers).
+#[derive(Debug)]
+pub struct SlotAllocator {
+    first: u32,
+    next_fresh: u32,
+    limit: u32,
+    free: VecDeque<u32>,
+    gens: Vec<u8>,
+}
+
+impl SlotAllocator {
+    /// Slots `first..limit` (slot 0 may be reserved by passing first = 1).
+    pub fn new(first: u32, limit: u32) -> Self {
+        SlotAllocator {
+            first,
+            next_fresh: first,
+            limit,
+            free: VecDeque::new(),
+            gens: Vec::new(),
+        }
+    }
+
+    /// Allocate a slot; returns (slot, generation).
+    pub fn alloc(&mut self) -> Option<(u32, u32)> {
+        let slot = if let Some(s) = self.free.pop_front() {
+            s
+        } else if self.next_fresh < self.limit {
+            let s = self.next_fresh;
+            self.next_fresh += 1;
+            s
+        } else {
+            return None;
+        };
+        Some((slot, self.generation(slot)))
+    }
+
+    /// Release a slot: its generation advances so identifiers built on the old one go stale.
+    pub fn free(&mut self, slot: u32) {
+        let i = slot as usize;
+        if self.gens.len() <= i {
+            self.gens.resize(i + 1, 0);
+        }
+        self.gens[i] = ((self.gens[i] as u32 + 1) & GEN_MASK) as u8;
+        self.free.push_back(slot);
+    }
+
+    pub fn generation(&self, slot: u32) -> u32 {
+        self.gens.get(slot as usize).copied().unwrap_or(0) as u32
+    }
+
+    pub fn in_use(&self) -> usize {
+        (self.next_fresh - self.first) as usize - self.free.len()
+    }
+}
+
+/// The stateless-IoT pools: TEIDs and UE addresses are pre-assigned ranges, so the data
+/// path infers the device class (and its policy) from the identifier alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IotPool {
+    /// First TEID of the pool (must have [`POOL_BIT`] set).
+    pub teid_base: u32,
+    /// First address of the device prefix.
+    pub ip_base: Ipv4Addr,
+    /// Devices in the pool: TEID `teid_base + i` and address `ip_base + i`.
+    pub size: u32,
+}
+
+impl IotPool {
+    pub fn new(teid_base: u32, ip_base: Ipv4Addr, size: u32) -> Result<Self, String> {
+        if teid_base & POOL_BIT == 0 {
+            return Err(format!("iot teid_base {teid_base:#x} must have bit 31 set"));
+        }
+        if teid_base.checked_add(size).is_none() || u32::from(ip_base).checked_add(size).is_none() {
+            return Err("iot pool overflows the TEID or address space".into());
+        }
+        Ok(IotPool {
+            teid_base,
+            ip_base,
+            size,
+        })
+    }
+
+    /// Device index for an uplink TEID in the pool.
+    #[inline]
+    pub fn index_of_teid(&self, teid: u32) -> Option<u32> {
+        let i = teid.wrapping_sub(self.teid_base);
+        (i < self.size).then_some(i)
+    }
+
+    /// Device index for a downlink destination address in the pool.
+    #[inline]
+    pub fn index_of_ip(&self, ip: u32) -> Option<u32> {
+        let i = ip.wrapping_sub(u32::from(self.ip_base));
+        (i < self.size).then_some(i)
+    }
+
+    pub fn teid(&self, i: u32) -> u32 {
+        self.teid_base + i
+    }
+
+    pub fn ip(&self, i: u32) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.ip_base) + i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn teid_round_trips_for_every_slice_count() {
+        for slices in [1usize, 2, 3, 4, 16, 64] {
+            let l = IdLayout::new(slices, Ipv4Addr::new(10, 0, 0, 0), 8).unwrap();
+            let max_slot = (l.max_bearer_slots() - 1) as u32;
+            for s in 0..slices as u32 {
+                for slot in [0, 1, 12345 % max_slot, max_slot] {
+                    for gen in [0, 1, 63] {
+                        let t = l.teid(s, slot, gen);
+                        assert_eq!(t & POOL_BIT, 0);
+                        assert_eq!(l.split_teid(t), Some((s, slot, gen)));
+                    }
+                }
+            }
+        }
+        let l = IdLayout::new(1, Ipv4Addr::new(10, 0, 0, 0), 8).unwrap();
+        assert_eq!(l.max_bearer_slots(), 1 << 25);
+        assert_eq!(l.split_teid(0x8000_0001), None);
+    }
+
+    #[test]
+    fn ue_ip_round_trips_and_rejects_outside_pool() {
+        let l = IdLayout::new(4, Ipv4Addr::new(10, 0, 0, 0), 8).unwrap();
+        assert_eq!(l.max_ue_slots(), 1 << 22);
+        let ip = l.ue_ip(3, 77);
+        assert_eq!(l.split_ue_ip(u32::from(ip)), Some((3, 77)));
+        assert_eq!(l.split_ue_ip(u32::from(Ipv4Addr::new(11, 0, 0, 1))), None);
+        assert!(IdLayout::new(1, Ipv4Addr::new(10, 0, 0, 1), 8).is_err());
+        assert!(IdLayout::new(0, Ipv4Addr::new(10, 0, 0, 0), 8).is_err());
+    }
+
+    #[test]
+    fn allocator_reuses_fifo_with_new_generation() {
+        let mut a = SlotAllocator::new(1, 4);
+        let (s1, g1) = a.alloc().unwrap();
+        let (s2, _) = a.alloc().unwrap();
+        let (s3, _) = a.alloc().unwrap();
+        assert_eq!((s1, s2, s3, g1), (1, 2, 3, 0));
+        assert!(a.alloc().is_none());
+        a.free(s2);
+        a.free(s1);
+        // FIFO: s2 first, with its generation advanced.
+        assert_eq!(a.alloc(), Some((2, 1)));
+        assert_eq!(a.alloc(), Some((1, 1)));
+        assert_eq!(a.in_use(), 3);
+    }
+
+    #[test]
+    fn iot_pool_indexes() {
+        let p = IotPool::new(0xC000_0000, Ipv4Addr::new(100, 64, 0, 0), 1000).unwrap();
+        assert_eq!(p.index_of_teid(0xC000_0005), Some(5));
+        assert_eq!(p.index_of_teid(0xC000_0000 + 1000), None);
+        assert_eq!(
+            p.index_of_ip(u32::from(Ipv4Addr::new(100, 64, 0, 9))),
+            Some(9)
+        );
+        assert!(IotPool::new(5, Ipv4Addr::new(100, 64, 0, 0), 1).is_err());
+    }
+}
