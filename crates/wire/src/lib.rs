@@ -2,6 +2,13 @@
 //! module: a typed view (`XxxPacket<T: AsRef<[u8]>>`) that checks lengths once and reads
 //! fields in place, plus a plain `XxxRepr` to parse and emit off the hot path.
 //!
+//! - [`gtpu`]: GTP-U (TS 29.281) view/Repr, in-place G-PDU encap/decap, Echo, Error
+//!   Indication, End Marker builders and IE parsing.
+//! - [`ipv4`], [`udp`], [`checksum`]: IPv4/UDP views and Reprs, Internet checksum and
+//!   RFC 1624 incremental update.
+//! - [`flow`]: the per-packet 5-tuple.
+//! - [`pcap`]: capture reading (pcap/pcapng), writing (raw IP) and tshark checks, for tests.
+//!
 //! Decoders never panic: every malformed input yields a [`WireError`] naming what was
 //! wrong.
 

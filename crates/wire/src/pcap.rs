@@ -3,6 +3,8 @@
 //! tshark. Not on the hot path: this copies freely.
 
 use crate::checksum;
+use crate::ipv4::{Ipv4Packet, Ipv4Repr, PROTO_UDP};
+use crate::udp::{UdpPacket, UdpRepr};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::SocketAddrV4;
@@ -553,30 +555,34 @@ impl<W: Write> PcapWriter<W> {
     }
 }
 
-/// Fill `p` (exactly 28 + payload bytes) with IPv4 + UDP + payload.
+/// Fill `p` (exactly 28 + payload bytes) with IPv4 + UDP + payload, using the same
+/// emitters as the data path.
 fn build_ipv4_udp(p: &mut [u8], ident: u16, src: SocketAddrV4, dst: SocketAddrV4, pl: &[u8]) {
-    let total = p.len() as u16;
-    let udp_len = total - 20;
-    p[0] = 0x45;
-    p[2..4].copy_from_slice(&total.to_be_bytes());
-    p[4..6].copy_from_slice(&ident.to_be_bytes());
-    p[6] = 0x40; // DF
-    p[8] = 64;
-    p[9] = 17;
-    p[12..16].copy_from_slice(&src.ip().octets());
-    p[16..20].copy_from_slice(&dst.ip().octets());
-    let c = checksum::checksum(&p[..20]);
-    p[10..12].copy_from_slice(&c.to_be_bytes());
-    p[20..22].copy_from_slice(&src.port().to_be_bytes());
-    p[22..24].copy_from_slice(&dst.port().to_be_bytes());
-    p[24..26].copy_from_slice(&udp_len.to_be_bytes());
     p[28..].copy_from_slice(pl);
-    let s = checksum::pseudo_header_sum(src.ip().octets(), dst.ip().octets(), 17, udp_len);
-    let mut c = !checksum::fold(checksum::sum(s, &p[20..]));
-    if c == 0 {
-        c = 0xffff; // RFC 768: a computed zero is sent as all ones
-    }
-    p[26..28].copy_from_slice(&c.to_be_bytes());
+    let udp = UdpRepr {
+        src_port: src.port(),
+        dst_port: dst.port(),
+        payload_len: pl.len(),
+    };
+    let ip = Ipv4Repr {
+        src: *src.ip(),
+        dst: *dst.ip(),
+        protocol: PROTO_UDP,
+        payload_len: 8 + pl.len(),
+        ttl: 64,
+        dscp_ecn: 0,
+        ident,
+        dont_frag: true,
+    };
+    // Lengths were checked by the caller (≤ 65535 in total), so neither emit can fail.
+    udp.emit(
+        &mut UdpPacket::new_unchecked(&mut p[20..]),
+        *src.ip(),
+        *dst.ip(),
+    )
+    .expect("UDP length checked by caller");
+    ip.emit(&mut Ipv4Packet::new_unchecked(&mut p[..]))
+        .expect("IPv4 length checked by caller");
 }
 
 /// What tshark said about a capture.
