@@ -10,6 +10,13 @@
 //! vector leaves [`Hss::next_vector`], so a crash or restart can never make
 //! the HSS re-issue an SQN. Batch calls ([`Hss::next_vectors`],
 //! [`Hss::next_vector_batch`]) pay one fsync for many vectors.
+//!
+//! Measured cost (`examples/hss_bench.rs`, release, shared 2-core VM, ext4 on
+//! virtio disk): `next_vector` ~230 µs/call on disk (fsync-bound, ~4.4K/s),
+//! ~24 µs in memory; `next_vectors(n=32)` ~7.3 µs/vector (~137K/s);
+//! `next_vector_batch` over 1000 IMSIs ~2.5 µs/vector (~400K/s); the crypto
+//! alone (Milenage + KASME) ~0.4 µs. An MME needing ~100K vectors/s must
+//! batch requests or keep spare vectors per UE.
 
 mod csv_import;
 mod model;
