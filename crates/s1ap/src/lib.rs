@@ -115,7 +115,7 @@ pub fn direction(pdu: &S1apPdu) -> Direction {
     }
 }
 
-/// The ASN.1 name of the PDU's message, e.g. "InitialUEMessage".
-pub fn message_name(pdu: &S1apPdu) -> &'static str {
+/// The ASN.1 name of the PDU's procedure, e.g. "initialUEMessage", "S1Setup".
+pub fn procedure_name(pdu: &S1apPdu) -> &'static str {
     pdu.procedure_name()
 }
