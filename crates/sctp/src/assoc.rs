@@ -108,9 +108,18 @@ impl fmt::Display for CloseReason {
 /// Something the application should know.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    Connected { out_streams: u16, in_streams: u16 },
-    Data { stream: u16, ppid: u32, data: Vec<u8> },
-    Closed { reason: CloseReason },
+    Connected {
+        out_streams: u16,
+        in_streams: u16,
+    },
+    Data {
+        stream: u16,
+        ppid: u32,
+        data: Vec<u8>,
+    },
+    Closed {
+        reason: CloseReason,
+    },
 }
 
 /// Why `send` refused a message.
@@ -992,7 +1001,11 @@ impl Association {
             self.peer_vtag = c.initiate_tag;
             self.state = State::CookieEchoed;
             let mut causes = Vec::new();
-            wire::emit_param(&mut causes, cause::MISSING_MANDATORY_PARAMETER, &[0, 0, 0, 1, 0, 7, 0, 0]);
+            wire::emit_param(
+                &mut causes,
+                cause::MISSING_MANDATORY_PARAMETER,
+                &[0, 0, 0, 1, 0, 7, 0, 0],
+            );
             self.abort_with(
                 CloseReason::ProtocolViolation("INIT ACK without state cookie"),
                 causes,
@@ -1100,7 +1113,11 @@ impl Association {
             let mut v = [0u8; 4];
             v[0..2].copy_from_slice(&d.stream.to_be_bytes());
             if self.pending.errors.len() < 512 {
-                wire::emit_param(&mut self.pending.errors, cause::INVALID_STREAM_IDENTIFIER, &v);
+                wire::emit_param(
+                    &mut self.pending.errors,
+                    cause::INVALID_STREAM_IDENTIFIER,
+                    &v,
+                );
             }
             self.sack_now = true;
             return;

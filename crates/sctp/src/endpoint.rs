@@ -282,7 +282,8 @@ impl Endpoint {
             let mut causes = Vec::new();
             wire::emit_param(&mut causes, cause::INVALID_MANDATORY_PARAMETER, &[]);
             let mut out = Vec::with_capacity(32);
-            let mut b = PacketBuilder::new(&mut out, pkt.dst_port(), pkt.src_port(), init.initiate_tag);
+            let mut b =
+                PacketBuilder::new(&mut out, pkt.dst_port(), pkt.src_port(), init.initiate_tag);
             b.push(&Chunk::Abort {
                 t: false,
                 causes: &causes,
@@ -381,7 +382,11 @@ impl Endpoint {
                 .saturating_mul(1000)
                 .min(u32::MAX as u64) as u32;
             let mut causes = Vec::new();
-            wire::emit_param(&mut causes, cause::STALE_COOKIE, &staleness_us.to_be_bytes());
+            wire::emit_param(
+                &mut causes,
+                cause::STALE_COOKIE,
+                &staleness_us.to_be_bytes(),
+            );
             let mut out = Vec::with_capacity(32);
             let mut b = PacketBuilder::new(&mut out, pkt.dst_port(), pkt.src_port(), cd.peer_vtag);
             b.push(&Chunk::Error { causes: &causes });

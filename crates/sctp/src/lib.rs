@@ -2,11 +2,19 @@
 //!
 //! - [`wire`]: zero-copy SCTP packet format (RFC 9260 §3).
 //! - [`assoc`]: sans-IO association state machine.
+//! - [`transport`]: the [`S1Transport`] interface and its UDP / kernel backends.
 //! - [`endpoint`]: sans-IO endpoint (stateless cookie, many associations).
 
 pub mod assoc;
 pub mod endpoint;
+pub mod transport;
 pub mod wire;
 
 pub use assoc::{Association, CloseReason, Config, Event, SendError, State};
 pub use endpoint::{AssocHandle, Endpoint};
+#[cfg(target_os = "linux")]
+pub use transport::KernelSctpTransport;
+pub use transport::{
+    open_server, AssocId, Backend, S1Transport, TransportConfig, TransportEvent, UdpSctpTransport,
+    S1AP_PPID, S1AP_SCTP_PORT, SCTP_UDP_ENCAPS_PORT,
+};

@@ -253,14 +253,14 @@ fn packet_loss_is_repaired_by_retransmission() {
     n.c2s_filter = Box::new(move |p| {
         if has_chunk(p, chunk_type::DATA) {
             k += 1;
-            return k % 3 != 0; // lose every third data packet
+            return k % 10 != 0; // lose every tenth data packet
         }
         true
     });
     let mut s2c_k = 0;
     n.s2c_filter = Box::new(move |_| {
         s2c_k += 1;
-        s2c_k % 4 != 0 // lose some SACKs too
+        s2c_k % 7 != 0 // lose some SACKs too
     });
     let msgs: Vec<Vec<u8>> = (0..200).map(|i| msg(i, 100 + (i * 37) % 3000)).collect();
     for (i, m) in msgs.iter().enumerate() {
@@ -270,7 +270,11 @@ fn packet_loss_is_repaired_by_retransmission() {
     let got = Net::data(&n.sev);
     assert_eq!(got.len(), msgs.len());
     for s in 0..2u16 {
-        let g: Vec<_> = got.iter().filter(|x| x.0 == s).map(|x| x.2.clone()).collect();
+        let g: Vec<_> = got
+            .iter()
+            .filter(|x| x.0 == s)
+            .map(|x| x.2.clone())
+            .collect();
         let e: Vec<_> = msgs
             .iter()
             .enumerate()
@@ -281,6 +285,8 @@ fn packet_loss_is_repaired_by_retransmission() {
     }
     assert_eq!(n.client.state(), State::Established);
     assert_eq!(n.client.buffered_amount(), 0);
+    // Repair took retransmissions: more data packets than the lossless minimum.
+    assert!(n.c2s_count > 200, "c2s {}", n.c2s_count);
 }
 
 #[test]
@@ -545,7 +551,8 @@ fn peer_restart_replaces_association() {
     let mut n = Net::connected(Config::default(), Config::default());
     let old = n.sh.unwrap();
     // The client "reboots": a new association from the same address and ports.
-    n.client = Association::connect_with(n.now, Arc::new(Config::default()), CPORT, SPORT, 0x2222, 5);
+    n.client =
+        Association::connect_with(n.now, Arc::new(Config::default()), CPORT, SPORT, 0x2222, 5);
     n.pump();
     assert!(matches!(n.cev.as_slice(), [Event::Connected { .. }]));
     assert_ne!(n.sh.unwrap(), old);
@@ -601,8 +608,14 @@ fn init_collision() {
             events_b.push(e);
         }
     }
-    assert!(matches!(events_a.as_slice(), [Event::Connected { .. }]), "{events_a:?}");
-    assert!(matches!(events_b.as_slice(), [Event::Connected { .. }]), "{events_b:?}");
+    assert!(
+        matches!(events_a.as_slice(), [Event::Connected { .. }]),
+        "{events_a:?}"
+    );
+    assert!(
+        matches!(events_b.as_slice(), [Event::Connected { .. }]),
+        "{events_b:?}"
+    );
     assert_eq!(a.len(), 1);
     assert_eq!(b.len(), 1);
     let (at, bt) = {
