@@ -827,7 +827,7 @@ impl Association {
                 self.rttvar = r / 2;
             }
             Some(srtt) => {
-                let diff = if srtt > r { srtt - r } else { r - srtt };
+                let diff = srtt.abs_diff(r);
                 self.rttvar = self.rttvar * 3 / 4 + diff / 4;
                 self.srtt = Some(srtt * 7 / 8 + r / 8);
             }
@@ -1466,7 +1466,6 @@ impl Association {
             self.emit_data(now, &mut b);
         }
         if b.is_empty() {
-            drop(b);
             out.truncate(start);
             return false;
         }

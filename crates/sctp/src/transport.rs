@@ -127,6 +127,9 @@ fn other(e: impl std::fmt::Display) -> io::Error {
     io::Error::other(e.to_string())
 }
 
+/// Sees each SCTP packet: (outgoing, peer UDP address, packet).
+pub type Tap = Box<dyn FnMut(bool, SocketAddr, &[u8]) + Send>;
+
 /// Userspace SCTP carried in UDP (RFC 6951): one UDP socket, many associations.
 pub struct UdpSctpTransport {
     socket: UdpSocket,
@@ -140,7 +143,7 @@ pub struct UdpSctpTransport {
     txbuf: Vec<u8>,
     rxbuf: Box<[u8]>,
     /// Optional tap of every SCTP packet (outgoing = true) for captures in tests.
-    tap: Option<Box<dyn FnMut(bool, SocketAddr, &[u8]) + Send>>,
+    tap: Option<Tap>,
 }
 
 impl UdpSctpTransport {
@@ -219,7 +222,7 @@ impl UdpSctpTransport {
     }
 
     /// Installs a tap that sees every SCTP packet sent (`true`) or received (`false`).
-    pub fn set_tap(&mut self, tap: Box<dyn FnMut(bool, SocketAddr, &[u8]) + Send>) {
+    pub fn set_tap(&mut self, tap: Tap) {
         self.tap = Some(tap);
     }
 

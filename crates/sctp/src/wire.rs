@@ -589,7 +589,7 @@ impl<'a> Chunk<'a> {
         CHUNK_HEADER_LEN
             + match self {
                 Chunk::Data(d) => 12 + d.payload.len(),
-                Chunk::Init(c) | Chunk::InitAck(c) => 16 + c.params.len(),
+                Chunk::Init(c) | Chunk::InitAck(c) => 16 + unpadded_params_len(c.params),
                 Chunk::Sack(s) => 12 + s.gap_blocks.len() + s.dup_tsns.len(),
                 Chunk::Heartbeat { info } | Chunk::HeartbeatAck { info } => info.len(),
                 Chunk::Abort { causes, .. } | Chunk::Error { causes } => causes.len(),
@@ -627,7 +627,7 @@ impl<'a> Chunk<'a> {
                 out.extend_from_slice(&c.out_streams.to_be_bytes());
                 out.extend_from_slice(&c.in_streams.to_be_bytes());
                 out.extend_from_slice(&c.initial_tsn.to_be_bytes());
-                out.extend_from_slice(c.params);
+                out.extend_from_slice(&c.params[..unpadded_params_len(c.params)]);
             }
             Chunk::Sack(s) => {
                 out.extend_from_slice(&s.cum_tsn_ack.to_be_bytes());
@@ -646,6 +646,17 @@ impl<'a> Chunk<'a> {
         }
         out.resize(out.len() + (pad4(len) - len), 0);
     }
+}
+
+/// Length of a parameter list without the final parameter's padding: the chunk length
+/// excludes it (RFC 9260 §3.2).
+fn unpadded_params_len(params: &[u8]) -> usize {
+    let mut last_end = params.len();
+    for p in ParamIter::new(params).flatten() {
+        let start = p.value.as_ptr() as usize - params.as_ptr() as usize;
+        last_end = start + p.value.len();
+    }
+    last_end
 }
 
 /// Appends a TLV parameter (or error cause) with padding.
@@ -731,7 +742,7 @@ mod tests {
     #[test]
     fn roundtrip_all_chunks() {
         let mut params = Vec::new();
-        emit_param(&mut params, param_type::STATE_COOKIE, b"cookie!");
+        emit_param(&mut params, param_type::STATE_COOKIE, b"cookie!!");
         let mut gaps = Vec::new();
         emit_gap_block(&mut gaps, 2, 3);
         emit_gap_block(&mut gaps, 5, 5);
@@ -793,12 +804,37 @@ mod tests {
             assert_eq!(a, b);
         }
         if let Chunk::InitAck(c) = parsed[2] {
-            assert_eq!(c.state_cookie(), Some(&b"cookie!"[..]));
+            assert_eq!(c.state_cookie(), Some(&b"cookie!!"[..]));
         }
         if let Chunk::Sack(s) = parsed[3] {
             assert_eq!(s.gap_blocks().collect::<Vec<_>>(), vec![(2, 3), (5, 5)]);
             assert_eq!(s.dup_tsns().collect::<Vec<_>>(), vec![77]);
         }
+    }
+
+    #[test]
+    fn chunk_length_excludes_final_parameter_padding() {
+        let mut params = Vec::new();
+        emit_param(&mut params, param_type::SUPPORTED_ADDRESS_TYPES, &[0, 5]);
+        assert_eq!(params.len(), 8);
+        let init = Chunk::Init(InitChunk {
+            initiate_tag: 1,
+            a_rwnd: 2,
+            out_streams: 3,
+            in_streams: 4,
+            initial_tsn: 5,
+            params: &params,
+        });
+        let bytes = build(&[init, Chunk::CookieAck]);
+        // Chunk length 4 + 16 + 6, then 2 bytes of chunk padding.
+        assert_eq!(&bytes[14..16], &26u16.to_be_bytes());
+        let (_, parsed) = parse_packet(&bytes).unwrap();
+        let Chunk::Init(i) = parsed[0] else {
+            panic!("not INIT")
+        };
+        let p: Vec<_> = i.params().collect::<Result<_>>().unwrap();
+        assert_eq!(p[0].value, &[0, 5]);
+        assert_eq!(parsed[1], Chunk::CookieAck);
     }
 
     #[test]

@@ -89,7 +89,11 @@ fn server_and_clients_exchange_s1ap_messages() {
     let mut got_back = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     while got_back.len() < 2 * n {
-        assert!(Instant::now() < deadline, "echo timed out at {}", got_back.len());
+        assert!(
+            Instant::now() < deadline,
+            "echo timed out at {}",
+            got_back.len()
+        );
         let mut ev = Vec::new();
         server.poll(Duration::from_millis(1), &mut ev).unwrap();
         for (a, s, p, d) in data(&ev) {
@@ -189,5 +193,8 @@ fn poll_honours_timeout_without_traffic() {
     server.poll(Duration::from_millis(50), &mut ev).unwrap();
     let el = t0.elapsed();
     assert!(ev.is_empty());
-    assert!(el >= Duration::from_millis(50) && el < Duration::from_millis(500), "{el:?}");
+    assert!(
+        el >= Duration::from_millis(50) && el < Duration::from_millis(500),
+        "{el:?}"
+    );
 }
