@@ -1,1 +1,7 @@
-//! Benchmarks reproducing the PEPC paper's figures
+//! Benchmarks reproducing the PEPC paper's data-plane figures.
+
+pub mod dataplane;
+pub mod designs;
+pub mod hist;
+pub mod sweep;
+pub mod traffic;

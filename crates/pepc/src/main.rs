@@ -1,1 +1,145 @@
-fn main() {}
+//! `pepc`: run a node, drive it with the emulator, manage subscribers, benchmark.
+
+use clap::{Args, Parser, Subcommand};
+use pepc_bench::dataplane::{self, DataplaneOpts, Design};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "pepc",
+    version,
+    about = "A high-performance LTE packet core, sliced by user (PEPC)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Benchmarks (use a release build).
+    Bench {
+        #[command(subcommand)]
+        what: BenchCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Data-plane throughput and latency under signaling (PEPC §6-§7).
+    Dataplane(DataplaneArgs),
+    /// Run a sweep reproducing one of the paper's figures; writes CSV, JSON and PNG.
+    Sweep(SweepArgs),
+}
+
+#[derive(Args, Clone)]
+struct DataplaneArgs {
+    /// default | unbatched | one-table | rwlock | datapath-writer | giant-lock
+    #[arg(long, default_value = "default")]
+    design: String,
+    #[arg(long, default_value_t = 1_000_000)]
+    users: u32,
+    /// Control events per second on the control core.
+    #[arg(long, default_value_t = 100_000)]
+    signaling: u64,
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    #[arg(long, default_value_t = 1)]
+    data_cores: usize,
+    /// Downlink batches per uplink batch (UL:DL = 1:N).
+    #[arg(long, default_value_t = 3)]
+    dl_per_ul: u32,
+    /// Uplink frame size on the wire, bytes (outer IPv4+UDP+GTP-U included).
+    #[arg(long, default_value_t = 128)]
+    ul_size: usize,
+    /// Downlink IPv4 packet size, bytes.
+    #[arg(long, default_value_t = 64)]
+    dl_size: usize,
+    /// Share of users that are stateless-IoT devices (0..1).
+    #[arg(long, default_value_t = 0.0)]
+    iot_share: f64,
+    /// Share of users always in the primary table (0..1); the rest churn.
+    #[arg(long, default_value_t = 1.0)]
+    always_on: f64,
+    /// Share of all users moved into/out of the primary table per second.
+    #[arg(long, default_value_t = 0.0)]
+    churn: f64,
+    /// Share of events that are S1 handovers (the rest are attach/detach).
+    #[arg(long, default_value_t = 0.5)]
+    handover_share: f64,
+    /// Do not pin threads to cores.
+    #[arg(long)]
+    no_pin: bool,
+    /// Print one JSON object per run.
+    #[arg(long)]
+    json: bool,
+}
+
+impl DataplaneArgs {
+    fn opts(&self) -> Result<DataplaneOpts, String> {
+        Ok(DataplaneOpts {
+            design: Design::parse(&self.design)?,
+            users: self.users,
+            signaling: self.signaling,
+            seconds: self.seconds,
+            data_cores: self.data_cores,
+            dl_per_ul: self.dl_per_ul,
+            ul_frame: self.ul_size,
+            dl_packet: self.dl_size,
+            iot_share: self.iot_share,
+            always_on: self.always_on,
+            churn_per_s: self.churn,
+            handover_share: self.handover_share,
+            pin: !self.no_pin,
+            seed: 42,
+        })
+    }
+}
+
+#[derive(Args)]
+struct SweepArgs {
+    /// Figure number: 5, 6, 7, 12, 13, 14 or 15.
+    #[arg(long)]
+    figure: u32,
+    /// Seconds per point.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Output directory for CSV/JSON/PNG.
+    #[arg(long, default_value = "out/bench")]
+    out: std::path::PathBuf,
+    /// Scale user counts down by this factor (for quick runs).
+    #[arg(long, default_value_t = 1)]
+    scale_down: u32,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Bench { what } => match what {
+            BenchCmd::Dataplane(a) => bench_dataplane(&a),
+            BenchCmd::Sweep(s) => pepc_bench::sweep::run(s.figure, s.seconds, &s.out, s.scale_down),
+        },
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pepc: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn bench_dataplane(a: &DataplaneArgs) -> Result<(), String> {
+    let o = a.opts()?;
+    let r = dataplane::run(&o)?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+    } else {
+        println!(
+            "design {:?}: {} users, {} events/s ({:.0} achieved), {} data core(s): {:.2} Mpps/core ({:.2} incl. generation), latency p50 {} ns p99 {} ns, drops {}",
+            r.design, r.users, r.signaling_per_s, r.signaling_achieved_per_s, r.data_cores,
+            r.mpps_per_core, r.mpps_wall_per_core, r.latency_ns_p50, r.latency_ns_p99, r.drops
+        );
+    }
+    Ok(())
+}

@@ -77,6 +77,8 @@ enum Kind {
 }
 
 /// Slice-wide limits of the promotion buffer.
+/// Originated packets (End Markers) held per sync until the driver sends them.
+pub const GENERATED_CAPACITY: usize = 256;
 pub const PENDING_UES: usize = 256;
 pub const PENDING_PER_UE: usize = 16;
 pub const PENDING_POOL: usize = 2048;
@@ -177,7 +179,7 @@ impl DataPlane {
             pool: (0..PENDING_POOL).map(|_| PacketBuf::new()).collect(),
             pool_free: (0..PENDING_POOL as u16).rev().collect(),
             ready: Vec::with_capacity(PENDING_POOL),
-            generated: Batch::new(BATCH_SIZE),
+            generated: Batch::new(GENERATED_CAPACITY),
             ei_tokens: cfg.error_indication_rate,
             ei_window_start: 0,
             scratch: [Scratch::default(); BATCH_SIZE],
@@ -215,7 +217,11 @@ impl DataPlane {
         }
         if !self.updates.is_empty() {
             let mut n = 0;
-            while n < self.cfg.max_updates_per_sync {
+            // Stop early if originated packets (End Markers) would not fit: the rest
+            // of the updates wait for the next sync instead of losing an End Marker.
+            while n < self.cfg.max_updates_per_sync
+                && self.generated.len < self.generated.capacity()
+            {
                 let Some(u) = self.updates.pop() else { break };
                 self.apply(u);
                 n += 1;

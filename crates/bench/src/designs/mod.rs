@@ -1,0 +1,2 @@
+//! Shared-state designs compared by the data-plane benchmark.
+pub mod locked;
