@@ -141,8 +141,9 @@ impl Endpoint {
         Some(a)
     }
 
-    /// Associations created by incoming COOKIE ECHOs since the last call.
-    pub fn poll_new_association(&mut self) -> Option<AssocHandle> {
+    /// Associations created by incoming COOKIE ECHOs, or closed because their peer
+    /// restarted, since the last call: the driver should poll their events.
+    pub fn poll_touched(&mut self) -> Option<AssocHandle> {
         self.new_assocs.pop_front()
     }
 
@@ -259,6 +260,7 @@ impl Endpoint {
                 return None;
             }
             a.close(CloseReason::PeerRestarted);
+            self.new_assocs.push_back(h);
             let key = (peer, a.peer_port(), a.local_port());
             let mut na = Association::from_cookie(now, self.config.clone(), c);
             na.handle_verified(now, pkt);

@@ -137,7 +137,8 @@ pub struct UdpSctpTransport {
     endpoint: Endpoint,
     remote: Option<(SocketAddr, u16)>,
     next_client_port: u16,
-    up: HashSet<AssocHandle>,
+    /// Associations the user knows of (came up, or opened by us): they get `Down`.
+    known: HashSet<AssocHandle>,
     dirty: Vec<AssocHandle>,
     held: Vec<TransportEvent>,
     txbuf: Vec<u8>,
@@ -167,7 +168,7 @@ impl UdpSctpTransport {
             endpoint,
             remote: None,
             next_client_port: 0,
-            up: HashSet::new(),
+            known: HashSet::new(),
             dirty: Vec::new(),
             held: Vec::new(),
             txbuf: Vec::with_capacity(2048),
@@ -217,6 +218,7 @@ impl UdpSctpTransport {
         let h = self
             .endpoint
             .connect(Instant::now(), remote_udp, local_port, peer_port);
+        self.known.insert(h);
         self.mark(h);
         h
     }
@@ -265,7 +267,7 @@ impl UdpSctpTransport {
         while let Some((to, p)) = self.endpoint.poll_transmit() {
             self.send_raw(to, &p)?;
         }
-        while let Some(h) = self.endpoint.poll_new_association() {
+        while let Some(h) = self.endpoint.poll_touched() {
             self.mark(h);
         }
         let dirty = std::mem::take(&mut self.dirty);
@@ -293,7 +295,7 @@ impl UdpSctpTransport {
                             out_streams,
                             in_streams,
                         } => {
-                            self.up.insert(h);
+                            self.known.insert(h);
                             events.push(TransportEvent::Up {
                                 assoc: h,
                                 peer,
@@ -308,8 +310,7 @@ impl UdpSctpTransport {
                             data,
                         }),
                         Event::Closed { reason } => {
-                            // Only associations the user saw come up go down.
-                            if self.up.remove(&h) {
+                            if self.known.remove(&h) {
                                 events.push(TransportEvent::Down {
                                     assoc: h,
                                     reason: reason.to_string(),

@@ -198,3 +198,34 @@ fn poll_honours_timeout_without_traffic() {
         "{el:?}"
     );
 }
+
+#[test]
+fn failed_connect_reports_down() {
+    let cfg = Config {
+        rto_initial: Duration::from_millis(20),
+        rto_min: Duration::from_millis(20),
+        rto_max: Duration::from_millis(40),
+        max_init_retransmits: 2,
+        ..Config::default()
+    };
+    // A UDP socket that never answers.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut client = UdpSctpTransport::connect(
+        "127.0.0.1:0".parse().unwrap(),
+        silent.local_addr().unwrap(),
+        36412,
+        cfg,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut ev = Vec::new();
+    while ev.is_empty() {
+        assert!(Instant::now() < deadline, "no Down");
+        client.poll(Duration::from_millis(50), &mut ev).unwrap();
+    }
+    assert!(
+        matches!(&ev[0], TransportEvent::Down { reason, .. } if reason == "association setup timed out"),
+        "{ev:?}"
+    );
+    assert_eq!(client.associations(), 0);
+}
