@@ -24,7 +24,7 @@ pub fn ipv4_udp(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, total_len:
         *b = i as u8;
     }
     let s = checksum::pseudo_header_sum(src.octets(), dst.octets(), 17, udp_len);
-    let mut c = checksum::fold(checksum::sum(s, &p[20..]));
+    let mut c = !checksum::fold(checksum::sum(s, &p[20..]));
     if c == 0 {
         c = 0xffff;
     }
