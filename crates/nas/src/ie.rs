@@ -191,7 +191,11 @@ pub fn encode_tai_list(tais: &[Tai]) -> R<Vec<u8>> {
     let mut i = 0;
     while i < tais.len() {
         let plmn = tais[i].plmn;
-        let group: Vec<&Tai> = tais[i..].iter().take_while(|t| t.plmn == plmn).take(16).collect();
+        let group: Vec<&Tai> = tais[i..]
+            .iter()
+            .take_while(|t| t.plmn == plmn)
+            .take(16)
+            .collect();
         out.push((group.len() - 1) as u8); // type 0, number of elements - 1
         out.extend_from_slice(&plmn);
         for t in &group {
@@ -220,14 +224,20 @@ pub fn decode_tai_list(mut b: &[u8]) -> R<Vec<Tai>> {
             0 => {
                 let plmn = [b[1], b[2], b[3]];
                 for k in 0..n {
-                    out.push(Tai { plmn, tac: u16::from_be_bytes([b[4 + 2 * k], b[5 + 2 * k]]) });
+                    out.push(Tai {
+                        plmn,
+                        tac: u16::from_be_bytes([b[4 + 2 * k], b[5 + 2 * k]]),
+                    });
                 }
             }
             1 => {
                 let plmn = [b[1], b[2], b[3]];
                 let first = u16::from_be_bytes([b[4], b[5]]);
                 for k in 0..n {
-                    out.push(Tai { plmn, tac: first.wrapping_add(k as u16) });
+                    out.push(Tai {
+                        plmn,
+                        tac: first.wrapping_add(k as u16),
+                    });
                 }
             }
             _ => {
@@ -268,7 +278,10 @@ impl PdnAddress {
                 b[1..9].try_into().unwrap_or_default(),
                 v4(&b[9..13]),
             )),
-            1..=3 => Err(NasError::Decode(format!("PDN address of type {t} is {} octets", b.len()))),
+            1..=3 => Err(NasError::Decode(format!(
+                "PDN address of type {t} is {} octets",
+                b.len()
+            ))),
             _ => Err(NasError::Decode(format!("PDN type {t}"))),
         }
     }
@@ -314,7 +327,11 @@ pub fn encode_bitrate(kbps: u32) -> (u8, u8, u8) {
         _ => {
             // Extended-2: 256 Mbps + n*256 Mbps for n in 1..=61, then 4 Mbps steps.
             let mbps = kbps / 1000;
-            let e2 = if mbps <= 256 * 62 { ((mbps - 256) / 256).clamp(1, 61) } else { 61 };
+            let e2 = if mbps <= 256 * 62 {
+                ((mbps - 256) / 256).clamp(1, 61)
+            } else {
+                61
+            };
             (0xfe, 0xfa, e2 as u8)
         }
     }

@@ -314,23 +314,42 @@ pub struct ModifyBearerRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EsmBody {
     PdnConnectivityRequest(PdnConnectivityRequest),
-    PdnConnectivityReject { esm_cause: u8 },
-    PdnDisconnectRequest { linked_ebi: u8 },
-    PdnDisconnectReject { esm_cause: u8 },
+    PdnConnectivityReject {
+        esm_cause: u8,
+    },
+    PdnDisconnectRequest {
+        linked_ebi: u8,
+    },
+    PdnDisconnectReject {
+        esm_cause: u8,
+    },
     EsmInformationRequest,
-    EsmInformationResponse { apn: Option<String>, pco: Option<Vec<u8>> },
+    EsmInformationResponse {
+        apn: Option<String>,
+        pco: Option<Vec<u8>>,
+    },
     ActivateDefaultBearerRequest(ActivateDefaultBearerRequest),
     ActivateDefaultBearerAccept,
-    ActivateDefaultBearerReject { esm_cause: u8 },
+    ActivateDefaultBearerReject {
+        esm_cause: u8,
+    },
     ActivateDedicatedBearerRequest(ActivateDedicatedBearerRequest),
     ActivateDedicatedBearerAccept,
-    ActivateDedicatedBearerReject { esm_cause: u8 },
+    ActivateDedicatedBearerReject {
+        esm_cause: u8,
+    },
     ModifyBearerRequest(ModifyBearerRequest),
     ModifyBearerAccept,
-    ModifyBearerReject { esm_cause: u8 },
-    DeactivateBearerRequest { esm_cause: u8 },
+    ModifyBearerReject {
+        esm_cause: u8,
+    },
+    DeactivateBearerRequest {
+        esm_cause: u8,
+    },
     DeactivateBearerAccept,
-    EsmStatus { esm_cause: u8 },
+    EsmStatus {
+        esm_cause: u8,
+    },
 }
 
 /// An ESM message with its header fields.
@@ -387,7 +406,8 @@ impl EmmMessage {
                     x::NasEsmMessageContainer::new(a.esm_container.clone()),
                 );
                 if let Some(t) = a.last_visited_tai {
-                    r.last_visited_registered_tai = Some(x::NasTrackingAreaIdentity::new(t.to_bytes().to_vec()));
+                    r.last_visited_registered_tai =
+                        Some(x::NasTrackingAreaIdentity::new(t.to_bytes().to_vec()));
                 }
                 emm_out(r)
             }
@@ -399,14 +419,19 @@ impl EmmMessage {
                     x::NasEsmMessageContainer::new(a.esm_container.clone()),
                 );
                 if let Some(g) = a.guti {
-                    r.guti = Some(x::NasEpsMobileIdentity::new(MobileIdentity::Guti(g).to_bytes()?));
+                    r.guti = Some(x::NasEpsMobileIdentity::new(
+                        MobileIdentity::Guti(g).to_bytes()?,
+                    ));
                 }
                 emm_out(r)
             }
-            E::AttachComplete(a) => emm_out(x::NasAttachComplete::new(x::NasEsmMessageContainer::new(a.esm_container.clone()))),
+            E::AttachComplete(a) => emm_out(x::NasAttachComplete::new(
+                x::NasEsmMessageContainer::new(a.esm_container.clone()),
+            )),
             E::AttachReject(a) => {
                 let mut r = x::NasAttachReject::new(x::NasEmmCause::new(a.emm_cause));
-                r.esm_message_container = a.esm_container.clone().map(x::NasEsmMessageContainer::new);
+                r.esm_message_container =
+                    a.esm_container.clone().map(x::NasEsmMessageContainer::new);
                 emm_out(r)
             }
             E::AuthenticationRequest(a) => emm_out(x::NasAuthenticationRequest::new(
@@ -420,7 +445,9 @@ impl EmmMessage {
             E::AuthenticationReject => emm_out(x::NasAuthenticationReject::new()),
             E::AuthenticationFailure(a) => {
                 let mut r = x::NasAuthenticationFailure::new(x::NasEmmCause::new(a.emm_cause));
-                r.authentication_failure_parameter = a.auts.map(|t| x::NasAuthenticationFailureParameter::new(t.to_vec()));
+                r.authentication_failure_parameter = a
+                    .auts
+                    .map(|t| x::NasAuthenticationFailureParameter::new(t.to_vec()));
                 emm_out(r)
             }
             E::SecurityModeCommand(s) => {
@@ -441,16 +468,23 @@ impl EmmMessage {
                 }
                 emm_out(r)
             }
-            E::SecurityModeReject { emm_cause } => emm_out(x::NasSecurityModeReject::new(x::NasEmmCause::new(*emm_cause))),
-            E::IdentityRequest(i) => emm_out(x::NasIdentityRequest::new(x::NasIdentityType2::new(i.identity_type))),
-            E::IdentityResponse(i) => emm_out(x::NasIdentityResponse::new(x::NasMobileIdentity::new(i.identity.to_bytes()?))),
+            E::SecurityModeReject { emm_cause } => emm_out(x::NasSecurityModeReject::new(
+                x::NasEmmCause::new(*emm_cause),
+            )),
+            E::IdentityRequest(i) => emm_out(x::NasIdentityRequest::new(x::NasIdentityType2::new(
+                i.identity_type,
+            ))),
+            E::IdentityResponse(i) => emm_out(x::NasIdentityResponse::new(
+                x::NasMobileIdentity::new(i.identity.to_bytes()?),
+            )),
             E::DetachRequestUe(d) => emm_out(x::NasDetachRequestUeOriginating::new(
                 x::NasDetachType::new((d.switch_off as u8) << 3 | (d.detach_type & 7)),
                 x::NasKeySetIdentifier::new(d.ksi),
                 x::NasEpsMobileIdentity::new(d.identity.to_bytes()?),
             )),
             E::DetachRequestNetwork(d) => {
-                let mut r = x::NasDetachRequestUeTerminated::new(x::NasDetachType::new(d.detach_type & 7));
+                let mut r =
+                    x::NasDetachRequestUeTerminated::new(x::NasDetachType::new(d.detach_type & 7));
                 r.emm_cause = d.emm_cause.map(x::NasEmmCause::new);
                 emm_out(r)
             }
@@ -461,28 +495,47 @@ impl EmmMessage {
                     x::NasKeySetIdentifier::new(t.ksi),
                     x::NasEpsMobileIdentity::new(t.old_guti.to_bytes()?),
                 );
-                r.ue_network_capability = t.ue_network_capability.as_ref().map(|c| x::NasUeNetworkCapability::new(c.to_bytes()));
-                r.last_visited_registered_tai = t.last_visited_tai.map(|t| x::NasTrackingAreaIdentity::new(t.to_bytes().to_vec()));
-                r.eps_bearer_context_status = t.eps_bearer_context_status.map(|s| x::NasEpsBearerContextStatus::new(s.to_le_bytes().to_vec()));
+                r.ue_network_capability = t
+                    .ue_network_capability
+                    .as_ref()
+                    .map(|c| x::NasUeNetworkCapability::new(c.to_bytes()));
+                r.last_visited_registered_tai = t
+                    .last_visited_tai
+                    .map(|t| x::NasTrackingAreaIdentity::new(t.to_bytes().to_vec()));
+                r.eps_bearer_context_status = t
+                    .eps_bearer_context_status
+                    .map(|s| x::NasEpsBearerContextStatus::new(s.to_le_bytes().to_vec()));
                 emm_out(r)
             }
             E::TauAccept(t) => {
-                let mut r = x::NasTrackingAreaUpdateAccept::new(x::NasEpsUpdateResult::new(t.update_result));
+                let mut r = x::NasTrackingAreaUpdateAccept::new(x::NasEpsUpdateResult::new(
+                    t.update_result,
+                ));
                 r.t3412_value = t.t3412.map(x::NasT3412Value::new);
                 if let Some(g) = t.guti {
-                    r.guti = Some(x::NasEpsMobileIdentity::new(MobileIdentity::Guti(g).to_bytes()?));
+                    r.guti = Some(x::NasEpsMobileIdentity::new(
+                        MobileIdentity::Guti(g).to_bytes()?,
+                    ));
                 }
                 if let Some(l) = &t.tai_list {
                     r.tai_list = Some(x::NasTrackingAreaIdentityList::new(encode_tai_list(l)?));
                 }
-                r.eps_bearer_context_status = t.eps_bearer_context_status.map(|s| x::NasEpsBearerContextStatus::new(s.to_le_bytes().to_vec()));
+                r.eps_bearer_context_status = t
+                    .eps_bearer_context_status
+                    .map(|s| x::NasEpsBearerContextStatus::new(s.to_le_bytes().to_vec()));
                 emm_out(r)
             }
             E::TauComplete => emm_out(x::NasTrackingAreaUpdateComplete::new()),
-            E::TauReject { emm_cause } => emm_out(x::NasTrackingAreaUpdateReject::new(x::NasEmmCause::new(*emm_cause))),
-            E::ServiceReject { emm_cause } => emm_out(x::NasServiceReject::new(x::NasEmmCause::new(*emm_cause))),
+            E::TauReject { emm_cause } => emm_out(x::NasTrackingAreaUpdateReject::new(
+                x::NasEmmCause::new(*emm_cause),
+            )),
+            E::ServiceReject { emm_cause } => {
+                emm_out(x::NasServiceReject::new(x::NasEmmCause::new(*emm_cause)))
+            }
             E::GutiReallocationCommand(g) => {
-                let mut r = x::NasGutiReallocationCommand::new(x::NasEpsMobileIdentity::new(MobileIdentity::Guti(g.guti).to_bytes()?));
+                let mut r = x::NasGutiReallocationCommand::new(x::NasEpsMobileIdentity::new(
+                    MobileIdentity::Guti(g.guti).to_bytes()?,
+                ));
                 if let Some(l) = &g.tai_list {
                     r.tai_list = Some(x::NasTrackingAreaIdentityList::new(encode_tai_list(l)?));
                 }
@@ -493,10 +546,13 @@ impl EmmMessage {
                 let mut r = x::NasEmmInformation::new();
                 r.full_name_for_network = i.full_name.clone().map(x::NasNetworkName::new);
                 r.short_name_for_network = i.short_name.clone().map(x::NasNetworkName::new);
-                r.universal_time_and_local_time_zone = i.universal_time.clone().map(x::NasTimeZoneAndTime::new);
+                r.universal_time_and_local_time_zone =
+                    i.universal_time.clone().map(x::NasTimeZoneAndTime::new);
                 emm_out(r)
             }
-            E::EmmStatus { emm_cause } => emm_out(x::NasEmmStatus::new(x::NasEmmCause::new(*emm_cause))),
+            E::EmmStatus { emm_cause } => {
+                emm_out(x::NasEmmStatus::new(x::NasEmmCause::new(*emm_cause)))
+            }
         };
         enc(m)
     }
@@ -504,7 +560,9 @@ impl EmmMessage {
     fn from_x(m: &x::NasEmmMessage) -> R<Self> {
         use x::NasEmmMessage as X;
         use EmmMessage as E;
-        let tai = |t: &Option<x::NasTrackingAreaIdentity>| t.as_ref().map(|t| Tai::from_bytes(&t.value)).transpose();
+        let tai = |t: &Option<x::NasTrackingAreaIdentity>| {
+            t.as_ref().map(|t| Tai::from_bytes(&t.value)).transpose()
+        };
         let guti = |g: &x::NasEpsMobileIdentity| match MobileIdentity::from_bytes(&g.value)? {
             MobileIdentity::Guti(g) => Ok(g),
             other => Err(NasError::Decode(format!("GUTI IE holds {other:?}"))),
@@ -514,7 +572,9 @@ impl EmmMessage {
                 attach_type: a.eps_attach_type.value,
                 ksi: a.nas_key_set_identifier.value,
                 identity: MobileIdentity::from_bytes(&a.eps_mobile_identity.value)?,
-                ue_network_capability: UeNetworkCapability::from_bytes(&a.ue_network_capability.value)?,
+                ue_network_capability: UeNetworkCapability::from_bytes(
+                    &a.ue_network_capability.value,
+                )?,
                 esm_container: v(&a.esm_message_container.value),
                 last_visited_tai: tai(&a.last_visited_registered_tai)?,
             }),
@@ -525,7 +585,9 @@ impl EmmMessage {
                 esm_container: v(&a.esm_message_container.value),
                 guti: a.guti.as_ref().map(guti).transpose()?,
             }),
-            X::AttachComplete(a) => E::AttachComplete(AttachComplete { esm_container: v(&a.esm_message_container.value) }),
+            X::AttachComplete(a) => E::AttachComplete(AttachComplete {
+                esm_container: v(&a.esm_message_container.value),
+            }),
             X::AttachReject(a) => E::AttachReject(AttachReject {
                 emm_cause: a.emm_cause.value,
                 esm_container: a.esm_message_container.as_ref().map(|c| v(&c.value)),
@@ -541,7 +603,11 @@ impl EmmMessage {
             X::AuthenticationReject(_) => E::AuthenticationReject,
             X::AuthenticationFailure(a) => E::AuthenticationFailure(AuthenticationFailure {
                 emm_cause: a.emm_cause.value,
-                auts: a.authentication_failure_parameter.as_ref().map(|p| arr(&p.value, "AUTS")).transpose()?,
+                auts: a
+                    .authentication_failure_parameter
+                    .as_ref()
+                    .map(|p| arr(&p.value, "AUTS"))
+                    .transpose()?,
             }),
             X::SecurityModeCommand(s) => E::SecurityModeCommand(SecurityModeCommand {
                 eea: (s.selected_nas_security_algorithms.value >> 4) & 7,
@@ -551,11 +617,21 @@ impl EmmMessage {
                 imeisv_request: s.imeisv_request.as_ref().is_some_and(|r| r.value & 7 == 1),
             }),
             X::SecurityModeComplete(s) => E::SecurityModeComplete(SecurityModeComplete {
-                imeisv: s.imeisv.as_ref().map(|i| MobileIdentity::from_bytes(&i.value)).transpose()?,
+                imeisv: s
+                    .imeisv
+                    .as_ref()
+                    .map(|i| MobileIdentity::from_bytes(&i.value))
+                    .transpose()?,
             }),
-            X::SecurityModeReject(s) => E::SecurityModeReject { emm_cause: s.emm_cause.value },
-            X::IdentityRequest(i) => E::IdentityRequest(IdentityRequest { identity_type: i.identity_type.value & 7 }),
-            X::IdentityResponse(i) => E::IdentityResponse(IdentityResponse { identity: MobileIdentity::from_bytes(&i.mobile_identity.value)? }),
+            X::SecurityModeReject(s) => E::SecurityModeReject {
+                emm_cause: s.emm_cause.value,
+            },
+            X::IdentityRequest(i) => E::IdentityRequest(IdentityRequest {
+                identity_type: i.identity_type.value & 7,
+            }),
+            X::IdentityResponse(i) => E::IdentityResponse(IdentityResponse {
+                identity: MobileIdentity::from_bytes(&i.mobile_identity.value)?,
+            }),
             X::DetachRequestUeOriginating(d) => E::DetachRequestUe(DetachRequestUe {
                 detach_type: d.detach_type.value & 7,
                 switch_off: d.detach_type.value & 8 != 0,
@@ -572,32 +648,64 @@ impl EmmMessage {
                 active_flag: t.eps_update_type.value & 8 != 0,
                 ksi: t.nas_key_set_identifier.value,
                 old_guti: MobileIdentity::from_bytes(&t.old_guti.value)?,
-                ue_network_capability: t.ue_network_capability.as_ref().map(|c| UeNetworkCapability::from_bytes(&c.value)).transpose()?,
+                ue_network_capability: t
+                    .ue_network_capability
+                    .as_ref()
+                    .map(|c| UeNetworkCapability::from_bytes(&c.value))
+                    .transpose()?,
                 last_visited_tai: tai(&t.last_visited_registered_tai)?,
-                eps_bearer_context_status: t.eps_bearer_context_status.as_ref().and_then(|s| status(&s.value)),
+                eps_bearer_context_status: t
+                    .eps_bearer_context_status
+                    .as_ref()
+                    .and_then(|s| status(&s.value)),
             }),
             X::TrackingAreaUpdateAccept(t) => E::TauAccept(TauAccept {
                 update_result: t.eps_update_result.value,
                 t3412: t.t3412_value.as_ref().map(|x| x.value),
                 guti: t.guti.as_ref().map(guti).transpose()?,
-                tai_list: t.tai_list.as_ref().map(|l| decode_tai_list(&l.value)).transpose()?,
-                eps_bearer_context_status: t.eps_bearer_context_status.as_ref().and_then(|s| status(&s.value)),
+                tai_list: t
+                    .tai_list
+                    .as_ref()
+                    .map(|l| decode_tai_list(&l.value))
+                    .transpose()?,
+                eps_bearer_context_status: t
+                    .eps_bearer_context_status
+                    .as_ref()
+                    .and_then(|s| status(&s.value)),
             }),
             X::TrackingAreaUpdateComplete(_) => E::TauComplete,
-            X::TrackingAreaUpdateReject(t) => E::TauReject { emm_cause: t.emm_cause.value },
-            X::ServiceReject(s) => E::ServiceReject { emm_cause: s.emm_cause.value },
+            X::TrackingAreaUpdateReject(t) => E::TauReject {
+                emm_cause: t.emm_cause.value,
+            },
+            X::ServiceReject(s) => E::ServiceReject {
+                emm_cause: s.emm_cause.value,
+            },
             X::GutiReallocationCommand(g) => E::GutiReallocationCommand(GutiReallocationCommand {
                 guti: guti(&g.guti)?,
-                tai_list: g.tai_list.as_ref().map(|l| decode_tai_list(&l.value)).transpose()?,
+                tai_list: g
+                    .tai_list
+                    .as_ref()
+                    .map(|l| decode_tai_list(&l.value))
+                    .transpose()?,
             }),
             X::GutiReallocationComplete(_) => E::GutiReallocationComplete,
             X::EmmInformation(i) => E::EmmInformation(EmmInformation {
                 full_name: i.full_name_for_network.as_ref().map(|n| v(&n.value)),
                 short_name: i.short_name_for_network.as_ref().map(|n| v(&n.value)),
-                universal_time: i.universal_time_and_local_time_zone.as_ref().map(|n| v(&n.value)),
+                universal_time: i
+                    .universal_time_and_local_time_zone
+                    .as_ref()
+                    .map(|n| v(&n.value)),
             }),
-            X::EmmStatus(s) => E::EmmStatus { emm_cause: s.emm_cause.value },
-            other => return Err(NasError::Unsupported(format!("EMM message {:?}", other.message_type()))),
+            X::EmmStatus(s) => E::EmmStatus {
+                emm_cause: s.emm_cause.value,
+            },
+            other => {
+                return Err(NasError::Unsupported(format!(
+                    "EMM message {:?}",
+                    other.message_type()
+                )))
+            }
         })
     }
 }
@@ -608,21 +716,41 @@ impl EsmMessage {
         let pco = |p: &Option<Vec<u8>>| p.clone().map(x::NasProtocolConfigurationOptions::new);
         let m: x::NasEsmMessage = match &self.body {
             B::PdnConnectivityRequest(p) => {
-                let mut r = x::NasPdnConnectivityRequest::new(x::NasRequestType::new(p.request_type), x::NasPdnType::new(p.pdn_type));
+                let mut r = x::NasPdnConnectivityRequest::new(
+                    x::NasRequestType::new(p.request_type),
+                    x::NasPdnType::new(p.pdn_type),
+                );
                 if p.esm_information_transfer {
-                    r.esm_information_transfer_flag = Some(x::NasEsmInformationTransferFlag::new(1));
+                    r.esm_information_transfer_flag =
+                        Some(x::NasEsmInformationTransferFlag::new(1));
                 }
-                r.access_point_name = p.apn.as_deref().map(encode_apn).transpose()?.map(x::NasAccessPointName::new);
+                r.access_point_name = p
+                    .apn
+                    .as_deref()
+                    .map(encode_apn)
+                    .transpose()?
+                    .map(x::NasAccessPointName::new);
                 r.protocol_configuration_options = pco(&p.pco);
                 r.into()
             }
-            B::PdnConnectivityReject { esm_cause } => x::NasPdnConnectivityReject::new(x::NasEsmCause::new(*esm_cause)).into(),
-            B::PdnDisconnectRequest { linked_ebi } => x::NasPdnDisconnectRequest::new(x::NasLinkedEpsBearerIdentity::new(*linked_ebi)).into(),
-            B::PdnDisconnectReject { esm_cause } => x::NasPdnDisconnectReject::new(x::NasEsmCause::new(*esm_cause)).into(),
+            B::PdnConnectivityReject { esm_cause } => {
+                x::NasPdnConnectivityReject::new(x::NasEsmCause::new(*esm_cause)).into()
+            }
+            B::PdnDisconnectRequest { linked_ebi } => {
+                x::NasPdnDisconnectRequest::new(x::NasLinkedEpsBearerIdentity::new(*linked_ebi))
+                    .into()
+            }
+            B::PdnDisconnectReject { esm_cause } => {
+                x::NasPdnDisconnectReject::new(x::NasEsmCause::new(*esm_cause)).into()
+            }
             B::EsmInformationRequest => x::NasEsmInformationRequest::new().into(),
             B::EsmInformationResponse { apn, pco: p } => {
                 let mut r = x::NasEsmInformationResponse::new();
-                r.access_point_name = apn.as_deref().map(encode_apn).transpose()?.map(x::NasAccessPointName::new);
+                r.access_point_name = apn
+                    .as_deref()
+                    .map(encode_apn)
+                    .transpose()?
+                    .map(x::NasAccessPointName::new);
                 r.protocol_configuration_options = pco(p);
                 r.into()
             }
@@ -632,33 +760,55 @@ impl EsmMessage {
                     x::NasAccessPointName::new(encode_apn(&a.apn)?),
                     x::NasPdnAddress::new(a.pdn_address.to_bytes()),
                 );
-                r.apn_ambr = a.apn_ambr.map(|x_| x::NasApnAggregateMaximumBitRate::new(x_.to_bytes()));
+                r.apn_ambr = a
+                    .apn_ambr
+                    .map(|x_| x::NasApnAggregateMaximumBitRate::new(x_.to_bytes()));
                 r.esm_cause = a.esm_cause.map(x::NasEsmCause::new);
                 r.protocol_configuration_options = pco(&a.pco);
                 r.into()
             }
-            B::ActivateDefaultBearerAccept => x::NasActivateDefaultEpsBearerContextAccept::new().into(),
-            B::ActivateDefaultBearerReject { esm_cause } => x::NasActivateDefaultEpsBearerContextReject::new(x::NasEsmCause::new(*esm_cause)).into(),
-            B::ActivateDedicatedBearerRequest(d) => x::NasActivateDedicatedEpsBearerContextRequest::new(
-                x::NasLinkedEpsBearerIdentity::new(d.linked_ebi),
-                x::NasEpsQualityOfService::new(d.qos.to_bytes()),
-                x::NasTrafficFlowTemplate::new(d.tft.clone()),
-            )
-            .into(),
-            B::ActivateDedicatedBearerAccept => x::NasActivateDedicatedEpsBearerContextAccept::new().into(),
-            B::ActivateDedicatedBearerReject { esm_cause } => x::NasActivateDedicatedEpsBearerContextReject::new(x::NasEsmCause::new(*esm_cause)).into(),
+            B::ActivateDefaultBearerAccept => {
+                x::NasActivateDefaultEpsBearerContextAccept::new().into()
+            }
+            B::ActivateDefaultBearerReject { esm_cause } => {
+                x::NasActivateDefaultEpsBearerContextReject::new(x::NasEsmCause::new(*esm_cause))
+                    .into()
+            }
+            B::ActivateDedicatedBearerRequest(d) => {
+                x::NasActivateDedicatedEpsBearerContextRequest::new(
+                    x::NasLinkedEpsBearerIdentity::new(d.linked_ebi),
+                    x::NasEpsQualityOfService::new(d.qos.to_bytes()),
+                    x::NasTrafficFlowTemplate::new(d.tft.clone()),
+                )
+                .into()
+            }
+            B::ActivateDedicatedBearerAccept => {
+                x::NasActivateDedicatedEpsBearerContextAccept::new().into()
+            }
+            B::ActivateDedicatedBearerReject { esm_cause } => {
+                x::NasActivateDedicatedEpsBearerContextReject::new(x::NasEsmCause::new(*esm_cause))
+                    .into()
+            }
             B::ModifyBearerRequest(m) => {
                 let mut r = x::NasModifyEpsBearerContextRequest::new();
                 r.new_eps_qos = m.qos.map(|q| x::NasEpsQualityOfService::new(q.to_bytes()));
                 r.tft = m.tft.clone().map(x::NasTrafficFlowTemplate::new);
-                r.apn_ambr = m.apn_ambr.map(|a| x::NasApnAggregateMaximumBitRate::new(a.to_bytes()));
+                r.apn_ambr = m
+                    .apn_ambr
+                    .map(|a| x::NasApnAggregateMaximumBitRate::new(a.to_bytes()));
                 r.into()
             }
             B::ModifyBearerAccept => x::NasModifyEpsBearerContextAccept::new().into(),
-            B::ModifyBearerReject { esm_cause } => x::NasModifyEpsBearerContextReject::new(x::NasEsmCause::new(*esm_cause)).into(),
-            B::DeactivateBearerRequest { esm_cause } => x::NasDeactivateEpsBearerContextRequest::new(x::NasEsmCause::new(*esm_cause)).into(),
+            B::ModifyBearerReject { esm_cause } => {
+                x::NasModifyEpsBearerContextReject::new(x::NasEsmCause::new(*esm_cause)).into()
+            }
+            B::DeactivateBearerRequest { esm_cause } => {
+                x::NasDeactivateEpsBearerContextRequest::new(x::NasEsmCause::new(*esm_cause)).into()
+            }
             B::DeactivateBearerAccept => x::NasDeactivateEpsBearerContextAccept::new().into(),
-            B::EsmStatus { esm_cause } => x::NasEsmStatus::new(x::NasEsmCause::new(*esm_cause)).into(),
+            B::EsmStatus { esm_cause } => {
+                x::NasEsmStatus::new(x::NasEsmCause::new(*esm_cause)).into()
+            }
         };
         enc(x::NasEpsMessage::new_esm(m, self.ebi, self.pti))
     }
@@ -671,48 +821,100 @@ impl EsmMessage {
             X::PdnConnectivityRequest(p) => B::PdnConnectivityRequest(PdnConnectivityRequest {
                 request_type: p.request_type.value & 7,
                 pdn_type: p.pdn_type.value & 7,
-                esm_information_transfer: p.esm_information_transfer_flag.as_ref().is_some_and(|f| f.value & 1 == 1),
-                apn: p.access_point_name.as_ref().map(|a| decode_apn(&a.value)).transpose()?,
+                esm_information_transfer: p
+                    .esm_information_transfer_flag
+                    .as_ref()
+                    .is_some_and(|f| f.value & 1 == 1),
+                apn: p
+                    .access_point_name
+                    .as_ref()
+                    .map(|a| decode_apn(&a.value))
+                    .transpose()?,
                 pco: pco(&p.protocol_configuration_options),
             }),
-            X::PdnConnectivityReject(p) => B::PdnConnectivityReject { esm_cause: p.esm_cause.value },
-            X::PdnDisconnectRequest(p) => B::PdnDisconnectRequest { linked_ebi: p.linked_eps_bearer_identity.value & 0xf },
-            X::PdnDisconnectReject(p) => B::PdnDisconnectReject { esm_cause: p.esm_cause.value },
+            X::PdnConnectivityReject(p) => B::PdnConnectivityReject {
+                esm_cause: p.esm_cause.value,
+            },
+            X::PdnDisconnectRequest(p) => B::PdnDisconnectRequest {
+                linked_ebi: p.linked_eps_bearer_identity.value & 0xf,
+            },
+            X::PdnDisconnectReject(p) => B::PdnDisconnectReject {
+                esm_cause: p.esm_cause.value,
+            },
             X::EsmInformationRequest(_) => B::EsmInformationRequest,
             X::EsmInformationResponse(r) => B::EsmInformationResponse {
-                apn: r.access_point_name.as_ref().map(|a| decode_apn(&a.value)).transpose()?,
+                apn: r
+                    .access_point_name
+                    .as_ref()
+                    .map(|a| decode_apn(&a.value))
+                    .transpose()?,
                 pco: pco(&r.protocol_configuration_options),
             },
-            X::ActivateDefaultEpsBearerContextRequest(a) => B::ActivateDefaultBearerRequest(ActivateDefaultBearerRequest {
-                qos: EpsQos::from_bytes(&a.eps_qos.value)?,
-                apn: decode_apn(&a.access_point_name.value)?,
-                pdn_address: PdnAddress::from_bytes(&a.pdn_address.value)?,
-                apn_ambr: a.apn_ambr.as_ref().map(|x_| ApnAmbr::from_bytes(&x_.value)).transpose()?,
-                esm_cause: a.esm_cause.as_ref().map(|c| c.value),
-                pco: pco(&a.protocol_configuration_options),
-            }),
+            X::ActivateDefaultEpsBearerContextRequest(a) => {
+                B::ActivateDefaultBearerRequest(ActivateDefaultBearerRequest {
+                    qos: EpsQos::from_bytes(&a.eps_qos.value)?,
+                    apn: decode_apn(&a.access_point_name.value)?,
+                    pdn_address: PdnAddress::from_bytes(&a.pdn_address.value)?,
+                    apn_ambr: a
+                        .apn_ambr
+                        .as_ref()
+                        .map(|x_| ApnAmbr::from_bytes(&x_.value))
+                        .transpose()?,
+                    esm_cause: a.esm_cause.as_ref().map(|c| c.value),
+                    pco: pco(&a.protocol_configuration_options),
+                })
+            }
             X::ActivateDefaultEpsBearerContextAccept(_) => B::ActivateDefaultBearerAccept,
-            X::ActivateDefaultEpsBearerContextReject(r) => B::ActivateDefaultBearerReject { esm_cause: r.esm_cause.value },
-            X::ActivateDedicatedEpsBearerContextRequest(d) => B::ActivateDedicatedBearerRequest(ActivateDedicatedBearerRequest {
-                linked_ebi: d.linked_eps_bearer_identity.value & 0xf,
-                qos: EpsQos::from_bytes(&d.eps_qos.value)?,
-                tft: v(&d.tft.value),
-            }),
+            X::ActivateDefaultEpsBearerContextReject(r) => B::ActivateDefaultBearerReject {
+                esm_cause: r.esm_cause.value,
+            },
+            X::ActivateDedicatedEpsBearerContextRequest(d) => {
+                B::ActivateDedicatedBearerRequest(ActivateDedicatedBearerRequest {
+                    linked_ebi: d.linked_eps_bearer_identity.value & 0xf,
+                    qos: EpsQos::from_bytes(&d.eps_qos.value)?,
+                    tft: v(&d.tft.value),
+                })
+            }
             X::ActivateDedicatedEpsBearerContextAccept(_) => B::ActivateDedicatedBearerAccept,
-            X::ActivateDedicatedEpsBearerContextReject(r) => B::ActivateDedicatedBearerReject { esm_cause: r.esm_cause.value },
+            X::ActivateDedicatedEpsBearerContextReject(r) => B::ActivateDedicatedBearerReject {
+                esm_cause: r.esm_cause.value,
+            },
             X::ModifyEpsBearerContextRequest(m) => B::ModifyBearerRequest(ModifyBearerRequest {
-                qos: m.new_eps_qos.as_ref().map(|q| EpsQos::from_bytes(&q.value)).transpose()?,
+                qos: m
+                    .new_eps_qos
+                    .as_ref()
+                    .map(|q| EpsQos::from_bytes(&q.value))
+                    .transpose()?,
                 tft: m.tft.as_ref().map(|t| v(&t.value)),
-                apn_ambr: m.apn_ambr.as_ref().map(|a| ApnAmbr::from_bytes(&a.value)).transpose()?,
+                apn_ambr: m
+                    .apn_ambr
+                    .as_ref()
+                    .map(|a| ApnAmbr::from_bytes(&a.value))
+                    .transpose()?,
             }),
             X::ModifyEpsBearerContextAccept(_) => B::ModifyBearerAccept,
-            X::ModifyEpsBearerContextReject(r) => B::ModifyBearerReject { esm_cause: r.esm_cause.value },
-            X::DeactivateEpsBearerContextRequest(r) => B::DeactivateBearerRequest { esm_cause: r.esm_cause.value },
+            X::ModifyEpsBearerContextReject(r) => B::ModifyBearerReject {
+                esm_cause: r.esm_cause.value,
+            },
+            X::DeactivateEpsBearerContextRequest(r) => B::DeactivateBearerRequest {
+                esm_cause: r.esm_cause.value,
+            },
             X::DeactivateEpsBearerContextAccept(_) => B::DeactivateBearerAccept,
-            X::EsmStatus(s) => B::EsmStatus { esm_cause: s.esm_cause.value },
-            other => return Err(NasError::Unsupported(format!("ESM message {:?}", other.message_type()))),
+            X::EsmStatus(s) => B::EsmStatus {
+                esm_cause: s.esm_cause.value,
+            },
+            other => {
+                return Err(NasError::Unsupported(format!(
+                    "ESM message {:?}",
+                    other.message_type()
+                )))
+            }
         };
-        Ok(EsmMessage { ebi: h.eps_bearer_identity, pti: h.procedure_transaction_identity, body })
+        Ok(EsmMessage {
+            ebi: h.eps_bearer_identity,
+            pti: h.procedure_transaction_identity,
+            body,
+        })
     }
 }
 
@@ -728,14 +930,18 @@ impl NasMessage {
             Direction::Uplink => x::Direction::Uplink,
             Direction::Downlink => x::Direction::Downlink,
         };
-        Self::convert(crate::guard(|| x::NasEpsMessage::decode_with_direction(bytes, d))?)
+        Self::convert(crate::guard(|| {
+            x::NasEpsMessage::decode_with_direction(bytes, d)
+        })?)
     }
 
     fn convert(m: x::NasEpsMessage) -> R<Self> {
         match &m {
             x::NasEpsMessage::Emm(_, e) => Ok(NasMessage::Emm(EmmMessage::from_x(e)?)),
             x::NasEpsMessage::Esm(h, e) => Ok(NasMessage::Esm(EsmMessage::from_x(h, e)?)),
-            x::NasEpsMessage::SecurityProtected(..) | x::NasEpsMessage::ServiceRequest(_) => Err(NasError::Protected),
+            x::NasEpsMessage::SecurityProtected(..) | x::NasEpsMessage::ServiceRequest(_) => {
+                Err(NasError::Protected)
+            }
             _ => Err(NasError::Unsupported("NAS PDU kind".into())),
         }
     }
