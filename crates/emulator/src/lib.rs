@@ -1,1 +1,4 @@
-//! eNB/UE emulator speaking S1AP/NAS over SCTP and GTP-U
+//! eNB/UE emulator speaking S1AP/NAS over SCTP and GTP-U.
+
+pub mod enb;
+pub mod ue;

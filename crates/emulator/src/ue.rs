@@ -1,0 +1,898 @@
+//! Sans-IO UE: USIM (EPS-AKA over Milenage) and the NAS EMM/ESM procedures of one
+//! emulated UE. Commands and downlink NAS in, uplink NAS and procedure results out;
+//! time is passed in as nanoseconds.
+
+use std::net::Ipv4Addr;
+
+use pepc_nas::security::{sht, NasSecurityContext, Role};
+use pepc_nas::*;
+use pepc_security::{kasme, sqn_from_u64, usim_check, Eea, Eia, Key128, Key256, Milenage, UsimError};
+
+use crate::enb::rrc_cause;
+
+/// Procedures the emulator times and counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum Procedure {
+    Attach,
+    Detach,
+    Tau,
+    ServiceRequest,
+    /// Connected to idle (eNB-initiated release).
+    Release,
+    PdnConnect,
+    PdnDisconnect,
+    DedicatedBearer,
+    BearerModify,
+    BearerDeactivate,
+    X2Handover,
+    S1Handover,
+}
+
+impl Procedure {
+    pub fn name(self) -> &'static str {
+        match self {
+            Procedure::Attach => "attach",
+            Procedure::Detach => "detach",
+            Procedure::Tau => "tau",
+            Procedure::ServiceRequest => "service_request",
+            Procedure::Release => "release",
+            Procedure::PdnConnect => "pdn_connect",
+            Procedure::PdnDisconnect => "pdn_disconnect",
+            Procedure::DedicatedBearer => "dedicated_bearer",
+            Procedure::BearerModify => "bearer_modify",
+            Procedure::BearerDeactivate => "bearer_deactivate",
+            Procedure::X2Handover => "x2_handover",
+            Procedure::S1Handover => "s1_handover",
+        }
+    }
+}
+
+/// Why a procedure failed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Failure {
+    Timeout,
+    /// Reject with this EMM cause.
+    Emm(u8),
+    /// Reject with this ESM cause.
+    Esm(u8),
+    AuthReject,
+    /// The UE refused the network's challenge (MAC failure, non-EPS AMF).
+    AuthFailed(u8),
+    /// Integrity check of a downlink NAS message failed.
+    Integrity,
+    /// The S1 connection went away mid-procedure.
+    Released,
+    /// Anything else (wrong state, undecodable message).
+    Protocol(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Timeout => write!(f, "timeout"),
+            Failure::Emm(c) => write!(f, "emm_cause_{c}"),
+            Failure::Esm(c) => write!(f, "esm_cause_{c}"),
+            Failure::AuthReject => write!(f, "auth_reject"),
+            Failure::AuthFailed(c) => write!(f, "auth_failure_{c}"),
+            Failure::Integrity => write!(f, "integrity"),
+            Failure::Released => write!(f, "released"),
+            Failure::Protocol(s) => write!(f, "protocol: {s}"),
+        }
+    }
+}
+
+/// One subscriber as the USIM holds it. Debug hides K and OPc.
+#[derive(Clone)]
+pub struct UeConfig {
+    pub imsi: String,
+    pub k: Key128,
+    pub opc: [u8; 16],
+    /// Serving PLMN (TBCD octets), for KASME.
+    pub plmn: [u8; 3],
+    pub tac: u16,
+    /// APN asked for in ESM Information Response / PDN connectivity; `None` = default.
+    pub apn: Option<String>,
+    /// Stateless IoT device (PEPC §4.5): only a flag carried in reports here.
+    pub iot: bool,
+    /// Highest SQN accepted so far (SQN_MS).
+    pub sqn_ms: u64,
+}
+
+impl std::fmt::Debug for UeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UeConfig")
+            .field("imsi", &self.imsi)
+            .field("plmn", &self.plmn)
+            .field("apn", &self.apn)
+            .field("iot", &self.iot)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A command or a network message for the UE.
+#[derive(Debug, Clone)]
+pub enum UeInput {
+    /// Attach (by GUTI if one is held, else by IMSI).
+    Attach,
+    Detach { switch_off: bool },
+    Tau { periodic: bool, active: bool },
+    /// Uplink data pending while idle: Service Request.
+    ServiceRequest,
+    /// Paged: Service Request answering it.
+    Paged,
+    PdnConnect { apn: String },
+    PdnDisconnect { ebi: u8 },
+    /// A downlink NAS PDU delivered by the eNB.
+    Nas(Vec<u8>),
+    /// The eNB set up the radio bearers (Initial Context Setup done).
+    ContextSetup,
+    /// The S1/RRC connection is released: back to idle.
+    Released,
+}
+
+/// Something the UE asks of its eNB or reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UeOutput {
+    /// Send NAS uplink (Initial UE Message if no S1 connection, else Uplink NAS Transport).
+    Uplink {
+        nas: Vec<u8>,
+        s_tmsi: Option<(u8, u32)>,
+        rrc_cause: u8,
+    },
+    /// A procedure ended; `started_ns` is when it began.
+    Done {
+        procedure: Procedure,
+        started_ns: u64,
+        result: Result<(), Failure>,
+    },
+    /// PDN address of the default bearer.
+    Address { ebi: u8, addr: Ipv4Addr },
+    BearerUp { ebi: u8, default: bool },
+    BearerDown { ebi: u8 },
+}
+
+/// EMM state (TS 24.301 §5.1.3.2, reduced).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmmState {
+    Deregistered,
+    RegisteredInitiated,
+    Registered,
+    DeregisteredInitiated,
+    TauInitiated,
+    ServiceRequestInitiated,
+}
+
+const IMEISV: &str = "3534900698733001";
+/// EEA0-3 and EIA0-3.
+const UE_CAPS: UeNetworkCapability = UeNetworkCapability {
+    eea: 0xf0,
+    eia: 0xf0,
+    rest: Vec::new(),
+};
+
+/// One emulated UE.
+pub struct Ue {
+    cfg: UeConfig,
+    mil: Milenage,
+    state: EmmState,
+    connected: bool,
+    sec: Option<NasSecurityContext>,
+    /// KASME and eKSI from the last successful challenge, until SMC takes them.
+    pending_kasme: Option<(Key256, u8)>,
+    guti: Option<Guti>,
+    pending: Option<(Procedure, u64)>,
+    pti: u8,
+    /// Active EPS bearers: (EBI, default?).
+    bearers: Vec<(u8, bool)>,
+    addr: Option<Ipv4Addr>,
+    timeout_ns: u64,
+}
+
+impl std::fmt::Debug for Ue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ue")
+            .field("imsi", &self.cfg.imsi)
+            .field("state", &self.state)
+            .field("connected", &self.connected)
+            .field("pending", &self.pending)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ue {
+    /// `timeout_ns`: how long a procedure may take before it counts as failed.
+    pub fn new(cfg: UeConfig, timeout_ns: u64) -> Self {
+        let mil = Milenage::new_with_opc(&cfg.k, cfg.opc);
+        Ue {
+            cfg,
+            mil,
+            state: EmmState::Deregistered,
+            connected: false,
+            sec: None,
+            pending_kasme: None,
+            guti: None,
+            pending: None,
+            pti: 0,
+            bearers: Vec::new(),
+            addr: None,
+            timeout_ns,
+        }
+    }
+
+    pub fn imsi(&self) -> &str {
+        &self.cfg.imsi
+    }
+    pub fn is_iot(&self) -> bool {
+        self.cfg.iot
+    }
+    pub fn state(&self) -> EmmState {
+        self.state
+    }
+    pub fn is_registered(&self) -> bool {
+        matches!(
+            self.state,
+            EmmState::Registered | EmmState::TauInitiated | EmmState::ServiceRequestInitiated
+        )
+    }
+    /// ECM-CONNECTED (has an S1 connection).
+    pub fn is_connected(&self) -> bool {
+        self.connected
+    }
+    /// A procedure is under way.
+    pub fn busy(&self) -> bool {
+        self.pending.is_some()
+    }
+    pub fn guti(&self) -> Option<Guti> {
+        self.guti
+    }
+    pub fn address(&self) -> Option<Ipv4Addr> {
+        self.addr
+    }
+    pub fn bearers(&self) -> &[(u8, bool)] {
+        &self.bearers
+    }
+    /// S-TMSI (MME code, M-TMSI) from the GUTI.
+    pub fn s_tmsi(&self) -> Option<(u8, u32)> {
+        self.guti.map(|g| (g.mme_code, g.m_tmsi))
+    }
+    /// The SQN_MS the USIM holds now (persist across runs to avoid resyncs).
+    pub fn sqn_ms(&self) -> u64 {
+        self.cfg.sqn_ms
+    }
+    /// Current uplink NAS COUNT (for KeNB checks in tests).
+    pub fn ul_count(&self) -> Option<u32> {
+        self.sec.as_ref().map(|s| s.ul_count)
+    }
+
+    /// Mark the start of a procedure the driver times outside the UE (handover, release).
+    pub fn begin_external(&mut self, procedure: Procedure, now_ns: u64) -> bool {
+        if self.pending.is_some() {
+            return false;
+        }
+        self.pending = Some((procedure, now_ns));
+        true
+    }
+
+    /// End an externally timed procedure.
+    pub fn end_external(&mut self, result: Result<(), Failure>, out: &mut Vec<UeOutput>) {
+        if let Some((p, t)) = self.pending.take() {
+            out.push(UeOutput::Done {
+                procedure: p,
+                started_ns: t,
+                result,
+            });
+        }
+    }
+
+    /// Fail the pending procedure if it has run past the timeout.
+    pub fn handle_timeout(&mut self, now_ns: u64, out: &mut Vec<UeOutput>) {
+        if let Some((p, t)) = self.pending {
+            if now_ns.saturating_sub(t) > self.timeout_ns {
+                self.fail(Failure::Timeout, out);
+                if p == Procedure::Attach {
+                    self.state = EmmState::Deregistered;
+                }
+            }
+        }
+    }
+
+    /// Deadline of the pending procedure, if any.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.pending.map(|(_, t)| t + self.timeout_ns)
+    }
+
+    fn begin(&mut self, p: Procedure, now: u64) {
+        self.pending = Some((p, now));
+    }
+
+    fn done(&mut self, p: Procedure, out: &mut Vec<UeOutput>) {
+        if let Some((q, t)) = self.pending {
+            if q == p {
+                self.pending = None;
+                out.push(UeOutput::Done {
+                    procedure: p,
+                    started_ns: t,
+                    result: Ok(()),
+                });
+            }
+        }
+    }
+
+    fn fail(&mut self, f: Failure, out: &mut Vec<UeOutput>) {
+        if let Some((p, t)) = self.pending.take() {
+            match p {
+                Procedure::Attach | Procedure::Detach => self.state = EmmState::Deregistered,
+                Procedure::Tau | Procedure::ServiceRequest => {
+                    if self.state != EmmState::Deregistered {
+                        self.state = EmmState::Registered
+                    }
+                }
+                _ => {}
+            }
+            out.push(UeOutput::Done {
+                procedure: p,
+                started_ns: t,
+                result: Err(f),
+            });
+        }
+    }
+
+    fn next_pti(&mut self) -> u8 {
+        self.pti = if self.pti >= 254 { 1 } else { self.pti + 1 };
+        self.pti
+    }
+
+    /// Send a plain NAS message, protected with `t` if a context exists.
+    fn send(&mut self, m: NasMessage, t: u8, cause: u8, out: &mut Vec<UeOutput>) {
+        let plain = match m.encode() {
+            Ok(p) => p,
+            Err(e) => {
+                self.fail(Failure::Protocol(format!("encode: {e}")), out);
+                return;
+            }
+        };
+        let nas = match self.sec.as_mut() {
+            Some(s) if t != sht::PLAIN => match s.protect(&plain, t) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.fail(Failure::Protocol(format!("protect: {e}")), out);
+                    return;
+                }
+            },
+            _ => plain,
+        };
+        let s_tmsi = if self.connected { None } else { self.s_tmsi() };
+        self.connected = true;
+        out.push(UeOutput::Uplink {
+            nas,
+            s_tmsi,
+            rrc_cause: cause,
+        });
+    }
+
+    fn identity(&self) -> MobileIdentity {
+        match self.guti {
+            Some(g) => MobileIdentity::Guti(g),
+            None => MobileIdentity::Imsi(self.cfg.imsi.clone()),
+        }
+    }
+
+    fn ksi(&self) -> u8 {
+        self.sec.as_ref().map(|s| s.ksi & 7).unwrap_or(7)
+    }
+
+    fn bearer_status(&self) -> u16 {
+        self.bearers.iter().fold(0u16, |a, (e, _)| a | 1 << (e & 15))
+    }
+
+    /// Feed one input at time `now_ns`; outputs are appended to `out`.
+    pub fn handle(&mut self, input: UeInput, now_ns: u64, out: &mut Vec<UeOutput>) {
+        match input {
+            UeInput::Attach => {
+                if self.pending.is_some() {
+                    return;
+                }
+                self.begin(Procedure::Attach, now_ns);
+                self.state = EmmState::RegisteredInitiated;
+                self.bearers.clear();
+                self.addr = None;
+                let pti = self.next_pti();
+                let esm = EsmMessage {
+                    ebi: 0,
+                    pti,
+                    body: EsmBody::PdnConnectivityRequest(PdnConnectivityRequest {
+                        request_type: 1,
+                        pdn_type: 1,
+                        esm_information_transfer: self.cfg.apn.is_some(),
+                        apn: None,
+                        pco: None,
+                    }),
+                };
+                let esm_container = match esm.encode() {
+                    Ok(e) => e,
+                    Err(e) => return self.fail(Failure::Protocol(e.to_string()), out),
+                };
+                let m = EmmMessage::AttachRequest(AttachRequest {
+                    attach_type: 1,
+                    ksi: self.ksi(),
+                    identity: self.identity(),
+                    ue_network_capability: UE_CAPS,
+                    esm_container,
+                    last_visited_tai: Some(Tai {
+                        plmn: self.cfg.plmn,
+                        tac: self.cfg.tac,
+                    }),
+                });
+                // With a GUTI and a native context the request is integrity protected.
+                self.send(m.into(), sht::INTEGRITY, rrc_cause::MO_SIGNALLING, out);
+            }
+            UeInput::Detach { switch_off } => {
+                if self.pending.is_some() || self.state == EmmState::Deregistered {
+                    return;
+                }
+                self.begin(Procedure::Detach, now_ns);
+                self.state = EmmState::DeregisteredInitiated;
+                let m = EmmMessage::DetachRequestUe(DetachRequestUe {
+                    detach_type: 1,
+                    switch_off,
+                    ksi: self.ksi(),
+                    identity: self.identity(),
+                });
+                let t = if self.connected {
+                    sht::INTEGRITY_CIPHERED
+                } else {
+                    sht::INTEGRITY
+                };
+                self.send(m.into(), t, rrc_cause::MO_SIGNALLING, out);
+                if switch_off {
+                    // No answer comes to a switch-off detach (TS 24.301 §5.5.2.2.2).
+                    self.state = EmmState::Deregistered;
+                    self.bearers.clear();
+                    self.addr = None;
+                    self.done(Procedure::Detach, out);
+                }
+            }
+            UeInput::Tau { periodic, active } => {
+                if self.pending.is_some() || self.state != EmmState::Registered {
+                    return;
+                }
+                let Some(g) = self.guti else { return };
+                self.begin(Procedure::Tau, now_ns);
+                self.state = EmmState::TauInitiated;
+                let m = EmmMessage::TauRequest(TauRequest {
+                    update_type: if periodic { 3 } else { 0 },
+                    active_flag: active,
+                    ksi: self.ksi(),
+                    old_guti: MobileIdentity::Guti(g),
+                    ue_network_capability: Some(UE_CAPS),
+                    last_visited_tai: Some(Tai {
+                        plmn: self.cfg.plmn,
+                        tac: self.cfg.tac,
+                    }),
+                    eps_bearer_context_status: Some(self.bearer_status()),
+                });
+                let t = if self.connected {
+                    sht::INTEGRITY_CIPHERED
+                } else {
+                    sht::INTEGRITY
+                };
+                self.send(m.into(), t, rrc_cause::MO_SIGNALLING, out);
+            }
+            UeInput::ServiceRequest | UeInput::Paged => {
+                if self.pending.is_some() || self.state != EmmState::Registered || self.connected
+                {
+                    return;
+                }
+                let Some(s) = self.sec.as_mut() else { return };
+                let nas = s.protect_service_request().to_vec();
+                self.begin(Procedure::ServiceRequest, now_ns);
+                self.state = EmmState::ServiceRequestInitiated;
+                let cause = if matches!(input, UeInput::Paged) {
+                    rrc_cause::MT_ACCESS
+                } else {
+                    rrc_cause::MO_DATA
+                };
+                let s_tmsi = self.s_tmsi();
+                self.connected = true;
+                out.push(UeOutput::Uplink {
+                    nas,
+                    s_tmsi,
+                    rrc_cause: cause,
+                });
+            }
+            UeInput::PdnConnect { apn } => {
+                if self.pending.is_some() || self.state != EmmState::Registered || !self.connected
+                {
+                    return;
+                }
+                self.begin(Procedure::PdnConnect, now_ns);
+                let pti = self.next_pti();
+                let m = EsmMessage {
+                    ebi: 0,
+                    pti,
+                    body: EsmBody::PdnConnectivityRequest(PdnConnectivityRequest {
+                        request_type: 1,
+                        pdn_type: 1,
+                        esm_information_transfer: false,
+                        apn: Some(apn),
+                        pco: None,
+                    }),
+                };
+                self.send(m.into(), sht::INTEGRITY_CIPHERED, rrc_cause::MO_SIGNALLING, out);
+            }
+            UeInput::PdnDisconnect { ebi } => {
+                if self.pending.is_some() || self.state != EmmState::Registered || !self.connected
+                {
+                    return;
+                }
+                self.begin(Procedure::PdnDisconnect, now_ns);
+                let pti = self.next_pti();
+                let m = EsmMessage {
+                    ebi: 0,
+                    pti,
+                    body: EsmBody::PdnDisconnectRequest { linked_ebi: ebi },
+                };
+                self.send(m.into(), sht::INTEGRITY_CIPHERED, rrc_cause::MO_SIGNALLING, out);
+            }
+            UeInput::ContextSetup => {
+                if self.state == EmmState::ServiceRequestInitiated {
+                    self.state = EmmState::Registered;
+                    self.done(Procedure::ServiceRequest, out);
+                }
+                // TAU with the active flag ends at the TAU Accept; nothing more here.
+            }
+            UeInput::Released => {
+                self.connected = false;
+                match self.pending {
+                    Some((Procedure::Release, _)) => self.done(Procedure::Release, out),
+                    Some((Procedure::Detach, _)) if self.state == EmmState::Deregistered => {}
+                    // A TAU without the active flag ends with the release after Accept.
+                    Some((Procedure::X2Handover | Procedure::S1Handover, _)) => {}
+                    Some(_) => self.fail(Failure::Released, out),
+                    None => {}
+                }
+            }
+            UeInput::Nas(pdu) => self.downlink(pdu, now_ns, out),
+        }
+    }
+
+    fn downlink(&mut self, pdu: Vec<u8>, now: u64, out: &mut Vec<UeOutput>) {
+        let t = security::security_header_type(&pdu).unwrap_or(0);
+        let plain = if t == sht::PLAIN {
+            pdu
+        } else if t == sht::INTEGRITY_NEW_CONTEXT || t == sht::INTEGRITY_CIPHERED_NEW_CONTEXT {
+            // Security Mode Command: the keys come from the message itself.
+            return self.security_mode_command(&pdu, out);
+        } else {
+            let Some(s) = self.sec.as_mut() else {
+                return self.fail(Failure::Integrity, out);
+            };
+            match s.unprotect(&pdu) {
+                Ok((p, _)) => p,
+                Err(_) => return self.fail(Failure::Integrity, out),
+            }
+        };
+        let m = match NasMessage::decode_dir(&plain, Direction::Downlink) {
+            Ok(m) => m,
+            Err(e) => return self.fail(Failure::Protocol(format!("NAS decode: {e}")), out),
+        };
+        // Until a security context exists only a few plain messages are acceptable
+        // (TS 24.301 §4.4.4.2).
+        if t == sht::PLAIN && self.sec.is_some() {
+            let ok = matches!(
+                &m,
+                NasMessage::Emm(
+                    EmmMessage::IdentityRequest(_)
+                        | EmmMessage::AuthenticationRequest(_)
+                        | EmmMessage::AuthenticationReject
+                        | EmmMessage::AttachReject(_)
+                        | EmmMessage::DetachAccept
+                        | EmmMessage::TauReject { .. }
+                        | EmmMessage::ServiceReject { .. }
+                )
+            );
+            if !ok {
+                return self.fail(Failure::Integrity, out);
+            }
+        }
+        match m {
+            NasMessage::Emm(e) => self.emm(e, now, out),
+            NasMessage::Esm(e) => self.esm(e, out),
+        }
+    }
+
+    fn security_mode_command(&mut self, pdu: &[u8], out: &mut Vec<UeOutput>) {
+        if pdu.len() < 7 {
+            return self.fail(Failure::Protocol("short SMC".into()), out);
+        }
+        let smc = match NasMessage::decode_dir(&pdu[6..], Direction::Downlink) {
+            Ok(NasMessage::Emm(EmmMessage::SecurityModeCommand(s))) => s,
+            _ => return self.fail(Failure::Protocol("new-context PDU is not an SMC".into()), out),
+        };
+        let (Ok(eia), Ok(eea)) = (Eia::try_from(smc.eia), Eea::try_from(smc.eea)) else {
+            return self.reject_smc(emm_cause::UE_SECURITY_CAPABILITIES_MISMATCH, out);
+        };
+        // Replayed capabilities must be ours (bidding-down protection).
+        let caps = UE_CAPS.to_bytes();
+        if smc.replayed_ue_capabilities.len() < 2 || smc.replayed_ue_capabilities[..2] != caps[..2]
+        {
+            return self.reject_smc(emm_cause::UE_SECURITY_CAPABILITIES_MISMATCH, out);
+        }
+        let Some((kasme, _)) = self.pending_kasme.as_ref().or(None) else {
+            return self.reject_smc(emm_cause::SECURITY_MODE_REJECTED_UNSPECIFIED, out);
+        };
+        let mut ctx = NasSecurityContext::from_kasme(Role::Ue, kasme, eia, eea, smc.ksi & 7);
+        if ctx.unprotect(pdu).is_err() {
+            return self.reject_smc(emm_cause::SECURITY_MODE_REJECTED_UNSPECIFIED, out);
+        }
+        self.pending_kasme = None;
+        self.sec = Some(ctx);
+        let m = EmmMessage::SecurityModeComplete(SecurityModeComplete {
+            imeisv: smc
+                .imeisv_request
+                .then(|| MobileIdentity::Imeisv(IMEISV.into())),
+        });
+        self.send(
+            m.into(),
+            sht::INTEGRITY_CIPHERED_NEW_CONTEXT,
+            rrc_cause::MO_SIGNALLING,
+            out,
+        );
+    }
+
+    fn reject_smc(&mut self, cause: u8, out: &mut Vec<UeOutput>) {
+        let m = EmmMessage::SecurityModeReject { emm_cause: cause };
+        self.send(m.into(), sht::PLAIN, rrc_cause::MO_SIGNALLING, out);
+        self.fail(Failure::Emm(cause), out);
+    }
+
+    fn emm(&mut self, m: EmmMessage, _now: u64, out: &mut Vec<UeOutput>) {
+        use EmmMessage as E;
+        let prot = if self.sec.is_some() {
+            sht::INTEGRITY_CIPHERED
+        } else {
+            sht::PLAIN
+        };
+        match m {
+            E::IdentityRequest(r) => {
+                let identity = match r.identity_type {
+                    2 => MobileIdentity::Imei(IMEISV[..15].into()),
+                    3 => MobileIdentity::Imeisv(IMEISV.into()),
+                    _ => MobileIdentity::Imsi(self.cfg.imsi.clone()),
+                };
+                let m = E::IdentityResponse(IdentityResponse { identity });
+                self.send(m.into(), prot, rrc_cause::MO_SIGNALLING, out);
+            }
+            E::AuthenticationRequest(r) => {
+                match usim_check(&self.mil, r.rand, r.autn, self.cfg.sqn_ms) {
+                    Ok(ok) => {
+                        self.cfg.sqn_ms = ok.sqn;
+                        let mut sqn_xor_ak = [0u8; 6];
+                        sqn_xor_ak.copy_from_slice(&r.autn[..6]);
+                        let k = kasme(&ok.ck, &ok.ik, self.cfg.plmn, sqn_xor_ak);
+                        self.pending_kasme = Some((k, r.ksi & 7));
+                        let m = E::AuthenticationResponse(AuthenticationResponse {
+                            res: ok.res.to_vec(),
+                        });
+                        self.send(m.into(), prot, rrc_cause::MO_SIGNALLING, out);
+                    }
+                    Err(UsimError::SynchFailure { auts }) => {
+                        // The MME resynchronises with the HSS and challenges again;
+                        // the procedure goes on.
+                        let m = E::AuthenticationFailure(AuthenticationFailure {
+                            emm_cause: emm_cause::SYNCH_FAILURE,
+                            auts: Some(auts),
+                        });
+                        self.send(m.into(), sht::PLAIN, rrc_cause::MO_SIGNALLING, out);
+                    }
+                    Err(UsimError::MacFailure) => {
+                        let m = E::AuthenticationFailure(AuthenticationFailure {
+                            emm_cause: emm_cause::MAC_FAILURE,
+                            auts: None,
+                        });
+                        self.send(m.into(), sht::PLAIN, rrc_cause::MO_SIGNALLING, out);
+                        self.fail(Failure::AuthFailed(emm_cause::MAC_FAILURE), out);
+                    }
+                    Err(UsimError::NonEpsAuthUnacceptable) => {
+                        let c = emm_cause::NON_EPS_AUTHENTICATION_UNACCEPTABLE;
+                        let m = E::AuthenticationFailure(AuthenticationFailure {
+                            emm_cause: c,
+                            auts: None,
+                        });
+                        self.send(m.into(), sht::PLAIN, rrc_cause::MO_SIGNALLING, out);
+                        self.fail(Failure::AuthFailed(c), out);
+                    }
+                }
+            }
+            E::AuthenticationReject => {
+                self.sec = None;
+                self.guti = None;
+                self.state = EmmState::Deregistered;
+                self.fail(Failure::AuthReject, out);
+            }
+            E::AttachAccept(a) => {
+                if self.state != EmmState::RegisteredInitiated {
+                    return self.fail(Failure::Protocol("Attach Accept out of state".into()), out);
+                }
+                if let Some(g) = a.guti {
+                    self.guti = Some(g);
+                }
+                let esm = match NasMessage::decode_dir(&a.esm_container, Direction::Downlink) {
+                    Ok(NasMessage::Esm(e)) => e,
+                    _ => {
+                        return self.fail(Failure::Protocol("bad ESM container".into()), out)
+                    }
+                };
+                let EsmBody::ActivateDefaultBearerRequest(req) = &esm.body else {
+                    return self.fail(
+                        Failure::Protocol("Attach Accept without default bearer".into()),
+                        out,
+                    );
+                };
+                self.activate_default(esm.ebi, req, out);
+                let accept = EsmMessage {
+                    ebi: esm.ebi,
+                    pti: 0,
+                    body: EsmBody::ActivateDefaultBearerAccept,
+                };
+                let esm_container = match accept.encode() {
+                    Ok(e) => e,
+                    Err(e) => return self.fail(Failure::Protocol(e.to_string()), out),
+                };
+                let m = E::AttachComplete(AttachComplete { esm_container });
+                self.send(m.into(), prot, rrc_cause::MO_SIGNALLING, out);
+                self.state = EmmState::Registered;
+                self.done(Procedure::Attach, out);
+            }
+            E::AttachReject(r) => {
+                self.state = EmmState::Deregistered;
+                if matches!(r.emm_cause, 3 | 6 | 7 | 8 | 9 | 10) {
+                    // Identity no longer valid: next attach uses the IMSI.
+                    self.guti = None;
+                    self.sec = None;
+                }
+                self.fail(Failure::Emm(r.emm_cause), out);
+            }
+            E::DetachAccept => {
+                self.state = EmmState::Deregistered;
+                self.bearers.clear();
+                self.addr = None;
+                self.done(Procedure::Detach, out);
+            }
+            E::DetachRequestNetwork(_) => {
+                self.send(E::DetachAccept.into(), prot, rrc_cause::MO_SIGNALLING, out);
+                self.state = EmmState::Deregistered;
+                self.bearers.clear();
+                self.addr = None;
+                self.fail(Failure::Protocol("network detach".into()), out);
+            }
+            E::TauAccept(a) => {
+                if let Some(g) = a.guti {
+                    self.guti = Some(g);
+                    self.send(E::TauComplete.into(), prot, rrc_cause::MO_SIGNALLING, out);
+                }
+                if let Some(st) = a.eps_bearer_context_status {
+                    // Bearers the network no longer has are gone locally too.
+                    let gone: Vec<u8> = self
+                        .bearers
+                        .iter()
+                        .filter(|(e, _)| st & (1 << (e & 15)) == 0)
+                        .map(|(e, _)| *e)
+                        .collect();
+                    for e in gone {
+                        self.bearers.retain(|(x, _)| *x != e);
+                        out.push(UeOutput::BearerDown { ebi: e });
+                    }
+                }
+                self.state = EmmState::Registered;
+                self.done(Procedure::Tau, out);
+            }
+            E::TauReject { emm_cause } => {
+                self.state = EmmState::Deregistered;
+                self.fail(Failure::Emm(emm_cause), out);
+            }
+            E::ServiceReject { emm_cause } => {
+                if matches!(emm_cause, 9 | 10) {
+                    self.state = EmmState::Deregistered;
+                }
+                self.fail(Failure::Emm(emm_cause), out);
+            }
+            E::GutiReallocationCommand(g) => {
+                self.guti = Some(g.guti);
+                self.send(
+                    E::GutiReallocationComplete.into(),
+                    prot,
+                    rrc_cause::MO_SIGNALLING,
+                    out,
+                );
+            }
+            E::EmmInformation(_) => {}
+            E::EmmStatus { emm_cause } => self.fail(Failure::Emm(emm_cause), out),
+            other => self.fail(
+                Failure::Protocol(format!("unexpected downlink EMM {other:?}")),
+                out,
+            ),
+        }
+    }
+
+    fn activate_default(
+        &mut self,
+        ebi: u8,
+        req: &ActivateDefaultBearerRequest,
+        out: &mut Vec<UeOutput>,
+    ) {
+        self.bearers.retain(|(e, _)| *e != ebi);
+        self.bearers.push((ebi, true));
+        out.push(UeOutput::BearerUp { ebi, default: true });
+        if let Some(a) = pdn_ipv4(&req.pdn_address) {
+            if self.addr.is_none() {
+                self.addr = Some(a);
+            }
+            out.push(UeOutput::Address { ebi, addr: a });
+        }
+    }
+
+    fn esm(&mut self, m: EsmMessage, out: &mut Vec<UeOutput>) {
+        let prot = sht::INTEGRITY_CIPHERED;
+        let reply = |ebi: u8, pti: u8, body: EsmBody| -> NasMessage { EsmMessage { ebi, pti, body }.into() };
+        match m.body {
+            EsmBody::EsmInformationRequest => {
+                let r = reply(
+                    0,
+                    m.pti,
+                    EsmBody::EsmInformationResponse {
+                        apn: self.cfg.apn.clone(),
+                        pco: None,
+                    },
+                );
+                self.send(r, prot, rrc_cause::MO_SIGNALLING, out);
+            }
+            EsmBody::ActivateDefaultBearerRequest(req) => {
+                // Standalone PDN connectivity (the attach one rides in Attach Accept).
+                self.activate_default(m.ebi, &req, out);
+                let r = reply(m.ebi, m.pti, EsmBody::ActivateDefaultBearerAccept);
+                self.send(r, prot, rrc_cause::MO_SIGNALLING, out);
+                self.done(Procedure::PdnConnect, out);
+            }
+            EsmBody::PdnConnectivityReject { esm_cause }
+            | EsmBody::PdnDisconnectReject { esm_cause } => self.fail(Failure::Esm(esm_cause), out),
+            EsmBody::ActivateDedicatedBearerRequest(_) => {
+                self.bearers.retain(|(e, _)| *e != m.ebi);
+                self.bearers.push((m.ebi, false));
+                out.push(UeOutput::BearerUp {
+                    ebi: m.ebi,
+                    default: false,
+                });
+                let r = reply(m.ebi, m.pti, EsmBody::ActivateDedicatedBearerAccept);
+                self.send(r, prot, rrc_cause::MO_SIGNALLING, out);
+                self.done(Procedure::DedicatedBearer, out);
+            }
+            EsmBody::ModifyBearerRequest(_) => {
+                let r = reply(m.ebi, m.pti, EsmBody::ModifyBearerAccept);
+                self.send(r, prot, rrc_cause::MO_SIGNALLING, out);
+                self.done(Procedure::BearerModify, out);
+            }
+            EsmBody::DeactivateBearerRequest { .. } => {
+                self.bearers.retain(|(e, _)| *e != m.ebi);
+                out.push(UeOutput::BearerDown { ebi: m.ebi });
+                let r = reply(m.ebi, m.pti, EsmBody::DeactivateBearerAccept);
+                self.send(r, prot, rrc_cause::MO_SIGNALLING, out);
+                if !self.bearers.iter().any(|(_, d)| *d) {
+                    self.addr = None;
+                }
+                self.done(Procedure::PdnDisconnect, out);
+                self.done(Procedure::BearerDeactivate, out);
+            }
+            EsmBody::EsmStatus { esm_cause } => self.fail(Failure::Esm(esm_cause), out),
+            other => self.fail(
+                Failure::Protocol(format!("unexpected downlink ESM {other:?}")),
+                out,
+            ),
+        }
+    }
+}
+
+/// SQN_MS as the 6 octets the USIM keeps.
+pub fn sqn_bytes(sqn: u64) -> [u8; 6] {
+    sqn_from_u64(sqn)
+}
