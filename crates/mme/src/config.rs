@@ -1,0 +1,79 @@
+//! MME configuration.
+
+use pepc_s1ap::Plmn;
+use pepc_security::{Eea, Eia};
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+/// MME configuration. [`Default`] gives a test network: PLMN 001/01, MME group 1,
+/// MME code 1, TAC 1, EEA2/EEA1/EEA0 and EIA2/EIA1, T3412 54 min, 6 s NAS timers.
+#[derive(Debug, Clone)]
+pub struct MmeConfig {
+    pub plmn: Plmn,
+    pub mme_group_id: u16,
+    pub mme_code: u8,
+    pub mme_name: Option<String>,
+    pub relative_capacity: u8,
+    /// TACs served in `plmn`; also the TAI list handed to UEs.
+    pub served_tacs: Vec<u16>,
+    /// Ciphering algorithms by preference (the first one the UE supports wins).
+    pub eea_preference: Vec<Eea>,
+    /// Integrity algorithms by preference. EIA0 is never selected for normal service.
+    pub eia_preference: Vec<Eia>,
+    /// Periodic TAU timer given to UEs.
+    pub t3412: Duration,
+    /// Attach Accept / GUTI Reallocation / TAU Accept retransmission (TS 24.301: 6 s).
+    pub t3450: Duration,
+    /// Authentication / Security Mode Command retransmission (6 s).
+    pub t3460: Duration,
+    /// Identity Request retransmission (6 s).
+    pub t3470: Duration,
+    /// Network-initiated Detach Request retransmission (6 s).
+    pub t3422: Duration,
+    /// Paging response supervision (operator choice; 2 s here).
+    pub t3413: Duration,
+    /// Paging attempts before paging is declared failed.
+    pub paging_attempts: u32,
+    /// Mobile reachable timer after release (T3412 + 4 min by default); implicit
+    /// detach follows its expiry.
+    pub mobile_reachable: Duration,
+    /// Ask the UE for its APN/PCO (ESM Information Request) even when it does not flag it.
+    pub esm_info_request: bool,
+    /// APN used when neither the UE nor the subscription gives one.
+    pub default_apn: String,
+    /// Our S1-U address, given in E-RAB setups.
+    pub s1u_addr: Ipv4Addr,
+    /// Network name sent in EMM Information after attach (None: no EMM Information).
+    pub network_name: Option<String>,
+    /// APN-AMBR given to UEs (bit/s) when the subscription has no UE-AMBR.
+    pub default_ambr: (u64, u64),
+}
+
+impl Default for MmeConfig {
+    fn default() -> Self {
+        let t3412 = Duration::from_secs(54 * 60);
+        MmeConfig {
+            plmn: Plmn([0x00, 0xf1, 0x10]),
+            mme_group_id: 1,
+            mme_code: 1,
+            mme_name: Some("pepc".into()),
+            relative_capacity: 255,
+            served_tacs: vec![1],
+            eea_preference: vec![Eea::Eea2, Eea::Eea1, Eea::Eea0],
+            eia_preference: vec![Eia::Eia2, Eia::Eia1],
+            t3412,
+            t3450: Duration::from_secs(6),
+            t3460: Duration::from_secs(6),
+            t3470: Duration::from_secs(6),
+            t3422: Duration::from_secs(6),
+            t3413: Duration::from_secs(2),
+            paging_attempts: 3,
+            mobile_reachable: t3412 + Duration::from_secs(240),
+            esm_info_request: false,
+            default_apn: "internet".into(),
+            s1u_addr: Ipv4Addr::LOCALHOST,
+            network_name: Some("pepc".into()),
+            default_ambr: (100_000_000, 100_000_000),
+        }
+    }
+}

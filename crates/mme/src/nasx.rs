@@ -1,0 +1,328 @@
+//! The NAS surface the MME (and the simulated UE) uses: identities, the IEs we build,
+//! and the NAS security context. Everything NAS goes through here so the codec can be
+//! swapped for `pepc-nas` without touching the procedures.
+
+pub use oxirush_nas::nas_eps::*;
+use pepc_security::Key256;
+
+/// NAS EPS identity as the MME sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Identity {
+    Imsi(u64),
+    /// (PLMN, MMEGI, MMEC, M-TMSI)
+    Guti([u8; 3], u16, u8, u32),
+    Other,
+}
+
+/// Parse a mobile identity value (TS 24.301 9.9.3.12 / TS 24.008 10.5.1.4).
+pub fn parse_identity(v: &[u8]) -> Identity {
+    let Some(&first) = v.first() else {
+        return Identity::Other;
+    };
+    match first & 0x07 {
+        1 => {
+            // IMSI: first digit in the high nibble of octet 1, then BCD.
+            let odd = first & 0x08 != 0;
+            let mut digits: Vec<u8> = vec![first >> 4];
+            for (i, b) in v[1..].iter().enumerate() {
+                digits.push(b & 0x0f);
+                let last = i == v.len() - 2;
+                if !(last && !odd) {
+                    digits.push(b >> 4);
+                }
+            }
+            if digits.len() > 15 || digits.iter().any(|d| *d > 9) {
+                return Identity::Other;
+            }
+            Identity::Imsi(digits.iter().fold(0u64, |a, d| a * 10 + *d as u64))
+        }
+        6 if v.len() >= 11 => Identity::Guti(
+            [v[1], v[2], v[3]],
+            u16::from_be_bytes([v[4], v[5]]),
+            v[6],
+            u32::from_be_bytes([v[7], v[8], v[9], v[10]]),
+        ),
+        _ => Identity::Other,
+    }
+}
+
+/// IMSI identity value (odd/even digit count as given by the string).
+pub fn imsi_value(imsi: &str) -> Vec<u8> {
+    let d: Vec<u8> = imsi.bytes().map(|b| b - b'0').collect();
+    let odd = d.len() % 2 == 1;
+    let mut out = vec![(d[0] << 4) | if odd { 0x08 } else { 0 } | 1];
+    let mut i = 1;
+    while i < d.len() {
+        let lo = d[i];
+        let hi = d.get(i + 1).copied().unwrap_or(0x0f);
+        out.push((hi << 4) | lo);
+        i += 2;
+    }
+    out
+}
+
+pub fn imsi_string(imsi: u64) -> String {
+    format!("{imsi:015}")
+}
+
+/// GUTI identity value.
+pub fn guti_value(plmn: [u8; 3], mmegi: u16, mmec: u8, m_tmsi: u32) -> Vec<u8> {
+    let mut v = vec![0xf6, plmn[0], plmn[1], plmn[2]];
+    v.extend_from_slice(&mmegi.to_be_bytes());
+    v.push(mmec);
+    v.extend_from_slice(&m_tmsi.to_be_bytes());
+    v
+}
+
+/// TAI list, type 0 (one PLMN, non-consecutive TACs), TS 24.301 9.9.3.33.
+pub fn tai_list_value(plmn: [u8; 3], tacs: &[u16]) -> Vec<u8> {
+    let n = tacs.len().clamp(1, 16);
+    let mut v = vec![(n - 1) as u8, plmn[0], plmn[1], plmn[2]];
+    for t in tacs.iter().take(16) {
+        v.extend_from_slice(&t.to_be_bytes());
+    }
+    v
+}
+
+/// GPRS timer (TS 24.008 10.5.7.3) for a duration in seconds.
+pub fn gprs_timer(secs: u64) -> u8 {
+    if secs <= 2 * 31 && secs % 2 == 0 {
+        (secs / 2) as u8
+    } else if secs <= 31 * 60 {
+        0x20 | (secs / 60).min(31) as u8
+    } else {
+        0x40 | (secs / 360).min(31) as u8
+    }
+}
+
+/// Bit rate in kbps as EPS QoS octets (TS 24.301 9.9.4.3, without extensions).
+pub fn kbps_octet(kbps: u64) -> u8 {
+    match kbps {
+        0 => 0xff,
+        1..=63 => kbps as u8,
+        64..=568 => 0x40 + ((kbps - 64) / 8) as u8,
+        _ => 0x80 + ((kbps.min(8640) - 576) / 64) as u8,
+    }
+}
+
+/// EPS QoS IE value: QCI, plus MBR/GBR for GBR bearers.
+pub fn eps_qos_value(qci: u8, gbr: Option<(u64, u64, u64, u64)>) -> Vec<u8> {
+    match gbr {
+        // (mbr_ul, mbr_dl, gbr_ul, gbr_dl) in bit/s
+        Some((mu, md, gu, gd)) => vec![
+            qci,
+            kbps_octet(mu / 1000),
+            kbps_octet(md / 1000),
+            kbps_octet(gu / 1000),
+            kbps_octet(gd / 1000),
+        ],
+        None => vec![qci],
+    }
+}
+
+/// APN as DNS labels (TS 23.003 9.1).
+pub fn apn_value(apn: &str) -> Vec<u8> {
+    let mut v = Vec::new();
+    for l in apn.split('.').filter(|l| !l.is_empty()) {
+        v.push(l.len().min(63) as u8);
+        v.extend_from_slice(&l.as_bytes()[..l.len().min(63)]);
+    }
+    v
+}
+
+pub fn apn_string(v: &[u8]) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while i < v.len() {
+        let n = v[i] as usize;
+        let end = (i + 1 + n).min(v.len());
+        if !out.is_empty() {
+            out.push('.');
+        }
+        out.push_str(&String::from_utf8_lossy(&v[i + 1..end]));
+        i = end;
+    }
+    out
+}
+
+/// Network name IE value in UCS2 (TS 24.008 10.5.3.5a).
+pub fn network_name_value(name: &str) -> Vec<u8> {
+    let mut v = vec![0x90];
+    for u in name.encode_utf16() {
+        v.extend_from_slice(&u.to_be_bytes());
+    }
+    v
+}
+
+/// A TFT creating one bidirectional filter (protocol UDP) — enough to carry a
+/// dedicated bearer whose real filters live in our PCEF rules.
+pub fn default_tft_value() -> Vec<u8> {
+    vec![0x21, 0x31, 0x00, 0x02, 0x30, 0x11]
+}
+
+pub fn ciphering(a: pepc_security::Eea) -> CipheringAlgorithm {
+    match a {
+        pepc_security::Eea::Eea0 => CipheringAlgorithm::EEA0,
+        pepc_security::Eea::Eea1 => CipheringAlgorithm::EEA1,
+        pepc_security::Eea::Eea2 => CipheringAlgorithm::EEA2,
+        pepc_security::Eea::Eea3 => CipheringAlgorithm::EEA3,
+    }
+}
+
+pub fn integrity(a: pepc_security::Eia) -> IntegrityAlgorithm {
+    match a {
+        pepc_security::Eia::Eia0 => IntegrityAlgorithm::EIA0,
+        pepc_security::Eia::Eia1 => IntegrityAlgorithm::EIA1,
+        pepc_security::Eia::Eia2 => IntegrityAlgorithm::EIA2,
+        pepc_security::Eia::Eia3 => IntegrityAlgorithm::EIA3,
+    }
+}
+
+/// A NAS security context for one UE: the codec's context plus what we need
+/// alongside it. `Debug` shows no keys.
+pub struct SecCtx {
+    pub ctx: NasSecurityContext,
+    pub kasme: Key256,
+    pub ksi: u8,
+    pub eea: pepc_security::Eea,
+    pub eia: pepc_security::Eia,
+    /// Uplink COUNT of the last verified message (KeNB input).
+    pub last_ul_count: u32,
+    /// (MAC, SN) of recently accepted uplink messages, to tell replays from forgeries.
+    pub recent: std::collections::VecDeque<[u8; 5]>,
+}
+
+impl core::fmt::Debug for SecCtx {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SecCtx")
+            .field("ksi", &self.ksi)
+            .field("eea", &self.eea)
+            .field("eia", &self.eia)
+            .field("last_ul_count", &self.last_ul_count)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why an uplink protected message was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnprotectError {
+    BadMac,
+    Replay,
+    Malformed(String),
+}
+
+impl SecCtx {
+    pub fn new(
+        kasme: Key256,
+        ksi: u8,
+        eea: pepc_security::Eea,
+        eia: pepc_security::Eia,
+    ) -> Result<SecCtx, String> {
+        let ctx = NasSecurityContext::from_fresh_kasme(
+            &KAsme::new(kasme.as_bytes()),
+            integrity(eia),
+            ciphering(eea),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(SecCtx {
+            ctx,
+            kasme,
+            ksi,
+            eea,
+            eia,
+            last_ul_count: 0,
+            recent: Default::default(),
+        })
+    }
+
+    /// Protect (and cipher unless EEA0) a plain message in `dir`.
+    pub fn protect(
+        &mut self,
+        msg: &NasEpsMessage,
+        new_ctx: bool,
+        dir: Direction,
+    ) -> Result<Vec<u8>, String> {
+        let cipher = self.eea != pepc_security::Eea::Eea0 && !new_ctx;
+        let sht = match (new_ctx, cipher) {
+            (true, _) if dir == Direction::Downlink => {
+                NasEpsSecurityHeaderType::IntegrityProtectedWithNewEpsSecurityContext
+            }
+            (true, _) => NasEpsSecurityHeaderType::IntegrityProtectedAndCipheredWithNewEpsSecurityContext,
+            (false, true) => NasEpsSecurityHeaderType::IntegrityProtectedAndCiphered,
+            (false, false) => NasEpsSecurityHeaderType::IntegrityProtected,
+        };
+        self.ctx.protect(msg, sht, dir).map_err(|e| e.to_string())
+    }
+
+    /// Verify the MAC (before anything else) and decipher.
+    pub fn unprotect(
+        &mut self,
+        data: &[u8],
+        dir: Direction,
+    ) -> Result<NasEpsMessage, UnprotectError> {
+        let tag: Option<[u8; 5]> = data.get(1..6).map(|s| s.try_into().unwrap_or([0; 5]));
+        match self.ctx.unprotect(data, dir) {
+            Ok(v) => {
+                self.last_ul_count = v.count.get();
+                if let Some(t) = tag {
+                    if self.recent.len() >= 16 {
+                        self.recent.pop_front();
+                    }
+                    self.recent.push_back(t);
+                }
+                Ok(v.message)
+            }
+            Err(oxirush_nas::NasError::IntegrityCheckFailed) => {
+                if tag.is_some_and(|t| self.recent.contains(&t)) {
+                    Err(UnprotectError::Replay)
+                } else {
+                    Err(UnprotectError::BadMac)
+                }
+            }
+            Err(e) => Err(UnprotectError::Malformed(e.to_string())),
+        }
+    }
+
+    /// Verify a short SERVICE REQUEST; returns the NAS COUNT it used.
+    pub fn unprotect_service_request(
+        &mut self,
+        sr: &NasServiceRequest,
+    ) -> Result<u32, UnprotectError> {
+        let tag = [
+            0,
+            0,
+            0,
+            sr.ksi_and_sequence_number,
+            (sr.message_authentication_code & 0xff) as u8,
+        ];
+        match self.ctx.unprotect_service_request(sr) {
+            Ok(c) => {
+                self.last_ul_count = c.get();
+                self.recent.push_back(tag);
+                Ok(c.get())
+            }
+            Err(oxirush_nas::NasError::IntegrityCheckFailed) => {
+                if self.recent.contains(&tag) {
+                    Err(UnprotectError::Replay)
+                } else {
+                    Err(UnprotectError::BadMac)
+                }
+            }
+            Err(e) => Err(UnprotectError::Malformed(e.to_string())),
+        }
+    }
+}
+
+/// The inner message of an integrity-protected but unciphered PDU, unverified
+/// (TS 24.301 §4.4.4.3: some messages are processed without a known context).
+pub fn unverified_inner(data: &[u8]) -> Option<NasEpsMessage> {
+    match NasEpsMessage::decode(data).ok()? {
+        NasEpsMessage::SecurityProtected(h, inner)
+            if h.security_header_type == NasEpsSecurityHeaderType::IntegrityProtected =>
+        {
+            Some(*inner)
+        }
+        m @ NasEpsMessage::Emm(..) => Some(m),
+        _ => None,
+    }
+}
