@@ -1,3 +1,8 @@
-//! PEPC node: slices, demux, scheduler, packet I/O.
+//! The PEPC node (§3.3): slices, the demux that steers traffic and signaling to them,
+//! the runtime that drives their threads, and packet I/O.
 
+pub mod config;
+pub mod demux;
 pub mod io;
+pub mod node;
+pub mod runtime;

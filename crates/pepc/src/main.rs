@@ -17,11 +17,24 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Run a node: S1-U GTP-U socket, SGi (TUN or UDP sink), slices with their control
+    /// and data threads. Until the MME lands, the control thread runs synthetic events.
+    Run(RunArgs),
     /// Benchmarks (use a release build).
     Bench {
         #[command(subcommand)]
         what: BenchCmd,
     },
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Node configuration (TOML); every key has a default.
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+    /// Stop after this many seconds (default: run until killed).
+    #[arg(long)]
+    seconds: Option<f64>,
 }
 
 #[derive(Subcommand)]
@@ -115,6 +128,7 @@ struct SweepArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
+        Cmd::Run(a) => run_node(&a),
         Cmd::Bench { what } => match what {
             BenchCmd::Dataplane(a) => bench_dataplane(&a),
             BenchCmd::Sweep(s) => pepc_bench::sweep::run(s.figure, s.seconds, &s.out, s.scale_down),
@@ -139,6 +153,43 @@ fn bench_dataplane(a: &DataplaneArgs) -> Result<(), String> {
             "design {:?}: {} users, {} events/s ({:.0} achieved), {} data core(s): {:.2} Mpps/core ({:.2} incl. generation), latency p50 {} ns p99 {} ns, drops {}",
             r.design, r.users, r.signaling_per_s, r.signaling_achieved_per_s, r.data_cores,
             r.mpps_per_core, r.mpps_wall_per_core, r.latency_ns_p50, r.latency_ns_p99, r.drops
+        );
+    }
+    Ok(())
+}
+
+fn run_node(a: &RunArgs) -> Result<(), String> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let cfg = match &a.config {
+        Some(p) => pepc_node::config::NodeConfig::load(p)?,
+        None => pepc_node::config::NodeConfig::default(),
+    };
+    let v = cfg.validate()?;
+    let node = pepc_node::node::Node::start(&v, &mut |_| None)?;
+    eprintln!(
+        "pepc node: {} slice(s), S1-U {}, SGi {}, {} synthetic users at {} events/s",
+        v.slices, node.s1u_addr, node.sgi_desc, v.synthetic_users, v.synthetic_rate
+    );
+    let start = std::time::Instant::now();
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        if a.seconds
+            .is_some_and(|s| start.elapsed().as_secs_f64() >= s)
+        {
+            break;
+        }
+        eprintln!("up {:.0}s", start.elapsed().as_secs_f64());
+    }
+    for s in node.slices {
+        let (cp, dp) = s.join();
+        let c = dp.counters();
+        eprintln!(
+            "slice: {} UEs, uplink forwarded {}, downlink forwarded {}, dropped {}, updates applied {}",
+            cp.ue_count(),
+            c.ul_forwarded.load(Relaxed),
+            c.dl_forwarded.load(Relaxed),
+            c.total_drops(),
+            c.updates_applied.load(Relaxed)
         );
     }
     Ok(())

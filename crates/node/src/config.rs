@@ -1,0 +1,219 @@
+//! Node configuration (`pepc run --config FILE.toml`). Every key has a default, so an
+//! empty file (or none) runs a node on loopback; errors name the key and what is wrong.
+//!
+//! ```toml
+//! [node]
+//! slices = 1                 # slices on this node (each: control + data thread)
+//! ue_pool = "10.0.0.0/8"     # UE address pool; host bits = [slice][UE slot]
+//! max_users = 1000000        # per slice (tables are committed lazily)
+//! pin = true                 # pin control/data threads to cores when possible
+//! [s1u]
+//! bind = "127.0.0.1:2152"    # our S1-U GTP-U address
+//! [sgi]
+//! mode = "auto"              # auto (TUN if possible, else UDP sink) | tun | udp
+//! tun_name = "pepc%d"
+//! sink_local = "127.0.0.1:5202"
+//! sink_peer = "127.0.0.1:5201"
+//! [synthetic]
+//! users = 0                  # attach this many synthetic UEs (no signaling on the wire)
+//! rate = 0                   # synthetic control events per second
+//! ```
+
+use serde::Deserialize;
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeConfig {
+    pub node: NodeSection,
+    pub s1u: S1uSection,
+    pub sgi: SgiSection,
+    pub synthetic: SyntheticSection,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeSection {
+    pub slices: usize,
+    pub ue_pool: String,
+    pub max_users: usize,
+    pub pin: bool,
+}
+
+impl Default for NodeSection {
+    fn default() -> Self {
+        NodeSection {
+            slices: 1,
+            ue_pool: "10.0.0.0/8".into(),
+            max_users: 1_000_000,
+            pin: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct S1uSection {
+    pub bind: String,
+}
+
+impl Default for S1uSection {
+    fn default() -> Self {
+        S1uSection {
+            bind: "127.0.0.1:2152".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SgiSection {
+    pub mode: String,
+    pub tun_name: String,
+    pub sink_local: String,
+    pub sink_peer: String,
+}
+
+impl Default for SgiSection {
+    fn default() -> Self {
+        SgiSection {
+            mode: "auto".into(),
+            tun_name: "pepc%d".into(),
+            sink_local: "127.0.0.1:5202".into(),
+            sink_peer: "127.0.0.1:5201".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct SyntheticSection {
+    pub users: u32,
+    pub rate: u64,
+}
+
+/// The validated form.
+#[derive(Debug, Clone)]
+pub struct Validated {
+    pub slices: usize,
+    pub ue_pool: (Ipv4Addr, u8),
+    pub max_users: usize,
+    pub pin: bool,
+    pub s1u_bind: SocketAddrV4,
+    pub sgi_mode: SgiMode,
+    pub tun_name: String,
+    pub sink_local: SocketAddrV4,
+    pub sink_peer: SocketAddrV4,
+    pub synthetic_users: u32,
+    pub synthetic_rate: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SgiMode {
+    Auto,
+    Tun,
+    Udp,
+}
+
+fn addr(key: &str, v: &str) -> Result<SocketAddrV4, String> {
+    v.parse().map_err(|_| {
+        format!("config key `{key}`: {v:?} is not an IPv4 socket address like 127.0.0.1:2152")
+    })
+}
+
+impl NodeConfig {
+    /// Parse TOML text; errors carry the line and the offending key.
+    pub fn parse(text: &str) -> Result<NodeConfig, String> {
+        toml::from_str(text).map_err(|e| format!("config: {e}"))
+    }
+
+    pub fn load(path: &std::path::Path) -> Result<NodeConfig, String> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("config {}: {e}", path.display()))?;
+        Self::parse(&text)
+    }
+
+    pub fn validate(&self) -> Result<Validated, String> {
+        let n = &self.node;
+        if n.slices == 0 || n.slices > 64 {
+            return Err(format!(
+                "config key `node.slices`: must be 1..=64, got {}",
+                n.slices
+            ));
+        }
+        let (ip, len) = n
+            .ue_pool
+            .split_once('/')
+            .and_then(|(a, l)| Some((a.parse::<Ipv4Addr>().ok()?, l.parse::<u8>().ok()?)))
+            .ok_or_else(|| {
+                format!(
+                    "config key `node.ue_pool`: {:?} is not a prefix like 10.0.0.0/8",
+                    n.ue_pool
+                )
+            })?;
+        pepc_slice::ids::IdLayout::new(n.slices, ip, len)
+            .map_err(|e| format!("config key `node.ue_pool`: {e}"))?;
+        if n.max_users == 0 {
+            return Err("config key `node.max_users`: must be > 0".into());
+        }
+        let sgi_mode = match self.sgi.mode.as_str() {
+            "auto" => SgiMode::Auto,
+            "tun" => SgiMode::Tun,
+            "udp" => SgiMode::Udp,
+            m => {
+                return Err(format!(
+                    "config key `sgi.mode`: {m:?} is not one of auto, tun, udp"
+                ))
+            }
+        };
+        Ok(Validated {
+            slices: n.slices,
+            ue_pool: (ip, len),
+            max_users: n.max_users,
+            pin: n.pin,
+            s1u_bind: addr("s1u.bind", &self.s1u.bind)?,
+            sgi_mode,
+            tun_name: self.sgi.tun_name.clone(),
+            sink_local: addr("sgi.sink_local", &self.sgi.sink_local)?,
+            sink_peer: addr("sgi.sink_peer", &self.sgi.sink_peer)?,
+            synthetic_users: self.synthetic.users,
+            synthetic_rate: self.synthetic.rate,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_config_is_valid_defaults() {
+        let v = NodeConfig::parse("").unwrap().validate().unwrap();
+        assert_eq!(v.slices, 1);
+        assert_eq!(v.s1u_bind, "127.0.0.1:2152".parse().unwrap());
+        assert_eq!(v.sgi_mode, SgiMode::Auto);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = NodeConfig::parse("[node]\nslicez = 2\n").unwrap_err();
+        assert!(e.contains("slicez"), "{e}");
+        let e = NodeConfig::parse("[s1u]\nbind = \"nope\"\n")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(e.contains("s1u.bind"), "{e}");
+        let e = NodeConfig::parse("[node]\nue_pool = \"10.0.0.1/8\"\n")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(e.contains("node.ue_pool") && e.contains("host bits"), "{e}");
+        let e = NodeConfig::parse("[node]\nslices = \"two\"\n").unwrap_err();
+        assert!(e.contains("slices"), "{e}");
+        let e = NodeConfig::parse("[sgi]\nmode = \"tap\"\n")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(e.contains("sgi.mode"), "{e}");
+    }
+}
