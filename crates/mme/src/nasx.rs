@@ -263,7 +263,9 @@ impl SecCtx {
         let tag: Option<[u8; 5]> = data.get(1..6).map(|s| s.try_into().unwrap_or([0; 5]));
         match self.ctx.unprotect(data, dir) {
             Ok(v) => {
-                self.last_ul_count = v.count.get();
+                if dir == Direction::Uplink {
+                    self.last_ul_count = v.count.get();
+                }
                 if let Some(t) = tag {
                     if self.recent.len() >= 16 {
                         self.recent.pop_front();
