@@ -191,6 +191,19 @@ impl Enb {
         self.by_ue.contains_key(&ue)
     }
 
+    /// Streams the association negotiated (from the transport's Up event).
+    pub fn set_out_streams(&mut self, n: u16) {
+        self.cfg.out_streams = n.max(1);
+    }
+
+    /// MME UE S1AP ID of a UE connected here.
+    pub fn mme_ue_id(&self, ue: UeId) -> Option<u32> {
+        self.by_ue
+            .get(&ue)
+            .and_then(|id| self.ctx.get(id))
+            .and_then(|c| c.mme_ue_id)
+    }
+
     /// Bearers of a UE at this eNB.
     pub fn bearers(&self, ue: UeId) -> Vec<Bearer> {
         self.by_ue

@@ -1,4 +1,42 @@
-//! eNB/UE emulator speaking S1AP/NAS over SCTP and GTP-U.
+//! eNB/UE emulator: plays many eNBs and UEs against any EPC over the real protocols,
+//! S1AP/NAS over SCTP (userspace over UDP, or kernel) and GTP-U over UDP, with a PDN
+//! side that plays the SGi peer of the EPC's UDP sink.
+//!
+//! - [`ue`]: sans-IO UE (USIM, NAS security, EMM/ESM procedures).
+//! - [`enb`]: sans-IO eNB (S1AP procedures, handovers, tunnels).
+//! - [`config`]: [`EmulatorConfig`] and [`Scenario`] (TOML).
+//! - [`driver`]: the socket loop; [`run`] is the blocking entry point.
+//! - [`report`]: measures and the final [`Report`].
 
+pub mod config;
+pub mod driver;
 pub mod enb;
+pub mod report;
 pub mod ue;
+
+pub use config::{EmulatorConfig, Scenario, SctpMode, SignalingMix, SubscriberKeys, Traffic, TrafficProfile};
+pub use driver::Emulator;
+pub use report::{ProcedureStats, Report};
+
+/// Why a run could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum EmuError {
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("I/O: {0}")]
+    Io(String),
+    #[error("S1 setup: {0}")]
+    Setup(String),
+}
+
+impl From<std::io::Error> for EmuError {
+    fn from(e: std::io::Error) -> Self {
+        EmuError::Io(e.to_string())
+    }
+}
+
+/// Run `scenario` against the EPC of `config`; blocks until the scenario (bounded by its
+/// duration, the attach/detach rates and the procedure timeout) is over.
+pub fn run(config: EmulatorConfig, scenario: Scenario) -> Result<Report, EmuError> {
+    Emulator::new(config, scenario)?.run()
+}

@@ -1,0 +1,938 @@
+//! The thin I/O driver: S1-MME associations (one per eNB), the shared S1-U socket, the
+//! PDN-side UDP socket, the scenario clock, and the metrics. Single-threaded: every
+//! socket is non-blocking and the loop ticks about once a millisecond.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use pepc_s1ap::{EnbId, GlobalEnbId, PagingIdentity, Plmn, STmsi};
+use pepc_sctp::{AssocId, S1Transport, TransportEvent, S1AP_PPID};
+use pepc_security::Key128;
+use pepc_wire::gtpu::{GtpuPacket, G_PDU};
+
+use crate::config::{EmulatorConfig, Scenario, SctpMode, TrafficProfile};
+use crate::enb::{Bearer, Enb, EnbConfig, EnbInput, EnbOutput, UeId};
+use crate::report::{Metrics, Report};
+use crate::ue::{Failure, Procedure, Ue, UeConfig, UeInput, UeOutput};
+use crate::EmuError;
+
+const MAGIC: [u8; 4] = *b"PEMU";
+const END_MARKER: u8 = 254;
+const UE_PORT: u16 = 40000;
+const SERVER_PORT: u16 = 5001;
+
+/// xorshift64*: deterministic choices without a dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// One packet class: size and share of its direction's packets.
+#[derive(Clone, Copy)]
+struct Class {
+    size: usize,
+    share: f64,
+}
+
+fn classes(p: TrafficProfile) -> (f64, Vec<Class>, Vec<Class>) {
+    // Returns (uplink fraction of all packets, UL classes, DL classes).
+    match p {
+        TrafficProfile::None => (0.0, vec![], vec![]),
+        TrafficProfile::Pepc => (
+            0.25,
+            vec![Class {
+                size: 128,
+                share: 1.0,
+            }],
+            vec![Class {
+                size: 64,
+                share: 1.0,
+            }],
+        ),
+        TrafficProfile::TableIv => {
+            // (size, packets/s) per class, Rajan et al. Table IV.
+            let dl = [(72, 2.1e6), (1200, 1.3e6), (1440, 602e3), (675, 290e3), (1440, 136e3)];
+            let ul = [(72, 2.1e6), (690, 289e3), (240, 232e3), (400, 76e3), (1000, 29e3)];
+            let mk = |t: &[(usize, f64)]| {
+                let sum: f64 = t.iter().map(|x| x.1).sum();
+                t.iter()
+                    .map(|&(size, r)| Class {
+                        size,
+                        share: r / sum,
+                    })
+                    .collect::<Vec<_>>()
+            };
+            let su: f64 = ul.iter().map(|x| x.1).sum();
+            let sd: f64 = dl.iter().map(|x| x.1).sum();
+            (su / (su + sd), mk(&ul), mk(&dl))
+        }
+    }
+}
+
+fn pick(cls: &[Class], rng: &mut Rng) -> usize {
+    let mut u = rng.unit();
+    for c in cls {
+        if u < c.share {
+            return c.size;
+        }
+        u -= c.share;
+    }
+    cls.last().map_or(64, |c| c.size)
+}
+
+/// IPv4/UDP packet of `len` bytes (>= 28 + 12) carrying MAGIC, UE index and a sequence.
+fn ip_packet(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, len: usize, ue: u32, seq: u32) -> Vec<u8> {
+    let len = len.max(40);
+    let mut p = vec![0u8; len];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+    p[6] = 0x40;
+    p[8] = 64;
+    p[9] = 17;
+    p[12..16].copy_from_slice(&src.octets());
+    p[16..20].copy_from_slice(&dst.octets());
+    let c = pepc_wire::checksum::checksum(&p[..20]);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p[20..22].copy_from_slice(&sport.to_be_bytes());
+    p[22..24].copy_from_slice(&dport.to_be_bytes());
+    p[24..26].copy_from_slice(&((len - 20) as u16).to_be_bytes());
+    // UDP checksum 0: optional over IPv4; the EPC does not touch the inner packet.
+    p[28..32].copy_from_slice(&MAGIC);
+    p[32..36].copy_from_slice(&ue.to_be_bytes());
+    p[36..40].copy_from_slice(&seq.to_be_bytes());
+    p
+}
+
+/// UE index of one of our test packets, if it is one.
+fn our_packet(ip: &[u8]) -> Option<u32> {
+    if ip.len() >= 40 && ip[0] >> 4 == 4 && ip[9] == 17 && ip[28..32] == MAGIC {
+        Some(u32::from_be_bytes([ip[32], ip[33], ip[34], ip[35]]))
+    } else {
+        None
+    }
+}
+
+struct Link {
+    transport: Box<dyn S1Transport>,
+    /// association -> eNB index
+    assocs: HashMap<AssocId, usize>,
+}
+
+/// Drives many eNBs and UEs against one EPC.
+pub struct Emulator {
+    cfg: EmulatorConfig,
+    scen: Scenario,
+    links: Vec<Link>,
+    /// eNB index -> (link, association)
+    enb_assoc: Vec<Option<(usize, AssocId)>>,
+    enbs: Vec<Enb>,
+    ues: Vec<Ue>,
+    serving: Vec<usize>,
+    tunnels: Vec<Vec<Bearer>>,
+    teids: HashMap<u32, UeId>,
+    tmsi: HashMap<u32, UeId>,
+    reattach: Vec<bool>,
+    s1ho_target: HashMap<UeId, usize>,
+    gtpu: UdpSocket,
+    pdn: UdpSocket,
+    sgi_peer: Option<SocketAddr>,
+    metrics: Metrics,
+    rng: Rng,
+    start: Instant,
+    ever_attached: Vec<bool>,
+    seq: u32,
+    buf: Vec<u8>,
+    enb_out: Vec<EnbOutput>,
+    ue_out: Vec<UeOutput>,
+}
+
+impl Emulator {
+    /// Builds the eNBs and UEs and binds the sockets; nothing is sent yet.
+    pub fn new(cfg: EmulatorConfig, scen: Scenario) -> Result<Emulator, EmuError> {
+        let plmn = Plmn::from_mcc_mnc(&cfg.mcc, &cfg.mnc)
+            .map_err(|e| EmuError::Config(format!("PLMN: {e}")))?;
+        let k = Key128::from_hex(&cfg.subscribers.k)
+            .map_err(|e| EmuError::Config(format!("K: {e}")))?;
+        let opc = Key128::from_hex(&cfg.subscribers.opc)
+            .map_err(|e| EmuError::Config(format!("OPc: {e}")))?;
+        if cfg.enbs == 0 || cfg.enbs > 4095 {
+            return Err(EmuError::Config("enbs must be 1..=4095".into()));
+        }
+        let gtpu = UdpSocket::bind(cfg.gtpu_addr)
+            .map_err(|e| EmuError::Io(format!("bind S1-U {}: {e}", cfg.gtpu_addr)))?;
+        gtpu.set_nonblocking(true)?;
+        let pdn = UdpSocket::bind(cfg.pdn_addr)
+            .map_err(|e| EmuError::Io(format!("bind PDN side {}: {e}", cfg.pdn_addr)))?;
+        pdn.set_nonblocking(true)?;
+        let enbs: Vec<Enb> = (0..cfg.enbs)
+            .map(|i| {
+                Enb::new(EnbConfig {
+                    index: i,
+                    global_enb_id: GlobalEnbId {
+                        plmn,
+                        enb_id: EnbId::Macro((cfg.enb_id_start + i) & 0xf_ffff),
+                    },
+                    plmn,
+                    tac: cfg.tac,
+                    cell_id: ((cfg.enb_id_start + i) & 0xf_ffff) << 8 | 1,
+                    gtpu_addr: *cfg.gtpu_addr.ip(),
+                    name: format!("pepc-emu-enb{i}"),
+                    out_streams: 2,
+                })
+            })
+            .collect();
+        let timeout_ns = scen.timeout().as_nanos() as u64;
+        let mut rng = Rng(scen.seed | 1);
+        let mut ues = Vec::with_capacity(scen.ues as usize);
+        for i in 0..scen.ues {
+            let imsi = cfg
+                .subscribers
+                .imsi(i)
+                .ok_or_else(|| EmuError::Config("IMSI range overflows 15 digits".into()))?;
+            ues.push(Ue::new(
+                UeConfig {
+                    imsi,
+                    k: k.clone(),
+                    opc: *opc.as_bytes(),
+                    plmn: plmn.0,
+                    tac: cfg.tac,
+                    apn: cfg.apn.clone(),
+                    iot: rng.unit() < scen.iot_share,
+                    sqn_ms: cfg.subscribers.sqn_ms,
+                },
+                timeout_ns,
+            ));
+        }
+        let n = ues.len();
+        let sgi_peer = cfg.sgi_peer;
+        Ok(Emulator {
+            links: Vec::new(),
+            enb_assoc: vec![None; enbs.len()],
+            serving: (0..n).map(|i| i % enbs.len()).collect(),
+            tunnels: vec![Vec::new(); n],
+            teids: HashMap::new(),
+            tmsi: HashMap::new(),
+            reattach: vec![false; n],
+            s1ho_target: HashMap::new(),
+            enbs,
+            ues,
+            gtpu,
+            pdn,
+            sgi_peer,
+            metrics: Metrics::default(),
+            rng,
+            start: Instant::now(),
+            ever_attached: vec![false; n],
+            seq: 0,
+            buf: vec![0u8; 65536],
+            enb_out: Vec::new(),
+            ue_out: Vec::new(),
+            cfg,
+            scen,
+        })
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    /// The UEs (for inspection after a run).
+    pub fn ues(&self) -> &[Ue] {
+        &self.ues
+    }
+
+    fn connect(&mut self) -> Result<(), EmuError> {
+        let remote_udp = SocketAddr::new(self.cfg.mme_ip, self.cfg.mme_udp_port);
+        let assoc_cfg = pepc_sctp::Config::default();
+        match self.cfg.sctp {
+            SctpMode::Udp => {
+                let mut t = pepc_sctp::UdpSctpTransport::connect(
+                    SocketAddr::new(self.cfg.local_ip, 0),
+                    remote_udp,
+                    self.cfg.mme_sctp_port,
+                    assoc_cfg,
+                )?;
+                // `connect` opened the first association; one more per further eNB.
+                let mut ids = vec![0u64; self.enbs.len()];
+                let mut assocs = HashMap::new();
+                for (i, id) in ids.iter_mut().enumerate().skip(1) {
+                    *id = t.open_association()?;
+                    assocs.insert(*id, i);
+                }
+                self.links.push(Link {
+                    transport: Box::new(t),
+                    assocs,
+                });
+                // The first association's id is learnt from its Up event.
+            }
+            SctpMode::Kernel => {
+                #[cfg(target_os = "linux")]
+                for i in 0..self.enbs.len() {
+                    let remote = SocketAddr::new(self.cfg.mme_ip, self.cfg.mme_sctp_port);
+                    let t = pepc_sctp::KernelSctpTransport::connect(
+                        SocketAddr::new(self.cfg.local_ip, 0),
+                        remote,
+                        &assoc_cfg,
+                    )?;
+                    let _ = i;
+                    self.links.push(Link {
+                        transport: Box::new(t),
+                        assocs: HashMap::new(),
+                    });
+                }
+                #[cfg(not(target_os = "linux"))]
+                return Err(EmuError::Io("kernel SCTP is only available on Linux".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Poll every link once; route events to eNBs.
+    fn poll_s1(&mut self, wait: Duration) -> Result<(), EmuError> {
+        let mut events = Vec::new();
+        let nlinks = self.links.len();
+        for li in 0..nlinks {
+            let w = if li == 0 { wait } else { Duration::ZERO };
+            self.links[li].transport.poll(w, &mut events)?;
+            for ev in events.drain(..) {
+                match ev {
+                    TransportEvent::Up {
+                        assoc, out_streams, ..
+                    } => {
+                        // Unknown association: the first of a UDP link, or a kernel link's.
+                        let enb = match self.links[li].assocs.get(&assoc) {
+                            Some(&e) => e,
+                            None => {
+                                let e = if self.cfg.sctp == SctpMode::Kernel { li } else { 0 };
+                                self.links[li].assocs.insert(assoc, e);
+                                e
+                            }
+                        };
+                        self.enb_assoc[enb] = Some((li, assoc));
+                        self.enbs[enb].set_out_streams(out_streams);
+                        let mut out = std::mem::take(&mut self.enb_out);
+                        self.enbs[enb].s1_setup(&mut out);
+                        self.enb_outputs(enb, &mut out);
+                        self.enb_out = out;
+                    }
+                    TransportEvent::Data {
+                        assoc, ppid, data, ..
+                    } => {
+                        if ppid != S1AP_PPID && ppid != 0 {
+                            self.metrics.error("non-S1AP PPID");
+                            continue;
+                        }
+                        let Some(&enb) = self.links[li].assocs.get(&assoc) else {
+                            continue;
+                        };
+                        let mut out = std::mem::take(&mut self.enb_out);
+                        self.enbs[enb].handle(EnbInput::S1ap(data), &mut out);
+                        self.enb_outputs(enb, &mut out);
+                        self.enb_out = out;
+                    }
+                    TransportEvent::Down { assoc, reason } => {
+                        if let Some(&enb) = self.links[li].assocs.get(&assoc) {
+                            self.metrics.error(&format!("S1 association down: {reason}"));
+                            self.enbs[enb].reset();
+                            self.enb_assoc[enb] = None;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), EmuError> {
+        for l in &mut self.links {
+            l.transport.flush()?;
+        }
+        Ok(())
+    }
+
+    fn enb_outputs(&mut self, enb: usize, out: &mut Vec<EnbOutput>) {
+        let now = self.now_ns();
+        for o in out.drain(..) {
+            match o {
+                EnbOutput::S1ap { stream, pdu } => {
+                    if let Some((li, a)) = self.enb_assoc[enb] {
+                        if let Err(e) = self.links[li].transport.send(a, stream, S1AP_PPID, &pdu) {
+                            self.metrics.error(&format!("S1 send: {e}"));
+                        }
+                    }
+                }
+                EnbOutput::Nas { ue, nas } => self.ue_input(ue as usize, UeInput::Nas(nas), now),
+                EnbOutput::SetupDone { ok, cause } => {
+                    if !ok {
+                        self.metrics.error(&format!("S1 Setup failed: {cause:?}"));
+                    }
+                }
+                EnbOutput::TunnelUp { ue, bearer } => {
+                    let t = &mut self.tunnels[ue as usize];
+                    t.retain(|b| b.erab_id != bearer.erab_id);
+                    t.push(bearer);
+                    self.teids.insert(bearer.dl_teid, ue);
+                }
+                EnbOutput::TunnelDown { ue, erab_id, dl_teid } => {
+                    // Keep the TEID mapping: end markers and late packets still count.
+                    let _ = dl_teid;
+                    if self.serving[ue as usize] == enb {
+                        self.tunnels[ue as usize].retain(|b| b.erab_id != erab_id);
+                    }
+                }
+                EnbOutput::Released { ue, cause } => {
+                    let u = ue as usize;
+                    if self.serving[u] != enb || cause == pepc_s1ap::Cause::SUCCESSFUL_HANDOVER {
+                        // The old source let go after an S1 handover.
+                        if self.ues[u].busy() {
+                            let mut uo = std::mem::take(&mut self.ue_out);
+                            self.ues[u].end_external(Ok(()), &mut uo);
+                            self.ue_outputs(u, &mut uo);
+                            self.ue_out = uo;
+                        }
+                    } else {
+                        self.tunnels[u].clear();
+                        self.ue_input(u, UeInput::Released, now);
+                        if self.reattach[u] {
+                            self.reattach[u] = false;
+                            self.ue_input(u, UeInput::Attach, now);
+                        }
+                    }
+                }
+                EnbOutput::Paging(id) => {
+                    let ue = match id {
+                        PagingIdentity::STmsi(STmsi { m_tmsi, .. }) => self.tmsi.get(&m_tmsi).copied(),
+                        PagingIdentity::Imsi(_) => None,
+                    };
+                    if let Some(u) = ue {
+                        let u = u as usize;
+                        if !self.ues[u].is_connected() && !self.ues[u].busy() {
+                            self.ue_input(u, UeInput::Paged, now);
+                        }
+                    }
+                }
+                EnbOutput::ContextSetup { ue } => {
+                    self.ue_input(ue as usize, UeInput::ContextSetup, now)
+                }
+                EnbOutput::PathSwitched { ue, ok, .. } => {
+                    let u = ue as usize;
+                    let mut uo = std::mem::take(&mut self.ue_out);
+                    let r = if ok {
+                        Ok(())
+                    } else {
+                        Err(Failure::Protocol("path switch failed".into()))
+                    };
+                    self.ues[u].end_external(r, &mut uo);
+                    self.ue_outputs(u, &mut uo);
+                    self.ue_out = uo;
+                    if !ok {
+                        self.ue_input(u, UeInput::Released, now);
+                    }
+                }
+                EnbOutput::HandoverCommand { ue } => {
+                    // The UE moves to the target cell now.
+                    if let Some(t) = self.s1ho_target.remove(&ue) {
+                        self.serving[ue as usize] = t;
+                        let mut o2 = Vec::new();
+                        self.enbs[t].handle(EnbInput::UeArrived { ue }, &mut o2);
+                        self.enb_outputs(t, &mut o2);
+                    }
+                }
+                EnbOutput::HandoverFailed { ue, cause } => {
+                    self.s1ho_target.remove(&ue);
+                    let u = ue as usize;
+                    let mut uo = std::mem::take(&mut self.ue_out);
+                    self.ues[u].end_external(
+                        Err(Failure::Protocol(format!("handover preparation: {cause:?}"))),
+                        &mut uo,
+                    );
+                    self.ue_outputs(u, &mut uo);
+                    self.ue_out = uo;
+                }
+                EnbOutput::HandoverPrepared { .. } => {}
+                EnbOutput::Error(e) => self.metrics.error(&e),
+            }
+        }
+    }
+
+    fn ue_input(&mut self, u: usize, input: UeInput, now: u64) {
+        let mut uo = std::mem::take(&mut self.ue_out);
+        self.ues[u].handle(input, now, &mut uo);
+        self.ue_outputs(u, &mut uo);
+        self.ue_out = uo;
+    }
+
+    fn ue_outputs(&mut self, u: usize, out: &mut Vec<UeOutput>) {
+        let now = self.now_ns();
+        let items: Vec<UeOutput> = std::mem::take(out);
+        for o in items {
+            match o {
+                UeOutput::Uplink {
+                    nas,
+                    s_tmsi,
+                    rrc_cause,
+                } => {
+                    let enb = self.serving[u];
+                    let mut eo = Vec::new();
+                    self.enbs[enb].handle(
+                        EnbInput::UplinkNas {
+                            ue: u as UeId,
+                            nas,
+                            s_tmsi: s_tmsi.map(|(mmec, m_tmsi)| STmsi { mmec, m_tmsi }),
+                            rrc_cause,
+                        },
+                        &mut eo,
+                    );
+                    self.enb_outputs(enb, &mut eo);
+                }
+                UeOutput::Done {
+                    procedure,
+                    started_ns,
+                    result,
+                } => {
+                    let took = now.saturating_sub(started_ns) / 1000;
+                    self.metrics.record(procedure, took, &result);
+                    if procedure == Procedure::Attach && result.is_ok() {
+                        self.ever_attached[u] = true;
+                        if let Some((_, t)) = self.ues[u].s_tmsi() {
+                            self.tmsi.insert(t, u as UeId);
+                        }
+                    }
+                }
+                UeOutput::Address { .. } | UeOutput::BearerUp { .. } | UeOutput::BearerDown { .. } => {}
+            }
+        }
+    }
+
+    fn timeouts(&mut self) {
+        let now = self.now_ns();
+        for u in 0..self.ues.len() {
+            if self.ues[u].poll_timeout().is_some_and(|d| d <= now) {
+                let mut uo = std::mem::take(&mut self.ue_out);
+                self.ues[u].handle_timeout(now, &mut uo);
+                self.ue_outputs(u, &mut uo);
+                self.ue_out = uo;
+            }
+        }
+    }
+
+    /// Receive on the S1-U and PDN sockets.
+    fn poll_data(&mut self) {
+        loop {
+            match self.gtpu.recv_from(&mut self.buf) {
+                Ok((n, from)) => {
+                    let Ok(p) = GtpuPacket::new_checked(&self.buf[..n]) else {
+                        self.metrics.error("bad GTP-U packet");
+                        continue;
+                    };
+                    match p.msg_type() {
+                        G_PDU => {
+                            let known = self.teids.contains_key(&p.teid());
+                            if known && our_packet(p.payload()).is_some() {
+                                self.metrics.dl_packets += 1;
+                                self.metrics.dl_bytes += p.payload().len() as u64;
+                            }
+                        }
+                        END_MARKER => self.metrics.end_markers += 1,
+                        1 => {
+                            // Echo Request: answer so the peer keeps the path up.
+                            let mut out = [0u8; 64];
+                            if let Ok(pk) = GtpuPacket::new_checked(&self.buf[..n]) {
+                                if let Ok(len) = pepc_wire::gtpu::echo_response(&pk, &mut out) {
+                                    let _ = self.gtpu.send_to(&out[..len], from);
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => break,
+            }
+        }
+        loop {
+            match self.pdn.recv_from(&mut self.buf) {
+                Ok((n, from)) => {
+                    if self.sgi_peer.is_none() {
+                        self.sgi_peer = Some(from);
+                    }
+                    if our_packet(&self.buf[..n]).is_some() {
+                        self.metrics.ul_packets += 1;
+                        self.metrics.ul_bytes += n as u64;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Send `n` packets of the traffic profile from/to connected UEs.
+    fn send_traffic(&mut self, n: usize, ul_frac: f64, ul: &[Class], dl: &[Class]) {
+        let active: Vec<usize> = (0..self.ues.len())
+            .filter(|&u| {
+                self.ues[u].is_connected()
+                    && !self.ues[u].busy()
+                    && self.ues[u].address().is_some()
+                    && !self.tunnels[u].is_empty()
+            })
+            .collect();
+        if active.is_empty() {
+            return;
+        }
+        for _ in 0..n {
+            let u = active[self.rng.below(active.len())];
+            let Some(addr) = self.ues[u].address() else { continue };
+            self.seq = self.seq.wrapping_add(1);
+            if self.rng.unit() < ul_frac {
+                let size = pick(ul, &mut self.rng);
+                let b = self.tunnels[u][0];
+                let ip = ip_packet(addr, self.cfg.server_ip, UE_PORT, SERVER_PORT, size, u as u32, self.seq);
+                let mut pkt = Vec::with_capacity(ip.len() + 8);
+                pkt.extend_from_slice(&[0x30, G_PDU]);
+                pkt.extend_from_slice(&(ip.len() as u16).to_be_bytes());
+                pkt.extend_from_slice(&b.ul_teid.to_be_bytes());
+                pkt.extend_from_slice(&ip);
+                if self.gtpu.send_to(&pkt, (b.ul_addr, 2152)).is_ok() {
+                    self.metrics.ul_sent += 1;
+                }
+            } else if let Some(peer) = self.sgi_peer {
+                let size = pick(dl, &mut self.rng);
+                let ip = ip_packet(self.cfg.server_ip, addr, SERVER_PORT, UE_PORT, size, u as u32, self.seq);
+                if self.pdn.send_to(&ip, peer).is_ok() {
+                    self.metrics.dl_sent += 1;
+                }
+            }
+        }
+    }
+
+    fn pick_ue(&mut self, f: impl Fn(&Ue) -> bool) -> Option<usize> {
+        let n = self.ues.len();
+        if n == 0 {
+            return None;
+        }
+        let start = self.rng.below(n);
+        (0..n).map(|i| (start + i) % n).find(|&u| f(&self.ues[u]))
+    }
+
+    /// One signalling event of the mix.
+    fn event(&mut self) {
+        let m = self.scen.mix.clone();
+        let w = [
+            m.attach,
+            m.add_default_bearer,
+            m.dedicated_bearer,
+            m.idle_to_connected,
+            m.connected_to_idle,
+            m.x2_handover,
+            m.s1_handover,
+            m.tau,
+        ];
+        let total: f64 = w.iter().sum();
+        if total <= 0.0 {
+            return;
+        }
+        let mut x = self.rng.unit() * total;
+        let mut k = 0;
+        for (i, v) in w.iter().enumerate() {
+            if x < *v {
+                k = i;
+                break;
+            }
+            x -= v;
+        }
+        let now = self.now_ns();
+        let nenb = self.enbs.len();
+        let idle = |u: &Ue| u.is_registered() && !u.is_connected() && !u.busy();
+        let conn = |u: &Ue| u.is_registered() && u.is_connected() && !u.busy();
+        let done = match k {
+            0 => match self.pick_ue(|u| !u.is_registered() && !u.busy()) {
+                Some(u) => {
+                    self.ue_input(u, UeInput::Attach, now);
+                    true
+                }
+                None => match self.pick_ue(idle) {
+                    // Detach (switch-off) then attach again once released.
+                    Some(u) => {
+                        self.ue_input(u, UeInput::Detach { switch_off: true }, now);
+                        self.reattach[u] = true;
+                        true
+                    }
+                    None => false,
+                },
+            },
+            1 => match self.pick_ue(conn) {
+                Some(u) => {
+                    let extra = self.ues[u].bearers().iter().filter(|b| b.1).nth(1).map(|b| b.0);
+                    match extra {
+                        Some(ebi) => self.ue_input(u, UeInput::PdnDisconnect { ebi }, now),
+                        None => {
+                            let apn = self.scen.extra_apn.clone();
+                            self.ue_input(u, UeInput::PdnConnect { apn }, now)
+                        }
+                    }
+                    true
+                }
+                None => false,
+            },
+            3 => match self.pick_ue(idle) {
+                Some(u) => {
+                    self.ue_input(u, UeInput::ServiceRequest, now);
+                    true
+                }
+                None => false,
+            },
+            4 => match self.pick_ue(conn) {
+                Some(u) => {
+                    self.ues[u].begin_external(Procedure::Release, now);
+                    let enb = self.serving[u];
+                    let mut eo = Vec::new();
+                    self.enbs[enb].handle(EnbInput::ReleaseRequest { ue: u as UeId }, &mut eo);
+                    self.enb_outputs(enb, &mut eo);
+                    true
+                }
+                None => false,
+            },
+            5 if nenb > 1 => match self.pick_ue(conn) {
+                Some(u) => {
+                    let src = self.serving[u];
+                    let dst = (src + 1) % nenb;
+                    if self.enb_assoc[dst].is_none() {
+                        return self.metrics.skipped += 1;
+                    }
+                    match self.enbs[src].x2_take(u as UeId) {
+                        Some(ctx) => {
+                            self.ues[u].begin_external(Procedure::X2Handover, now);
+                            self.serving[u] = dst;
+                            let mut eo = Vec::new();
+                            self.enbs[dst].handle(EnbInput::X2HandoverIn(ctx), &mut eo);
+                            self.enb_outputs(dst, &mut eo);
+                            true
+                        }
+                        None => false,
+                    }
+                }
+                None => false,
+            },
+            6 if nenb > 1 => match self.pick_ue(conn) {
+                Some(u) => {
+                    let src = self.serving[u];
+                    let dst = (src + 1) % nenb;
+                    match self.enbs[src].mme_ue_id(u as UeId) {
+                        Some(mme) if self.enb_assoc[dst].is_some() => {
+                            self.ues[u].begin_external(Procedure::S1Handover, now);
+                            self.s1ho_target.insert(u as UeId, dst);
+                            let t = self.enbs[dst].config().clone();
+                            let mut eo = Vec::new();
+                            self.enbs[dst].handle(
+                                EnbInput::ExpectHandover {
+                                    ue: u as UeId,
+                                    mme_ue_id: mme,
+                                },
+                                &mut eo,
+                            );
+                            self.enbs[src].handle(
+                                EnbInput::StartS1Handover {
+                                    ue: u as UeId,
+                                    target: t.global_enb_id,
+                                    target_tai: t.tai(),
+                                },
+                                &mut eo,
+                            );
+                            self.enb_outputs(src, &mut eo);
+                            true
+                        }
+                        _ => false,
+                    }
+                }
+                None => false,
+            },
+            7 => match self.pick_ue(|u| u.is_registered() && !u.busy()) {
+                Some(u) => {
+                    let periodic = !self.ues[u].is_connected() && self.rng.unit() < 0.5;
+                    self.ue_input(
+                        u,
+                        UeInput::Tau {
+                            periodic,
+                            active: false,
+                        },
+                        now,
+                    );
+                    true
+                }
+                None => false,
+            },
+            // Dedicated bearers are network-initiated; handovers need two eNBs.
+            _ => false,
+        };
+        if !done {
+            self.metrics.skipped += 1;
+        }
+    }
+
+    fn progress(&self, last: &mut Instant, prev: &mut (u64, u64, u64)) {
+        if !self.cfg.progress || last.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        let dt = last.elapsed().as_secs_f64();
+        *last = Instant::now();
+        let attached = self.ues.iter().filter(|u| u.is_registered()).count();
+        let a = self.metrics.ok(Procedure::Attach);
+        eprintln!(
+            "[{:>6.1}s] attached {attached}/{}  attach/s {:.0}  ul {:.0} pps  dl {:.0} pps",
+            self.start.elapsed().as_secs_f64(),
+            self.ues.len(),
+            (a - prev.0) as f64 / dt,
+            (self.metrics.ul_packets - prev.1) as f64 / dt,
+            (self.metrics.dl_packets - prev.2) as f64 / dt,
+        );
+        *prev = (a, self.metrics.ul_packets, self.metrics.dl_packets);
+    }
+
+    /// One loop turn: S1 in, timers, data in, S1 out.
+    fn turn(&mut self, wait: Duration) -> Result<(), EmuError> {
+        self.poll_s1(wait)?;
+        self.timeouts();
+        self.poll_data();
+        self.flush()
+    }
+
+    /// Run the scenario to its end and report.
+    pub fn run(mut self) -> Result<Report, EmuError> {
+        self.start = Instant::now();
+        self.connect()?;
+        let tick = Duration::from_millis(1);
+        let timeout = self.scen.timeout();
+        let mut last = Instant::now();
+        let mut prev = (0, 0, 0);
+
+        // Phase 1: S1 Setup on every association.
+        let deadline = Instant::now() + timeout;
+        while self.enbs.iter().any(|e| !e.is_setup()) && Instant::now() < deadline {
+            self.turn(tick)?;
+        }
+        if !self.enbs.iter().any(|e| e.is_setup()) {
+            return Err(EmuError::Setup(format!(
+                "no eNB completed S1 Setup with {}:{} within {:?}",
+                self.cfg.mme_ip, self.cfg.mme_udp_port, timeout
+            )));
+        }
+
+        // Phase 2: attach storm.
+        let t0 = Instant::now();
+        let rate = self.scen.attach_rate.max(0.001);
+        let mut next = 0usize;
+        let n = self.ues.len();
+        loop {
+            let due = ((t0.elapsed().as_secs_f64() * rate) as usize + 1).min(n);
+            let now = self.now_ns();
+            while next < due {
+                if self.enbs[self.serving[next]].is_setup() {
+                    self.ue_input(next, UeInput::Attach, now);
+                }
+                next += 1;
+            }
+            self.turn(tick)?;
+            self.progress(&mut last, &mut prev);
+            if next >= n && !self.ues.iter().any(|u| u.busy()) {
+                break;
+            }
+            if t0.elapsed() > Duration::from_secs_f64(n as f64 / rate) + timeout * 2 {
+                break;
+            }
+        }
+        let attached = self.ues.iter().filter(|u| u.is_registered()).count() as u64;
+        let failed = n as u64 - attached;
+
+        // Phase 3: steady state (signalling mix and data).
+        let (ul_frac, ul, dl) = classes(self.scen.traffic.profile);
+        let t1 = Instant::now();
+        let dur = Duration::from_secs_f64(self.scen.duration_s.max(0.0));
+        let mut events_done = 0u64;
+        let mut pkts_done = 0u64;
+        while t1.elapsed() < dur {
+            let el = t1.elapsed().as_secs_f64();
+            let ev_due = (el * self.scen.event_rate) as u64;
+            while events_done < ev_due {
+                self.event();
+                events_done += 1;
+            }
+            if !ul.is_empty() {
+                let due = (el * self.scen.traffic.rate_pps) as u64;
+                if due > pkts_done {
+                    let k = (due - pkts_done).min(10_000) as usize;
+                    self.send_traffic(k, ul_frac, &ul, &dl);
+                    pkts_done = due;
+                }
+            }
+            self.turn(if ul.is_empty() { tick } else { Duration::ZERO })?;
+            self.progress(&mut last, &mut prev);
+        }
+        // Let procedures and packets in flight finish.
+        let drain = Instant::now() + Duration::from_secs_f64(self.scen.drain_s.max(0.0));
+        while Instant::now() < drain || (self.ues.iter().any(|u| u.busy()) && Instant::now() < drain + timeout) {
+            self.turn(tick)?;
+        }
+
+        // Phase 4: detach.
+        if self.scen.detach_at_end {
+            let t2 = Instant::now();
+            let mut next = 0usize;
+            loop {
+                let due = ((t2.elapsed().as_secs_f64() * rate) as usize + 1).min(n);
+                let now = self.now_ns();
+                while next < due {
+                    let u = next;
+                    next += 1;
+                    self.reattach[u] = false;
+                    if self.ues[u].is_registered() && !self.ues[u].busy() {
+                        let so = self.scen.switch_off;
+                        self.ue_input(u, UeInput::Detach { switch_off: so }, now);
+                    }
+                }
+                self.turn(tick)?;
+                self.progress(&mut last, &mut prev);
+                if next >= n && !self.ues.iter().any(|u| u.busy()) {
+                    break;
+                }
+                if t2.elapsed() > Duration::from_secs_f64(n as f64 / rate) + timeout * 2 {
+                    break;
+                }
+            }
+            // Releases after detach.
+            let end = Instant::now() + Duration::from_millis(200);
+            while Instant::now() < end {
+                self.turn(tick)?;
+            }
+        }
+        for l in &mut self.links {
+            let ids: Vec<AssocId> = l.assocs.keys().copied().collect();
+            for a in ids {
+                l.transport.close(a);
+            }
+            let _ = l.transport.flush();
+        }
+        let secs = self.start.elapsed().as_secs_f64();
+        let _ = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+        Ok(self.metrics.report(n as u32, attached, failed, secs))
+    }
+}

@@ -1,0 +1,188 @@
+//! Measures: per-procedure completion times and outcomes, end-to-end packet counts,
+//! and the final report (table and JSON).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::ue::{Failure, Procedure};
+
+/// Running counters, owned by the driver.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    lat_us: BTreeMap<Procedure, Vec<u64>>,
+    failed: BTreeMap<Procedure, u64>,
+    causes: BTreeMap<String, u64>,
+    pub ul_sent: u64,
+    pub ul_packets: u64,
+    pub ul_bytes: u64,
+    pub dl_sent: u64,
+    pub dl_packets: u64,
+    pub dl_bytes: u64,
+    pub end_markers: u64,
+    /// Events the scenario wanted but no UE was eligible for, or not supported.
+    pub skipped: u64,
+    pub errors: BTreeMap<String, u64>,
+}
+
+impl Metrics {
+    pub fn record(&mut self, p: Procedure, took_us: u64, result: &Result<(), Failure>) {
+        match result {
+            Ok(()) => self.lat_us.entry(p).or_default().push(took_us),
+            Err(f) => {
+                *self.failed.entry(p).or_default() += 1;
+                *self.causes.entry(format!("{}: {f}", p.name())).or_default() += 1;
+            }
+        }
+    }
+
+    pub fn error(&mut self, what: &str) {
+        // Keep the key set small: the message up to the first digit-bearing detail.
+        let key: String = what.chars().take(60).collect();
+        *self.errors.entry(key).or_default() += 1;
+    }
+
+    pub fn ok(&self, p: Procedure) -> u64 {
+        self.lat_us.get(&p).map_or(0, |v| v.len() as u64)
+    }
+
+    pub fn failures(&self, p: Procedure) -> u64 {
+        self.failed.get(&p).copied().unwrap_or(0)
+    }
+
+    /// Build the report.
+    pub fn report(&self, ues: u32, attached: u64, failed: u64, duration_s: f64) -> Report {
+        let mut procedures = BTreeMap::new();
+        let keys: std::collections::BTreeSet<Procedure> =
+            self.lat_us.keys().chain(self.failed.keys()).copied().collect();
+        for p in keys {
+            let mut v = self.lat_us.get(&p).cloned().unwrap_or_default();
+            v.sort_unstable();
+            procedures.insert(
+                p.name().to_string(),
+                ProcedureStats {
+                    ok: v.len() as u64,
+                    failed: self.failures(p),
+                    p50_us: percentile(&v, 50.0),
+                    p99_us: percentile(&v, 99.0),
+                    max_us: v.last().copied().unwrap_or(0),
+                },
+            );
+        }
+        Report {
+            ues,
+            attached,
+            failed,
+            ul_sent: self.ul_sent,
+            ul_packets: self.ul_packets,
+            ul_bytes: self.ul_bytes,
+            dl_sent: self.dl_sent,
+            dl_packets: self.dl_packets,
+            dl_bytes: self.dl_bytes,
+            lost: self.ul_sent.saturating_sub(self.ul_packets)
+                + self.dl_sent.saturating_sub(self.dl_packets),
+            end_markers: self.end_markers,
+            skipped_events: self.skipped,
+            duration_s,
+            procedures,
+            failures: self.causes.clone(),
+            errors: self.errors.clone(),
+        }
+    }
+}
+
+/// Nearest-rank percentile of sorted values; 0 when empty.
+pub fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Outcome of one procedure type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProcedureStats {
+    pub ok: u64,
+    pub failed: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+/// The final report of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub ues: u32,
+    /// UEs attached after the attach phase.
+    pub attached: u64,
+    /// UEs whose attach failed.
+    pub failed: u64,
+    pub ul_sent: u64,
+    /// Uplink packets that reached the PDN side.
+    pub ul_packets: u64,
+    pub ul_bytes: u64,
+    pub dl_sent: u64,
+    /// Downlink packets that reached the eNBs.
+    pub dl_packets: u64,
+    pub dl_bytes: u64,
+    pub lost: u64,
+    pub end_markers: u64,
+    pub skipped_events: u64,
+    pub duration_s: f64,
+    pub procedures: BTreeMap<String, ProcedureStats>,
+    /// Failures by procedure and cause.
+    pub failures: BTreeMap<String, u64>,
+    /// Protocol errors seen (undecodable messages, unknown UEs).
+    pub errors: BTreeMap<String, u64>,
+}
+
+impl Report {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+
+    pub fn to_table(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "UEs {}  attached {}  failed {}  duration {:.2} s",
+            self.ues, self.attached, self.failed, self.duration_s
+        );
+        let _ = writeln!(
+            s,
+            "{:<18} {:>8} {:>8} {:>10} {:>10} {:>10}",
+            "procedure", "ok", "failed", "p50 us", "p99 us", "max us"
+        );
+        for (name, p) in &self.procedures {
+            let _ = writeln!(
+                s,
+                "{:<18} {:>8} {:>8} {:>10} {:>10} {:>10}",
+                name, p.ok, p.failed, p.p50_us, p.p99_us, p.max_us
+            );
+        }
+        let _ = writeln!(
+            s,
+            "uplink   sent {:>10}  delivered {:>10}  bytes {:>12}",
+            self.ul_sent, self.ul_packets, self.ul_bytes
+        );
+        let _ = writeln!(
+            s,
+            "downlink sent {:>10}  delivered {:>10}  bytes {:>12}",
+            self.dl_sent, self.dl_packets, self.dl_bytes
+        );
+        let _ = writeln!(
+            s,
+            "lost {}  end markers {}  skipped events {}",
+            self.lost, self.end_markers, self.skipped_events
+        );
+        for (cause, n) in &self.failures {
+            let _ = writeln!(s, "failure {cause}: {n}");
+        }
+        for (e, n) in &self.errors {
+            let _ = writeln!(s, "error {e}: {n}");
+        }
+        s
+    }
+}
