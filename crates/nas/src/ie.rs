@@ -314,7 +314,8 @@ pub fn decode_apn(mut b: &[u8]) -> R<String> {
 }
 
 /// One bit rate in the TS 24.301 §9.9.4.2/§9.9.4.3 encoding: base octet, extended
-/// octet, extended-2 octet; 0 = 0 kbps (encoded as 0xff "0 kbps").
+/// octet, extended-2 octet (256 Mbps units added to the others); 0 kbps is 0xff.
+/// Values between steps round down to the step below.
 pub fn encode_bitrate(kbps: u32) -> (u8, u8, u8) {
     match kbps {
         0 => (0xff, 0, 0),
@@ -325,36 +326,36 @@ pub fn encode_bitrate(kbps: u32) -> (u8, u8, u8) {
         16001..=128_000 => (0xfe, (74 + (kbps - 16000) / 1000) as u8, 0),
         128_001..=256_000 => (0xfe, (186 + (kbps - 128_000) / 2000) as u8, 0),
         _ => {
-            // Extended-2: 256 Mbps + n*256 Mbps for n in 1..=61, then 4 Mbps steps.
-            let mbps = kbps / 1000;
-            let e2 = if mbps <= 256 * 62 {
-                ((mbps - 256) / 256).clamp(1, 61)
-            } else {
-                61
-            };
-            (0xfe, 0xfa, e2 as u8)
+            // Extended-2 counts whole 256 Mbps; the rest goes in the octets above.
+            let e2 = (kbps / 256_000).min(254);
+            let (b, e, _) = encode_bitrate((kbps - e2 * 256_000).min(256_000));
+            (b, e, e2 as u8)
         }
     }
 }
 
 pub fn decode_bitrate(base: u8, ext: u8, ext2: u8) -> u32 {
-    if ext2 != 0 && ext2 <= 0xfe {
-        return 256_000 + u32::from(ext2.min(61)) * 256_000;
-    }
-    if ext != 0 {
+    let high = if ext2 == 0xff {
+        0
+    } else {
+        u32::from(ext2) * 256_000
+    };
+    let low = if ext != 0 {
         let e = u32::from(ext);
-        return match e {
+        match e {
             1..=74 => 8600 + e * 100,
             75..=186 => 16_000 + (e - 74) * 1000,
-            _ => 128_000 + (e - 186) * 2000,
-        };
-    }
-    match base {
-        0 | 0xff => 0,
-        1..=63 => u32::from(base),
-        64..=127 => 64 + (u32::from(base) - 64) * 8,
-        _ => 576 + (u32::from(base) - 128) * 64,
-    }
+            _ => 128_000 + (e.min(250) - 186) * 2000,
+        }
+    } else {
+        match base {
+            0 | 0xff => 0,
+            1..=63 => u32::from(base),
+            64..=127 => 64 + (u32::from(base) - 64) * 8,
+            _ => 576 + (u32::from(base) - 128) * 64,
+        }
+    };
+    high + low
 }
 
 /// APN-AMBR (TS 24.301 §9.9.4.2), kbps.

@@ -17,7 +17,10 @@ const K: &str = "465B5CE8B199B49FAA5F0A2EE238A6BC";
 const OPC: &str = "E8ED289DEBA952E4283B54E88E6183CA";
 
 /// (enb_ue_id, direction, NAS PDU, serving PLMN if known) of every NAS PDU, in order.
-fn nas_pdus(path: &std::path::Path) -> Vec<(u32, Direction, Vec<u8>, Option<[u8; 3]>)> {
+/// (eNB UE S1AP id, direction, NAS PDU, serving PLMN).
+type NasPdu = (u32, Direction, Vec<u8>, Option<[u8; 3]>);
+
+fn nas_pdus(path: &std::path::Path) -> Vec<NasPdu> {
     let mut out = Vec::new();
     for p in s1ap_payloads(path) {
         let m = S1apMessage::decode(&p.bytes).expect("S1AP decodes");

@@ -17,7 +17,7 @@ fn tai() -> Tai {
 fn ecgi() -> Ecgi {
     Ecgi {
         plmn: plmn(),
-        cell_id: 0x0019_b01,
+        cell_id: 0x0001_9b01,
     }
 }
 fn erab(nas: bool) -> ERab {
