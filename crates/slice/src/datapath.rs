@@ -639,6 +639,19 @@ impl DataPlane {
         for i in 0..n {
             self.scratch[i] = self.dl_classify(&mut batch.bufs[i]);
         }
+        // Second lookup stage: with the UE lines arriving, prefetch each packet's default
+        // bearer and its counters so the forward stage finds them in cache.
+        for i in 0..n {
+            let s = self.scratch[i];
+            if s.kind == Kind::Ue {
+                let u = &self.ues[s.slot as usize];
+                let b = u.rec.bearer_slot(u.rec.default_ebi) as usize;
+                if let Some(b) = self.bearers.get(b) {
+                    prefetch(b);
+                    prefetch(&self.counters.bearers[u.rec.bearer_slot(u.rec.default_ebi) as usize]);
+                }
+            }
+        }
         for i in 0..n {
             let s = self.scratch[i];
             match s.kind {
