@@ -362,6 +362,8 @@ impl Mme {
             M::InitialUeMessage(m) => self.initial_ue(now, assoc, m, cp, out),
             M::HandoverRequestAcknowledge(m) => self.ho_request_ack(assoc, m, out),
             M::HandoverFailure(m) => self.ho_failure(assoc, m, out),
+            // Comes from the target eNB, which has no connection for the UE yet.
+            M::PathSwitchRequest(m) => self.path_switch(assoc, m, cp, out),
             other => {
                 let (Some(mme_id), enb_id) = (other.mme_ue_id(), other.enb_ue_id()) else {
                     log(out, LogLevel::Warn, format!("assoc {assoc}: ignoring {}", other.name()));

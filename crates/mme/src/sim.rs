@@ -195,7 +195,9 @@ impl SimUe {
     }
 
     pub fn protect(&mut self, m: &NasEpsMessage) -> Vec<u8> {
-        self.sec.as_mut().expect("security context").protect(m, false, Direction::Uplink).expect("protects")
+        let b = self.sec.as_mut().expect("security context").protect(m, false, Direction::Uplink).expect("protects");
+        self.up_count();
+        b
     }
 
     pub fn service_request(&mut self) -> Vec<u8> {
@@ -214,7 +216,9 @@ impl SimUe {
         );
         // TAU Request is integrity protected, not ciphered (TS 24.301 §4.4.5).
         let s = self.sec.as_mut().expect("security context");
-        s.ctx.protect(&NasEpsMessage::new_emm(r), nasx::NasEpsSecurityHeaderType::IntegrityProtected, Direction::Uplink).expect("protects")
+        let b = s.ctx.protect(&NasEpsMessage::new_emm(r), nasx::NasEpsSecurityHeaderType::IntegrityProtected, Direction::Uplink).expect("protects");
+        self.up_count();
+        b
     }
 
     pub fn detach_request(&mut self, switch_off: bool) -> Vec<u8> {
@@ -395,12 +399,14 @@ pub fn pump(h: &mut Harness, ue: &mut SimUe, assoc: AssocId, mut pending: Vec<(A
                 }
                 S1apMessage::InitialContextSetupRequest(r) => {
                     ue.mme_ue_id = Some(r.mme_ue_id);
+                    // The KeNB must be the one the UE derives (TS 33.401 A.3) from its
+                    // last uplink COUNT before it answers.
+                    let expected = ue.expected_kenb();
                     let mut reply = None;
                     if let Some(nas) = r.erabs.first().and_then(|e| e.nas_pdu.clone()) {
                         reply = ue.on_downlink(&nas)?.reply;
                     }
-                    // The KeNB must be the one the UE derives (TS 33.401 A.3).
-                    if let Some(k) = ue.expected_kenb_before(reply.is_some()) {
+                    if let Some(k) = expected {
                         if k.as_bytes() != &r.security_key.0 {
                             return Err("KeNB mismatch".into());
                         }
@@ -437,13 +443,6 @@ pub fn pump(h: &mut Harness, ue: &mut SimUe, assoc: AssocId, mut pending: Vec<(A
     Ok(seen)
 }
 
-impl SimUe {
-    /// KeNB check point: when the ICS carries Attach Accept, the UE has not yet sent
-    /// Attach Complete, so its last uplink COUNT is the one the MME used.
-    fn expected_kenb_before(&self, _attach: bool) -> Option<Key256> {
-        self.expected_kenb()
-    }
-}
 
 /// Initial UE Message carrying `nas`.
 pub fn initial_ue(h: &Harness, ue: &SimUe, nas: Vec<u8>, s_tmsi: Option<u32>) -> InitialUeMessage {
