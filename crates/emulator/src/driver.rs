@@ -70,8 +70,20 @@ fn classes(p: TrafficProfile) -> (f64, Vec<Class>, Vec<Class>) {
         ),
         TrafficProfile::TableIv => {
             // (size, packets/s) per class, Rajan et al. Table IV.
-            let dl = [(72, 2.1e6), (1200, 1.3e6), (1440, 602e3), (675, 290e3), (1440, 136e3)];
-            let ul = [(72, 2.1e6), (690, 289e3), (240, 232e3), (400, 76e3), (1000, 29e3)];
+            let dl = [
+                (72, 2.1e6),
+                (1200, 1.3e6),
+                (1440, 602e3),
+                (675, 290e3),
+                (1440, 136e3),
+            ];
+            let ul = [
+                (72, 2.1e6),
+                (690, 289e3),
+                (240, 232e3),
+                (400, 76e3),
+                (1000, 29e3),
+            ];
             let mk = |t: &[(usize, f64)]| {
                 let sum: f64 = t.iter().map(|x| x.1).sum();
                 t.iter()
@@ -100,7 +112,15 @@ fn pick(cls: &[Class], rng: &mut Rng) -> usize {
 }
 
 /// IPv4/UDP packet of `len` bytes (>= 28 + 12) carrying MAGIC, UE index and a sequence.
-fn ip_packet(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, len: usize, ue: u32, seq: u32) -> Vec<u8> {
+fn ip_packet(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    sport: u16,
+    dport: u16,
+    len: usize,
+    ue: u32,
+    seq: u32,
+) -> Vec<u8> {
     let len = len.max(40);
     let mut p = vec![0u8; len];
     p[0] = 0x45;
@@ -300,7 +320,9 @@ impl Emulator {
                     });
                 }
                 #[cfg(not(target_os = "linux"))]
-                return Err(EmuError::Io("kernel SCTP is only available on Linux".into()));
+                return Err(EmuError::Io(
+                    "kernel SCTP is only available on Linux".into(),
+                ));
             }
         }
         Ok(())
@@ -322,7 +344,11 @@ impl Emulator {
                         let enb = match self.links[li].assocs.get(&assoc) {
                             Some(&e) => e,
                             None => {
-                                let e = if self.cfg.sctp == SctpMode::Kernel { li } else { 0 };
+                                let e = if self.cfg.sctp == SctpMode::Kernel {
+                                    li
+                                } else {
+                                    0
+                                };
                                 self.links[li].assocs.insert(assoc, e);
                                 e
                             }
@@ -351,7 +377,8 @@ impl Emulator {
                     }
                     TransportEvent::Down { assoc, reason } => {
                         if let Some(&enb) = self.links[li].assocs.get(&assoc) {
-                            self.metrics.error(&format!("S1 association down: {reason}"));
+                            self.metrics
+                                .error(&format!("S1 association down: {reason}"));
                             self.enbs[enb].reset();
                             self.enb_assoc[enb] = None;
                         }
@@ -392,7 +419,11 @@ impl Emulator {
                     t.push(bearer);
                     self.teids.insert(bearer.dl_teid, ue);
                 }
-                EnbOutput::TunnelDown { ue, erab_id, dl_teid } => {
+                EnbOutput::TunnelDown {
+                    ue,
+                    erab_id,
+                    dl_teid,
+                } => {
                     // Keep the TEID mapping: end markers and late packets still count.
                     let _ = dl_teid;
                     if self.serving[ue as usize] == enb {
@@ -420,7 +451,9 @@ impl Emulator {
                 }
                 EnbOutput::Paging(id) => {
                     let ue = match id {
-                        PagingIdentity::STmsi(STmsi { m_tmsi, .. }) => self.tmsi.get(&m_tmsi).copied(),
+                        PagingIdentity::STmsi(STmsi { m_tmsi, .. }) => {
+                            self.tmsi.get(&m_tmsi).copied()
+                        }
                         PagingIdentity::Imsi(_) => None,
                     };
                     if let Some(u) = ue {
@@ -462,7 +495,9 @@ impl Emulator {
                     let u = ue as usize;
                     let mut uo = std::mem::take(&mut self.ue_out);
                     self.ues[u].end_external(
-                        Err(Failure::Protocol(format!("handover preparation: {cause:?}"))),
+                        Err(Failure::Protocol(format!(
+                            "handover preparation: {cause:?}"
+                        ))),
                         &mut uo,
                     );
                     self.ue_outputs(u, &mut uo);
@@ -518,7 +553,9 @@ impl Emulator {
                         }
                     }
                 }
-                UeOutput::Address { .. } | UeOutput::BearerUp { .. } | UeOutput::BearerDown { .. } => {}
+                UeOutput::Address { .. }
+                | UeOutput::BearerUp { .. }
+                | UeOutput::BearerDown { .. } => {}
             }
         }
     }
@@ -601,12 +638,22 @@ impl Emulator {
         }
         for _ in 0..n {
             let u = active[self.rng.below(active.len())];
-            let Some(addr) = self.ues[u].address() else { continue };
+            let Some(addr) = self.ues[u].address() else {
+                continue;
+            };
             self.seq = self.seq.wrapping_add(1);
             if self.rng.unit() < ul_frac {
                 let size = pick(ul, &mut self.rng);
                 let b = self.tunnels[u][0];
-                let ip = ip_packet(addr, self.cfg.server_ip, UE_PORT, SERVER_PORT, size, u as u32, self.seq);
+                let ip = ip_packet(
+                    addr,
+                    self.cfg.server_ip,
+                    UE_PORT,
+                    SERVER_PORT,
+                    size,
+                    u as u32,
+                    self.seq,
+                );
                 let mut pkt = Vec::with_capacity(ip.len() + 8);
                 pkt.extend_from_slice(&[0x30, G_PDU]);
                 pkt.extend_from_slice(&(ip.len() as u16).to_be_bytes());
@@ -617,7 +664,15 @@ impl Emulator {
                 }
             } else if let Some(peer) = self.sgi_peer {
                 let size = pick(dl, &mut self.rng);
-                let ip = ip_packet(self.cfg.server_ip, addr, SERVER_PORT, UE_PORT, size, u as u32, self.seq);
+                let ip = ip_packet(
+                    self.cfg.server_ip,
+                    addr,
+                    SERVER_PORT,
+                    UE_PORT,
+                    size,
+                    u as u32,
+                    self.seq,
+                );
                 if self.pdn.send_to(&ip, peer).is_ok() {
                     self.metrics.dl_sent += 1;
                 }
@@ -682,7 +737,12 @@ impl Emulator {
             },
             1 => match self.pick_ue(conn) {
                 Some(u) => {
-                    let extra = self.ues[u].bearers().iter().filter(|b| b.1).nth(1).map(|b| b.0);
+                    let extra = self.ues[u]
+                        .bearers()
+                        .iter()
+                        .filter(|b| b.1)
+                        .nth(1)
+                        .map(|b| b.0);
                     match extra {
                         Some(ebi) => self.ue_input(u, UeInput::PdnDisconnect { ebi }, now),
                         None => {
@@ -889,7 +949,9 @@ impl Emulator {
         }
         // Let procedures and packets in flight finish.
         let drain = Instant::now() + Duration::from_secs_f64(self.scen.drain_s.max(0.0));
-        while Instant::now() < drain || (self.ues.iter().any(|u| u.busy()) && Instant::now() < drain + timeout) {
+        while Instant::now() < drain
+            || (self.ues.iter().any(|u| u.busy()) && Instant::now() < drain + timeout)
+        {
             self.turn(tick)?;
         }
 

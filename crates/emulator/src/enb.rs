@@ -6,8 +6,8 @@ use std::net::Ipv4Addr;
 
 use pepc_s1ap::msg::*;
 use pepc_s1ap::{
-    Cause, Ecgi, ERabAdmitted, ERabCause, ERabTunnel, GlobalEnbId, PagingIdentity, Plmn,
-    SecurityContext, STmsi, SupportedTa, Tai, TargetId, UeS1apIds, UeSecurityCapabilities,
+    Cause, ERabAdmitted, ERabCause, ERabTunnel, Ecgi, GlobalEnbId, PagingIdentity, Plmn, STmsi,
+    SecurityContext, SupportedTa, Tai, TargetId, UeS1apIds, UeSecurityCapabilities,
 };
 
 /// Index of an emulated UE, global across all emulated eNBs.
@@ -362,7 +362,9 @@ impl Enb {
             }
             EnbInput::UeArrived { ue } => {
                 let Some(c) = self.by_ue.get(&ue).and_then(|i| self.ctx.get(i)) else {
-                    out.push(EnbOutput::Error(format!("UE {ue} arrived without preparation")));
+                    out.push(EnbOutput::Error(format!(
+                        "UE {ue} arrived without preparation"
+                    )));
                     return;
                 };
                 let m = HandoverNotify {
@@ -395,7 +397,10 @@ impl Enb {
                     c.mme_ue_id = Some(x.mme_ue_id);
                 }
                 for b in bearers {
-                    out.push(EnbOutput::TunnelUp { ue: x.ue, bearer: b });
+                    out.push(EnbOutput::TunnelUp {
+                        ue: x.ue,
+                        bearer: b,
+                    });
                 }
                 let m = PathSwitchRequest {
                     enb_ue_id: id,
@@ -544,7 +549,12 @@ impl Enb {
             }
             M::UeContextModificationRequest(r) => {
                 if self.ctx_mut(r.enb_ue_id, r.mme_ue_id).is_none() {
-                    self.unknown("UEContextModificationRequest", r.mme_ue_id, r.enb_ue_id, out);
+                    self.unknown(
+                        "UEContextModificationRequest",
+                        r.mme_ue_id,
+                        r.enb_ue_id,
+                        out,
+                    );
                     return;
                 }
                 let resp = UeContextModificationResponse {
@@ -716,7 +726,12 @@ impl Enb {
             }
             M::PathSwitchRequestAcknowledge(a) => {
                 let Some(c) = self.ctx.get_mut(&a.enb_ue_id) else {
-                    self.unknown("PathSwitchRequestAcknowledge", a.mme_ue_id, a.enb_ue_id, out);
+                    self.unknown(
+                        "PathSwitchRequestAcknowledge",
+                        a.mme_ue_id,
+                        a.enb_ue_id,
+                        out,
+                    );
                     return;
                 };
                 c.mme_ue_id = Some(a.mme_ue_id);
@@ -915,19 +930,16 @@ fn status_container(bearers: &[Bearer]) -> Vec<u8> {
     }
     if items.is_empty() {
         // The list is SIZE(1..maxnoofE-RABs); an E-RAB 5 placeholder keeps it valid.
-        let item = r::BearersSubjectToStatusTransferItem::new(
-            r::ERABID(5),
-            count(),
-            count(),
-            None,
-            None,
-        );
+        let item =
+            r::BearersSubjectToStatusTransferItem::new(r::ERABID(5), count(), count(), None, None);
         if let Ok(f) = build_s1ap_ie!(IGNORE Bearers_SubjectToStatusTransfer_Item(item)) {
             items.push(f);
         }
     }
-    let c =
-        r::ENBStatusTransferTransparentContainer::new(r::BearersSubjectToStatusTransferList(items), None);
+    let c = r::ENBStatusTransferTransparentContainer::new(
+        r::BearersSubjectToStatusTransferList(items),
+        None,
+    );
     r::encode_open_type(&c)
         .map(|b| b.into_vec())
         .unwrap_or_default()

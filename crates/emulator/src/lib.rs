@@ -14,7 +14,9 @@ pub mod enb;
 pub mod report;
 pub mod ue;
 
-pub use config::{EmulatorConfig, Scenario, SctpMode, SignalingMix, SubscriberKeys, Traffic, TrafficProfile};
+pub use config::{
+    EmulatorConfig, Scenario, SctpMode, SignalingMix, SubscriberKeys, Traffic, TrafficProfile,
+};
 pub use driver::Emulator;
 pub use report::{ProcedureStats, Report};
 

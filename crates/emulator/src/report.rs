@@ -53,8 +53,12 @@ impl Metrics {
     /// Build the report.
     pub fn report(&self, ues: u32, attached: u64, failed: u64, duration_s: f64) -> Report {
         let mut procedures = BTreeMap::new();
-        let keys: std::collections::BTreeSet<Procedure> =
-            self.lat_us.keys().chain(self.failed.keys()).copied().collect();
+        let keys: std::collections::BTreeSet<Procedure> = self
+            .lat_us
+            .keys()
+            .chain(self.failed.keys())
+            .copied()
+            .collect();
         for p in keys {
             let mut v = self.lat_us.get(&p).cloned().unwrap_or_default();
             v.sort_unstable();

@@ -6,7 +6,9 @@ use std::net::Ipv4Addr;
 
 use pepc_nas::security::{sht, NasSecurityContext, Role};
 use pepc_nas::*;
-use pepc_security::{kasme, sqn_from_u64, usim_check, Eea, Eia, Key128, Key256, Milenage, UsimError};
+use pepc_security::{
+    kasme, sqn_from_u64, usim_check, Eea, Eia, Key128, Key256, Milenage, UsimError,
+};
 
 use crate::enb::rrc_cause;
 
@@ -114,14 +116,23 @@ impl std::fmt::Debug for UeConfig {
 pub enum UeInput {
     /// Attach (by GUTI if one is held, else by IMSI).
     Attach,
-    Detach { switch_off: bool },
-    Tau { periodic: bool, active: bool },
+    Detach {
+        switch_off: bool,
+    },
+    Tau {
+        periodic: bool,
+        active: bool,
+    },
     /// Uplink data pending while idle: Service Request.
     ServiceRequest,
     /// Paged: Service Request answering it.
     Paged,
-    PdnConnect { apn: String },
-    PdnDisconnect { ebi: u8 },
+    PdnConnect {
+        apn: String,
+    },
+    PdnDisconnect {
+        ebi: u8,
+    },
     /// A downlink NAS PDU delivered by the eNB.
     Nas(Vec<u8>),
     /// The eNB set up the radio bearers (Initial Context Setup done).
@@ -146,9 +157,17 @@ pub enum UeOutput {
         result: Result<(), Failure>,
     },
     /// PDN address of the default bearer.
-    Address { ebi: u8, addr: Ipv4Addr },
-    BearerUp { ebi: u8, default: bool },
-    BearerDown { ebi: u8 },
+    Address {
+        ebi: u8,
+        addr: Ipv4Addr,
+    },
+    BearerUp {
+        ebi: u8,
+        default: bool,
+    },
+    BearerDown {
+        ebi: u8,
+    },
 }
 
 /// EMM state (TS 24.301 §5.1.3.2, reduced).
@@ -382,7 +401,9 @@ impl Ue {
     }
 
     fn bearer_status(&self) -> u16 {
-        self.bearers.iter().fold(0u16, |a, (e, _)| a | 1 << (e & 15))
+        self.bearers
+            .iter()
+            .fold(0u16, |a, (e, _)| a | 1 << (e & 15))
     }
 
     /// Feed one input at time `now_ns`; outputs are appended to `out`.
@@ -479,8 +500,7 @@ impl Ue {
                 self.send(m.into(), t, rrc_cause::MO_SIGNALLING, out);
             }
             UeInput::ServiceRequest | UeInput::Paged => {
-                if self.pending.is_some() || self.state != EmmState::Registered || self.connected
-                {
+                if self.pending.is_some() || self.state != EmmState::Registered || self.connected {
                     return;
                 }
                 let Some(s) = self.sec.as_mut() else { return };
@@ -501,8 +521,7 @@ impl Ue {
                 });
             }
             UeInput::PdnConnect { apn } => {
-                if self.pending.is_some() || self.state != EmmState::Registered || !self.connected
-                {
+                if self.pending.is_some() || self.state != EmmState::Registered || !self.connected {
                     return;
                 }
                 self.begin(Procedure::PdnConnect, now_ns);
@@ -518,11 +537,15 @@ impl Ue {
                         pco: None,
                     }),
                 };
-                self.send(m.into(), sht::INTEGRITY_CIPHERED, rrc_cause::MO_SIGNALLING, out);
+                self.send(
+                    m.into(),
+                    sht::INTEGRITY_CIPHERED,
+                    rrc_cause::MO_SIGNALLING,
+                    out,
+                );
             }
             UeInput::PdnDisconnect { ebi } => {
-                if self.pending.is_some() || self.state != EmmState::Registered || !self.connected
-                {
+                if self.pending.is_some() || self.state != EmmState::Registered || !self.connected {
                     return;
                 }
                 self.begin(Procedure::PdnDisconnect, now_ns);
@@ -532,7 +555,12 @@ impl Ue {
                     pti,
                     body: EsmBody::PdnDisconnectRequest { linked_ebi: ebi },
                 };
-                self.send(m.into(), sht::INTEGRITY_CIPHERED, rrc_cause::MO_SIGNALLING, out);
+                self.send(
+                    m.into(),
+                    sht::INTEGRITY_CIPHERED,
+                    rrc_cause::MO_SIGNALLING,
+                    out,
+                );
             }
             UeInput::ContextSetup => {
                 if self.state == EmmState::ServiceRequestInitiated {
@@ -607,7 +635,12 @@ impl Ue {
         }
         let smc = match NasMessage::decode_dir(&pdu[6..], Direction::Downlink) {
             Ok(NasMessage::Emm(EmmMessage::SecurityModeCommand(s))) => s,
-            _ => return self.fail(Failure::Protocol("new-context PDU is not an SMC".into()), out),
+            _ => {
+                return self.fail(
+                    Failure::Protocol("new-context PDU is not an SMC".into()),
+                    out,
+                )
+            }
         };
         let (Ok(eia), Ok(eea)) = (Eia::try_from(smc.eia), Eea::try_from(smc.eea)) else {
             return self.reject_smc(emm_cause::UE_SECURITY_CAPABILITIES_MISMATCH, out);
@@ -719,9 +752,7 @@ impl Ue {
                 }
                 let esm = match NasMessage::decode_dir(&a.esm_container, Direction::Downlink) {
                     Ok(NasMessage::Esm(e)) => e,
-                    _ => {
-                        return self.fail(Failure::Protocol("bad ESM container".into()), out)
-                    }
+                    _ => return self.fail(Failure::Protocol("bad ESM container".into()), out),
                 };
                 let EsmBody::ActivateDefaultBearerRequest(req) = &esm.body else {
                     return self.fail(
@@ -834,7 +865,9 @@ impl Ue {
 
     fn esm(&mut self, m: EsmMessage, out: &mut Vec<UeOutput>) {
         let prot = sht::INTEGRITY_CIPHERED;
-        let reply = |ebi: u8, pti: u8, body: EsmBody| -> NasMessage { EsmMessage { ebi, pti, body }.into() };
+        let reply = |ebi: u8, pti: u8, body: EsmBody| -> NasMessage {
+            EsmMessage { ebi, pti, body }.into()
+        };
         match m.body {
             EsmBody::EsmInformationRequest => {
                 let r = reply(
