@@ -1,16 +1,23 @@
 //! The MME state machine: S1 eNB handling, EMM/ESM procedures, handovers, timers.
 
 use crate::config::MmeConfig;
-use crate::nasx::{self, Direction, Identity, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, SecCtx, UnprotectError};
+use crate::nasx::{
+    self, Direction, Identity, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, SecCtx,
+    UnprotectError,
+};
 use pepc_hss::Hss;
 use pepc_s1ap::msg::*;
-use pepc_s1ap::{Cause, Ecgi, GlobalEnbId, Key256 as S1Key, SecurityContext, ServedGummei, Tai, UeS1apIds, UeSecurityCapabilities};
-use pepc_security::{AuthVector, Eea, Eia, Key256};
-use pepc_slice::context::{Arp, Ecgi as SEcgi, Guti as SGuti, Location, Plmn as SPlmn, Tai as STai};
+use pepc_s1ap::{
+    Cause, Ecgi, GlobalEnbId, Key256 as S1Key, SecurityContext, ServedGummei, Tai, UeS1apIds,
+    UeSecurityCapabilities,
+};
+use pepc_security::{AuthVector, Eia, Key256};
+use pepc_slice::context::{
+    Arp, Ecgi as SEcgi, Guti as SGuti, Location, Plmn as SPlmn, Tai as STai,
+};
 use pepc_slice::control::{AttachParams, BearerParams, ControlEvent, ControlPlane};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,9 +26,18 @@ pub type AssocId = u64;
 
 #[derive(Debug)]
 pub enum Input {
-    EnbUp { assoc: AssocId, out_streams: u16 },
-    EnbDown { assoc: AssocId },
-    S1ap { assoc: AssocId, stream: u16, bytes: Vec<u8> },
+    EnbUp {
+        assoc: AssocId,
+        out_streams: u16,
+    },
+    EnbDown {
+        assoc: AssocId,
+    },
+    S1ap {
+        assoc: AssocId,
+        stream: u16,
+        bytes: Vec<u8>,
+    },
     Control(ControlEvent),
 }
 
@@ -33,8 +49,14 @@ pub enum LogLevel {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Output {
-    S1ap { assoc: AssocId, stream: u16, bytes: Vec<u8> },
-    CloseAssoc { assoc: AssocId },
+    S1ap {
+        assoc: AssocId,
+        stream: u16,
+        bytes: Vec<u8>,
+    },
+    CloseAssoc {
+        assoc: AssocId,
+    },
     /// Never contains key material.
     Log(LogLevel, String),
 }
@@ -231,7 +253,10 @@ impl Mme {
     }
 
     pub fn is_connected(&self, imsi: u64) -> bool {
-        self.by_imsi.get(&imsi).and_then(|i| self.ues.get(i)).is_some_and(|u| u.conn.is_some())
+        self.by_imsi
+            .get(&imsi)
+            .and_then(|i| self.ues.get(i))
+            .is_some_and(|u| u.conn.is_some())
     }
 
     pub fn next_timeout(&mut self) -> Option<Instant> {
@@ -245,7 +270,9 @@ impl Mme {
     }
 
     fn arm(&mut self, id: u32, kind: TimerKind, at: Instant) {
-        let Some(u) = self.ues.get_mut(&id) else { return };
+        let Some(u) = self.ues.get_mut(&id) else {
+            return;
+        };
         match kind {
             TimerKind::Nas => u.nas_timer = Some(at),
             TimerKind::Paging => u.paging_timer = Some(at),
@@ -268,7 +295,9 @@ impl Mme {
                 break;
             }
             self.timers.pop();
-            let Some(u) = self.ues.get_mut(&id) else { continue };
+            let Some(u) = self.ues.get_mut(&id) else {
+                continue;
+            };
             if u.gen != gen {
                 continue;
             }
@@ -292,14 +321,31 @@ impl Mme {
         }
     }
 
-    pub fn handle(&mut self, now: Instant, input: Input, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    pub fn handle(
+        &mut self,
+        now: Instant,
+        input: Input,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         self.last_now = Some(now);
         match input {
             Input::EnbUp { assoc, out_streams } => {
-                self.enbs.insert(assoc, Enb { out_streams: out_streams.max(1), global_id: None, tais: vec![] });
+                self.enbs.insert(
+                    assoc,
+                    Enb {
+                        out_streams: out_streams.max(1),
+                        global_id: None,
+                        tais: vec![],
+                    },
+                );
             }
             Input::EnbDown { assoc } => self.enb_gone(assoc, cp, out),
-            Input::S1ap { assoc, stream, bytes } => self.on_s1ap(now, assoc, stream, &bytes, cp, out),
+            Input::S1ap {
+                assoc,
+                stream,
+                bytes,
+            } => self.on_s1ap(now, assoc, stream, &bytes, cp, out),
             Input::Control(ev) => match ev {
                 ControlEvent::Page { ue_slot, imsi } => self.page(now, ue_slot, imsi, cp, out),
                 ControlEvent::EnbErrorIndication { enb_teid, enb_addr } => log(
@@ -325,19 +371,54 @@ impl Mme {
     fn send(&self, assoc: AssocId, ue: Option<u32>, msg: S1apMessage, out: &mut Vec<Output>) {
         let stream = ue.map(|i| self.stream_for(assoc, i)).unwrap_or(0);
         match msg.encode() {
-            Ok(bytes) => out.push(Output::S1ap { assoc, stream, bytes }),
-            Err(e) => log(out, LogLevel::Warn, format!("cannot encode {}: {e}", msg.name())),
+            Ok(bytes) => out.push(Output::S1ap {
+                assoc,
+                stream,
+                bytes,
+            }),
+            Err(e) => log(
+                out,
+                LogLevel::Warn,
+                format!("cannot encode {}: {e}", msg.name()),
+            ),
         }
     }
 
-    fn error_indication(&mut self, assoc: AssocId, mme: Option<u32>, enb: Option<u32>, cause: Cause, out: &mut Vec<Output>) {
-        self.send(assoc, None, ErrorIndication { mme_ue_id: mme, enb_ue_id: enb, cause: Some(cause) }.into(), out);
+    fn error_indication(
+        &mut self,
+        assoc: AssocId,
+        mme: Option<u32>,
+        enb: Option<u32>,
+        cause: Cause,
+        out: &mut Vec<Output>,
+    ) {
+        self.send(
+            assoc,
+            None,
+            ErrorIndication {
+                mme_ue_id: mme,
+                enb_ue_id: enb,
+                cause: Some(cause),
+            }
+            .into(),
+            out,
+        );
     }
 
-    fn on_s1ap(&mut self, now: Instant, assoc: AssocId, _stream: u16, bytes: &[u8], cp: &mut ControlPlane, out: &mut Vec<Output>) {
-        if !self.enbs.contains_key(&assoc) {
-            self.enbs.insert(assoc, Enb { out_streams: 1, global_id: None, tais: vec![] });
-        }
+    fn on_s1ap(
+        &mut self,
+        now: Instant,
+        assoc: AssocId,
+        _stream: u16,
+        bytes: &[u8],
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        self.enbs.entry(assoc).or_insert(Enb {
+            out_streams: 1,
+            global_id: None,
+            tais: vec![],
+        });
         let msg = match S1apMessage::decode(bytes) {
             Ok(m) => m,
             Err(e) => {
@@ -346,7 +427,11 @@ impl Mme {
                     pepc_s1ap::S1apError::Decode(_) => Cause::TRANSFER_SYNTAX_ERROR,
                     _ => Cause::ABSTRACT_SYNTAX_ERROR_REJECT,
                 };
-                log(out, LogLevel::Warn, format!("assoc {assoc}: undecodable S1AP: {e}"));
+                log(
+                    out,
+                    LogLevel::Warn,
+                    format!("assoc {assoc}: undecodable S1AP: {e}"),
+                );
                 self.error_indication(assoc, None, None, cause, out);
                 return;
             }
@@ -357,7 +442,14 @@ impl Mme {
             M::Reset(m) => self.reset(assoc, m, cp, out),
             M::ErrorIndication(m) => {
                 self.stats.error_indications_rx += 1;
-                log(out, LogLevel::Warn, format!("assoc {assoc}: Error Indication {:?} (MME {:?}, eNB {:?})", m.cause, m.mme_ue_id, m.enb_ue_id));
+                log(
+                    out,
+                    LogLevel::Warn,
+                    format!(
+                        "assoc {assoc}: Error Indication {:?} (MME {:?}, eNB {:?})",
+                        m.cause, m.mme_ue_id, m.enb_ue_id
+                    ),
+                );
             }
             M::InitialUeMessage(m) => self.initial_ue(now, assoc, m, cp, out),
             M::HandoverRequestAcknowledge(m) => self.ho_request_ack(assoc, m, out),
@@ -366,22 +458,45 @@ impl Mme {
             M::PathSwitchRequest(m) => self.path_switch(assoc, m, cp, out),
             other => {
                 let (Some(mme_id), enb_id) = (other.mme_ue_id(), other.enb_ue_id()) else {
-                    log(out, LogLevel::Warn, format!("assoc {assoc}: ignoring {}", other.name()));
+                    log(
+                        out,
+                        LogLevel::Warn,
+                        format!("assoc {assoc}: ignoring {}", other.name()),
+                    );
                     return;
                 };
                 let Some(ue) = self.ues.get(&mme_id) else {
                     self.stats.unknown_ue_ids += 1;
-                    self.error_indication(assoc, Some(mme_id), enb_id, Cause::UNKNOWN_MME_UE_S1AP_ID, out);
+                    self.error_indication(
+                        assoc,
+                        Some(mme_id),
+                        enb_id,
+                        Cause::UNKNOWN_MME_UE_S1AP_ID,
+                        out,
+                    );
                     return;
                 };
                 // The message must come from one of the UE's S1 connections.
-                let known = |c: Option<(AssocId, u32)>| c.is_some_and(|(a, e)| a == assoc && Some(e) == enb_id);
-                let from_target = ue.ho.as_ref().is_some_and(|h| h.target_assoc == assoc && (h.target_enb_ue_id == enb_id || h.target_enb_ue_id.is_none()));
-                let ok = known(ue.conn) || known(ue.old_conn) || from_target
+                let known = |c: Option<(AssocId, u32)>| {
+                    c.is_some_and(|(a, e)| a == assoc && Some(e) == enb_id)
+                };
+                let from_target = ue.ho.as_ref().is_some_and(|h| {
+                    h.target_assoc == assoc
+                        && (h.target_enb_ue_id == enb_id || h.target_enb_ue_id.is_none())
+                });
+                let ok = known(ue.conn)
+                    || known(ue.old_conn)
+                    || from_target
                     || matches!(other, M::PathSwitchRequest(_));
                 if !ok {
                     self.stats.unknown_ue_ids += 1;
-                    self.error_indication(assoc, Some(mme_id), enb_id, Cause::UNKNOWN_ENB_UE_S1AP_ID, out);
+                    self.error_indication(
+                        assoc,
+                        Some(mme_id),
+                        enb_id,
+                        Cause::UNKNOWN_ENB_UE_S1AP_ID,
+                        out,
+                    );
                     return;
                 }
                 self.ue_message(now, assoc, mme_id, other, cp, out);
@@ -389,11 +504,29 @@ impl Mme {
         }
     }
 
-    fn s1_setup(&mut self, assoc: AssocId, m: S1SetupRequest, cp: &mut ControlPlane, out: &mut Vec<Output>) {
-        let ok = m.supported_tas.iter().any(|ta| ta.plmns.contains(&self.cfg.plmn));
+    fn s1_setup(
+        &mut self,
+        assoc: AssocId,
+        m: S1SetupRequest,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let ok = m
+            .supported_tas
+            .iter()
+            .any(|ta| ta.plmns.contains(&self.cfg.plmn));
         if !ok {
             self.stats.s1_setup_failures += 1;
-            self.send(assoc, None, S1SetupFailure { cause: Cause::UNKNOWN_PLMN, time_to_wait: None }.into(), out);
+            self.send(
+                assoc,
+                None,
+                S1SetupFailure {
+                    cause: Cause::UNKNOWN_PLMN,
+                    time_to_wait: None,
+                }
+                .into(),
+                out,
+            );
             return;
         }
         // Re-association of a known eNB: the old association is gone for good.
@@ -403,15 +536,32 @@ impl Mme {
                 out.push(Output::CloseAssoc { assoc: old });
             }
         }
-        let tais = m.supported_tas.iter().flat_map(|ta| ta.plmns.iter().map(|p| Tai { plmn: *p, tac: ta.tac })).collect();
-        let e = self.enbs.entry(assoc).or_insert(Enb { out_streams: 1, global_id: None, tais: vec![] });
+        let tais = m
+            .supported_tas
+            .iter()
+            .flat_map(|ta| {
+                ta.plmns.iter().map(|p| Tai {
+                    plmn: *p,
+                    tac: ta.tac,
+                })
+            })
+            .collect();
+        let e = self.enbs.entry(assoc).or_insert(Enb {
+            out_streams: 1,
+            global_id: None,
+            tais: vec![],
+        });
         e.global_id = Some(m.global_enb_id);
         e.tais = tais;
         self.enb_by_gid.insert(m.global_enb_id, assoc);
         self.stats.s1_setups += 1;
         let resp = S1SetupResponse {
             mme_name: self.cfg.mme_name.clone(),
-            served_gummeis: vec![ServedGummei { plmns: vec![self.cfg.plmn], group_ids: vec![self.cfg.mme_group_id], codes: vec![self.cfg.mme_code] }],
+            served_gummeis: vec![ServedGummei {
+                plmns: vec![self.cfg.plmn],
+                group_ids: vec![self.cfg.mme_group_id],
+                codes: vec![self.cfg.mme_code],
+            }],
             relative_capacity: self.cfg.relative_capacity,
         };
         self.send(assoc, None, resp.into(), out);
@@ -426,27 +576,46 @@ impl Mme {
                 }
             }
         }
-        let ids: Vec<u32> = self.by_conn.iter().filter(|((a, _), _)| *a == assoc).map(|(_, id)| *id).collect();
+        let ids: Vec<u32> = self
+            .by_conn
+            .iter()
+            .filter(|((a, _), _)| *a == assoc)
+            .map(|(_, id)| *id)
+            .collect();
         for id in ids {
-            self.to_idle(id, cp, out);
+            self.make_idle(id, cp, out);
         }
     }
 
     fn reset(&mut self, assoc: AssocId, m: Reset, cp: &mut ControlPlane, out: &mut Vec<Output>) {
         let connections = match &m.kind {
             pepc_s1ap::ResetKind::All => {
-                let ids: Vec<u32> = self.by_conn.iter().filter(|((a, _), _)| *a == assoc).map(|(_, id)| *id).collect();
+                let ids: Vec<u32> = self
+                    .by_conn
+                    .iter()
+                    .filter(|((a, _), _)| *a == assoc)
+                    .map(|(_, id)| *id)
+                    .collect();
                 for id in ids {
-                    self.to_idle(id, cp, out);
+                    self.make_idle(id, cp, out);
                 }
                 vec![]
             }
             pepc_s1ap::ResetKind::Partial(list) => {
                 for c in list {
-                    let id = c.mme_ue_id.filter(|i| self.ues.get(i).is_some_and(|u| u.conn.map(|x| x.0) == Some(assoc)))
-                        .or_else(|| c.enb_ue_id.and_then(|e| self.by_conn.get(&(assoc, e)).copied()));
+                    let id = c
+                        .mme_ue_id
+                        .filter(|i| {
+                            self.ues
+                                .get(i)
+                                .is_some_and(|u| u.conn.map(|x| x.0) == Some(assoc))
+                        })
+                        .or_else(|| {
+                            c.enb_ue_id
+                                .and_then(|e| self.by_conn.get(&(assoc, e)).copied())
+                        });
                     if let Some(id) = id {
-                        self.to_idle(id, cp, out);
+                        self.make_idle(id, cp, out);
                     }
                 }
                 list.clone()
@@ -457,8 +626,10 @@ impl Mme {
 
     /// Drop the UE's S1 connection; a registered UE becomes ECM-IDLE, a UE in the
     /// middle of attach is forgotten.
-    fn to_idle(&mut self, id: u32, cp: &mut ControlPlane, _out: &mut Vec<Output>) {
-        let Some(u) = self.ues.get_mut(&id) else { return };
+    fn make_idle(&mut self, id: u32, cp: &mut ControlPlane, _out: &mut Vec<Output>) {
+        let Some(u) = self.ues.get_mut(&id) else {
+            return;
+        };
         if let Some(c) = u.conn.take() {
             self.by_conn.remove(&c);
         }
@@ -488,7 +659,9 @@ impl Mme {
     }
 
     fn remove_ue(&mut self, id: u32, cp: &mut ControlPlane) {
-        let Some(u) = self.ues.remove(&id) else { return };
+        let Some(u) = self.ues.remove(&id) else {
+            return;
+        };
         if let Some(c) = u.conn {
             self.by_conn.remove(&c);
         }
@@ -513,40 +686,43 @@ impl Mme {
     fn new_ue(&mut self, assoc: AssocId, enb_ue_id: u32, tai: Tai, ecgi: Ecgi) -> u32 {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1).max(1);
-        self.ues.insert(id, Ue {
-            imsi: None,
-            emm: Emm_::Deregistered,
-            conn: Some((assoc, enb_ue_id)),
-            wait: Wait::None,
-            sec: None,
-            new_sec: None,
-            vector: None,
-            resync_done: false,
-            ue_net_cap: vec![],
-            pti: 0,
-            apn: String::new(),
-            slot: None,
-            m_tmsi: 0,
-            pending_tmsi: None,
-            tai,
-            ecgi,
-            nh: None,
-            ncc: 0,
-            retx: None,
-            retx_count: 0,
-            nas_timer: None,
-            paging_timer: None,
-            paging_left: 0,
-            reach_timer: None,
-            gen: 0,
-            ho: None,
-            old_conn: None,
-            ambr: self.cfg.default_ambr,
-            qci: 9,
-            arp_priority: 9,
-            next_ksi: 0,
-            pending_bearers: vec![],
-        });
+        self.ues.insert(
+            id,
+            Ue {
+                imsi: None,
+                emm: Emm_::Deregistered,
+                conn: Some((assoc, enb_ue_id)),
+                wait: Wait::None,
+                sec: None,
+                new_sec: None,
+                vector: None,
+                resync_done: false,
+                ue_net_cap: vec![],
+                pti: 0,
+                apn: String::new(),
+                slot: None,
+                m_tmsi: 0,
+                pending_tmsi: None,
+                tai,
+                ecgi,
+                nh: None,
+                ncc: 0,
+                retx: None,
+                retx_count: 0,
+                nas_timer: None,
+                paging_timer: None,
+                paging_left: 0,
+                reach_timer: None,
+                gen: 0,
+                ho: None,
+                old_conn: None,
+                ambr: self.cfg.default_ambr,
+                qci: 9,
+                arp_priority: 9,
+                next_ksi: 0,
+                pending_bearers: vec![],
+            },
+        );
         self.by_conn.insert((assoc, enb_ue_id), id);
         id
     }
@@ -565,16 +741,40 @@ impl Mme {
     }
 
     /// Send a NAS message in Downlink NAS Transport; `timer` arms T3450/T3460/T3470/T3422.
-    fn send_nas(&mut self, now: Instant, id: u32, msg: NasEpsMessage, new_ctx: bool, timer: Option<std::time::Duration>, out: &mut Vec<Output>) {
-        let Some(bytes) = self.nas_bytes(id, &msg, new_ctx) else { return };
-        let Some(u) = self.ues.get_mut(&id) else { return };
-        let Some((assoc, enb_ue_id)) = u.conn else { return };
+    fn send_nas(
+        &mut self,
+        now: Instant,
+        id: u32,
+        msg: NasEpsMessage,
+        new_ctx: bool,
+        timer: Option<std::time::Duration>,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(bytes) = self.nas_bytes(id, &msg, new_ctx) else {
+            return;
+        };
+        let Some(u) = self.ues.get_mut(&id) else {
+            return;
+        };
+        let Some((assoc, enb_ue_id)) = u.conn else {
+            return;
+        };
         if let Some(d) = timer {
             u.retx = Some((msg, new_ctx));
             u.retx_count = 0;
             self.arm(id, TimerKind::Nas, now + d);
         }
-        self.send(assoc, Some(id), DownlinkNasTransport { mme_ue_id: id, enb_ue_id, nas_pdu: bytes }.into(), out);
+        self.send(
+            assoc,
+            Some(id),
+            DownlinkNasTransport {
+                mme_ue_id: id,
+                enb_ue_id,
+                nas_pdu: bytes,
+            }
+            .into(),
+            out,
+        );
     }
 
     fn stop_nas_timer(&mut self, id: u32) {
@@ -584,15 +784,29 @@ impl Mme {
         }
     }
 
-    fn nas_timer_expired(&mut self, now: Instant, id: u32, cp: &mut ControlPlane, out: &mut Vec<Output>) {
-        let Some(u) = self.ues.get_mut(&id) else { return };
+    fn nas_timer_expired(
+        &mut self,
+        now: Instant,
+        id: u32,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(u) = self.ues.get_mut(&id) else {
+            return;
+        };
         u.retx_count += 1;
         // Retransmit on the first four expiries; abort on the fifth (TS 24.301 §5.4, §5.5).
         if u.retx_count >= 5 || u.retx.is_none() {
             self.stats.procedure_timeouts += 1;
-            log(out, LogLevel::Warn, format!("UE {id}: NAS procedure {:?} timed out", u.wait));
+            log(
+                out,
+                LogLevel::Warn,
+                format!("UE {id}: NAS procedure {:?} timed out", u.wait),
+            );
             u.retx = None;
-            let registered = u.emm == Emm_::Registered && u.wait != Wait::DetachAccept && u.wait != Wait::AttachComplete;
+            let registered = u.emm == Emm_::Registered
+                && u.wait != Wait::DetachAccept
+                && u.wait != Wait::AttachComplete;
             if u.wait == Wait::DetachAccept {
                 self.release(id, Cause::NAS_DETACH, true, out);
             } else if registered {
@@ -618,7 +832,17 @@ impl Mme {
         // Protected messages are re-protected: a repeated COUNT would be a replay.
         if let Some(bytes) = self.nas_bytes(id, &msg, new_ctx) {
             if let Some((assoc, enb_ue_id)) = self.ues[&id].conn {
-                self.send(assoc, Some(id), DownlinkNasTransport { mme_ue_id: id, enb_ue_id, nas_pdu: bytes }.into(), out);
+                self.send(
+                    assoc,
+                    Some(id),
+                    DownlinkNasTransport {
+                        mme_ue_id: id,
+                        enb_ue_id,
+                        nas_pdu: bytes,
+                    }
+                    .into(),
+                    out,
+                );
             }
         }
         self.arm(id, TimerKind::Nas, now + d);
@@ -628,21 +852,46 @@ impl Mme {
     }
 
     fn release(&mut self, id: u32, cause: Cause, then_remove: bool, out: &mut Vec<Output>) {
-        let Some(u) = self.ues.get_mut(&id) else { return };
-        let Some((assoc, enb_ue_id)) = u.conn else { return };
+        let Some(u) = self.ues.get_mut(&id) else {
+            return;
+        };
+        let Some((assoc, enb_ue_id)) = u.conn else {
+            return;
+        };
         u.wait = Wait::ReleaseComplete { then_remove };
-        self.send(assoc, Some(id), UeContextReleaseCommand { ids: UeS1apIds::Pair { mme_ue_id: id, enb_ue_id }, cause }.into(), out);
+        self.send(
+            assoc,
+            Some(id),
+            UeContextReleaseCommand {
+                ids: UeS1apIds::Pair {
+                    mme_ue_id: id,
+                    enb_ue_id,
+                },
+                cause,
+            }
+            .into(),
+            out,
+        );
     }
 
     /// Decode an uplink NAS PDU, verifying its MAC first when a context exists.
-    fn uplink_nas(&mut self, id: u32, bytes: &[u8], out: &mut Vec<Output>) -> Option<(NasEpsMessage, bool)> {
+    fn uplink_nas(
+        &mut self,
+        id: u32,
+        bytes: &[u8],
+        out: &mut Vec<Output>,
+    ) -> Option<(NasEpsMessage, bool)> {
         let first = *bytes.first()?;
         let sht = first >> 4;
         let pd = first & 0x0f;
         let u = self.ues.get_mut(&id)?;
         if pd == 7 && (1..=4).contains(&sht) {
             // SMC Complete comes under the new context.
-            let ctx = if sht == 4 && u.new_sec.is_some() { u.new_sec.as_mut() } else { u.sec.as_mut() };
+            let ctx = if sht == 4 && u.new_sec.is_some() {
+                u.new_sec.as_mut()
+            } else {
+                u.sec.as_mut()
+            };
             if let Some(ctx) = ctx {
                 return match ctx.unprotect(bytes, Direction::Uplink) {
                     Ok(m) => Some((m, true)),
@@ -650,17 +899,34 @@ impl Mme {
                         self.stats.nas_bad_mac += 1;
                         // Some messages may still be processed unverified (§4.4.4.3).
                         let inner = nasx::unverified_inner(bytes)?;
-                        if matches!(inner, NasEpsMessage::Emm(_, Emm::AttachRequest(_) | Emm::DetachRequestUeOriginating(_) | Emm::TrackingAreaUpdateRequest(_)))
-                            && u.conn.is_some() && u.wait == Wait::None && u.emm == Emm_::Deregistered
+                        if matches!(
+                            inner,
+                            NasEpsMessage::Emm(
+                                _,
+                                Emm::AttachRequest(_)
+                                    | Emm::DetachRequestUeOriginating(_)
+                                    | Emm::TrackingAreaUpdateRequest(_)
+                            )
+                        ) && u.conn.is_some()
+                            && u.wait == Wait::None
+                            && u.emm == Emm_::Deregistered
                         {
                             return Some((inner, false));
                         }
-                        log(out, LogLevel::Warn, format!("UE {id}: NAS MAC failure, message discarded"));
+                        log(
+                            out,
+                            LogLevel::Warn,
+                            format!("UE {id}: NAS MAC failure, message discarded"),
+                        );
                         None
                     }
                     Err(UnprotectError::Replay) => {
                         self.stats.nas_replays += 1;
-                        log(out, LogLevel::Warn, format!("UE {id}: replayed NAS COUNT, message discarded"));
+                        log(
+                            out,
+                            LogLevel::Warn,
+                            format!("UE {id}: replayed NAS COUNT, message discarded"),
+                        );
                         None
                     }
                     Err(UnprotectError::Malformed(e)) => {
@@ -677,7 +943,11 @@ impl Mme {
             Ok(m) => Some((m, false)),
             Err(e) => {
                 self.stats.nas_decode_errors += 1;
-                log(out, LogLevel::Warn, format!("UE {id}: undecodable NAS: {e}"));
+                log(
+                    out,
+                    LogLevel::Warn,
+                    format!("UE {id}: undecodable NAS: {e}"),
+                );
                 None
             }
         }
@@ -685,16 +955,29 @@ impl Mme {
 
     // ---------------------------------------------------------------- Initial UE
 
-    fn initial_ue(&mut self, now: Instant, assoc: AssocId, m: InitialUeMessage, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    fn initial_ue(
+        &mut self,
+        now: Instant,
+        assoc: AssocId,
+        m: InitialUeMessage,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         self.last_now = Some(now);
         // Service Request: short header, the UE is known by S-TMSI.
-        if m.nas_pdu.first().is_some_and(|b| b >> 4 >= 12 && b & 0x0f == 7) {
+        if m.nas_pdu
+            .first()
+            .is_some_and(|b| b >> 4 >= 12 && b & 0x0f == 7)
+        {
             let id = m.s_tmsi.and_then(|s| self.by_tmsi.get(&s.m_tmsi).copied());
             self.service_request(now, assoc, id, m, cp, out);
             return;
         }
         // A UE we know (by S-TMSI) that starts a new connection: reuse its context.
-        let known = m.s_tmsi.filter(|s| s.mmec == self.cfg.mme_code).and_then(|s| self.by_tmsi.get(&s.m_tmsi).copied());
+        let known = m
+            .s_tmsi
+            .filter(|s| s.mmec == self.cfg.mme_code)
+            .and_then(|s| self.by_tmsi.get(&s.m_tmsi).copied());
         let id = match known {
             Some(id) => {
                 self.attach_conn(id, assoc, m.enb_ue_id, m.tai, m.ecgi);
@@ -707,7 +990,9 @@ impl Mme {
 
     /// Give a known UE a new S1 connection (idle → connected).
     fn attach_conn(&mut self, id: u32, assoc: AssocId, enb_ue_id: u32, tai: Tai, ecgi: Ecgi) {
-        let Some(u) = self.ues.get_mut(&id) else { return };
+        let Some(u) = self.ues.get_mut(&id) else {
+            return;
+        };
         if let Some(c) = u.conn.take() {
             self.by_conn.remove(&c);
         }
@@ -718,17 +1003,30 @@ impl Mme {
         self.by_conn.insert((assoc, enb_ue_id), id);
     }
 
-    fn nas_in(&mut self, now: Instant, id: u32, bytes: &[u8], cp: &mut ControlPlane, out: &mut Vec<Output>) {
-        let Some((msg, verified)) = self.uplink_nas(id, bytes, out) else { return };
+    fn nas_in(
+        &mut self,
+        now: Instant,
+        id: u32,
+        bytes: &[u8],
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let Some((msg, verified)) = self.uplink_nas(id, bytes, out) else {
+            return;
+        };
         let has_ctx = self.ues.get(&id).is_some_and(|u| u.sec.is_some());
         match msg {
             NasEpsMessage::Emm(_, e) => {
                 // After security is established every uplink message must be verified.
                 let allowed_plain = matches!(
                     e,
-                    Emm::AttachRequest(_) | Emm::IdentityResponse(_) | Emm::AuthenticationResponse(_)
-                        | Emm::AuthenticationFailure(_) | Emm::SecurityModeReject(_)
-                        | Emm::DetachRequestUeOriginating(_) | Emm::TrackingAreaUpdateRequest(_)
+                    Emm::AttachRequest(_)
+                        | Emm::IdentityResponse(_)
+                        | Emm::AuthenticationResponse(_)
+                        | Emm::AuthenticationFailure(_)
+                        | Emm::SecurityModeReject(_)
+                        | Emm::DetachRequestUeOriginating(_)
+                        | Emm::TrackingAreaUpdateRequest(_)
                 );
                 if !verified && !allowed_plain {
                     self.stats.nas_unprotected_dropped += 1;
@@ -737,14 +1035,30 @@ impl Mme {
                 let _ = has_ctx;
                 self.emm(now, id, e, verified, cp, out);
             }
-            NasEpsMessage::Esm(h, e) if verified => self.esm(now, id, h.procedure_transaction_identity, h.eps_bearer_identity, e, cp, out),
+            NasEpsMessage::Esm(h, e) if verified => self.esm(
+                now,
+                id,
+                h.procedure_transaction_identity,
+                h.eps_bearer_identity,
+                e,
+                cp,
+                out,
+            ),
             _ => {
                 self.stats.nas_unprotected_dropped += 1;
             }
         }
     }
 
-    fn emm(&mut self, now: Instant, id: u32, e: Emm, verified: bool, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    fn emm(
+        &mut self,
+        now: Instant,
+        id: u32,
+        e: Emm,
+        verified: bool,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         match e {
             Emm::AttachRequest(r) => self.attach_request(now, id, *r, verified, cp, out),
             Emm::IdentityResponse(r) => {
@@ -757,14 +1071,19 @@ impl Mme {
                     _ => self.attach_reject(id, 96, out),
                 }
             }
-            Emm::AuthenticationResponse(r) => self.auth_response(now, id, &r.authentication_response_parameter.value, out),
+            Emm::AuthenticationResponse(r) => {
+                self.auth_response(now, id, &r.authentication_response_parameter.value, out)
+            }
             Emm::AuthenticationFailure(f) => {
                 if self.ues[&id].wait != Wait::AuthResponse {
                     return;
                 }
                 self.stop_nas_timer(id);
                 let cause = f.emm_cause.value;
-                let auts = f.authentication_failure_parameter.as_ref().map(|p| p.value.to_vec());
+                let auts = f
+                    .authentication_failure_parameter
+                    .as_ref()
+                    .map(|p| p.value.to_vec());
                 self.auth_failure(now, id, cause, auts, cp, out);
             }
             Emm::SecurityModeComplete(_) => self.smc_complete(now, id, cp, out),
@@ -784,21 +1103,22 @@ impl Mme {
                 let _ = c; // carries Activate Default EPS Bearer Context Accept
                 if let Some(name) = self.cfg.network_name.clone() {
                     let mut info = nasx::NasEmmInformation::new();
-                    info.full_name_for_network = Some(nasx::NasNetworkName::new(nasx::network_name_value(&name)));
+                    info.full_name_for_network =
+                        Some(nasx::NasNetworkName::new(nasx::network_name_value(&name)));
                     self.send_nas(now, id, NasEpsMessage::new_emm(info), false, None, out);
                 }
             }
-            Emm::DetachRequestUeOriginating(d) => self.ue_detach(id, d.detach_type.value & 0x08 != 0, cp, out, now),
-            Emm::DetachAccept(_) => {
-                if self.ues[&id].wait == Wait::DetachAccept {
-                    self.stop_nas_timer(id);
-                    self.stats.detaches += 1;
-                    if let Some(s) = self.ues.get_mut(&id).and_then(|u| u.slot.take()) {
-                        let _ = cp.detach(s);
-                    }
-                    self.ues.get_mut(&id).expect("present").emm = Emm_::Deregistered;
-                    self.release(id, Cause::NAS_DETACH, true, out);
+            Emm::DetachRequestUeOriginating(d) => {
+                self.ue_detach(id, d.detach_type.value & 0x08 != 0, cp, out, now)
+            }
+            Emm::DetachAccept(_) if self.ues[&id].wait == Wait::DetachAccept => {
+                self.stop_nas_timer(id);
+                self.stats.detaches += 1;
+                if let Some(s) = self.ues.get_mut(&id).and_then(|u| u.slot.take()) {
+                    let _ = cp.detach(s);
                 }
+                self.ues.get_mut(&id).expect("present").emm = Emm_::Deregistered;
+                self.release(id, Cause::NAS_DETACH, true, out);
             }
             Emm::TrackingAreaUpdateRequest(t) => self.tau(now, id, *t, verified, cp, out),
             Emm::TrackingAreaUpdateComplete(_) | Emm::GutiReallocationComplete(_) => {
@@ -823,7 +1143,12 @@ impl Mme {
     }
 
     fn guti_of(&self, m_tmsi: u32) -> SGuti {
-        SGuti { plmn: splmn(self.cfg.plmn), mme_group_id: self.cfg.mme_group_id, mme_code: self.cfg.mme_code, m_tmsi }
+        SGuti {
+            plmn: splmn(self.cfg.plmn),
+            mme_group_id: self.cfg.mme_group_id,
+            mme_code: self.cfg.mme_code,
+            m_tmsi,
+        }
     }
 
     fn alloc_tmsi(&mut self) -> u32 {
@@ -836,7 +1161,15 @@ impl Mme {
         }
     }
 
-    fn attach_request(&mut self, now: Instant, id: u32, r: nasx::NasAttachRequest, _verified: bool, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    fn attach_request(
+        &mut self,
+        now: Instant,
+        id: u32,
+        r: nasx::NasAttachRequest,
+        _verified: bool,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         self.stats.attach_requests += 1;
         let esm = r.esm_message_container.decode_as_esm_message().ok();
         let u = self.ues.get_mut(&id).expect("present");
@@ -844,8 +1177,14 @@ impl Mme {
         u.emm = Emm_::Deregistered;
         if let Some(NasEpsMessage::Esm(h, Esm::PdnConnectivityRequest(p))) = &esm {
             u.pti = h.procedure_transaction_identity;
-            u.apn = p.access_point_name.as_ref().map(|a| nasx::apn_string(&a.value)).unwrap_or_default();
-            if p.esm_information_transfer_flag.is_some_and(|f| f.value & 1 == 1) {
+            u.apn = p
+                .access_point_name
+                .as_ref()
+                .map(|a| nasx::apn_string(&a.value))
+                .unwrap_or_default();
+            if p.esm_information_transfer_flag
+                .is_some_and(|f| f.value & 1 == 1)
+            {
                 u.apn.clear();
                 u.pending_bearers.push(0xff); // marker: ESM info requested by the UE
             }
@@ -856,8 +1195,12 @@ impl Mme {
         match nasx::parse_identity(&r.eps_mobile_identity.value) {
             Identity::Imsi(imsi) => self.start_auth(now, id, imsi, cp, out),
             Identity::Guti(plmn, g, c, t) => {
-                let known = (plmn == self.cfg.plmn.0 && g == self.cfg.mme_group_id && c == self.cfg.mme_code)
-                    .then(|| self.by_tmsi.get(&t).copied()).flatten().filter(|o| *o != id);
+                let known = (plmn == self.cfg.plmn.0
+                    && g == self.cfg.mme_group_id
+                    && c == self.cfg.mme_code)
+                    .then(|| self.by_tmsi.get(&t).copied())
+                    .flatten()
+                    .filter(|o| *o != id);
                 match known.and_then(|o| self.ues.get(&o).and_then(|u| u.imsi)) {
                     // A GUTI we allocated: re-authenticate the known subscriber.
                     Some(imsi) => self.start_auth(now, id, imsi, cp, out),
@@ -874,7 +1217,14 @@ impl Mme {
         }
     }
 
-    fn start_auth(&mut self, now: Instant, id: u32, imsi: u64, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    fn start_auth(
+        &mut self,
+        now: Instant,
+        id: u32,
+        imsi: u64,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         // An older context of the same subscriber is superseded.
         if let Some(old) = self.by_imsi.get(&imsi).copied() {
             if old != id {
@@ -884,7 +1234,19 @@ impl Mme {
                 }
                 if let Some(o) = self.ues.get(&old) {
                     if let Some((a, e)) = o.conn {
-                        self.send(a, Some(old), UeContextReleaseCommand { ids: UeS1apIds::Pair { mme_ue_id: old, enb_ue_id: e }, cause: Cause::NAS_NORMAL_RELEASE }.into(), out);
+                        self.send(
+                            a,
+                            Some(old),
+                            UeContextReleaseCommand {
+                                ids: UeS1apIds::Pair {
+                                    mme_ue_id: old,
+                                    enb_ue_id: e,
+                                },
+                                cause: Cause::NAS_NORMAL_RELEASE,
+                            }
+                            .into(),
+                            out,
+                        );
                     }
                 }
                 self.remove_ue(old, cp);
@@ -902,7 +1264,11 @@ impl Mme {
         };
         let u = self.ues.get_mut(&id).expect("present");
         u.imsi = Some(imsi);
-        u.ambr = if sub.ambr_ul_bps > 0 { (sub.ambr_ul_bps, sub.ambr_dl_bps) } else { self.cfg.default_ambr };
+        u.ambr = if sub.ambr_ul_bps > 0 {
+            (sub.ambr_ul_bps, sub.ambr_dl_bps)
+        } else {
+            self.cfg.default_ambr
+        };
         u.qci = sub.qci;
         u.arp_priority = sub.arp_priority;
         if u.apn.is_empty() && !u.pending_bearers.contains(&0xff) {
@@ -912,7 +1278,12 @@ impl Mme {
     }
 
     fn send_auth_request(&mut self, now: Instant, id: u32, imsi: u64, out: &mut Vec<Output>) {
-        let v = match self.hss.next_vectors(&nasx::imsi_string(imsi), self.cfg.plmn.0, 1, &mut self.rand) {
+        let v = match self.hss.next_vectors(
+            &nasx::imsi_string(imsi),
+            self.cfg.plmn.0,
+            1,
+            &mut self.rand,
+        ) {
             Ok(mut v) if !v.is_empty() => v.remove(0),
             _ => {
                 self.attach_reject(id, 8, out);
@@ -946,17 +1317,40 @@ impl Mme {
         let Some(v) = u.vector.take() else { return };
         u.nas_timer = None;
         u.retx = None;
-        let ok = res.len() == v.xres.len() && res.iter().zip(v.xres.iter()).fold(0u8, |a, (x, y)| a | (x ^ y)) == 0;
+        let ok = res.len() == v.xres.len()
+            && res
+                .iter()
+                .zip(v.xres.iter())
+                .fold(0u8, |a, (x, y)| a | (x ^ y))
+                == 0;
         if !ok {
             self.stats.auth_rejects += 1;
-            self.send_nas(now, id, NasEpsMessage::new_emm(nasx::NasAuthenticationReject::new()), false, None, out);
+            self.send_nas(
+                now,
+                id,
+                NasEpsMessage::new_emm(nasx::NasAuthenticationReject::new()),
+                false,
+                None,
+                out,
+            );
             self.release(id, Cause::NAS_AUTHENTICATION_FAILURE, true, out);
             return;
         }
         // Algorithm selection by our preference among what the UE supports.
         let cap = u.ue_net_cap.clone();
-        let eea = self.cfg.eea_preference.iter().copied().find(|a| cap.first().is_some_and(|c| c & (0x80 >> *a as u8) != 0));
-        let eia = self.cfg.eia_preference.iter().copied().filter(|a| *a != Eia::Eia0).find(|a| cap.get(1).is_some_and(|c| c & (0x80 >> *a as u8) != 0));
+        let eea = self
+            .cfg
+            .eea_preference
+            .iter()
+            .copied()
+            .find(|a| cap.first().is_some_and(|c| c & (0x80 >> *a as u8) != 0));
+        let eia = self
+            .cfg
+            .eia_preference
+            .iter()
+            .copied()
+            .filter(|a| *a != Eia::Eia0)
+            .find(|a| cap.get(1).is_some_and(|c| c & (0x80 >> *a as u8) != 0));
         let (Some(eea), Some(eia)) = (eea, eia) else {
             self.attach_reject(id, 23, out);
             return;
@@ -965,14 +1359,21 @@ impl Mme {
         let ctx = match SecCtx::new(v.kasme.clone(), ksi, eea, eia) {
             Ok(c) => c,
             Err(e) => {
-                log(out, LogLevel::Warn, format!("UE {id}: security context: {e}"));
+                log(
+                    out,
+                    LogLevel::Warn,
+                    format!("UE {id}: security context: {e}"),
+                );
                 self.attach_reject(id, 23, out);
                 return;
             }
         };
         u.new_sec = Some(ctx);
         u.wait = Wait::SmcComplete;
-        let mut replay = cap.get(..2).map(|c| c.to_vec()).unwrap_or_else(|| vec![0, 0]);
+        let mut replay = cap
+            .get(..2)
+            .map(|c| c.to_vec())
+            .unwrap_or_else(|| vec![0, 0]);
         replay.resize(2, 0);
         let smc = nasx::NasSecurityModeCommand::new(
             nasx::NasSecurityAlgorithms::new(((eea as u8) << 4) | eia as u8),
@@ -983,7 +1384,15 @@ impl Mme {
         self.send_nas(now, id, NasEpsMessage::new_emm(smc), true, Some(t), out);
     }
 
-    fn auth_failure(&mut self, now: Instant, id: u32, cause: u8, auts: Option<Vec<u8>>, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    fn auth_failure(
+        &mut self,
+        now: Instant,
+        id: u32,
+        cause: u8,
+        auts: Option<Vec<u8>>,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         let u = self.ues.get_mut(&id).expect("present");
         let imsi = u.imsi;
         match (cause, auts, imsi) {
@@ -1013,7 +1422,14 @@ impl Mme {
             u.vector = None;
             u.wait = Wait::None;
         }
-        self.send_nas(now, id, NasEpsMessage::new_emm(nasx::NasAuthenticationReject::new()), false, None, out);
+        self.send_nas(
+            now,
+            id,
+            NasEpsMessage::new_emm(nasx::NasAuthenticationReject::new()),
+            false,
+            None,
+            out,
+        );
         self.release(id, Cause::NAS_AUTHENTICATION_FAILURE, true, out);
     }
 
@@ -1032,7 +1448,13 @@ impl Mme {
         self.release(id, Cause::NAS_UNSPECIFIED, true, out);
     }
 
-    fn smc_complete(&mut self, now: Instant, id: u32, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    fn smc_complete(
+        &mut self,
+        now: Instant,
+        id: u32,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         let u = self.ues.get_mut(&id).expect("present");
         if u.wait != Wait::SmcComplete {
             return;
@@ -1053,7 +1475,17 @@ impl Mme {
         self.create_session(now, id, cp, out);
     }
 
-    fn esm(&mut self, now: Instant, id: u32, _pti: u8, ebi: u8, e: Esm, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    #[allow(clippy::too_many_arguments)]
+    fn esm(
+        &mut self,
+        now: Instant,
+        id: u32,
+        _pti: u8,
+        ebi: u8,
+        e: Esm,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         match e {
             Esm::EsmInformationResponse(r) => {
                 if self.ues[&id].wait != Wait::EsmInfo {
@@ -1070,22 +1502,46 @@ impl Mme {
                 // One PDN connection per UE in this core (the slice holds one UE address).
                 let pti = self.ues[&id].pti;
                 let rej = nasx::NasPdnConnectivityReject::new(nasx::NasEsmCause::new(55));
-                self.send_nas(now, id, NasEpsMessage::new_esm(rej, 0, pti), false, None, out);
+                self.send_nas(
+                    now,
+                    id,
+                    NasEpsMessage::new_esm(rej, 0, pti),
+                    false,
+                    None,
+                    out,
+                );
             }
             Esm::PdnDisconnectRequest(_) => {
                 // The last PDN connection cannot be disconnected (#49); detach instead.
                 let pti = self.ues[&id].pti;
                 let rej = nasx::NasPdnDisconnectReject::new(nasx::NasEsmCause::new(49));
-                self.send_nas(now, id, NasEpsMessage::new_esm(rej, 0, pti), false, None, out);
+                self.send_nas(
+                    now,
+                    id,
+                    NasEpsMessage::new_esm(rej, 0, pti),
+                    false,
+                    None,
+                    out,
+                );
             }
-            Esm::ActivateDedicatedEpsBearerContextAccept(_) | Esm::ModifyEpsBearerContextAccept(_) => {
-                self.ues.get_mut(&id).expect("present").pending_bearers.retain(|b| *b != ebi);
+            Esm::ActivateDedicatedEpsBearerContextAccept(_)
+            | Esm::ModifyEpsBearerContextAccept(_) => {
+                self.ues
+                    .get_mut(&id)
+                    .expect("present")
+                    .pending_bearers
+                    .retain(|b| *b != ebi);
             }
-            Esm::ActivateDedicatedEpsBearerContextReject(_) | Esm::DeactivateEpsBearerContextAccept(_) => {
+            Esm::ActivateDedicatedEpsBearerContextReject(_)
+            | Esm::DeactivateEpsBearerContextAccept(_) => {
                 if let Some(s) = self.ues[&id].slot {
                     let _ = cp.remove_bearer(s, ebi);
                 }
-                self.ues.get_mut(&id).expect("present").pending_bearers.retain(|b| *b != ebi);
+                self.ues
+                    .get_mut(&id)
+                    .expect("present")
+                    .pending_bearers
+                    .retain(|b| *b != ebi);
             }
             _ => {}
         }
@@ -1093,25 +1549,44 @@ impl Mme {
 
     fn location(&self, u: &Ue) -> Location {
         Location {
-            tai: STai { plmn: splmn(u.tai.plmn), tac: u.tai.tac },
-            ecgi: SEcgi { plmn: splmn(u.ecgi.plmn), cell_id: u.ecgi.cell_id },
+            tai: STai {
+                plmn: splmn(u.tai.plmn),
+                tac: u.tai.tac,
+            },
+            ecgi: SEcgi {
+                plmn: splmn(u.ecgi.plmn),
+                cell_id: u.ecgi.cell_id,
+            },
             enb_assoc: u.conn.map(|c| c.0).unwrap_or(0),
         }
     }
 
     /// ControlPlane::attach, then Initial Context Setup with Attach Accept.
-    fn create_session(&mut self, now: Instant, id: u32, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    fn create_session(
+        &mut self,
+        now: Instant,
+        id: u32,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         let u = &self.ues[&id];
         let mut p = AttachParams::new(u.imsi.unwrap_or(0));
         p.location = self.location(u);
         p.ambr_ul = u.ambr.0;
         p.ambr_dl = u.ambr.1;
         p.qci = u.qci;
-        p.arp = Arp { priority_level: u.arp_priority, ..Arp::default() };
+        p.arp = Arp {
+            priority_level: u.arp_priority,
+            ..Arp::default()
+        };
         let att = match cp.attach(&p) {
             Ok(a) => a,
             Err(e) => {
-                log(out, LogLevel::Warn, format!("UE {id}: slice refused attach: {e}"));
+                log(
+                    out,
+                    LogLevel::Warn,
+                    format!("UE {id}: slice refused attach: {e}"),
+                );
                 self.attach_reject(id, 22, out);
                 return;
             }
@@ -1132,19 +1607,32 @@ impl Mme {
             nasx::NasAccessPointName::new(nasx::apn_value(&u.apn)),
             nasx::NasPdnAddress::from_ipv4(att.ue_ip.octets()),
         );
-        act.apn_ambr = nasx::NasApnAggregateMaximumBitRate::from_kbps(u.ambr.1 / 1000, u.ambr.0 / 1000).ok();
+        act.apn_ambr =
+            nasx::NasApnAggregateMaximumBitRate::from_kbps(u.ambr.1 / 1000, u.ambr.0 / 1000).ok();
         let esm = NasEpsMessage::new_esm(act, pepc_slice::context::FIRST_EBI, u.pti);
-        let Ok(container) = nasx::NasEsmMessageContainer::from_esm_message(&esm) else { return };
+        let Ok(container) = nasx::NasEsmMessageContainer::from_esm_message(&esm) else {
+            return;
+        };
         let mut acc = nasx::NasAttachAccept::new(
             nasx::NasEpsAttachResult::new(1),
             nasx::NasT3412Value::new(nasx::gprs_timer(self.cfg.t3412.as_secs())),
-            nasx::NasTrackingAreaIdentityList::new(nasx::tai_list_value(plmn, &self.cfg.served_tacs)),
+            nasx::NasTrackingAreaIdentityList::new(nasx::tai_list_value(
+                plmn,
+                &self.cfg.served_tacs,
+            )),
             container,
         );
-        acc.guti = Some(nasx::NasEpsMobileIdentity::new(nasx::guti_value(plmn, self.cfg.mme_group_id, self.cfg.mme_code, tmsi)));
+        acc.guti = Some(nasx::NasEpsMobileIdentity::new(nasx::guti_value(
+            plmn,
+            self.cfg.mme_group_id,
+            self.cfg.mme_code,
+            tmsi,
+        )));
         let msg = NasEpsMessage::new_emm(acc);
         u.wait = Wait::IcsResponse { attach: true };
-        let Some(nas) = self.nas_bytes(id, &msg, false) else { return };
+        let Some(nas) = self.nas_bytes(id, &msg, false) else {
+            return;
+        };
         let u = self.ues.get_mut(&id).expect("present");
         u.retx = Some((msg, false));
         u.retx_count = 0;
@@ -1155,9 +1643,20 @@ impl Mme {
 
     /// Initial Context Setup for all the UE's bearers, with a fresh KeNB from the
     /// latest uplink NAS COUNT (TS 33.401 A.3).
-    fn send_ics(&mut self, id: u32, nas: Option<Vec<u8>>, cp: &mut ControlPlane, out: &mut Vec<Output>) {
-        let Some(u) = self.ues.get_mut(&id) else { return };
-        let (Some((assoc, enb_ue_id)), Some(sec), Some(slot)) = (u.conn, u.sec.as_ref(), u.slot) else { return };
+    fn send_ics(
+        &mut self,
+        id: u32,
+        nas: Option<Vec<u8>>,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(u) = self.ues.get_mut(&id) else {
+            return;
+        };
+        let (Some((assoc, enb_ue_id)), Some(sec), Some(slot)) = (u.conn, u.sec.as_ref(), u.slot)
+        else {
+            return;
+        };
         let kenb = pepc_security::kenb(&sec.kasme, sec.last_ul_count);
         // NH chain restarts from the new KeNB with NCC 0 (TS 33.401 §7.2.8.1.1).
         u.nh = Some(kenb.clone());
@@ -1178,7 +1677,10 @@ impl Mme {
         let req = InitialContextSetupRequest {
             mme_ue_id: id,
             enb_ue_id,
-            ue_ambr: pepc_s1ap::Ambr { dl: u.ambr.1, ul: u.ambr.0 },
+            ue_ambr: pepc_s1ap::Ambr {
+                dl: u.ambr.1,
+                ul: u.ambr.0,
+            },
             erabs,
             ue_security_capabilities: sec_caps(&u.ue_net_cap),
             security_key: S1Key(*kenb.as_bytes()),
@@ -1191,7 +1693,15 @@ impl Mme {
 
     // ---------------------------------------------------------------- UE-associated S1AP
 
-    fn ue_message(&mut self, now: Instant, assoc: AssocId, id: u32, msg: S1apMessage, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    fn ue_message(
+        &mut self,
+        now: Instant,
+        assoc: AssocId,
+        id: u32,
+        msg: S1apMessage,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         self.last_now = Some(now);
         use S1apMessage as M;
         match msg {
@@ -1215,7 +1725,11 @@ impl Mme {
                 }
                 let u = self.ues.get_mut(&id).expect("present");
                 u.paging_timer = None;
-                u.wait = if attach { Wait::AttachComplete } else { Wait::None };
+                u.wait = if attach {
+                    Wait::AttachComplete
+                } else {
+                    Wait::None
+                };
             }
             M::InitialContextSetupFailure(_) => {
                 let attach = matches!(self.ues[&id].wait, Wait::IcsResponse { attach: true });
@@ -1238,16 +1752,24 @@ impl Mme {
                     self.by_conn.remove(&(assoc, m.enb_ue_id));
                     return;
                 }
-                let remove = matches!(u.wait, Wait::ReleaseComplete { then_remove: true }) || u.emm == Emm_::Deregistered;
+                let remove = matches!(u.wait, Wait::ReleaseComplete { then_remove: true })
+                    || u.emm == Emm_::Deregistered;
                 if remove {
                     self.remove_ue(id, cp);
                 } else {
-                    self.to_idle(id, cp, out);
+                    self.make_idle(id, cp, out);
                 }
             }
             M::NasNonDeliveryIndication(m) => {
                 self.stats.nas_non_delivery += 1;
-                log(out, LogLevel::Warn, format!("UE {id}: NAS not delivered ({:?}); T3450/T3460 will retransmit", m.cause));
+                log(
+                    out,
+                    LogLevel::Warn,
+                    format!(
+                        "UE {id}: NAS not delivered ({:?}); T3450/T3460 will retransmit",
+                        m.cause
+                    ),
+                );
             }
             M::ERabSetupResponse(m) => {
                 if let Some(s) = self.ues[&id].slot {
@@ -1266,27 +1788,70 @@ impl Mme {
                 let u = self.ues.get_mut(&id).expect("present");
                 if let Some(h) = u.ho.take() {
                     if let Some(t) = h.target_enb_ue_id {
-                        self.send(h.target_assoc, Some(id), UeContextReleaseCommand { ids: UeS1apIds::Pair { mme_ue_id: id, enb_ue_id: t }, cause: Cause::HANDOVER_CANCELLED }.into(), out);
+                        self.send(
+                            h.target_assoc,
+                            Some(id),
+                            UeContextReleaseCommand {
+                                ids: UeS1apIds::Pair {
+                                    mme_ue_id: id,
+                                    enb_ue_id: t,
+                                },
+                                cause: Cause::HANDOVER_CANCELLED,
+                            }
+                            .into(),
+                            out,
+                        );
                     }
                 }
-                self.send(assoc, Some(id), HandoverCancelAcknowledge { mme_ue_id: id, enb_ue_id: m.enb_ue_id }.into(), out);
+                self.send(
+                    assoc,
+                    Some(id),
+                    HandoverCancelAcknowledge {
+                        mme_ue_id: id,
+                        enb_ue_id: m.enb_ue_id,
+                    }
+                    .into(),
+                    out,
+                );
             }
             M::EnbStatusTransfer(m) => {
                 if let Some(h) = self.ues[&id].ho.as_ref() {
                     if let Some(t) = h.target_enb_ue_id {
                         let ta = h.target_assoc;
-                        self.send(ta, Some(id), MmeStatusTransfer { mme_ue_id: id, enb_ue_id: t, container: m.container }.into(), out);
+                        self.send(
+                            ta,
+                            Some(id),
+                            MmeStatusTransfer {
+                                mme_ue_id: id,
+                                enb_ue_id: t,
+                                container: m.container,
+                            }
+                            .into(),
+                            out,
+                        );
                     }
                 }
             }
             M::HandoverNotify(m) => self.ho_notify(assoc, m, cp, out),
-            other => log(out, LogLevel::Info, format!("UE {id}: ignoring {}", other.name())),
+            other => log(
+                out,
+                LogLevel::Info,
+                format!("UE {id}: ignoring {}", other.name()),
+            ),
         }
     }
 
     // ---------------------------------------------------------------- Service, TAU, detach
 
-    fn service_request(&mut self, now: Instant, assoc: AssocId, id: Option<u32>, m: InitialUeMessage, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    fn service_request(
+        &mut self,
+        now: Instant,
+        assoc: AssocId,
+        id: Option<u32>,
+        m: InitialUeMessage,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         self.stats.service_requests += 1;
         let sr = match NasEpsMessage::decode(&m.nas_pdu) {
             Ok(NasEpsMessage::ServiceRequest(sr)) => sr,
@@ -1295,7 +1860,11 @@ impl Mme {
                 return;
             }
         };
-        let Some(id) = id.filter(|i| self.ues.get(i).is_some_and(|u| u.emm == Emm_::Registered && u.sec.is_some())) else {
+        let Some(id) = id.filter(|i| {
+            self.ues
+                .get(i)
+                .is_some_and(|u| u.emm == Emm_::Registered && u.sec.is_some())
+        }) else {
             // Unknown UE: Service Reject #9 (UE identity cannot be derived), on a temporary context.
             self.stats.service_rejects += 1;
             let tmp = self.new_ue(assoc, m.enb_ue_id, m.tai, m.ecgi);
@@ -1304,7 +1873,11 @@ impl Mme {
             self.release(tmp, Cause::NAS_UNSPECIFIED, true, out);
             return;
         };
-        let res = self.ues.get_mut(&id).and_then(|u| u.sec.as_mut()).map(|s| s.unprotect_service_request(&sr));
+        let res = self
+            .ues
+            .get_mut(&id)
+            .and_then(|u| u.sec.as_mut())
+            .map(|s| s.unprotect_service_request(&sr));
         match res {
             Some(Ok(_)) => {}
             Some(Err(UnprotectError::Replay)) => {
@@ -1313,7 +1886,11 @@ impl Mme {
             }
             _ => {
                 self.stats.nas_bad_mac += 1;
-                log(out, LogLevel::Warn, format!("UE {id}: Service Request MAC failure, discarded"));
+                log(
+                    out,
+                    LogLevel::Warn,
+                    format!("UE {id}: Service Request MAC failure, discarded"),
+                );
                 return;
             }
         }
@@ -1321,11 +1898,27 @@ impl Mme {
         self.send_ics(id, None, cp, out);
     }
 
-    fn tau(&mut self, now: Instant, id: u32, t: nasx::NasTrackingAreaUpdateRequest, verified: bool, cp: &mut ControlPlane, out: &mut Vec<Output>) {
-        let registered = self.ues.get(&id).is_some_and(|u| u.emm == Emm_::Registered && u.sec.is_some());
+    fn tau(
+        &mut self,
+        now: Instant,
+        id: u32,
+        t: nasx::NasTrackingAreaUpdateRequest,
+        verified: bool,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let registered = self
+            .ues
+            .get(&id)
+            .is_some_and(|u| u.emm == Emm_::Registered && u.sec.is_some());
         if !verified || !registered {
             // Unknown or unverifiable: the UE must attach again (#9 / #10).
-            let rej = nasx::NasTrackingAreaUpdateReject::new(nasx::NasEmmCause::new(if registered { 10 } else { 9 }));
+            let rej =
+                nasx::NasTrackingAreaUpdateReject::new(nasx::NasEmmCause::new(if registered {
+                    10
+                } else {
+                    9
+                }));
             if let Some(u) = self.ues.get_mut(&id) {
                 if !registered {
                     u.sec = None;
@@ -1344,9 +1937,15 @@ impl Mme {
         }
         let plmn = self.cfg.plmn.0;
         let mut acc = nasx::NasTrackingAreaUpdateAccept::new(nasx::NasEpsUpdateResult::new(0));
-        acc.t3412_value = Some(nasx::NasT3412Value::new(nasx::gprs_timer(self.cfg.t3412.as_secs())));
-        acc.tai_list = Some(nasx::NasTrackingAreaIdentityList::new(nasx::tai_list_value(plmn, &self.cfg.served_tacs)));
-        acc.eps_bearer_context_status = Some(nasx::NasEpsBearerContextStatus::new(bearer_status(cp, u.slot)));
+        acc.t3412_value = Some(nasx::NasT3412Value::new(nasx::gprs_timer(
+            self.cfg.t3412.as_secs(),
+        )));
+        acc.tai_list = Some(nasx::NasTrackingAreaIdentityList::new(
+            nasx::tai_list_value(plmn, &self.cfg.served_tacs),
+        ));
+        acc.eps_bearer_context_status = Some(nasx::NasEpsBearerContextStatus::new(bearer_status(
+            cp, u.slot,
+        )));
         self.send_nas(now, id, NasEpsMessage::new_emm(acc), false, None, out);
         if active {
             self.send_ics(id, None, cp, out);
@@ -1355,7 +1954,14 @@ impl Mme {
         }
     }
 
-    fn ue_detach(&mut self, id: u32, switch_off: bool, cp: &mut ControlPlane, out: &mut Vec<Output>, now: Instant) {
+    fn ue_detach(
+        &mut self,
+        id: u32,
+        switch_off: bool,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+        now: Instant,
+    ) {
         self.stats.detaches += 1;
         if let Some(s) = self.ues.get_mut(&id).and_then(|u| u.slot.take()) {
             let _ = cp.detach(s);
@@ -1366,7 +1972,14 @@ impl Mme {
             u.retx = None;
         }
         if !switch_off {
-            self.send_nas(now, id, NasEpsMessage::new_emm(nasx::NasDetachAccept::new()), false, None, out);
+            self.send_nas(
+                now,
+                id,
+                NasEpsMessage::new_emm(nasx::NasDetachAccept::new()),
+                false,
+                None,
+                out,
+            );
         }
         self.release(id, Cause::NAS_DETACH, true, out);
     }
@@ -1375,7 +1988,13 @@ impl Mme {
 
     /// Network-initiated detach (re-attach required), supervised by T3422. An idle UE
     /// is detached locally.
-    pub fn detach_ue(&mut self, now: Instant, imsi: u64, cp: &mut ControlPlane, out: &mut Vec<Output>) -> Result<(), MmeError> {
+    pub fn detach_ue(
+        &mut self,
+        now: Instant,
+        imsi: u64,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> Result<(), MmeError> {
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
         if self.ues[&id].conn.is_none() {
             self.stats.detaches += 1;
@@ -1390,14 +2009,21 @@ impl Mme {
     }
 
     /// GUTI Reallocation (connected UE), supervised by T3450.
-    pub fn reallocate_guti(&mut self, now: Instant, imsi: u64, out: &mut Vec<Output>) -> Result<u32, MmeError> {
+    pub fn reallocate_guti(
+        &mut self,
+        now: Instant,
+        imsi: u64,
+        out: &mut Vec<Output>,
+    ) -> Result<u32, MmeError> {
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
         if self.ues[&id].conn.is_none() {
             return Err(MmeError::NotConnected);
         }
         let t = self.alloc_tmsi();
         let plmn = self.cfg.plmn.0;
-        let cmd = nasx::NasGutiReallocationCommand::new(nasx::NasEpsMobileIdentity::new(nasx::guti_value(plmn, self.cfg.mme_group_id, self.cfg.mme_code, t)));
+        let cmd = nasx::NasGutiReallocationCommand::new(nasx::NasEpsMobileIdentity::new(
+            nasx::guti_value(plmn, self.cfg.mme_group_id, self.cfg.mme_code, t),
+        ));
         let u = self.ues.get_mut(&id).expect("present");
         u.pending_tmsi = Some(t);
         u.wait = Wait::GutiReallocComplete;
@@ -1409,69 +2035,178 @@ impl Mme {
     /// Dedicated bearer activation (as a PCRF would ask): E-RAB Setup carrying
     /// Activate Dedicated EPS Bearer Context Request. Returns the EBI.
     #[allow(clippy::too_many_arguments)]
-    pub fn activate_dedicated_bearer(&mut self, imsi: u64, qci: u8, mbr: (u64, u64), gbr: (u64, u64), cp: &mut ControlPlane, out: &mut Vec<Output>) -> Result<u8, MmeError> {
+    pub fn activate_dedicated_bearer(
+        &mut self,
+        imsi: u64,
+        qci: u8,
+        mbr: (u64, u64),
+        gbr: (u64, u64),
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> Result<u8, MmeError> {
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
         let u = &self.ues[&id];
-        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else { return Err(MmeError::NotConnected) };
+        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
+            return Err(MmeError::NotConnected);
+        };
         let ctx = cp.ue(slot).ok_or(MmeError::UnknownUe)?;
-        let ebi = (6..=15).find(|e| ctx.bearer(*e).is_none()).ok_or(MmeError::Busy)?;
+        let ebi = (6..=15)
+            .find(|e| ctx.bearer(*e).is_none())
+            .ok_or(MmeError::Busy)?;
         let linked = ctx.default_ebi;
-        let p = BearerParams { ebi, qci, arp: Arp::default(), mbr_ul: mbr.0, mbr_dl: mbr.1, gbr_ul: gbr.0, gbr_dl: gbr.1, charging_key: 0 };
-        let teid = cp.add_bearer(slot, p).map_err(|e| MmeError::Control(e.to_string()))?;
+        let p = BearerParams {
+            ebi,
+            qci,
+            arp: Arp::default(),
+            mbr_ul: mbr.0,
+            mbr_dl: mbr.1,
+            gbr_ul: gbr.0,
+            gbr_dl: gbr.1,
+            charging_key: 0,
+        };
+        let teid = cp
+            .add_bearer(slot, p)
+            .map_err(|e| MmeError::Control(e.to_string()))?;
         let g = (qci <= 4).then_some((mbr.0, mbr.1, gbr.0, gbr.1));
         let req = nasx::NasActivateDedicatedEpsBearerContextRequest::new(
             nasx::NasLinkedEpsBearerIdentity::new(linked),
             nasx::NasEpsQualityOfService::new(nasx::eps_qos_value(qci, g)),
             nasx::NasTrafficFlowTemplate::new(nasx::default_tft_value()),
         );
-        let nas = self.nas_bytes(id, &NasEpsMessage::new_esm(req, ebi, 0), false).ok_or(MmeError::Codec("NAS".into()))?;
-        self.ues.get_mut(&id).expect("present").pending_bearers.push(ebi);
+        let nas = self
+            .nas_bytes(id, &NasEpsMessage::new_esm(req, ebi, 0), false)
+            .ok_or(MmeError::Codec("NAS".into()))?;
+        self.ues
+            .get_mut(&id)
+            .expect("present")
+            .pending_bearers
+            .push(ebi);
         let erab = pepc_s1ap::ERab {
             id: ebi,
             qci,
             arp: pepc_s1ap::Arp::default(),
-            gbr: (qci <= 4).then_some(pepc_s1ap::GbrQos { mbr_dl: mbr.1, mbr_ul: mbr.0, gbr_dl: gbr.1, gbr_ul: gbr.0 }),
+            gbr: (qci <= 4).then_some(pepc_s1ap::GbrQos {
+                mbr_dl: mbr.1,
+                mbr_ul: mbr.0,
+                gbr_dl: gbr.1,
+                gbr_ul: gbr.0,
+            }),
             transport: self.cfg.s1u_addr,
             teid,
             nas_pdu: Some(nas),
         };
-        self.send(assoc, Some(id), ERabSetupRequest { mme_ue_id: id, enb_ue_id, ue_ambr: None, erabs: vec![erab] }.into(), out);
+        self.send(
+            assoc,
+            Some(id),
+            ERabSetupRequest {
+                mme_ue_id: id,
+                enb_ue_id,
+                ue_ambr: None,
+                erabs: vec![erab],
+            }
+            .into(),
+            out,
+        );
         Ok(ebi)
     }
 
     /// Bearer modification: E-RAB Modify with Modify EPS Bearer Context Request.
-    pub fn modify_bearer(&mut self, imsi: u64, ebi: u8, qci: u8, mbr: (u64, u64), cp: &mut ControlPlane, out: &mut Vec<Output>) -> Result<(), MmeError> {
+    pub fn modify_bearer(
+        &mut self,
+        imsi: u64,
+        ebi: u8,
+        qci: u8,
+        mbr: (u64, u64),
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> Result<(), MmeError> {
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
         let u = &self.ues[&id];
-        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else { return Err(MmeError::NotConnected) };
-        cp.modify_bearer_qos(slot, ebi, qci, mbr.0, mbr.1).map_err(|_| MmeError::NoBearer(ebi))?;
+        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
+            return Err(MmeError::NotConnected);
+        };
+        cp.modify_bearer_qos(slot, ebi, qci, mbr.0, mbr.1)
+            .map_err(|_| MmeError::NoBearer(ebi))?;
         let mut req = nasx::NasModifyEpsBearerContextRequest::new();
-        req.new_eps_qos = Some(nasx::NasEpsQualityOfService::new(nasx::eps_qos_value(qci, None)));
-        let nas = self.nas_bytes(id, &NasEpsMessage::new_esm(req, ebi, 0), false).ok_or(MmeError::Codec("NAS".into()))?;
-        let m = pepc_s1ap::ERabModify { id: ebi, qci, arp: pepc_s1ap::Arp::default(), gbr: None, nas_pdu: nas };
-        self.send(assoc, Some(id), ERabModifyRequest { mme_ue_id: id, enb_ue_id, ue_ambr: None, erabs: vec![m] }.into(), out);
+        req.new_eps_qos = Some(nasx::NasEpsQualityOfService::new(nasx::eps_qos_value(
+            qci, None,
+        )));
+        let nas = self
+            .nas_bytes(id, &NasEpsMessage::new_esm(req, ebi, 0), false)
+            .ok_or(MmeError::Codec("NAS".into()))?;
+        let m = pepc_s1ap::ERabModify {
+            id: ebi,
+            qci,
+            arp: pepc_s1ap::Arp::default(),
+            gbr: None,
+            nas_pdu: nas,
+        };
+        self.send(
+            assoc,
+            Some(id),
+            ERabModifyRequest {
+                mme_ue_id: id,
+                enb_ue_id,
+                ue_ambr: None,
+                erabs: vec![m],
+            }
+            .into(),
+            out,
+        );
         Ok(())
     }
 
     /// Dedicated bearer deactivation: E-RAB Release with Deactivate EPS Bearer Context Request.
-    pub fn deactivate_bearer(&mut self, imsi: u64, ebi: u8, cp: &mut ControlPlane, out: &mut Vec<Output>) -> Result<(), MmeError> {
+    pub fn deactivate_bearer(
+        &mut self,
+        imsi: u64,
+        ebi: u8,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> Result<(), MmeError> {
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
         let u = &self.ues[&id];
-        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else { return Err(MmeError::NotConnected) };
+        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
+            return Err(MmeError::NotConnected);
+        };
         let ctx = cp.ue(slot).ok_or(MmeError::UnknownUe)?;
         if ctx.bearer(ebi).is_none() || ctx.default_ebi == ebi {
             return Err(MmeError::NoBearer(ebi));
         }
         let req = nasx::NasDeactivateEpsBearerContextRequest::new(nasx::NasEsmCause::new(36));
-        let nas = self.nas_bytes(id, &NasEpsMessage::new_esm(req, ebi, 0), false).ok_or(MmeError::Codec("NAS".into()))?;
+        let nas = self
+            .nas_bytes(id, &NasEpsMessage::new_esm(req, ebi, 0), false)
+            .ok_or(MmeError::Codec("NAS".into()))?;
         let _ = cp.remove_bearer(slot, ebi);
-        self.send(assoc, Some(id), ERabReleaseCommand { mme_ue_id: id, enb_ue_id, ue_ambr: None, erabs: vec![pepc_s1ap::ERabCause { id: ebi, cause: Cause::NAS_NORMAL_RELEASE }], nas_pdu: Some(nas) }.into(), out);
+        self.send(
+            assoc,
+            Some(id),
+            ERabReleaseCommand {
+                mme_ue_id: id,
+                enb_ue_id,
+                ue_ambr: None,
+                erabs: vec![pepc_s1ap::ERabCause {
+                    id: ebi,
+                    cause: Cause::NAS_NORMAL_RELEASE,
+                }],
+                nas_pdu: Some(nas),
+            }
+            .into(),
+            out,
+        );
         Ok(())
     }
 
     // ---------------------------------------------------------------- Paging
 
-    fn page(&mut self, now: Instant, _slot: u32, imsi: u64, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    fn page(
+        &mut self,
+        now: Instant,
+        _slot: u32,
+        imsi: u64,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         let Some(id) = self.by_imsi.get(&imsi).copied() else {
             cp.paging_failed(_slot);
             return;
@@ -1488,15 +2223,31 @@ impl Mme {
         let u = self.ues.get_mut(&id).expect("present");
         u.paging_left = u.paging_left.saturating_sub(1);
         let imsi = u.imsi.unwrap_or(0);
-        let tais: Vec<Tai> = self.cfg.served_tacs.iter().map(|t| Tai { plmn: self.cfg.plmn, tac: *t }).collect();
+        let tais: Vec<Tai> = self
+            .cfg
+            .served_tacs
+            .iter()
+            .map(|t| Tai {
+                plmn: self.cfg.plmn,
+                tac: *t,
+            })
+            .collect();
         let msg = Paging {
             ue_identity_index: (imsi % 1024) as u16,
-            paging_id: pepc_s1ap::PagingIdentity::STmsi(pepc_s1ap::STmsi { mmec: self.cfg.mme_code, m_tmsi: u.m_tmsi }),
+            paging_id: pepc_s1ap::PagingIdentity::STmsi(pepc_s1ap::STmsi {
+                mmec: self.cfg.mme_code,
+                m_tmsi: u.m_tmsi,
+            }),
             cn_domain: pepc_s1ap::CnDomain::Ps,
             tai_list: tais.clone(),
         };
         self.stats.pagings += 1;
-        let targets: Vec<AssocId> = self.enbs.iter().filter(|(_, e)| e.tais.iter().any(|t| tais.contains(t))).map(|(a, _)| *a).collect();
+        let targets: Vec<AssocId> = self
+            .enbs
+            .iter()
+            .filter(|(_, e)| e.tais.iter().any(|t| tais.contains(t)))
+            .map(|(a, _)| *a)
+            .collect();
         for a in targets {
             self.send(a, None, msg.clone().into(), out);
         }
@@ -1504,7 +2255,13 @@ impl Mme {
         self.arm(id, TimerKind::Paging, now + t);
     }
 
-    fn paging_expired(&mut self, now: Instant, id: u32, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    fn paging_expired(
+        &mut self,
+        now: Instant,
+        id: u32,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         let u = &self.ues[&id];
         if u.conn.is_some() {
             return;
@@ -1528,18 +2285,41 @@ impl Mme {
         let prev = u.nh.clone()?;
         let nh = pepc_security::nh(&sec.kasme, &prev);
         u.ncc = (u.ncc + 1) & 7;
-        let sc = SecurityContext { ncc: u.ncc, next_hop: S1Key(*nh.as_bytes()) };
+        let sc = SecurityContext {
+            ncc: u.ncc,
+            next_hop: S1Key(*nh.as_bytes()),
+        };
         u.nh = Some(nh);
         Some(sc)
     }
 
-    fn path_switch(&mut self, assoc: AssocId, m: PathSwitchRequest, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    fn path_switch(
+        &mut self,
+        assoc: AssocId,
+        m: PathSwitchRequest,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         let id = m.source_mme_ue_id;
         let fail = |s: &mut Self, out: &mut Vec<Output>, cause| {
-            s.send(assoc, None, PathSwitchRequestFailure { mme_ue_id: id, enb_ue_id: m.enb_ue_id, cause }.into(), out);
+            s.send(
+                assoc,
+                None,
+                PathSwitchRequestFailure {
+                    mme_ue_id: id,
+                    enb_ue_id: m.enb_ue_id,
+                    cause,
+                }
+                .into(),
+                out,
+            );
         };
-        let Some(u) = self.ues.get(&id) else { return fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID) };
-        let (Some(slot), true) = (u.slot, u.conn.is_some() && u.sec.is_some()) else { return fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID) };
+        let Some(u) = self.ues.get(&id) else {
+            return fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID);
+        };
+        let (Some(slot), true) = (u.slot, u.conn.is_some() && u.sec.is_some()) else {
+            return fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID);
+        };
         for t in &m.erabs {
             if cp.set_enb_tunnel(slot, t.id, t.transport, t.teid).is_err() {
                 return fail(self, out, Cause::UNKNOWN_E_RAB_ID);
@@ -1552,59 +2332,166 @@ impl Mme {
         self.attach_conn(id, assoc, m.enb_ue_id, m.tai, m.ecgi);
         let loc = self.location(&self.ues[&id]);
         let _ = cp.set_location(slot, loc);
-        let Some(sc) = self.next_nh(id) else { return fail(self, out, Cause::MISC_UNSPECIFIED) };
+        let Some(sc) = self.next_nh(id) else {
+            return fail(self, out, Cause::MISC_UNSPECIFIED);
+        };
         self.stats.path_switches += 1;
-        let ack = PathSwitchRequestAcknowledge { mme_ue_id: id, enb_ue_id: m.enb_ue_id, ue_ambr: None, erabs_switched_ul: vec![], erabs_to_release: vec![], security_context: sc };
+        let ack = PathSwitchRequestAcknowledge {
+            mme_ue_id: id,
+            enb_ue_id: m.enb_ue_id,
+            ue_ambr: None,
+            erabs_switched_ul: vec![],
+            erabs_to_release: vec![],
+            security_context: sc,
+        };
         self.send(assoc, Some(id), ack.into(), out);
     }
 
-    fn ho_required(&mut self, assoc: AssocId, m: HandoverRequired, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    fn ho_required(
+        &mut self,
+        assoc: AssocId,
+        m: HandoverRequired,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         let id = m.mme_ue_id;
         let prep_fail = |s: &mut Self, out: &mut Vec<Output>, cause| {
-            s.send(assoc, Some(id), HandoverPreparationFailure { mme_ue_id: id, enb_ue_id: m.enb_ue_id, cause }.into(), out);
+            s.send(
+                assoc,
+                Some(id),
+                HandoverPreparationFailure {
+                    mme_ue_id: id,
+                    enb_ue_id: m.enb_ue_id,
+                    cause,
+                }
+                .into(),
+                out,
+            );
         };
         let target = match &m.target {
-            pepc_s1ap::TargetId::Enb { global_enb_id, .. } => self.enb_by_gid.get(global_enb_id).copied(),
+            pepc_s1ap::TargetId::Enb { global_enb_id, .. } => {
+                self.enb_by_gid.get(global_enb_id).copied()
+            }
             _ => None,
         };
-        let Some(target) = target else { return prep_fail(self, out, Cause::UNKNOWN_TARGET_ID) };
+        let Some(target) = target else {
+            return prep_fail(self, out, Cause::UNKNOWN_TARGET_ID);
+        };
         let u = &self.ues[&id];
-        let (Some(slot), true) = (u.slot, u.sec.is_some()) else { return prep_fail(self, out, Cause::RADIO_UNSPECIFIED) };
-        let Some(ctx) = cp.ue(slot) else { return prep_fail(self, out, Cause::RADIO_UNSPECIFIED) };
-        let erabs = ctx.bearers.iter().map(|b| pepc_s1ap::ERab { id: b.ebi, qci: b.qci, arp: s1arp(b.arp), gbr: gbr_of(b), transport: self.cfg.s1u_addr, teid: b.teid_ul, nas_pdu: None }).collect();
+        let (Some(slot), true) = (u.slot, u.sec.is_some()) else {
+            return prep_fail(self, out, Cause::RADIO_UNSPECIFIED);
+        };
+        let Some(ctx) = cp.ue(slot) else {
+            return prep_fail(self, out, Cause::RADIO_UNSPECIFIED);
+        };
+        let erabs = ctx
+            .bearers
+            .iter()
+            .map(|b| pepc_s1ap::ERab {
+                id: b.ebi,
+                qci: b.qci,
+                arp: s1arp(b.arp),
+                gbr: gbr_of(b),
+                transport: self.cfg.s1u_addr,
+                teid: b.teid_ul,
+                nas_pdu: None,
+            })
+            .collect();
         let caps = sec_caps(&u.ue_net_cap);
-        let ambr = pepc_s1ap::Ambr { dl: u.ambr.1, ul: u.ambr.0 };
-        let Some(sc) = self.next_nh(id) else { return prep_fail(self, out, Cause::RADIO_UNSPECIFIED) };
-        let req = HandoverRequest { mme_ue_id: id, handover_type: m.handover_type, cause: m.cause, ue_ambr: ambr, erabs, container: m.container.clone(), ue_security_capabilities: caps, security_context: sc };
-        self.ues.get_mut(&id).expect("present").ho = Some(HoState { target_assoc: target, target_enb_ue_id: None, admitted: vec![], source: (assoc, m.enb_ue_id) });
+        let ambr = pepc_s1ap::Ambr {
+            dl: u.ambr.1,
+            ul: u.ambr.0,
+        };
+        let Some(sc) = self.next_nh(id) else {
+            return prep_fail(self, out, Cause::RADIO_UNSPECIFIED);
+        };
+        let req = HandoverRequest {
+            mme_ue_id: id,
+            handover_type: m.handover_type,
+            cause: m.cause,
+            ue_ambr: ambr,
+            erabs,
+            container: m.container.clone(),
+            ue_security_capabilities: caps,
+            security_context: sc,
+        };
+        self.ues.get_mut(&id).expect("present").ho = Some(HoState {
+            target_assoc: target,
+            target_enb_ue_id: None,
+            admitted: vec![],
+            source: (assoc, m.enb_ue_id),
+        });
         self.send(target, Some(id), req.into(), out);
     }
 
-    fn ho_request_ack(&mut self, assoc: AssocId, m: HandoverRequestAcknowledge, out: &mut Vec<Output>) {
+    fn ho_request_ack(
+        &mut self,
+        assoc: AssocId,
+        m: HandoverRequestAcknowledge,
+        out: &mut Vec<Output>,
+    ) {
         let id = m.mme_ue_id;
-        let Some(h) = self.ues.get_mut(&id).and_then(|u| u.ho.as_mut()).filter(|h| h.target_assoc == assoc) else {
+        let Some(h) = self
+            .ues
+            .get_mut(&id)
+            .and_then(|u| u.ho.as_mut())
+            .filter(|h| h.target_assoc == assoc)
+        else {
             self.stats.unknown_ue_ids += 1;
-            self.error_indication(assoc, Some(id), Some(m.enb_ue_id), Cause::UNKNOWN_MME_UE_S1AP_ID, out);
+            self.error_indication(
+                assoc,
+                Some(id),
+                Some(m.enb_ue_id),
+                Cause::UNKNOWN_MME_UE_S1AP_ID,
+                out,
+            );
             return;
         };
         h.target_enb_ue_id = Some(m.enb_ue_id);
         h.admitted = m.admitted.clone();
         let (sa, se) = h.source;
         self.by_conn.insert((assoc, m.enb_ue_id), id);
-        let cmd = HandoverCommand { mme_ue_id: id, enb_ue_id: se, handover_type: 0, erabs_forwarding: vec![], erabs_to_release: m.failed.clone(), container: m.container };
+        let cmd = HandoverCommand {
+            mme_ue_id: id,
+            enb_ue_id: se,
+            handover_type: 0,
+            erabs_forwarding: vec![],
+            erabs_to_release: m.failed.clone(),
+            container: m.container,
+        };
         self.send(sa, Some(id), cmd.into(), out);
     }
 
     fn ho_failure(&mut self, assoc: AssocId, m: HandoverFailure, out: &mut Vec<Output>) {
         let id = m.mme_ue_id;
-        let Some(h) = self.ues.get_mut(&id).and_then(|u| u.ho.take()) else { return };
+        let Some(h) = self.ues.get_mut(&id).and_then(|u| u.ho.take()) else {
+            return;
+        };
         let _ = assoc;
-        self.send(h.source.0, Some(id), HandoverPreparationFailure { mme_ue_id: id, enb_ue_id: h.source.1, cause: m.cause }.into(), out);
+        self.send(
+            h.source.0,
+            Some(id),
+            HandoverPreparationFailure {
+                mme_ue_id: id,
+                enb_ue_id: h.source.1,
+                cause: m.cause,
+            }
+            .into(),
+            out,
+        );
     }
 
-    fn ho_notify(&mut self, assoc: AssocId, m: HandoverNotify, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    fn ho_notify(
+        &mut self,
+        assoc: AssocId,
+        m: HandoverNotify,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         let id = m.mme_ue_id;
-        let Some(h) = self.ues.get_mut(&id).and_then(|u| u.ho.take()) else { return };
+        let Some(h) = self.ues.get_mut(&id).and_then(|u| u.ho.take()) else {
+            return;
+        };
         let slot = self.ues[&id].slot;
         if let Some(s) = slot {
             for a in &h.admitted {
@@ -1622,7 +2509,19 @@ impl Mme {
             let _ = cp.set_location(s, loc);
         }
         self.stats.s1_handovers += 1;
-        self.send(h.source.0, Some(id), UeContextReleaseCommand { ids: UeS1apIds::Pair { mme_ue_id: id, enb_ue_id: h.source.1 }, cause: Cause::SUCCESSFUL_HANDOVER }.into(), out);
+        self.send(
+            h.source.0,
+            Some(id),
+            UeContextReleaseCommand {
+                ids: UeS1apIds::Pair {
+                    mme_ue_id: id,
+                    enb_ue_id: h.source.1,
+                },
+                cause: Cause::SUCCESSFUL_HANDOVER,
+            }
+            .into(),
+            out,
+        );
     }
 }
 
@@ -1631,11 +2530,20 @@ fn log(out: &mut Vec<Output>, lvl: LogLevel, s: String) {
 }
 
 fn s1arp(a: Arp) -> pepc_s1ap::Arp {
-    pepc_s1ap::Arp { priority_level: a.priority_level, pre_emption_capability: a.pre_emption_capability, pre_emption_vulnerability: a.pre_emption_vulnerability }
+    pepc_s1ap::Arp {
+        priority_level: a.priority_level,
+        pre_emption_capability: a.pre_emption_capability,
+        pre_emption_vulnerability: a.pre_emption_vulnerability,
+    }
 }
 
 fn gbr_of(b: &pepc_slice::context::BearerContext) -> Option<pepc_s1ap::GbrQos> {
-    (b.qci <= 4 && b.qci > 0).then_some(pepc_s1ap::GbrQos { mbr_dl: b.mbr_dl, mbr_ul: b.mbr_ul, gbr_dl: b.gbr_dl, gbr_ul: b.gbr_ul })
+    (b.qci <= 4 && b.qci > 0).then_some(pepc_s1ap::GbrQos {
+        mbr_dl: b.mbr_dl,
+        mbr_ul: b.mbr_ul,
+        gbr_dl: b.gbr_dl,
+        gbr_ul: b.gbr_ul,
+    })
 }
 
 /// S1AP UE security capabilities from the NAS UE network capability: bit 1 of the
@@ -1643,7 +2551,10 @@ fn gbr_of(b: &pepc_slice::context::BearerContext) -> Option<pepc_s1ap::GbrQos> {
 fn sec_caps(cap: &[u8]) -> UeSecurityCapabilities {
     let e = cap.first().copied().unwrap_or(0) & 0x70;
     let i = cap.get(1).copied().unwrap_or(0) & 0x70;
-    UeSecurityCapabilities { eea: (e as u16) << 9, eia: (i as u16) << 9 }
+    UeSecurityCapabilities {
+        eea: (e as u16) << 9,
+        eia: (i as u16) << 9,
+    }
 }
 
 fn bearer_status(cp: &ControlPlane, slot: Option<u32>) -> Vec<u8> {
@@ -1667,6 +2578,3 @@ pub fn urandom() -> Box<dyn FnMut() -> [u8; 16] + Send> {
         b
     })
 }
-
-#[allow(dead_code)]
-fn _unused(_: Ipv4Addr, _: Eea) {}

@@ -27,7 +27,7 @@ pub fn parse_identity(v: &[u8]) -> Identity {
             for (i, b) in v[1..].iter().enumerate() {
                 digits.push(b & 0x0f);
                 let last = i == v.len() - 2;
-                if !(last && !odd) {
+                if !last || odd {
                     digits.push(b >> 4);
                 }
             }
@@ -86,7 +86,7 @@ pub fn tai_list_value(plmn: [u8; 3], tacs: &[u16]) -> Vec<u8> {
 
 /// GPRS timer (TS 24.008 10.5.7.3) for a duration in seconds.
 pub fn gprs_timer(secs: u64) -> u8 {
-    if secs <= 2 * 31 && secs % 2 == 0 {
+    if secs <= 2 * 31 && secs.is_multiple_of(2) {
         (secs / 2) as u8
     } else if secs <= 31 * 60 {
         0x20 | (secs / 60).min(31) as u8
@@ -247,7 +247,9 @@ impl SecCtx {
             (true, _) if dir == Direction::Downlink => {
                 NasEpsSecurityHeaderType::IntegrityProtectedWithNewEpsSecurityContext
             }
-            (true, _) => NasEpsSecurityHeaderType::IntegrityProtectedAndCipheredWithNewEpsSecurityContext,
+            (true, _) => {
+                NasEpsSecurityHeaderType::IntegrityProtectedAndCipheredWithNewEpsSecurityContext
+            }
             (false, true) => NasEpsSecurityHeaderType::IntegrityProtectedAndCiphered,
             (false, false) => NasEpsSecurityHeaderType::IntegrityProtected,
         };

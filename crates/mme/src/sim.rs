@@ -3,11 +3,13 @@
 //! tests and by `pepc bench attach` ([`run_inprocess_attaches`]).
 
 use crate::mme::{AssocId, Input, Mme, Output};
-use crate::nasx::{self, Direction, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, SecCtx};
+use crate::nasx::{
+    self, Direction, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, SecCtx,
+};
 use crate::MmeConfig;
 use pepc_hss::{Hss, OpKind, PdnType, Subscriber};
 use pepc_s1ap::msg::*;
-use pepc_s1ap::{EnbId, GlobalEnbId, SupportedTa, Tai, Ecgi, ERabTunnel};
+use pepc_s1ap::{ERabTunnel, Ecgi, EnbId, GlobalEnbId, SupportedTa, Tai};
 use pepc_security::{Key128, Key256, Milenage};
 use pepc_slice::control::ControlPlane;
 use pepc_slice::datapath::DataPlane;
@@ -59,7 +61,14 @@ impl Harness {
             r[..8].copy_from_slice(&ctr.to_be_bytes());
             r
         });
-        Harness { mme: Mme::new(cfg, hss.clone(), rand), cp, dp, hss, now: Instant::now(), logs: vec![] }
+        Harness {
+            mme: Mme::new(cfg, hss.clone(), rand),
+            cp,
+            dp,
+            hss,
+            now: Instant::now(),
+            logs: vec![],
+        }
     }
 
     fn collect(&mut self, out: Vec<Output>) -> Vec<(AssocId, S1apMessage)> {
@@ -83,9 +92,17 @@ impl Harness {
         self.collect(out)
     }
 
-    pub fn send(&mut self, assoc: AssocId, m: impl Into<S1apMessage>) -> Vec<(AssocId, S1apMessage)> {
+    pub fn send(
+        &mut self,
+        assoc: AssocId,
+        m: impl Into<S1apMessage>,
+    ) -> Vec<(AssocId, S1apMessage)> {
         let bytes = m.into().encode().expect("test message encodes");
-        self.input(Input::S1ap { assoc, stream: 1, bytes })
+        self.input(Input::S1ap {
+            assoc,
+            stream: 1,
+            bytes,
+        })
     }
 
     /// Advance the clock and run due timers.
@@ -98,15 +115,27 @@ impl Harness {
 
     /// Association up + S1 Setup for an eNB with `gid` serving TAC `tac` of 001/01.
     pub fn enb_setup(&mut self, assoc: AssocId, gid: u32, tac: u16) -> S1apMessage {
-        self.input(Input::EnbUp { assoc, out_streams: 4 });
+        self.input(Input::EnbUp {
+            assoc,
+            out_streams: 4,
+        });
         let plmn = self.mme.config().plmn;
         let req = S1SetupRequest {
-            global_enb_id: GlobalEnbId { plmn, enb_id: EnbId::Macro(gid) },
+            global_enb_id: GlobalEnbId {
+                plmn,
+                enb_id: EnbId::Macro(gid),
+            },
             enb_name: Some(format!("enb{gid}")),
-            supported_tas: vec![SupportedTa { tac, plmns: vec![plmn] }],
+            supported_tas: vec![SupportedTa {
+                tac,
+                plmns: vec![plmn],
+            }],
             paging_drx: Some(128),
         };
-        self.send(assoc, req).pop().map(|x| x.1).expect("S1 Setup answered")
+        self.send(assoc, req)
+            .pop()
+            .map(|x| x.1)
+            .expect("S1 Setup answered")
     }
 
     /// Let the slice apply published updates (data thread side).
@@ -171,7 +200,10 @@ impl SimUe {
     }
 
     fn pdn_request(&self, esm_info: bool) -> NasEpsMessage {
-        let mut p = nasx::NasPdnConnectivityRequest::new(nasx::NasRequestType::new(1), nasx::NasPdnType::new(1));
+        let mut p = nasx::NasPdnConnectivityRequest::new(
+            nasx::NasRequestType::new(1),
+            nasx::NasPdnType::new(1),
+        );
         if esm_info {
             p.esm_information_transfer_flag = Some(nasx::NasEsmInformationTransferFlag::new(1));
         }
@@ -189,13 +221,19 @@ impl SimUe {
             nasx::NasKeySetIdentifier::new(7),
             nasx::NasEpsMobileIdentity::new(id),
             nasx::NasUeNetworkCapability::new(self.net_cap.clone()),
-            nasx::NasEsmMessageContainer::from_esm_message(&self.pdn_request(esm_info)).expect("ESM"),
+            nasx::NasEsmMessageContainer::from_esm_message(&self.pdn_request(esm_info))
+                .expect("ESM"),
         );
         NasEpsMessage::new_emm(r).encode().expect("encodes")
     }
 
     pub fn protect(&mut self, m: &NasEpsMessage) -> Vec<u8> {
-        let b = self.sec.as_mut().expect("security context").protect(m, false, Direction::Uplink).expect("protects");
+        let b = self
+            .sec
+            .as_mut()
+            .expect("security context")
+            .protect(m, false, Direction::Uplink)
+            .expect("protects");
         self.up_count();
         b
     }
@@ -203,7 +241,11 @@ impl SimUe {
     pub fn service_request(&mut self) -> Vec<u8> {
         let s = self.sec.as_mut().expect("security context");
         let sr = s.ctx.protect_service_request(s.ksi).expect("SR");
-        s.last_ul_count = s.ctx.nas_count(Direction::Uplink).map(|c| c.get().wrapping_sub(1)).unwrap_or(0);
+        s.last_ul_count = s
+            .ctx
+            .nas_count(Direction::Uplink)
+            .map(|c| c.get().wrapping_sub(1))
+            .unwrap_or(0);
         NasEpsMessage::ServiceRequest(sr).encode().expect("encodes")
     }
 
@@ -216,7 +258,14 @@ impl SimUe {
         );
         // TAU Request is integrity protected, not ciphered (TS 24.301 §4.4.5).
         let s = self.sec.as_mut().expect("security context");
-        let b = s.ctx.protect(&NasEpsMessage::new_emm(r), nasx::NasEpsSecurityHeaderType::IntegrityProtected, Direction::Uplink).expect("protects");
+        let b = s
+            .ctx
+            .protect(
+                &NasEpsMessage::new_emm(r),
+                nasx::NasEpsSecurityHeaderType::IntegrityProtected,
+                Direction::Uplink,
+            )
+            .expect("protects");
         self.up_count();
         b
     }
@@ -239,7 +288,11 @@ impl SimUe {
 
     fn up_count(&mut self) {
         if let Some(s) = self.sec.as_mut() {
-            s.last_ul_count = s.ctx.nas_count(Direction::Uplink).map(|c| c.get().wrapping_sub(1)).unwrap_or(0);
+            s.last_ul_count = s
+                .ctx
+                .nas_count(Direction::Uplink)
+                .map(|c| c.get().wrapping_sub(1))
+                .unwrap_or(0);
         }
     }
 
@@ -256,18 +309,26 @@ impl SimUe {
                     _ => None,
                 })
                 .ok_or("SMC undecodable")?;
-            let NasEpsMessage::Emm(_, Emm::SecurityModeCommand(c)) = &inner else { return Err("SHT 3 without SMC".into()) };
+            let NasEpsMessage::Emm(_, Emm::SecurityModeCommand(c)) = &inner else {
+                return Err("SHT 3 without SMC".into());
+            };
             let algs = c.selected_nas_security_algorithms.value;
             let eea = pepc_security::Eea::try_from((algs >> 4) & 7).map_err(|e| e.to_string())?;
             let eia = pepc_security::Eia::try_from(algs & 7).map_err(|e| e.to_string())?;
             let kasme = self.kasme.clone().ok_or("SMC before AKA")?;
             let mut ctx = SecCtx::new(kasme, c.nas_key_set_identifier.value & 7, eea, eia)?;
-            let m = ctx.unprotect(bytes, Direction::Downlink).map_err(|e| format!("SMC MAC: {e:?}"))?;
+            let m = ctx
+                .unprotect(bytes, Direction::Downlink)
+                .map_err(|e| format!("SMC MAC: {e:?}"))?;
             self.sec = Some(ctx);
             m
         } else {
-            let s = self.sec.as_mut().ok_or("protected message without context")?;
-            s.unprotect(bytes, Direction::Downlink).map_err(|e| format!("DL unprotect: {e:?}"))?
+            let s = self
+                .sec
+                .as_mut()
+                .ok_or("protected message without context")?;
+            s.unprotect(bytes, Direction::Downlink)
+                .map_err(|e| format!("DL unprotect: {e:?}"))?
         };
         let (got, reply) = match msg {
             NasEpsMessage::Emm(_, e) => self.on_emm(e)?,
@@ -281,8 +342,17 @@ impl SimUe {
     fn on_emm(&mut self, e: Emm) -> Result<(String, Option<Vec<u8>>), String> {
         Ok(match e {
             Emm::IdentityRequest(_) => {
-                let r = nasx::NasIdentityResponse::new(nasx::NasMobileIdentity::new(nasx::imsi_value(&self.imsi)));
-                ("IdentityRequest".into(), Some(NasEpsMessage::new_emm(r).encode().map_err(|e| e.to_string())?))
+                let r = nasx::NasIdentityResponse::new(nasx::NasMobileIdentity::new(
+                    nasx::imsi_value(&self.imsi),
+                ));
+                (
+                    "IdentityRequest".into(),
+                    Some(
+                        NasEpsMessage::new_emm(r)
+                            .encode()
+                            .map_err(|e| e.to_string())?,
+                    ),
+                )
             }
             Emm::AuthenticationRequest(a) => {
                 let mut rand = [0u8; 16];
@@ -293,21 +363,34 @@ impl SimUe {
                     Ok(ok) => {
                         self.sqn_max = ok.sqn;
                         let sqn_ak: [u8; 6] = autn[..6].try_into().expect("6");
-                        self.kasme = Some(pepc_security::kasme(&ok.ck, &ok.ik, [0x00, 0xf1, 0x10], sqn_ak));
+                        self.kasme = Some(pepc_security::kasme(
+                            &ok.ck,
+                            &ok.ik,
+                            [0x00, 0xf1, 0x10],
+                            sqn_ak,
+                        ));
                         let mut res = ok.res.to_vec();
                         if self.corrupt_k {
                             res[0] ^= 1;
                         }
-                        NasEpsMessage::new_emm(nasx::NasAuthenticationResponse::new(nasx::NasAuthenticationResponseParameter::new(res)))
+                        NasEpsMessage::new_emm(nasx::NasAuthenticationResponse::new(
+                            nasx::NasAuthenticationResponseParameter::new(res),
+                        ))
                     }
                     Err(pepc_security::UsimError::SynchFailure { auts }) => {
                         let mut f = nasx::NasAuthenticationFailure::new(nasx::NasEmmCause::new(21));
-                        f.authentication_failure_parameter = Some(nasx::NasAuthenticationFailureParameter::new(auts.to_vec()));
+                        f.authentication_failure_parameter =
+                            Some(nasx::NasAuthenticationFailureParameter::new(auts.to_vec()));
                         NasEpsMessage::new_emm(f)
                     }
-                    Err(_) => NasEpsMessage::new_emm(nasx::NasAuthenticationFailure::new(nasx::NasEmmCause::new(20))),
+                    Err(_) => NasEpsMessage::new_emm(nasx::NasAuthenticationFailure::new(
+                        nasx::NasEmmCause::new(20),
+                    )),
                 };
-                ("AuthenticationRequest".into(), Some(reply.encode().map_err(|e| e.to_string())?))
+                (
+                    "AuthenticationRequest".into(),
+                    Some(reply.encode().map_err(|e| e.to_string())?),
+                )
             }
             Emm::SecurityModeCommand(_) => {
                 let m = NasEpsMessage::new_emm(nasx::NasSecurityModeComplete::new());
@@ -322,10 +405,17 @@ impl SimUe {
                         self.m_tmsi = Some(t);
                     }
                 }
-                if let Ok(NasEpsMessage::Esm(h, Esm::ActivateDefaultEpsBearerContextRequest(r))) = a.esm_message_container.decode_as_esm_message() {
+                if let Ok(NasEpsMessage::Esm(h, Esm::ActivateDefaultEpsBearerContextRequest(r))) =
+                    a.esm_message_container.decode_as_esm_message()
+                {
                     self.ue_ip = r.pdn_address.ipv4().map(Ipv4Addr::from);
-                    let acc = NasEpsMessage::new_esm(nasx::NasActivateDefaultEpsBearerContextAccept::new(), h.eps_bearer_identity, 0);
-                    let c = nasx::NasEsmMessageContainer::from_esm_message(&acc).map_err(|e| e.to_string())?;
+                    let acc = NasEpsMessage::new_esm(
+                        nasx::NasActivateDefaultEpsBearerContextAccept::new(),
+                        h.eps_bearer_identity,
+                        0,
+                    );
+                    let c = nasx::NasEsmMessageContainer::from_esm_message(&acc)
+                        .map_err(|e| e.to_string())?;
                     let m = NasEpsMessage::new_emm(nasx::NasAttachComplete::new(c));
                     let b = self.protect(&m);
                     ("AttachAccept".into(), Some(b))
@@ -341,7 +431,9 @@ impl SimUe {
                 if let nasx::Identity::Guti(_, _, _, t) = nasx::parse_identity(&g.guti.value) {
                     self.m_tmsi = Some(t);
                 }
-                let b = self.protect(&NasEpsMessage::new_emm(nasx::NasGutiReallocationComplete::new()));
+                let b = self.protect(&NasEpsMessage::new_emm(
+                    nasx::NasGutiReallocationComplete::new(),
+                ));
                 ("GutiReallocationCommand".into(), Some(b))
             }
             Emm::AttachReject(r) => (format!("AttachReject#{}", r.emm_cause.value), None),
@@ -360,11 +452,19 @@ impl SimUe {
                 ("EsmInformationRequest".into(), Some(b))
             }
             Esm::ActivateDedicatedEpsBearerContextRequest(_) => {
-                let b = self.protect(&NasEpsMessage::new_esm(nasx::NasActivateDedicatedEpsBearerContextAccept::new(), ebi, 0));
+                let b = self.protect(&NasEpsMessage::new_esm(
+                    nasx::NasActivateDedicatedEpsBearerContextAccept::new(),
+                    ebi,
+                    0,
+                ));
                 ("ActivateDedicatedEpsBearerContextRequest".into(), Some(b))
             }
             Esm::DeactivateEpsBearerContextRequest(_) => {
-                let b = self.protect(&NasEpsMessage::new_esm(nasx::NasDeactivateEpsBearerContextAccept::new(), ebi, 0));
+                let b = self.protect(&NasEpsMessage::new_esm(
+                    nasx::NasDeactivateEpsBearerContextAccept::new(),
+                    ebi,
+                    0,
+                ));
                 ("DeactivateEpsBearerContextRequest".into(), Some(b))
             }
             other => (format!("{:?}", other.message_type()), None),
@@ -381,10 +481,21 @@ pub const ENB_ADDR: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
 
 /// Run the eNB+UE side against everything the MME sent, until quiet. Returns the
 /// names of the S1AP messages seen (in order).
-pub fn pump(h: &mut Harness, ue: &mut SimUe, assoc: AssocId, mut pending: Vec<(AssocId, S1apMessage)>) -> Result<Vec<String>, String> {
+pub fn pump(
+    h: &mut Harness,
+    ue: &mut SimUe,
+    assoc: AssocId,
+    mut pending: Vec<(AssocId, S1apMessage)>,
+) -> Result<Vec<String>, String> {
     let mut seen = vec![];
-    let tai = Tai { plmn: h.mme.config().plmn, tac: 1 };
-    let ecgi = Ecgi { plmn: h.mme.config().plmn, cell_id: 0x101 };
+    let tai = Tai {
+        plmn: h.mme.config().plmn,
+        tac: 1,
+    };
+    let ecgi = Ecgi {
+        plmn: h.mme.config().plmn,
+        cell_id: 0x101,
+    };
     while !pending.is_empty() {
         let mut next = vec![];
         for (_a, m) in pending {
@@ -394,7 +505,16 @@ pub fn pump(h: &mut Harness, ue: &mut SimUe, assoc: AssocId, mut pending: Vec<(A
                     ue.mme_ue_id = Some(d.mme_ue_id);
                     let step = ue.on_downlink(&d.nas_pdu)?;
                     if let Some(r) = step.reply {
-                        next.extend(h.send(assoc, UplinkNasTransport { mme_ue_id: d.mme_ue_id, enb_ue_id: ue.enb_ue_id, nas_pdu: r, ecgi, tai }));
+                        next.extend(h.send(
+                            assoc,
+                            UplinkNasTransport {
+                                mme_ue_id: d.mme_ue_id,
+                                enb_ue_id: ue.enb_ue_id,
+                                nas_pdu: r,
+                                ecgi,
+                                tai,
+                            },
+                        ));
                     }
                 }
                 S1apMessage::InitialContextSetupRequest(r) => {
@@ -411,10 +531,35 @@ pub fn pump(h: &mut Harness, ue: &mut SimUe, assoc: AssocId, mut pending: Vec<(A
                             return Err("KeNB mismatch".into());
                         }
                     }
-                    let erabs = r.erabs.iter().map(|e| ERabTunnel { id: e.id, transport: ENB_ADDR, teid: enb_teid(ue.enb_ue_id, e.id) }).collect();
-                    next.extend(h.send(assoc, InitialContextSetupResponse { mme_ue_id: r.mme_ue_id, enb_ue_id: ue.enb_ue_id, erabs, failed: vec![] }));
+                    let erabs = r
+                        .erabs
+                        .iter()
+                        .map(|e| ERabTunnel {
+                            id: e.id,
+                            transport: ENB_ADDR,
+                            teid: enb_teid(ue.enb_ue_id, e.id),
+                        })
+                        .collect();
+                    next.extend(h.send(
+                        assoc,
+                        InitialContextSetupResponse {
+                            mme_ue_id: r.mme_ue_id,
+                            enb_ue_id: ue.enb_ue_id,
+                            erabs,
+                            failed: vec![],
+                        },
+                    ));
                     if let Some(b) = reply {
-                        next.extend(h.send(assoc, UplinkNasTransport { mme_ue_id: r.mme_ue_id, enb_ue_id: ue.enb_ue_id, nas_pdu: b, ecgi, tai }));
+                        next.extend(h.send(
+                            assoc,
+                            UplinkNasTransport {
+                                mme_ue_id: r.mme_ue_id,
+                                enb_ue_id: ue.enb_ue_id,
+                                nas_pdu: b,
+                                ecgi,
+                                tai,
+                            },
+                        ));
                     }
                 }
                 S1apMessage::UeContextReleaseCommand(c) => {
@@ -422,17 +567,48 @@ pub fn pump(h: &mut Harness, ue: &mut SimUe, assoc: AssocId, mut pending: Vec<(A
                         pepc_s1ap::UeS1apIds::Pair { mme_ue_id, .. } => mme_ue_id,
                         pepc_s1ap::UeS1apIds::MmeOnly(i) => i,
                     };
-                    next.extend(h.send(assoc, UeContextReleaseComplete { mme_ue_id, enb_ue_id: ue.enb_ue_id }));
+                    next.extend(h.send(
+                        assoc,
+                        UeContextReleaseComplete {
+                            mme_ue_id,
+                            enb_ue_id: ue.enb_ue_id,
+                        },
+                    ));
                 }
                 S1apMessage::ERabSetupRequest(r) => {
                     let mut reply = None;
                     if let Some(nas) = r.erabs.first().and_then(|e| e.nas_pdu.clone()) {
                         reply = ue.on_downlink(&nas)?.reply;
                     }
-                    let setup = r.erabs.iter().map(|e| ERabTunnel { id: e.id, transport: ENB_ADDR, teid: enb_teid(ue.enb_ue_id, e.id) }).collect();
-                    next.extend(h.send(assoc, ERabSetupResponse { mme_ue_id: r.mme_ue_id, enb_ue_id: ue.enb_ue_id, setup, failed: vec![] }));
+                    let setup = r
+                        .erabs
+                        .iter()
+                        .map(|e| ERabTunnel {
+                            id: e.id,
+                            transport: ENB_ADDR,
+                            teid: enb_teid(ue.enb_ue_id, e.id),
+                        })
+                        .collect();
+                    next.extend(h.send(
+                        assoc,
+                        ERabSetupResponse {
+                            mme_ue_id: r.mme_ue_id,
+                            enb_ue_id: ue.enb_ue_id,
+                            setup,
+                            failed: vec![],
+                        },
+                    ));
                     if let Some(b) = reply {
-                        next.extend(h.send(assoc, UplinkNasTransport { mme_ue_id: r.mme_ue_id, enb_ue_id: ue.enb_ue_id, nas_pdu: b, ecgi, tai }));
+                        next.extend(h.send(
+                            assoc,
+                            UplinkNasTransport {
+                                mme_ue_id: r.mme_ue_id,
+                                enb_ue_id: ue.enb_ue_id,
+                                nas_pdu: b,
+                                ecgi,
+                                tai,
+                            },
+                        ));
                     }
                 }
                 _ => {}
@@ -443,7 +619,6 @@ pub fn pump(h: &mut Harness, ue: &mut SimUe, assoc: AssocId, mut pending: Vec<(A
     Ok(seen)
 }
 
-
 /// Initial UE Message carrying `nas`.
 pub fn initial_ue(h: &Harness, ue: &SimUe, nas: Vec<u8>, s_tmsi: Option<u32>) -> InitialUeMessage {
     let plmn = h.mme.config().plmn;
@@ -451,9 +626,15 @@ pub fn initial_ue(h: &Harness, ue: &SimUe, nas: Vec<u8>, s_tmsi: Option<u32>) ->
         enb_ue_id: ue.enb_ue_id,
         nas_pdu: nas,
         tai: Tai { plmn, tac: 1 },
-        ecgi: Ecgi { plmn, cell_id: 0x101 },
+        ecgi: Ecgi {
+            plmn,
+            cell_id: 0x101,
+        },
         rrc_cause: 3,
-        s_tmsi: s_tmsi.map(|m_tmsi| pepc_s1ap::STmsi { mmec: h.mme.config().mme_code, m_tmsi }),
+        s_tmsi: s_tmsi.map(|m_tmsi| pepc_s1ap::STmsi {
+            mmec: h.mme.config().mme_code,
+            m_tmsi,
+        }),
         gummei: None,
     }
 }
@@ -477,7 +658,9 @@ pub struct AttachBenchResult {
 /// both sides, vectors from an in-memory HSS), one after the other.
 pub fn run_inprocess_attaches(n: usize) -> AttachBenchResult {
     let mut h = Harness::new(n + 16, MmeConfig::default());
-    let subs: Vec<Subscriber> = (0..n).map(|i| subscriber(&format!("00101{:010}", i + 1))).collect();
+    let subs: Vec<Subscriber> = (0..n)
+        .map(|i| subscriber(&format!("00101{:010}", i + 1)))
+        .collect();
     h.hss.add_many(&subs).expect("HSS add");
     h.enb_setup(1, 1, 1);
     let mut lat = Vec::with_capacity(n);
@@ -493,6 +676,15 @@ pub fn run_inprocess_attaches(n: usize) -> AttachBenchResult {
     }
     let total = t0.elapsed().as_secs_f64();
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    let q = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0.0);
-    AttachBenchResult { attaches: n, attaches_per_s: n as f64 / total.max(1e-9), completion_us_p50: q(0.5), completion_us_p99: q(0.99) }
+    let q = |p: f64| {
+        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    AttachBenchResult {
+        attaches: n,
+        attaches_per_s: n as f64 / total.max(1e-9),
+        completion_us_p50: q(0.5),
+        completion_us_p99: q(0.99),
+    }
 }

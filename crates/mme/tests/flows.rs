@@ -10,7 +10,10 @@ const IMSI: &str = "001010000000001";
 fn setup() -> Harness {
     let mut h = Harness::new(100, MmeConfig::default());
     h.hss.add(&subscriber(IMSI)).unwrap();
-    assert!(matches!(h.enb_setup(1, 1, 1), S1apMessage::S1SetupResponse(_)));
+    assert!(matches!(
+        h.enb_setup(1, 1, 1),
+        S1apMessage::S1SetupResponse(_)
+    ));
     h
 }
 
@@ -18,18 +21,31 @@ fn attached() -> (Harness, SimUe) {
     let mut h = setup();
     let mut ue = SimUe::new(IMSI, 10);
     let seen = attach(&mut h, &mut ue, 1).unwrap();
-    assert!(seen.contains(&"InitialContextSetupRequest".to_string()), "{seen:?} {:?}", h.logs);
+    assert!(
+        seen.contains(&"InitialContextSetupRequest".to_string()),
+        "{seen:?} {:?}",
+        h.logs
+    );
     (h, ue)
 }
 
 #[test]
 fn s1_setup_ok_and_unknown_plmn() {
     let mut h = setup();
-    h.input(Input::EnbUp { assoc: 2, out_streams: 2 });
+    h.input(Input::EnbUp {
+        assoc: 2,
+        out_streams: 2,
+    });
     let req = S1SetupRequest {
-        global_enb_id: pepc_s1ap::GlobalEnbId { plmn: pepc_s1ap::Plmn::from_mcc_mnc("999", "99").unwrap(), enb_id: pepc_s1ap::EnbId::Macro(2) },
+        global_enb_id: pepc_s1ap::GlobalEnbId {
+            plmn: pepc_s1ap::Plmn::from_mcc_mnc("999", "99").unwrap(),
+            enb_id: pepc_s1ap::EnbId::Macro(2),
+        },
         enb_name: None,
-        supported_tas: vec![pepc_s1ap::SupportedTa { tac: 1, plmns: vec![pepc_s1ap::Plmn::from_mcc_mnc("999", "99").unwrap()] }],
+        supported_tas: vec![pepc_s1ap::SupportedTa {
+            tac: 1,
+            plmns: vec![pepc_s1ap::Plmn::from_mcc_mnc("999", "99").unwrap()],
+        }],
         paging_drx: Some(64),
     };
     match &h.send(2, req)[..] {
@@ -73,13 +89,19 @@ fn batch_of(pkts: &[Vec<u8>]) -> Batch {
 
 fn ul_nas(h: &mut Harness, ue: &SimUe, nas: Vec<u8>) -> Vec<(u64, S1apMessage)> {
     let plmn = h.mme.config().plmn;
-    h.send(1, UplinkNasTransport {
-        mme_ue_id: ue.mme_ue_id.unwrap(),
-        enb_ue_id: ue.enb_ue_id,
-        nas_pdu: nas,
-        ecgi: pepc_s1ap::Ecgi { plmn, cell_id: 0x101 },
-        tai: pepc_s1ap::Tai { plmn, tac: 1 },
-    })
+    h.send(
+        1,
+        UplinkNasTransport {
+            mme_ue_id: ue.mme_ue_id.unwrap(),
+            enb_ue_id: ue.enb_ue_id,
+            nas_pdu: nas,
+            ecgi: pepc_s1ap::Ecgi {
+                plmn,
+                cell_id: 0x101,
+            },
+            tai: pepc_s1ap::Tai { plmn, tac: 1 },
+        },
+    )
 }
 
 fn names(v: &[(u64, S1apMessage)]) -> Vec<&'static str> {
@@ -88,7 +110,14 @@ fn names(v: &[(u64, S1apMessage)]) -> Vec<&'static str> {
 
 fn release(h: &mut Harness, ue: &mut SimUe) {
     let id = ue.mme_ue_id.unwrap();
-    let r = h.send(1, UeContextReleaseRequest { mme_ue_id: id, enb_ue_id: ue.enb_ue_id, cause: Cause::USER_INACTIVITY });
+    let r = h.send(
+        1,
+        UeContextReleaseRequest {
+            mme_ue_id: id,
+            enb_ue_id: ue.enb_ue_id,
+            cause: Cause::USER_INACTIVITY,
+        },
+    );
     pump(h, ue, 1, r).unwrap();
     assert!(!h.mme.is_connected(IMSI_N));
 }
@@ -104,16 +133,24 @@ fn attach_then_uplink_forwards_and_idle_downlink_pages_then_service_request_drai
     assert_eq!(b.bufs[0].meta.verdict, Verdict::ToSgi);
 
     release(&mut h, &mut ue);
-    let mut b = batch_of(&[ipv4_udp(SERVER, ip, 2, 1, 50), ipv4_udp(SERVER, ip, 2, 1, 51)]);
+    let mut b = batch_of(&[
+        ipv4_udp(SERVER, ip, 2, 1, 50),
+        ipv4_udp(SERVER, ip, 2, 1, 51),
+    ]);
     h.dp.downlink(&mut b, 2);
-    assert!(b.packets().iter().all(|p| p.meta.verdict == Verdict::Consumed));
+    assert!(b
+        .packets()
+        .iter()
+        .all(|p| p.meta.verdict == Verdict::Consumed));
     let mut ev = vec![];
     h.cp.poll_requests(&mut ev);
     assert_eq!(ev.len(), 1);
     let paging = h.input(Input::Control(ev.pop().unwrap()));
     match &paging[..] {
         [(1, S1apMessage::Paging(p))] => {
-            assert!(matches!(p.paging_id, pepc_s1ap::PagingIdentity::STmsi(s) if Some(s.m_tmsi) == ue.m_tmsi));
+            assert!(
+                matches!(p.paging_id, pepc_s1ap::PagingIdentity::STmsi(s) if Some(s.m_tmsi) == ue.m_tmsi)
+            );
         }
         o => panic!("{o:?}"),
     }
@@ -129,7 +166,10 @@ fn attach_then_uplink_forwards_and_idle_downlink_pages_then_service_request_drai
     h.dp.downlink(&mut again, 4);
     for p in again.packets() {
         assert_eq!(p.meta.verdict, Verdict::ToS1u);
-        assert_eq!(GtpuPacket::new_checked(p.as_slice()).unwrap().teid(), enb_teid(11, 5));
+        assert_eq!(
+            GtpuPacket::new_checked(p.as_slice()).unwrap().teid(),
+            enb_teid(11, 5)
+        );
     }
     // No further paging once connected.
     assert!(h.advance(Duration::from_secs(10)).is_empty());
@@ -141,10 +181,17 @@ fn paging_retries_then_fails() {
     let (mut h, mut ue) = attached();
     release(&mut h, &mut ue);
     let (_, slot) = h.cp.find_imsi(IMSI_N).unwrap();
-    h.input(Input::Control(pepc_slice::control::ControlEvent::Page { ue_slot: slot, imsi: IMSI_N }));
+    h.input(Input::Control(pepc_slice::control::ControlEvent::Page {
+        ue_slot: slot,
+        imsi: IMSI_N,
+    }));
     let mut pages = 1;
     for _ in 0..5 {
-        pages += h.advance(Duration::from_secs(2)).iter().filter(|(_, m)| matches!(m, S1apMessage::Paging(_))).count();
+        pages += h
+            .advance(Duration::from_secs(2))
+            .iter()
+            .filter(|(_, m)| matches!(m, S1apMessage::Paging(_)))
+            .count();
     }
     assert_eq!(pages, 3);
     assert_eq!(h.mme.stats.paging_failures, 1);
@@ -178,7 +225,13 @@ fn auth_mac_failure_gets_authentication_reject() {
     let mut h = setup();
     let mut ue = SimUe::new(IMSI, 10).with_wrong_key();
     attach(&mut h, &mut ue, 1).unwrap();
-    assert!(ue.received.iter().any(|r| r.contains("AuthenticationReject")), "{:?}", ue.received);
+    assert!(
+        ue.received
+            .iter()
+            .any(|r| r.contains("AuthenticationReject")),
+        "{:?}",
+        ue.received
+    );
     assert_eq!(h.mme.stats.attaches, 0);
     assert_eq!(h.mme.stats.auth_rejects, 1);
     assert!(h.cp.find_imsi(IMSI_N).is_none());
@@ -215,25 +268,39 @@ fn unknown_imsi_is_rejected_with_cause_8() {
 #[test]
 fn bad_mac_is_discarded_and_replay_is_counted() {
     let (mut h, mut ue) = attached();
-    let m = pepc_mme::nasx::NasEpsMessage::new_emm(pepc_mme::nasx::NasDetachRequestUeOriginating::new(
-        pepc_mme::nasx::NasDetachType::new(1),
-        pepc_mme::nasx::NasKeySetIdentifier::new(0),
-        pepc_mme::nasx::NasEpsMobileIdentity::new(pepc_mme::nasx::guti_value([0, 0xf1, 0x10], 1, 1, ue.m_tmsi.unwrap())),
-    ));
+    let m =
+        pepc_mme::nasx::NasEpsMessage::new_emm(pepc_mme::nasx::NasDetachRequestUeOriginating::new(
+            pepc_mme::nasx::NasDetachType::new(1),
+            pepc_mme::nasx::NasKeySetIdentifier::new(0),
+            pepc_mme::nasx::NasEpsMobileIdentity::new(pepc_mme::nasx::guti_value(
+                [0, 0xf1, 0x10],
+                1,
+                1,
+                ue.m_tmsi.unwrap(),
+            )),
+        ));
     let mut forged = ue.protect(&m);
     forged[2] ^= 0xff;
     assert!(ul_nas(&mut h, &ue, forged).is_empty());
     assert_eq!(h.mme.stats.nas_bad_mac, 1);
-    assert!(h.cp.find_imsi(IMSI_N).is_some(), "forged detach must not act");
+    assert!(
+        h.cp.find_imsi(IMSI_N).is_some(),
+        "forged detach must not act"
+    );
     // A replay of a message the MME already accepted (Attach Complete's COUNT).
     let gr = h.mme.reallocate_guti(h.now, IMSI_N, &mut vec![]).unwrap();
     let _ = gr;
-    let ok = ue.protect(&pepc_mme::nasx::NasEpsMessage::new_emm(pepc_mme::nasx::NasGutiReallocationComplete::new()));
+    let ok = ue.protect(&pepc_mme::nasx::NasEpsMessage::new_emm(
+        pepc_mme::nasx::NasGutiReallocationComplete::new(),
+    ));
     ul_nas(&mut h, &ue, ok.clone());
     assert!(ul_nas(&mut h, &ue, ok).is_empty());
     assert_eq!(h.mme.stats.nas_replays, 1);
     // Plain (unprotected) messages after SMC are dropped.
-    let plain = pepc_mme::nasx::NasEpsMessage::new_emm(pepc_mme::nasx::NasGutiReallocationComplete::new()).encode().unwrap();
+    let plain =
+        pepc_mme::nasx::NasEpsMessage::new_emm(pepc_mme::nasx::NasGutiReallocationComplete::new())
+            .encode()
+            .unwrap();
     ul_nas(&mut h, &ue, plain);
     assert_eq!(h.mme.stats.nas_unprotected_dropped, 1);
 }
@@ -242,19 +309,47 @@ fn bad_mac_is_discarded_and_replay_is_counted() {
 fn unknown_ue_ids_and_garbage_get_error_indication() {
     let (mut h, ue) = attached();
     let plmn = h.mme.config().plmn;
-    let r = h.send(1, UplinkNasTransport { mme_ue_id: 9999, enb_ue_id: 1, nas_pdu: vec![7, 0x48], ecgi: pepc_s1ap::Ecgi { plmn, cell_id: 1 }, tai: pepc_s1ap::Tai { plmn, tac: 1 } });
+    let r = h.send(
+        1,
+        UplinkNasTransport {
+            mme_ue_id: 9999,
+            enb_ue_id: 1,
+            nas_pdu: vec![7, 0x48],
+            ecgi: pepc_s1ap::Ecgi { plmn, cell_id: 1 },
+            tai: pepc_s1ap::Tai { plmn, tac: 1 },
+        },
+    );
     match &r[..] {
-        [(1, S1apMessage::ErrorIndication(e))] => assert_eq!(e.cause, Some(Cause::UNKNOWN_MME_UE_S1AP_ID)),
+        [(1, S1apMessage::ErrorIndication(e))] => {
+            assert_eq!(e.cause, Some(Cause::UNKNOWN_MME_UE_S1AP_ID))
+        }
         o => panic!("{o:?}"),
     }
-    let r = h.send(1, UplinkNasTransport { mme_ue_id: ue.mme_ue_id.unwrap(), enb_ue_id: 777, nas_pdu: vec![7, 0x48], ecgi: pepc_s1ap::Ecgi { plmn, cell_id: 1 }, tai: pepc_s1ap::Tai { plmn, tac: 1 } });
+    let r = h.send(
+        1,
+        UplinkNasTransport {
+            mme_ue_id: ue.mme_ue_id.unwrap(),
+            enb_ue_id: 777,
+            nas_pdu: vec![7, 0x48],
+            ecgi: pepc_s1ap::Ecgi { plmn, cell_id: 1 },
+            tai: pepc_s1ap::Tai { plmn, tac: 1 },
+        },
+    );
     match &r[..] {
-        [(1, S1apMessage::ErrorIndication(e))] => assert_eq!(e.cause, Some(Cause::UNKNOWN_ENB_UE_S1AP_ID)),
+        [(1, S1apMessage::ErrorIndication(e))] => {
+            assert_eq!(e.cause, Some(Cause::UNKNOWN_ENB_UE_S1AP_ID))
+        }
         o => panic!("{o:?}"),
     }
-    let r = h.input(Input::S1ap { assoc: 1, stream: 0, bytes: vec![0x00, 0x0c, 0x40, 0xff, 0xff, 0x01] });
+    let r = h.input(Input::S1ap {
+        assoc: 1,
+        stream: 0,
+        bytes: vec![0x00, 0x0c, 0x40, 0xff, 0xff, 0x01],
+    });
     match &r[..] {
-        [(1, S1apMessage::ErrorIndication(e))] => assert!(matches!(e.cause, Some(Cause::Protocol(_)))),
+        [(1, S1apMessage::ErrorIndication(e))] => {
+            assert!(matches!(e.cause, Some(Cause::Protocol(_))))
+        }
         o => panic!("{o:?}"),
     }
     assert_eq!(h.mme.stats.s1ap_decode_errors, 1);
@@ -272,13 +367,19 @@ fn tau_periodic_and_active() {
     let tau = ue.tau_request(false);
     let first = h.send(1, initial_ue(&h, &ue, tau, ue.m_tmsi));
     let seen = pump(&mut h, &mut ue, 1, first).unwrap();
-    assert_eq!(seen, vec!["DownlinkNASTransport", "UEContextReleaseCommand"]);
+    assert_eq!(
+        seen,
+        vec!["DownlinkNASTransport", "UEContextReleaseCommand"]
+    );
     assert_eq!(ue.received.last().unwrap(), "TrackingAreaUpdateAccept");
     ue.enb_ue_id = 13;
     let tau = ue.tau_request(true);
     let first = h.send(1, initial_ue(&h, &ue, tau, ue.m_tmsi));
     let seen = pump(&mut h, &mut ue, 1, first).unwrap();
-    assert_eq!(seen, vec!["DownlinkNASTransport", "InitialContextSetupRequest"]);
+    assert_eq!(
+        seen,
+        vec!["DownlinkNASTransport", "InitialContextSetupRequest"]
+    );
     assert!(h.mme.is_connected(IMSI_N));
     assert_eq!(h.mme.stats.tau, 2);
 }
@@ -289,7 +390,10 @@ fn detach_normal_and_switch_off() {
     let d = ue.detach_request(false);
     let r = ul_nas(&mut h, &ue, d);
     let seen = pump(&mut h, &mut ue, 1, r).unwrap();
-    assert_eq!(seen, vec!["DownlinkNASTransport", "UEContextReleaseCommand"]);
+    assert_eq!(
+        seen,
+        vec!["DownlinkNASTransport", "UEContextReleaseCommand"]
+    );
     assert_eq!(ue.received.last().unwrap(), "DetachAccept");
     assert!(h.cp.find_imsi(IMSI_N).is_none());
     assert_eq!(h.mme.ue_count(), 0);
@@ -299,7 +403,11 @@ fn detach_normal_and_switch_off() {
     attach(&mut h, &mut ue, 1).unwrap();
     let d = ue.detach_request(true);
     let r = ul_nas(&mut h, &ue, d);
-    assert_eq!(names(&r), vec!["UEContextReleaseCommand"], "no Detach Accept on switch-off");
+    assert_eq!(
+        names(&r),
+        vec!["UEContextReleaseCommand"],
+        "no Detach Accept on switch-off"
+    );
     pump(&mut h, &mut ue, 1, r).unwrap();
     assert!(h.cp.find_imsi(IMSI_N).is_none());
 }
@@ -347,19 +455,35 @@ fn timer_retransmits_four_times_then_gives_up() {
 #[test]
 fn x2_path_switch_chains_nh() {
     let (mut h, mut ue) = attached();
-    assert!(matches!(h.enb_setup(2, 2, 1), S1apMessage::S1SetupResponse(_)));
+    assert!(matches!(
+        h.enb_setup(2, 2, 1),
+        S1apMessage::S1SetupResponse(_)
+    ));
     let plmn = h.mme.config().plmn;
     let id = ue.mme_ue_id.unwrap();
     // The attach KeNB came from SMC Complete's uplink COUNT 0 (checked by `pump`).
     let kenb = pepc_security::kenb(&ue.sec.as_ref().unwrap().kasme, 0);
-    let r = h.send(2, PathSwitchRequest {
-        enb_ue_id: 50,
-        erabs: vec![pepc_s1ap::ERabTunnel { id: 5, transport: Ipv4Addr::new(127, 0, 0, 3), teid: 0x77 }],
-        source_mme_ue_id: id,
-        ecgi: pepc_s1ap::Ecgi { plmn, cell_id: 0x202 },
-        tai: pepc_s1ap::Tai { plmn, tac: 1 },
-        ue_security_capabilities: pepc_s1ap::UeSecurityCapabilities { eea: 0xc000, eia: 0xc000 },
-    });
+    let r = h.send(
+        2,
+        PathSwitchRequest {
+            enb_ue_id: 50,
+            erabs: vec![pepc_s1ap::ERabTunnel {
+                id: 5,
+                transport: Ipv4Addr::new(127, 0, 0, 3),
+                teid: 0x77,
+            }],
+            source_mme_ue_id: id,
+            ecgi: pepc_s1ap::Ecgi {
+                plmn,
+                cell_id: 0x202,
+            },
+            tai: pepc_s1ap::Tai { plmn, tac: 1 },
+            ue_security_capabilities: pepc_s1ap::UeSecurityCapabilities {
+                eea: 0xc000,
+                eia: 0xc000,
+            },
+        },
+    );
     let ack = match &r[..] {
         [(2, S1apMessage::PathSwitchRequestAcknowledge(a))] => a.clone(),
         o => panic!("{o:?}"),
@@ -370,9 +494,26 @@ fn x2_path_switch_chains_nh() {
     assert_eq!(&ack.security_context.next_hop.0, nh1.as_bytes());
     let (_, slot) = h.cp.find_imsi(IMSI_N).unwrap();
     let b = &h.cp.ue(slot).unwrap().bearers[0];
-    assert_eq!((b.enb_addr, b.enb_teid), (Ipv4Addr::new(127, 0, 0, 3), 0x77));
+    assert_eq!(
+        (b.enb_addr, b.enb_teid),
+        (Ipv4Addr::new(127, 0, 0, 3), 0x77)
+    );
     // Unknown UE → failure.
-    let r = h.send(2, PathSwitchRequest { enb_ue_id: 51, erabs: vec![pepc_s1ap::ERabTunnel { id: 5, transport: Ipv4Addr::new(127, 0, 0, 3), teid: 0x78 }], source_mme_ue_id: 4242, ecgi: pepc_s1ap::Ecgi { plmn, cell_id: 1 }, tai: pepc_s1ap::Tai { plmn, tac: 1 }, ue_security_capabilities: Default::default() });
+    let r = h.send(
+        2,
+        PathSwitchRequest {
+            enb_ue_id: 51,
+            erabs: vec![pepc_s1ap::ERabTunnel {
+                id: 5,
+                transport: Ipv4Addr::new(127, 0, 0, 3),
+                teid: 0x78,
+            }],
+            source_mme_ue_id: 4242,
+            ecgi: pepc_s1ap::Ecgi { plmn, cell_id: 1 },
+            tai: pepc_s1ap::Tai { plmn, tac: 1 },
+            ue_security_capabilities: Default::default(),
+        },
+    );
     assert_eq!(names(&r), vec!["PathSwitchRequestFailure"]);
     ue.enb_ue_id = 50;
 }
@@ -380,38 +521,90 @@ fn x2_path_switch_chains_nh() {
 #[test]
 fn s1_handover_full_sequence() {
     let (mut h, ue) = attached();
-    assert!(matches!(h.enb_setup(2, 2, 1), S1apMessage::S1SetupResponse(_)));
+    assert!(matches!(
+        h.enb_setup(2, 2, 1),
+        S1apMessage::S1SetupResponse(_)
+    ));
     let plmn = h.mme.config().plmn;
     let id = ue.mme_ue_id.unwrap();
-    let target = pepc_s1ap::TargetId::Enb { global_enb_id: pepc_s1ap::GlobalEnbId { plmn, enb_id: pepc_s1ap::EnbId::Macro(2) }, tai: pepc_s1ap::Tai { plmn, tac: 1 } };
+    let target = pepc_s1ap::TargetId::Enb {
+        global_enb_id: pepc_s1ap::GlobalEnbId {
+            plmn,
+            enb_id: pepc_s1ap::EnbId::Macro(2),
+        },
+        tai: pepc_s1ap::Tai { plmn, tac: 1 },
+    };
     // A Source-to-Target container taken from the codec's own round-trip is opaque to us.
     let container = vec![0x40, 0x80, 0x00];
-    let r = h.send(1, HandoverRequired { mme_ue_id: id, enb_ue_id: ue.enb_ue_id, handover_type: 0, cause: Cause::HANDOVER_DESIRABLE_FOR_RADIO_REASON, target, container: container.clone() });
+    let r = h.send(
+        1,
+        HandoverRequired {
+            mme_ue_id: id,
+            enb_ue_id: ue.enb_ue_id,
+            handover_type: 0,
+            cause: Cause::HANDOVER_DESIRABLE_FOR_RADIO_REASON,
+            target,
+            container: container.clone(),
+        },
+    );
     let req = match &r[..] {
         [(2, S1apMessage::HandoverRequest(q))] => q.clone(),
         o => panic!("{o:?} {:?}", h.logs),
     };
     assert_eq!(req.security_context.ncc, 1);
     assert_eq!(req.erabs[0].id, 5);
-    let r = h.send(2, HandoverRequestAcknowledge {
-        mme_ue_id: id,
-        enb_ue_id: 60,
-        admitted: vec![pepc_s1ap::ERabAdmitted { id: 5, transport: Ipv4Addr::new(127, 0, 0, 4), teid: 0x99, dl_forwarding: None, ul_forwarding: None }],
-        failed: vec![],
-        container: container.clone(),
-    });
+    let r = h.send(
+        2,
+        HandoverRequestAcknowledge {
+            mme_ue_id: id,
+            enb_ue_id: 60,
+            admitted: vec![pepc_s1ap::ERabAdmitted {
+                id: 5,
+                transport: Ipv4Addr::new(127, 0, 0, 4),
+                teid: 0x99,
+                dl_forwarding: None,
+                ul_forwarding: None,
+            }],
+            failed: vec![],
+            container: container.clone(),
+        },
+    );
     assert_eq!(names(&r), vec!["HandoverCommand"]);
     assert_eq!(r[0].0, 1);
-    let r = h.send(2, HandoverNotify { mme_ue_id: id, enb_ue_id: 60, ecgi: pepc_s1ap::Ecgi { plmn, cell_id: 0x202 }, tai: pepc_s1ap::Tai { plmn, tac: 1 } });
+    let r = h.send(
+        2,
+        HandoverNotify {
+            mme_ue_id: id,
+            enb_ue_id: 60,
+            ecgi: pepc_s1ap::Ecgi {
+                plmn,
+                cell_id: 0x202,
+            },
+            tai: pepc_s1ap::Tai { plmn, tac: 1 },
+        },
+    );
     match &r[..] {
-        [(1, S1apMessage::UeContextReleaseCommand(c))] => assert_eq!(c.cause, Cause::SUCCESSFUL_HANDOVER),
+        [(1, S1apMessage::UeContextReleaseCommand(c))] => {
+            assert_eq!(c.cause, Cause::SUCCESSFUL_HANDOVER)
+        }
         o => panic!("{o:?}"),
     }
     let (_, slot) = h.cp.find_imsi(IMSI_N).unwrap();
     let b = &h.cp.ue(slot).unwrap().bearers[0];
-    assert_eq!((b.enb_addr, b.enb_teid), (Ipv4Addr::new(127, 0, 0, 4), 0x99));
+    assert_eq!(
+        (b.enb_addr, b.enb_teid),
+        (Ipv4Addr::new(127, 0, 0, 4), 0x99)
+    );
     // The source's release complete does not make the UE idle.
-    assert!(h.send(1, UeContextReleaseComplete { mme_ue_id: id, enb_ue_id: ue.enb_ue_id }).is_empty());
+    assert!(h
+        .send(
+            1,
+            UeContextReleaseComplete {
+                mme_ue_id: id,
+                enb_ue_id: ue.enb_ue_id
+            }
+        )
+        .is_empty());
     assert!(h.mme.is_connected(IMSI_N));
     assert_eq!(h.mme.stats.s1_handovers, 1);
 }
@@ -421,23 +614,58 @@ fn handover_to_unknown_target_and_cancel() {
     let (mut h, ue) = attached();
     let plmn = h.mme.config().plmn;
     let id = ue.mme_ue_id.unwrap();
-    let target = pepc_s1ap::TargetId::Enb { global_enb_id: pepc_s1ap::GlobalEnbId { plmn, enb_id: pepc_s1ap::EnbId::Macro(77) }, tai: pepc_s1ap::Tai { plmn, tac: 1 } };
-    let r = h.send(1, HandoverRequired { mme_ue_id: id, enb_ue_id: ue.enb_ue_id, handover_type: 0, cause: Cause::HANDOVER_DESIRABLE_FOR_RADIO_REASON, target, container: vec![0] });
+    let target = pepc_s1ap::TargetId::Enb {
+        global_enb_id: pepc_s1ap::GlobalEnbId {
+            plmn,
+            enb_id: pepc_s1ap::EnbId::Macro(77),
+        },
+        tai: pepc_s1ap::Tai { plmn, tac: 1 },
+    };
+    let r = h.send(
+        1,
+        HandoverRequired {
+            mme_ue_id: id,
+            enb_ue_id: ue.enb_ue_id,
+            handover_type: 0,
+            cause: Cause::HANDOVER_DESIRABLE_FOR_RADIO_REASON,
+            target,
+            container: vec![0],
+        },
+    );
     assert_eq!(names(&r), vec!["HandoverPreparationFailure"]);
-    let r = h.send(1, HandoverCancel { mme_ue_id: id, enb_ue_id: ue.enb_ue_id, cause: Cause::HANDOVER_CANCELLED });
+    let r = h.send(
+        1,
+        HandoverCancel {
+            mme_ue_id: id,
+            enb_ue_id: ue.enb_ue_id,
+            cause: Cause::HANDOVER_CANCELLED,
+        },
+    );
     assert_eq!(names(&r), vec!["HandoverCancelAcknowledge"]);
 }
 
 #[test]
 fn enb_reset_and_loss_make_ues_idle_but_registered() {
     let (mut h, _ue) = attached();
-    let r = h.send(1, Reset { cause: Cause::OM_INTERVENTION, kind: pepc_s1ap::ResetKind::All });
+    let r = h.send(
+        1,
+        Reset {
+            cause: Cause::OM_INTERVENTION,
+            kind: pepc_s1ap::ResetKind::All,
+        },
+    );
     assert_eq!(names(&r), vec!["ResetAcknowledge"]);
     assert!(!h.mme.is_connected(IMSI_N));
     let (_, slot) = h.cp.find_imsi(IMSI_N).unwrap();
-    assert_eq!(h.cp.ue(slot).unwrap().ecm, pepc_slice::context::EcmState::Idle);
+    assert_eq!(
+        h.cp.ue(slot).unwrap().ecm,
+        pepc_slice::context::EcmState::Idle
+    );
     // Re-association of the same eNB replaces the old one.
-    assert!(matches!(h.enb_setup(5, 1, 1), S1apMessage::S1SetupResponse(_)));
+    assert!(matches!(
+        h.enb_setup(5, 1, 1),
+        S1apMessage::S1SetupResponse(_)
+    ));
     assert!(h.logs.iter().any(|l| l == "close 1"));
     assert!(h.mme.m_tmsi_of(IMSI_N).is_some());
 }
@@ -446,15 +674,40 @@ fn enb_reset_and_loss_make_ues_idle_but_registered() {
 fn dedicated_bearer_lifecycle() {
     let (mut h, mut ue) = attached();
     let mut out = vec![];
-    let ebi = h.mme.activate_dedicated_bearer(IMSI_N, 1, (128_000, 128_000), (64_000, 64_000), &mut h.cp, &mut out).unwrap();
+    let ebi = h
+        .mme
+        .activate_dedicated_bearer(
+            IMSI_N,
+            1,
+            (128_000, 128_000),
+            (64_000, 64_000),
+            &mut h.cp,
+            &mut out,
+        )
+        .unwrap();
     assert_eq!(ebi, 6);
-    let msgs: Vec<_> = out.into_iter().filter_map(|o| match o { pepc_mme::Output::S1ap { assoc, bytes, .. } => Some((assoc, S1apMessage::decode(&bytes).unwrap())), _ => None }).collect();
+    let msgs: Vec<_> = out
+        .into_iter()
+        .filter_map(|o| match o {
+            pepc_mme::Output::S1ap { assoc, bytes, .. } => {
+                Some((assoc, S1apMessage::decode(&bytes).unwrap()))
+            }
+            _ => None,
+        })
+        .collect();
     pump(&mut h, &mut ue, 1, msgs).unwrap();
-    assert!(ue.received.contains(&"ActivateDedicatedEpsBearerContextRequest".to_string()));
+    assert!(ue
+        .received
+        .contains(&"ActivateDedicatedEpsBearerContextRequest".to_string()));
     let (_, slot) = h.cp.find_imsi(IMSI_N).unwrap();
-    assert_eq!(h.cp.ue(slot).unwrap().bearer(6).unwrap().enb_teid, enb_teid(ue.enb_ue_id, 6));
+    assert_eq!(
+        h.cp.ue(slot).unwrap().bearer(6).unwrap().enb_teid,
+        enb_teid(ue.enb_ue_id, 6)
+    );
     let mut out = vec![];
-    h.mme.deactivate_bearer(IMSI_N, 6, &mut h.cp, &mut out).unwrap();
+    h.mme
+        .deactivate_bearer(IMSI_N, 6, &mut h.cp, &mut out)
+        .unwrap();
     assert!(h.cp.ue(slot).unwrap().bearer(6).is_none());
 }
 
