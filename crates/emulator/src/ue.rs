@@ -341,10 +341,10 @@ impl Ue {
         if let Some((p, t)) = self.pending.take() {
             match p {
                 Procedure::Attach | Procedure::Detach => self.state = EmmState::Deregistered,
-                Procedure::Tau | Procedure::ServiceRequest => {
-                    if self.state != EmmState::Deregistered {
-                        self.state = EmmState::Registered
-                    }
+                Procedure::Tau | Procedure::ServiceRequest
+                    if self.state != EmmState::Deregistered =>
+                {
+                    self.state = EmmState::Registered
                 }
                 _ => {}
             }

@@ -36,7 +36,7 @@ fn mil() -> Milenage {
     )
 }
 
-fn uplinks(out: &mut Vec<UeOutput>) -> Vec<Vec<u8>> {
+fn uplinks(out: &[UeOutput]) -> Vec<Vec<u8>> {
     let v = out
         .iter()
         .filter_map(|o| match o {
@@ -312,7 +312,7 @@ fn idle_service_request_tau_and_detach() {
     let b = net.dl(acc.into(), sht::INTEGRITY_CIPHERED);
     ue.handle(UeInput::Nas(b), 3000, &mut out);
     assert!(matches!(
-        net.ul(&uplinks(&mut out)[0]),
+        net.ul(&uplinks(&out)[0]),
         NasMessage::Emm(EmmMessage::TauComplete)
     ));
     assert!(out.iter().any(|o| matches!(
@@ -422,8 +422,7 @@ fn mac_failure_answers_cause_20() {
     })
     .into();
     ue.handle(UeInput::Nas(m.encode().unwrap()), 10, &mut out);
-    let NasMessage::Emm(EmmMessage::AuthenticationFailure(f)) = plain_ul(&uplinks(&mut out)[0])
-    else {
+    let NasMessage::Emm(EmmMessage::AuthenticationFailure(f)) = plain_ul(&uplinks(&out)[0]) else {
         panic!()
     };
     assert_eq!((f.emm_cause, f.auts), (emm_cause::MAC_FAILURE, None));
@@ -639,7 +638,7 @@ fn enb_attach_release_and_paging() {
             ue_identity_index: 1,
             paging_id: p.clone(),
             cn_domain: CnDomain::Ps,
-            tai_list: vec![Tai {
+            tai_list: vec![pepc_s1ap::Tai {
                 plmn: plmn(),
                 tac: 1,
             }],
