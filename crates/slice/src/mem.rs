@@ -34,6 +34,27 @@ pub fn zeroed_slice<T: Zeroable>(n: usize) -> Box<[T]> {
         if p.is_null() {
             handle_alloc_error(layout);
         }
+        advise_huge_pages(p as *mut u8, layout.size());
         Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n))
     }
+}
+
+/// Large tables are read at random by the data path: back them with transparent huge
+/// pages where the kernel allows, so a lookup costs a cache miss but rarely a TLB miss.
+fn advise_huge_pages(p: *mut u8, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = (p as usize).div_ceil(HUGE) * HUGE;
+        let end = (p as usize + len) / HUGE * HUGE;
+        if end > start {
+            // SAFETY: the range lies inside an allocation we own; madvise only changes
+            // how the kernel backs it (a failure just leaves normal pages).
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (p, len);
 }
