@@ -6,3 +6,4 @@ pub mod demux;
 pub mod io;
 pub mod node;
 pub mod runtime;
+pub mod s1mme;

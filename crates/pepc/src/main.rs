@@ -17,6 +17,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// The whole system on loopback: a node on embedded defaults (MME over userspace
+    /// SCTP, embedded HSS provisioned with the emulator's subscribers) driven by the
+    /// eNB/UE emulator; prints the emulator's report.
+    Demo(DemoArgs),
     /// Run a node: S1-U GTP-U socket, SGi (TUN or UDP sink), slices with their control
     /// and data threads. Until the MME lands, the control thread runs synthetic events.
     Run(RunArgs),
@@ -35,6 +39,31 @@ struct RunArgs {
     /// Stop after this many seconds (default: run until killed).
     #[arg(long)]
     seconds: Option<f64>,
+}
+
+#[derive(Args)]
+struct DemoArgs {
+    /// UEs to attach.
+    #[arg(long, default_value_t = 100)]
+    ues: u32,
+    /// Emulated eNBs.
+    #[arg(long, default_value_t = 2)]
+    enbs: u32,
+    /// Attach rate (UEs per second).
+    #[arg(long, default_value_t = 500.0)]
+    attach_rate: f64,
+    /// Seconds of steady state (signaling mix and traffic) after the attaches.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Signaling events per second during steady state (Rajan et al. Table I mix).
+    #[arg(long, default_value_t = 20.0)]
+    events: f64,
+    /// Data packets per second (PEPC Table 2 mix: 64 B DL, 128 B UL, 1:3).
+    #[arg(long, default_value_t = 2000.0)]
+    pps: f64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Subcommand)]
@@ -129,6 +158,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Run(a) => run_node(&a),
+        Cmd::Demo(a) => demo(&a),
         Cmd::Bench { what } => match what {
             BenchCmd::Dataplane(a) => bench_dataplane(&a),
             BenchCmd::Sweep(s) => pepc_bench::sweep::run(s.figure, s.seconds, &s.out, s.scale_down),
@@ -191,6 +221,60 @@ fn run_node(a: &RunArgs) -> Result<(), String> {
             c.total_drops(),
             c.updates_applied.load(Relaxed)
         );
+    }
+    Ok(())
+}
+
+fn demo(a: &DemoArgs) -> Result<(), String> {
+    use std::sync::Arc;
+    let hss = Arc::new(pepc_hss::Hss::in_memory().map_err(|e| e.to_string())?);
+    let keys = pepc_emulator::config::SubscriberKeys::default();
+    let first: u64 = keys.imsi_start.parse().map_err(|_| "bad IMSI start")?;
+    let subs: Vec<_> = (0..a.ues as u64)
+        .map(|i| {
+            let mut s = pepc_mme::sim::subscriber(&format!("{:015}", first + i));
+            s.sqn = 32;
+            s
+        })
+        .collect();
+    hss.add_many(&subs).map_err(|e| e.to_string())?;
+    let cfg = pepc_node::config::NodeConfig::parse(
+        "[node]\nmax_users = 1000000\n[s1u]\nbind = \"127.0.0.1:2152\"\n[sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:5202\"\nsink_peer = \"127.0.0.1:5201\"\n",
+    )?;
+    let v = cfg.validate()?;
+    let tcfg = pepc_sctp::transport::TransportConfig {
+        backend: pepc_sctp::transport::Backend::Udp,
+        ..Default::default()
+    };
+    let transport = pepc_sctp::transport::open_server(&tcfg).map_err(|e| format!("S1-MME listen: {e}"))?;
+    let mut mcfg = pepc_mme::MmeConfig::default();
+    mcfg.s1u_addr = std::net::Ipv4Addr::LOCALHOST;
+    let mme = pepc_mme::Mme::new(mcfg, hss.clone(), pepc_mme::mme::urandom());
+    let mut driver = Some(pepc_node::s1mme::MmeDriver::new(transport, mme));
+    let node = pepc_node::node::Node::start(&v, &mut |_| {
+        driver.take().map(|d| Box::new(d) as Box<dyn pepc_node::runtime::ControlDriver>)
+    })?;
+    eprintln!("pepc demo: node up (S1-MME SCTP/UDP 127.0.0.1:9899, S1-U {}, SGi {}); starting the emulator", node.s1u_addr, node.sgi_desc);
+    let mut ecfg = pepc_emulator::EmulatorConfig::default();
+    ecfg.enbs = a.enbs;
+    ecfg.sgi_peer = Some("127.0.0.1:5202".parse().unwrap());
+    ecfg.progress = !a.json;
+    let mut scen = pepc_emulator::Scenario::default();
+    scen.ues = a.ues;
+    scen.attach_rate = a.attach_rate;
+    scen.duration_s = a.seconds;
+    scen.event_rate = a.events;
+    scen.traffic.profile = pepc_emulator::config::TrafficProfile::Pepc;
+    scen.traffic.rate_pps = a.pps;
+    let report = pepc_emulator::run(ecfg, scen).map_err(|e| format!("emulator: {e}"));
+    for s in node.slices {
+        let _ = s.join();
+    }
+    let report = report?;
+    if a.json {
+        println!("{}", report.to_json());
+    } else {
+        println!("{}", report.to_table());
     }
     Ok(())
 }
