@@ -32,7 +32,11 @@ impl MmeDriver {
     fn emit(&mut self) {
         for o in self.out.drain(..) {
             match o {
-                Output::S1ap { assoc, stream, bytes } => {
+                Output::S1ap {
+                    assoc,
+                    stream,
+                    bytes,
+                } => {
                     if let Err(e) = self.transport.send(assoc, stream, S1AP_PPID, &bytes) {
                         eprintln!("s1-mme: send to association {assoc} failed: {e}");
                     }
@@ -59,12 +63,19 @@ impl ControlDriver for MmeDriver {
         let events = std::mem::take(&mut self.events);
         for ev in events.iter() {
             let input = match ev {
-                TransportEvent::Up { assoc, out_streams, .. } => Input::EnbUp {
+                TransportEvent::Up {
+                    assoc, out_streams, ..
+                } => Input::EnbUp {
                     assoc: *assoc,
                     out_streams: *out_streams,
                 },
                 TransportEvent::Down { assoc, .. } => Input::EnbDown { assoc: *assoc },
-                TransportEvent::Data { assoc, stream, ppid, data } => {
+                TransportEvent::Data {
+                    assoc,
+                    stream,
+                    ppid,
+                    data,
+                } => {
                     if *ppid != S1AP_PPID {
                         continue; // not S1AP: ignore (TS 36.412 §7)
                     }

@@ -246,13 +246,16 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
         backend: pepc_sctp::transport::Backend::Udp,
         ..Default::default()
     };
-    let transport = pepc_sctp::transport::open_server(&tcfg).map_err(|e| format!("S1-MME listen: {e}"))?;
+    let transport =
+        pepc_sctp::transport::open_server(&tcfg).map_err(|e| format!("S1-MME listen: {e}"))?;
     let mut mcfg = pepc_mme::MmeConfig::default();
     mcfg.s1u_addr = std::net::Ipv4Addr::LOCALHOST;
     let mme = pepc_mme::Mme::new(mcfg, hss.clone(), pepc_mme::mme::urandom());
     let mut driver = Some(pepc_node::s1mme::MmeDriver::new(transport, mme));
     let node = pepc_node::node::Node::start(&v, &mut |_| {
-        driver.take().map(|d| Box::new(d) as Box<dyn pepc_node::runtime::ControlDriver>)
+        driver
+            .take()
+            .map(|d| Box::new(d) as Box<dyn pepc_node::runtime::ControlDriver>)
     })?;
     eprintln!("pepc demo: node up (S1-MME SCTP/UDP 127.0.0.1:9899, S1-U {}, SGi {}); starting the emulator", node.s1u_addr, node.sgi_desc);
     let mut ecfg = pepc_emulator::EmulatorConfig::default();

@@ -30,10 +30,16 @@ fn s1u_and_sgi_output_decodes_cleanly_in_tshark() {
     // Uplink: G-PDUs in, inner packets out on SGi (written as raw IP).
     let mut b = Batch::default();
     for (i, a) in ues.iter().enumerate() {
-        b.bufs[i].fill(&gpdu(a.teid_ul, &ipv4_udp(a.ue_ip, server, 40000 + i as u16, 9000, 100)));
+        b.bufs[i].fill(&gpdu(
+            a.teid_ul,
+            &ipv4_udp(a.ue_ip, server, 40000 + i as u16, 9000, 100),
+        ));
     }
     // One unknown TEID (Error Indication back) and one Echo Request (Echo Response).
-    b.bufs[8].fill(&gpdu(0x0abc_0000, &ipv4_udp(Ipv4Addr::new(10, 0, 0, 99), server, 1, 9000, 60)));
+    b.bufs[8].fill(&gpdu(
+        0x0abc_0000,
+        &ipv4_udp(Ipv4Addr::new(10, 0, 0, 99), server, 1, 9000, 60),
+    ));
     let mut echo = [0u8; 16];
     let n = pepc_wire::gtpu::echo_request(7, &mut echo).unwrap();
     b.bufs[9].fill(&echo[..n]);
@@ -46,7 +52,9 @@ fn s1u_and_sgi_output_decodes_cleanly_in_tshark() {
         ts += 1000;
         match p.meta.verdict {
             Verdict::ToSgi => w.write_packet(ts, p.as_slice()).unwrap(),
-            Verdict::ToS1u => w.write_ipv4_udp(ts, s1u, p.meta.peer, p.as_slice()).unwrap(),
+            Verdict::ToS1u => w
+                .write_ipv4_udp(ts, s1u, p.meta.peer, p.as_slice())
+                .unwrap(),
             v => panic!("unexpected verdict {v:?}"),
         }
     }
@@ -57,23 +65,49 @@ fn s1u_and_sgi_output_decodes_cleanly_in_tshark() {
     }
     b.len = ues.len();
     dp.downlink(&mut b, 2);
-    cp.set_enb_tunnel(ues[0].ue_slot, FIRST_EBI, Ipv4Addr::new(127, 0, 0, 3), 0x900).unwrap();
+    cp.set_enb_tunnel(
+        ues[0].ue_slot,
+        FIRST_EBI,
+        Ipv4Addr::new(127, 0, 0, 3),
+        0x900,
+    )
+    .unwrap();
     dp.sync(3);
     let mut out = 0;
     for p in b.packets().iter().chain(dp.generated.packets()) {
         assert_eq!(p.meta.verdict, Verdict::ToS1u);
         ts += 1000;
-        w.write_ipv4_udp(ts, s1u, p.meta.peer, p.as_slice()).unwrap();
+        w.write_ipv4_udp(ts, s1u, p.meta.peer, p.as_slice())
+            .unwrap();
         out += 1;
     }
     assert_eq!(out, 9, "8 G-PDUs and one End Marker");
     w.flush().unwrap();
     drop(w);
-    let rep = tshark_check(path.to_str().unwrap(), &["udp.check_checksum:TRUE", "ip.check_checksum:TRUE"]).unwrap();
+    let rep = tshark_check(
+        path.to_str().unwrap(),
+        &["udp.check_checksum:TRUE", "ip.check_checksum:TRUE"],
+    )
+    .unwrap();
     let _ = std::fs::remove_file(&path);
     assert_eq!(rep.frames, 8 + 2 + 9, "every packet captured");
-    assert!(rep.is_clean(), "tshark found problems: malformed {:?} warnings {:?} errors {:?}", rep.malformed, rep.warnings, rep.errors);
-    assert!(rep.text.contains("GTP <Echo Response>") || rep.text.contains("Echo response"), "echo response decoded");
-    assert!(rep.text.contains("End Marker") || rep.text.contains("End marker"), "end marker decoded");
-    assert!(rep.text.contains("Error Indication") || rep.text.contains("Error indication"), "error indication decoded");
+    assert!(
+        rep.is_clean(),
+        "tshark found problems: malformed {:?} warnings {:?} errors {:?}",
+        rep.malformed,
+        rep.warnings,
+        rep.errors
+    );
+    assert!(
+        rep.text.contains("GTP <Echo Response>") || rep.text.contains("Echo response"),
+        "echo response decoded"
+    );
+    assert!(
+        rep.text.contains("End Marker") || rep.text.contains("End marker"),
+        "end marker decoded"
+    );
+    assert!(
+        rep.text.contains("Error Indication") || rep.text.contains("Error indication"),
+        "error indication decoded"
+    );
 }
