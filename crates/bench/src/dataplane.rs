@@ -253,7 +253,7 @@ fn data_loop(
     let wall = Instant::now();
     let mut round = 0u32;
     while !stop.load(Ordering::Relaxed) {
-        let uplink = round % (o.dl_per_ul + 1) == 0;
+        let uplink = round.is_multiple_of(o.dl_per_ul + 1);
         round = round.wrapping_add(1);
         if uplink {
             traffic.fill_uplink(&mut b);

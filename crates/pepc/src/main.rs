@@ -248,8 +248,10 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
     };
     let transport =
         pepc_sctp::transport::open_server(&tcfg).map_err(|e| format!("S1-MME listen: {e}"))?;
-    let mut mcfg = pepc_mme::MmeConfig::default();
-    mcfg.s1u_addr = std::net::Ipv4Addr::LOCALHOST;
+    let mcfg = pepc_mme::MmeConfig {
+        s1u_addr: std::net::Ipv4Addr::LOCALHOST,
+        ..Default::default()
+    };
     let mme = pepc_mme::Mme::new(mcfg, hss.clone(), pepc_mme::mme::urandom());
     let mut driver = Some(pepc_node::s1mme::MmeDriver::new(transport, mme));
     let node = pepc_node::node::Node::start(&v, &mut |_| {
@@ -258,17 +260,23 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
             .map(|d| Box::new(d) as Box<dyn pepc_node::runtime::ControlDriver>)
     })?;
     eprintln!("pepc demo: node up (S1-MME SCTP/UDP 127.0.0.1:9899, S1-U {}, SGi {}); starting the emulator", node.s1u_addr, node.sgi_desc);
-    let mut ecfg = pepc_emulator::EmulatorConfig::default();
-    ecfg.enbs = a.enbs;
-    ecfg.sgi_peer = Some("127.0.0.1:5202".parse().unwrap());
-    ecfg.progress = !a.json;
-    let mut scen = pepc_emulator::Scenario::default();
-    scen.ues = a.ues;
-    scen.attach_rate = a.attach_rate;
-    scen.duration_s = a.seconds;
-    scen.event_rate = a.events;
-    scen.traffic.profile = pepc_emulator::config::TrafficProfile::Pepc;
-    scen.traffic.rate_pps = a.pps;
+    let ecfg = pepc_emulator::EmulatorConfig {
+        enbs: a.enbs,
+        sgi_peer: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 5202))),
+        progress: !a.json,
+        ..Default::default()
+    };
+    let scen = pepc_emulator::Scenario {
+        ues: a.ues,
+        attach_rate: a.attach_rate,
+        duration_s: a.seconds,
+        event_rate: a.events,
+        traffic: pepc_emulator::config::Traffic {
+            profile: pepc_emulator::config::TrafficProfile::Pepc,
+            rate_pps: a.pps,
+        },
+        ..Default::default()
+    };
     let report = pepc_emulator::run(ecfg, scen).map_err(|e| format!("emulator: {e}"));
     for s in node.slices {
         let _ = s.join();

@@ -63,7 +63,7 @@ fn uplink_decapsulates_and_downlink_encapsulates() {
     );
 
     let down = ipv4_udp(SERVER, a.ue_ip, 53, 4000, 64);
-    let b = dl(&mut dp, &[down.clone()], 2);
+    let b = dl(&mut dp, std::slice::from_ref(&down), 2);
     let out = &b.bufs[0];
     assert_eq!(out.meta.verdict, Verdict::ToS1u);
     assert_eq!(out.meta.peer, std::net::SocketAddrV4::new(ENB, 2152));
