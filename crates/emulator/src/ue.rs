@@ -459,12 +459,9 @@ impl Ue {
                     ksi: self.ksi(),
                     identity: self.identity(),
                 });
-                let t = if self.connected {
-                    sht::INTEGRITY_CIPHERED
-                } else {
-                    sht::INTEGRITY
-                };
-                self.send(m.into(), t, rrc_cause::MO_SIGNALLING, out);
+                // TS 24.301 §4.4.5: a TAU Request is never ciphered (the MME may not
+                // hold the context), only integrity protected, even in ECM-CONNECTED.
+                self.send(m.into(), sht::INTEGRITY, rrc_cause::MO_SIGNALLING, out);
                 if switch_off {
                     // No answer comes to a switch-off detach (TS 24.301 §5.5.2.2.2).
                     self.state = EmmState::Deregistered;
@@ -492,12 +489,9 @@ impl Ue {
                     }),
                     eps_bearer_context_status: Some(self.bearer_status()),
                 });
-                let t = if self.connected {
-                    sht::INTEGRITY_CIPHERED
-                } else {
-                    sht::INTEGRITY
-                };
-                self.send(m.into(), t, rrc_cause::MO_SIGNALLING, out);
+                // TS 24.301 §4.4.5: a TAU Request is never ciphered (the MME may not
+                // hold the context), only integrity protected, even in ECM-CONNECTED.
+                self.send(m.into(), sht::INTEGRITY, rrc_cause::MO_SIGNALLING, out);
             }
             UeInput::ServiceRequest | UeInput::Paged => {
                 if self.pending.is_some() || self.state != EmmState::Registered || self.connected {
