@@ -2056,6 +2056,7 @@ impl Mme {
         let linked = ctx.default_ebi;
         let p = BearerParams {
             ebi,
+            linked_ebi: linked,
             qci,
             arp: Arp::default(),
             mbr_ul: mbr.0,

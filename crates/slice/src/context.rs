@@ -12,6 +12,7 @@
 //! * **Counter state** ([`crate::counters`]): packets/bytes per bearer and per rule,
 //!   drops by reason. Written only by the data thread, read by the control thread.
 
+use crate::ids::MAX_PDNS;
 use std::net::Ipv4Addr;
 
 /// Highest EPS bearer identity + 1; EBIs 5..=15 are valid (TS 24.301 §9.3.2).
@@ -90,6 +91,18 @@ pub struct BearerContext {
     pub enb_addr: Ipv4Addr,
     /// Default charging key (rating group) for the bearer's traffic.
     pub charging_key: u32,
+    /// PDN index ([`crate::ids`] address pool) of the PDN connection it belongs to.
+    pub pdn: u8,
+}
+
+/// One PDN connection: an address from PDN pool `index` and a default bearer; the
+/// bearers with `pdn == index` belong to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PdnContext {
+    pub index: u8,
+    pub apn: String,
+    pub ip: Ipv4Addr,
+    pub default_ebi: u8,
 }
 
 /// Device classes with their own pipelines (PEPC §4.2 customization).
@@ -119,13 +132,17 @@ pub struct UeContext {
     pub class: DeviceClass,
     pub ecm: EcmState,
     pub ue_slot: u32,
+    /// Address of the first PDN connection (`pdns[0]`).
     pub ue_ip: Ipv4Addr,
     /// UE-AMBR (bits/s).
     pub ambr_ul: u64,
     pub ambr_dl: u64,
     /// The PCEF rule set applied to this UE's traffic.
     pub rule_set: u16,
+    /// Default bearer of the first PDN connection (`pdns[0]`).
     pub default_ebi: u8,
+    /// PDN connections, oldest first (never empty while the UE exists).
+    pub pdns: Vec<PdnContext>,
     pub bearers: Vec<BearerContext>,
     /// Bumped on every change published to the data thread.
     pub version: u32,
@@ -142,24 +159,51 @@ impl UeContext {
         self.bearers.iter_mut().find(|b| b.ebi == ebi)
     }
 
+    /// The PDN connection whose default bearer is `default_ebi`.
+    pub fn pdn_by_default_ebi(&self, default_ebi: u8) -> Option<&PdnContext> {
+        self.pdns.iter().find(|p| p.default_ebi == default_ebi)
+    }
+
+    /// The PDN connection bearer `ebi` belongs to.
+    pub fn pdn_of_bearer(&self, ebi: u8) -> Option<&PdnContext> {
+        let b = self.bearer(ebi)?;
+        self.pdns.iter().find(|p| p.index == b.pdn)
+    }
+
+    /// Bitmask of the PDN indexes in use (bit k: PDN pool k).
+    pub fn pdn_mask(&self) -> u8 {
+        self.pdns.iter().fold(0, |m, p| m | (1 << p.index))
+    }
+
     /// The projection of this UE the data path needs.
     pub fn dp_record(&self) -> DpUeRecord {
         let mut bearers = [NO_SLOT; MAX_BEARERS];
+        let mut bearer_pdn = [0u8; MAX_BEARERS];
         for b in &self.bearers {
             if let Some(i) = (b.ebi as usize).checked_sub(FIRST_EBI as usize) {
                 if i < MAX_BEARERS {
                     bearers[i] = b.slot;
+                    bearer_pdn[i] = b.pdn;
                 }
             }
         }
+        let mut ips = [0u32; MAX_PDNS];
+        let mut default_ebis = [0u8; MAX_PDNS];
+        for p in &self.pdns {
+            if (p.index as usize) < MAX_PDNS {
+                ips[p.index as usize] = u32::from(p.ip);
+                default_ebis[p.index as usize] = p.default_ebi;
+            }
+        }
         DpUeRecord {
-            ip: u32::from(self.ue_ip),
+            ips,
             ue_slot: self.ue_slot,
             ambr_ul: self.ambr_ul,
             ambr_dl: self.ambr_dl,
             rule_set: self.rule_set,
-            default_ebi: self.default_ebi,
+            default_ebis,
             bearers,
+            bearer_pdn,
             version: self.version,
         }
     }
@@ -171,6 +215,7 @@ impl UeContext {
             enb_addr: u32::from(b.enb_addr),
             ue_slot: self.ue_slot,
             ebi: b.ebi,
+            pdn: b.pdn,
             qci: b.qci,
             mbr_ul: b.mbr_ul,
             mbr_dl: b.mbr_dl,
@@ -183,14 +228,19 @@ impl UeContext {
 /// What the data path needs of a UE (published by the control thread).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DpUeRecord {
-    pub ip: u32,
+    /// Address per PDN index, 0 where the UE has no PDN connection in that pool.
+    pub ips: [u32; MAX_PDNS],
     pub ue_slot: u32,
     pub ambr_ul: u64,
     pub ambr_dl: u64,
     pub rule_set: u16,
-    pub default_ebi: u8,
+    /// Default EBI per PDN index (0 where none).
+    pub default_ebis: [u8; MAX_PDNS],
     /// Bearer slot per EBI (index ebi-5), [`NO_SLOT`] where absent.
     pub bearers: [u32; MAX_BEARERS],
+    /// PDN index per EBI (index ebi-5): downlink bearer binding stays inside the PDN
+    /// the destination address belongs to.
+    pub bearer_pdn: [u8; MAX_BEARERS],
     pub version: u32,
 }
 
@@ -202,6 +252,29 @@ impl DpUeRecord {
             _ => NO_SLOT,
         }
     }
+
+    /// Bearer slot for `ebi` if it belongs to PDN `pdn`, else [`NO_SLOT`].
+    #[inline]
+    pub fn bearer_slot_in(&self, pdn: usize, ebi: u8) -> u32 {
+        match (ebi as usize).checked_sub(FIRST_EBI as usize) {
+            Some(i) if i < MAX_BEARERS && self.bearer_pdn[i] as usize == pdn => self.bearers[i],
+            _ => NO_SLOT,
+        }
+    }
+
+    /// Default bearer slot of PDN `pdn` ([`NO_SLOT`] if none).
+    #[inline]
+    pub fn default_slot(&self, pdn: usize) -> u32 {
+        match self.default_ebis.get(pdn) {
+            Some(&e) if e != 0 => self.bearer_slot(e),
+            _ => NO_SLOT,
+        }
+    }
+
+    /// Address of the first PDN in pool order (0 if none).
+    pub fn first_ip(&self) -> u32 {
+        self.ips.iter().copied().find(|a| *a != 0).unwrap_or(0)
+    }
 }
 
 /// What the data path needs of a bearer (published by the control thread).
@@ -212,6 +285,8 @@ pub struct DpBearerRecord {
     pub enb_addr: u32,
     pub ue_slot: u32,
     pub ebi: u8,
+    /// PDN index of the bearer's PDN connection (its source address on the uplink).
+    pub pdn: u8,
     pub qci: u8,
     pub mbr_ul: u64,
     pub mbr_dl: u64,

@@ -29,6 +29,13 @@ pub enum CtrlError {
     /// An identifier space ran out (names which).
     Exhausted(&'static str),
     BadRuleSet(u16),
+    /// No PDN connection has `ebi` as its default bearer.
+    NoSuchPdn {
+        ue_slot: u32,
+        ebi: u8,
+    },
+    /// The UE's last PDN connection cannot be removed (detach instead).
+    LastPdn(u32),
 }
 
 impl std::fmt::Display for CtrlError {
@@ -44,6 +51,13 @@ impl std::fmt::Display for CtrlError {
             }
             CtrlError::Exhausted(what) => write!(f, "{what} exhausted"),
             CtrlError::BadRuleSet(id) => write!(f, "rule set {id} out of range"),
+            CtrlError::NoSuchPdn { ue_slot, ebi } => {
+                write!(
+                    f,
+                    "UE slot {ue_slot} has no PDN connection with default bearer {ebi}"
+                )
+            }
+            CtrlError::LastPdn(s) => write!(f, "UE slot {s}: the last PDN connection stays"),
         }
     }
 }
@@ -76,6 +90,8 @@ pub struct AttachParams {
     pub enb_teid: u32,
     pub enb_addr: Ipv4Addr,
     pub rule_set: Option<u16>,
+    /// APN of the attach PDN connection (PDN index 0), for the record.
+    pub apn: String,
 }
 
 impl AttachParams {
@@ -93,6 +109,7 @@ impl AttachParams {
             enb_teid: 0,
             enb_addr: Ipv4Addr::UNSPECIFIED,
             rule_set: None,
+            apn: String::new(),
         }
     }
 }
@@ -121,6 +138,8 @@ pub struct ControlConfig {
 #[derive(Debug, Clone, Copy)]
 pub struct BearerParams {
     pub ebi: u8,
+    /// Default bearer of the PDN connection the bearer joins (0: the first PDN).
+    pub linked_ebi: u8,
     pub qci: u8,
     pub arp: Arp,
     pub mbr_ul: u64,
@@ -128,6 +147,27 @@ pub struct BearerParams {
     pub gbr_ul: u64,
     pub gbr_dl: u64,
     pub charging_key: u32,
+}
+
+/// An additional PDN connection (UE-requested PDN connectivity, TS 24.301 §6.5.1).
+#[derive(Debug, Clone)]
+pub struct PdnParams {
+    pub apn: String,
+    /// EBI of its default bearer.
+    pub ebi: u8,
+    pub qci: u8,
+    pub arp: Arp,
+    pub charging_key: u32,
+}
+
+/// What a new PDN connection got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PdnAdded {
+    /// PDN index (address pool) used.
+    pub pdn: u8,
+    pub ue_ip: Ipv4Addr,
+    /// Uplink S1-U TEID of its default bearer.
+    pub teid_ul: u32,
 }
 
 pub struct ControlPlane {
@@ -297,6 +337,12 @@ impl ControlPlane {
             ambr_dl: p.ambr_dl,
             rule_set: p.rule_set.unwrap_or(self.cfg.default_rule_set),
             default_ebi: p.default_ebi,
+            pdns: vec![PdnContext {
+                index: 0,
+                apn: p.apn.clone(),
+                ip: ue_ip,
+                default_ebi: p.default_ebi,
+            }],
             bearers: vec![BearerContext {
                 ebi: p.default_ebi,
                 qci: p.qci,
@@ -310,6 +356,7 @@ impl ControlPlane {
                 enb_teid: p.enb_teid,
                 enb_addr: p.enb_addr,
                 charging_key: p.charging_key,
+                pdn: 0,
             }],
             version: 1,
             in_primary: false,
@@ -321,7 +368,7 @@ impl ControlPlane {
         self.by_imsi.insert(p.imsi, (DeviceClass::Normal, ue_slot));
         self.publish(DpUpdate::UeExists {
             slot: ue_slot,
-            ip: Some(u32::from(ue_ip)),
+            pdns: 1,
         });
         self.publish(DpUpdate::BearerExists {
             slot: bslot,
@@ -366,6 +413,12 @@ impl ControlPlane {
             ambr_dl: 0,
             rule_set: 0,
             default_ebi: p.default_ebi,
+            pdns: vec![PdnContext {
+                index: 0,
+                apn: p.apn.clone(),
+                ip: pool.ip(idx),
+                default_ebi: p.default_ebi,
+            }],
             bearers: vec![BearerContext {
                 ebi: p.default_ebi,
                 qci: 9,
@@ -379,6 +432,7 @@ impl ControlPlane {
                 enb_teid: p.enb_teid,
                 enb_addr: p.enb_addr,
                 charging_key: p.charging_key,
+                pdn: 0,
             }],
             version: 1,
             in_primary: false,
@@ -491,7 +545,125 @@ impl ControlPlane {
         self.evict(ue_slot)
     }
 
-    /// Add a dedicated bearer (or a default bearer of another PDN); returns its TEID.
+    /// Add a PDN connection: an address from the first free PDN pool and a default
+    /// bearer `p.ebi`. The data path finds the UE by the new address once published.
+    pub fn add_pdn(&mut self, ue_slot: u32, p: &PdnParams) -> Result<PdnAdded, CtrlError> {
+        let (slice, layout) = (self.cfg.slice, self.cfg.layout);
+        let ue = self.ue_mut(ue_slot)?;
+        if ue.class != DeviceClass::Normal {
+            return Err(CtrlError::Exhausted(
+                "PDN pools (stateless IoT has one PDN)",
+            ));
+        }
+        if ue.bearer(p.ebi).is_some() {
+            return Err(CtrlError::BearerExists {
+                ue_slot,
+                ebi: p.ebi,
+            });
+        }
+        if !(FIRST_EBI..FIRST_EBI + MAX_BEARERS as u8).contains(&p.ebi) {
+            return Err(CtrlError::NoSuchBearer {
+                ue_slot,
+                ebi: p.ebi,
+            });
+        }
+        let mask = ue.pdn_mask();
+        let index = (0..layout.pdn_count)
+            .find(|k| mask & (1 << k) == 0)
+            .ok_or(CtrlError::Exhausted("PDN address pools"))?;
+        let ue_ip = layout
+            .pdn_ip(index, slice, ue_slot)
+            .ok_or(CtrlError::Exhausted("PDN address pools"))?;
+        let (bslot, gen) = self
+            .bearer_alloc
+            .alloc()
+            .ok_or(CtrlError::Exhausted("bearer slots"))?;
+        let teid_ul = layout.teid(slice, bslot, gen);
+        let ue = self.ue_mut(ue_slot)?;
+        ue.pdns.push(PdnContext {
+            index,
+            apn: p.apn.clone(),
+            ip: ue_ip,
+            default_ebi: p.ebi,
+        });
+        ue.bearers.push(BearerContext {
+            ebi: p.ebi,
+            qci: p.qci,
+            arp: p.arp,
+            mbr_ul: 0,
+            mbr_dl: 0,
+            gbr_ul: 0,
+            gbr_dl: 0,
+            slot: bslot,
+            teid_ul,
+            enb_teid: 0,
+            enb_addr: Ipv4Addr::UNSPECIFIED,
+            charging_key: p.charging_key,
+            pdn: index,
+        });
+        let pdns = ue.pdn_mask();
+        self.bearer_owner.insert(bslot, ue_slot);
+        self.publish(DpUpdate::BearerExists {
+            slot: bslot,
+            teid: Some(teid_ul),
+        });
+        self.publish(DpUpdate::UeExists {
+            slot: ue_slot,
+            pdns,
+        });
+        self.republish(ue_slot)?;
+        Ok(PdnAdded {
+            pdn: index,
+            ue_ip,
+            teid_ul,
+        })
+    }
+
+    /// Remove the PDN connection whose default bearer is `default_ebi` with all its
+    /// bearers; its address stops reaching the UE. Returns the EBIs removed (default
+    /// first). The last PDN connection is refused ([`CtrlError::LastPdn`]).
+    pub fn remove_pdn(&mut self, ue_slot: u32, default_ebi: u8) -> Result<Vec<u8>, CtrlError> {
+        let ue = self.ue_mut(ue_slot)?;
+        let i = ue
+            .pdns
+            .iter()
+            .position(|p| p.default_ebi == default_ebi)
+            .ok_or(CtrlError::NoSuchPdn {
+                ue_slot,
+                ebi: default_ebi,
+            })?;
+        if ue.pdns.len() == 1 {
+            return Err(CtrlError::LastPdn(ue_slot));
+        }
+        let pdn = ue.pdns.remove(i);
+        let mut ebis = vec![pdn.default_ebi];
+        let mut slots = vec![];
+        ue.bearers.retain(|b| {
+            if b.pdn != pdn.index {
+                return true;
+            }
+            if b.ebi != pdn.default_ebi {
+                ebis.push(b.ebi);
+            }
+            slots.push(b.slot);
+            false
+        });
+        // The first remaining PDN is the UE's primary one now.
+        ue.ue_ip = ue.pdns[0].ip;
+        ue.default_ebi = ue.pdns[0].default_ebi;
+        let pdns = ue.pdn_mask();
+        for s in slots {
+            self.retire_bearer(s);
+        }
+        self.publish(DpUpdate::UeExists {
+            slot: ue_slot,
+            pdns,
+        });
+        self.republish(ue_slot)?;
+        Ok(ebis)
+    }
+
+    /// Add a dedicated bearer to the PDN connection of `p.linked_ebi`; returns its TEID.
     pub fn add_bearer(&mut self, ue_slot: u32, p: BearerParams) -> Result<u32, CtrlError> {
         let ue = self.ue_mut(ue_slot)?;
         if ue.bearer(p.ebi).is_some() {
@@ -506,6 +678,18 @@ impl ControlPlane {
                 ebi: p.ebi,
             });
         }
+        let linked = if p.linked_ebi == 0 {
+            ue.default_ebi
+        } else {
+            p.linked_ebi
+        };
+        let pdn = ue
+            .pdn_by_default_ebi(linked)
+            .map(|d| d.index)
+            .ok_or(CtrlError::NoSuchPdn {
+                ue_slot,
+                ebi: linked,
+            })?;
         let (bslot, gen) = self
             .bearer_alloc
             .alloc()
@@ -525,6 +709,7 @@ impl ControlPlane {
             enb_teid: 0,
             enb_addr: Ipv4Addr::UNSPECIFIED,
             charging_key: p.charging_key,
+            pdn,
         });
         self.bearer_owner.insert(bslot, ue_slot);
         self.publish(DpUpdate::BearerExists {
@@ -554,9 +739,13 @@ impl ControlPlane {
         self.republish(ue_slot)
     }
 
-    /// Remove a (non-default) bearer.
+    /// Remove a dedicated bearer. Removing a PDN connection's default bearer removes
+    /// the whole PDN connection ([`Self::remove_pdn`]; refused for the last one).
     pub fn remove_bearer(&mut self, ue_slot: u32, ebi: u8) -> Result<(), CtrlError> {
         let ue = self.ue_mut(ue_slot)?;
+        if ue.pdn_by_default_ebi(ebi).is_some() {
+            return self.remove_pdn(ue_slot, ebi).map(|_| ());
+        }
         let i = ue
             .bearers
             .iter()
@@ -593,7 +782,7 @@ impl ControlPlane {
         self.publish(DpUpdate::EvictUe { slot: ue_slot });
         self.publish(DpUpdate::UeExists {
             slot: ue_slot,
-            ip: None,
+            pdns: 0,
         });
         for b in &ue.bearers {
             self.retire_bearer(b.slot);

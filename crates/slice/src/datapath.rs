@@ -17,6 +17,7 @@
 
 use crate::context::{DpBearerRecord, DpUeRecord, NO_SLOT};
 use crate::counters::{bump, DropReason, SliceCounters};
+use crate::ids::MAX_PDNS;
 use crate::ids::{IdLayout, IotPool};
 use crate::pcef::RuleSet;
 use crate::qos::TokenBucket;
@@ -53,6 +54,7 @@ struct PrimaryUe {
 unsafe impl crate::mem::Zeroable for PrimaryBearer {}
 unsafe impl crate::mem::Zeroable for PrimaryUe {}
 unsafe impl crate::mem::Zeroable for u32 {}
+unsafe impl crate::mem::Zeroable for u8 {}
 
 /// Per-packet scratch carried between stages.
 #[derive(Clone, Copy, Default)]
@@ -63,7 +65,13 @@ struct Scratch {
     hdr: u16,
     teid: u32,
     slot: u32,
+    /// Downlink: PDN index of the destination address ([`NO_PDN`]: not from the
+    /// layout, found at the forward stage).
+    pdn: u8,
 }
+
+/// Scratch `pdn` of a downlink address that came from the exception table.
+const NO_PDN: u8 = u8::MAX;
 
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 enum Kind {
@@ -112,10 +120,10 @@ pub struct DataPlane {
     cfg: DataPlaneConfig,
     bearers: Box<[PrimaryBearer]>,
     ues: Box<[PrimaryUe]>,
-    /// Secondary index: uplink TEID of each existing bearer slot (0 = none), address of
-    /// each existing UE slot (0 = none).
+    /// Secondary index: uplink TEID of each existing bearer slot (0 = none), PDN pools
+    /// in use by each existing UE slot (bitmask, 0 = no UE).
     known_teid: Box<[u32]>,
-    known_ip: Box<[u32]>,
+    known_pdns: Box<[u8]>,
     exc_teid: HashMap<u32, u32>,
     exc_ip: HashMap<u32, u32>,
     rule_sets: Vec<Option<Box<RuleSet>>>,
@@ -165,7 +173,7 @@ impl DataPlane {
             bearers: crate::mem::zeroed_slice(bearer_slots),
             ues: crate::mem::zeroed_slice(ue_slots),
             known_teid: crate::mem::zeroed_slice(bearer_slots),
-            known_ip: crate::mem::zeroed_slice(ue_slots),
+            known_pdns: crate::mem::zeroed_slice(ue_slots),
             exc_teid: HashMap::new(),
             exc_ip: HashMap::new(),
             rule_sets: (0..crate::counters::MAX_RULE_SETS).map(|_| None).collect(),
@@ -292,11 +300,11 @@ impl DataPlane {
                     }
                 }
             }
-            DpUpdate::UeExists { slot, ip } => {
-                if let Some(k) = self.known_ip.get_mut(slot as usize) {
-                    *k = ip.unwrap_or(0);
+            DpUpdate::UeExists { slot, pdns } => {
+                if let Some(k) = self.known_pdns.get_mut(slot as usize) {
+                    *k = pdns;
                 }
-                if ip.is_none() {
+                if pdns == 0 {
                     self.refuse_pending(slot);
                 }
             }
@@ -405,6 +413,7 @@ impl DataPlane {
                     hdr: hdr as u16,
                     teid,
                     slot: 0,
+                    pdn: 0,
                 }
             }
             gtpu::ECHO_REQUEST => {
@@ -519,7 +528,9 @@ impl DataPlane {
             Ok(ip) => (ip.total_len() as usize, ip.src_addr(), five_tuple(inner)),
             Err(_) => return self.drop(buf, DropReason::MalformedIp),
         };
-        if u32::from(src) != u.rec.ip {
+        // The source must be the address of the PDN connection the bearer belongs to.
+        let pdn_ip = u.rec.ips.get(b.rec.pdn as usize).copied().unwrap_or(0);
+        if u32::from(src) != pdn_ip || pdn_ip == 0 {
             return self.drop(buf, DropReason::SpoofedSource);
         }
         let Ok(ft) = ft else {
@@ -645,10 +656,10 @@ impl DataPlane {
             let s = self.scratch[i];
             if s.kind == Kind::Ue {
                 let u = &self.ues[s.slot as usize];
-                let b = u.rec.bearer_slot(u.rec.default_ebi) as usize;
-                if let Some(b) = self.bearers.get(b) {
-                    prefetch(b);
-                    prefetch(&self.counters.bearers[u.rec.bearer_slot(u.rec.default_ebi) as usize]);
+                let b = u.rec.default_slot(s.pdn as usize) as usize;
+                if let Some(bearer) = self.bearers.get(b) {
+                    prefetch(bearer);
+                    prefetch(&self.counters.bearers[b]);
                 }
             }
         }
@@ -672,8 +683,8 @@ impl DataPlane {
                 return Scratch::default();
             }
         };
-        let slot = match self.cfg.layout.split_ue_ip(dst) {
-            Some((slice, slot)) if slice == self.cfg.slice => Some(slot),
+        let slot = match self.cfg.layout.split_pdn_ip(dst) {
+            Some((pdn, slice, slot)) if slice == self.cfg.slice => Some((pdn, slot)),
             _ => {
                 if let Some(idx) = self.cfg.iot.and_then(|p| p.index_of_ip(dst)) {
                     return Scratch {
@@ -681,19 +692,21 @@ impl DataPlane {
                         hdr: 0,
                         teid: dst,
                         slot: idx,
+                        pdn: 0,
                     };
                 }
-                self.exc_ip.get(&dst).copied()
+                self.exc_ip.get(&dst).map(|s| (NO_PDN, *s))
             }
         };
         match slot {
-            Some(slot) if (slot as usize) < self.ues.len() => {
+            Some((pdn, slot)) if (slot as usize) < self.ues.len() => {
                 prefetch(&self.ues[slot as usize]);
                 Scratch {
                     kind: Kind::Ue,
                     hdr: 0,
                     teid: dst,
                     slot,
+                    pdn,
                 }
             }
             _ => {
@@ -708,8 +721,27 @@ impl DataPlane {
     fn dl_forward(&mut self, buf: &mut PacketBuf, s: Scratch, now: u64) {
         let ue_slot = s.slot as usize;
         let u = &mut self.ues[ue_slot];
-        if !u.valid || u.rec.ip != s.teid {
-            if self.known_ip[ue_slot] == s.teid {
+        // Exception-table addresses carry no PDN index: find it in the record.
+        let pdn = if s.pdn == NO_PDN {
+            u.rec
+                .ips
+                .iter()
+                .position(|a| *a == s.teid)
+                .unwrap_or(MAX_PDNS)
+        } else {
+            s.pdn as usize
+        };
+        let ip_ok = u.rec.ips.get(pdn).is_some_and(|a| *a == s.teid && *a != 0);
+        if !u.valid || !ip_ok {
+            // Evicted (or not yet installed) but the PDN exists: promote, keep the packet.
+            let known = self.known_pdns[ue_slot];
+            let exists = if s.pdn == NO_PDN {
+                known != 0
+            } else {
+                known & (1 << (s.pdn as u32 & 7)) != 0
+            };
+            // A valid record is authoritative: an address it lacks is gone.
+            if exists && !u.valid {
                 return self.buffer(
                     buf,
                     s.slot,
@@ -733,10 +765,14 @@ impl DataPlane {
             Some(Some(rs)) => rs.apply(false, &ft, ip_len, now),
             _ => RuleSet::default_decision(),
         };
-        let ebi = decision.bearer.unwrap_or(u.rec.default_ebi);
-        let mut bslot = u.rec.bearer_slot(ebi);
+        // Bearer binding within the destination's PDN connection: a rule naming a
+        // bearer of another PDN (or none) falls back to this PDN's default bearer.
+        let mut bslot = match decision.bearer {
+            Some(ebi) => u.rec.bearer_slot_in(pdn, ebi),
+            None => NO_SLOT,
+        };
         if bslot == NO_SLOT {
-            bslot = u.rec.bearer_slot(u.rec.default_ebi);
+            bslot = u.rec.default_slot(pdn);
         }
         if bslot == NO_SLOT || bslot as usize >= self.bearers.len() {
             return self.drop(buf, DropReason::NoDownlinkTunnel);

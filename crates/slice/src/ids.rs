@@ -18,10 +18,20 @@
 //! With one slice: 25 slot bits (33M bearers); with 16 slices: 21 bits (2M per slice).
 //!
 //! ## UE IPv4 address layout
-//! The node's UE pool is a prefix `base/len` (default 10.0.0.0/8, 24 host bits). Host
-//! bits are `[slice (S bits)][UE slot]`: the downlink finds slice and UE slot from the
-//! destination address with a subtraction and two shifts. Address 0 of each slice's
-//! range is never handed out. Stateless-IoT devices get addresses from their own prefix.
+//! A UE has one address per PDN connection. There is one address pool per *PDN index*
+//! (up to [`MAX_PDNS`]), all of the same prefix length; PDN index 0 is the node's UE
+//! pool `base/len` (default 10.0.0.0/8, 24 host bits) and is used by the attach PDN:
+//! ```text
+//!  address = pool[pdn] | [slice (S bits)][UE slot]
+//! ```
+//! A UE keeps its slot in every pool, so the address of PDN `k` of the UE in slot `s`
+//! is `pool[k] + [slice][s]`, and the downlink finds (PDN index, slice, UE slot) from
+//! the destination with at most [`MAX_PDNS`] prefix compares, a mask and a shift: no
+//! per-PDN allocator and no lookup table. Address 0 of each slice's range is never
+//! handed out. By default the extra pools are the prefixes that follow the UE pool
+//! (10.0.0.0/8 → 11.0.0.0/8, 12.0.0.0/8, 13.0.0.0/8), dropping any that would wrap
+//! past 255.255.255.255; [`IdLayout::with_pdn_pools`] sets them explicitly.
+//! Stateless-IoT devices get addresses from their own prefix.
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
@@ -32,12 +42,19 @@ const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
 /// Bit 31: pool space (IoT pool and exceptions).
 pub const POOL_BIT: u32 = 1 << 31;
 
+/// PDN connections a UE can hold at once: one address pool each.
+pub const MAX_PDNS: usize = 4;
+
 /// The node-wide identifier layout, fixed at node start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IdLayout {
     pub slice_bits: u32,
     pub ue_pool: Ipv4Addr,
     pub ue_pool_len: u8,
+    /// Address pool of each PDN index (`pdn_pools[0] == ue_pool`), prefix length
+    /// `ue_pool_len`; only the first `pdn_count` are in use.
+    pub pdn_pools: [Ipv4Addr; MAX_PDNS],
+    pub pdn_count: u8,
 }
 
 impl IdLayout {
@@ -61,11 +78,59 @@ impl IdLayout {
         if u32::from(pool) & !mask != 0 {
             return Err(format!("ue pool {pool}/{len} has host bits set"));
         }
+        // Default extra pools: the prefixes right after the UE pool, while they fit.
+        let mut pdn_pools = [pool; MAX_PDNS];
+        let mut pdn_count = 1u8;
+        for (k, p) in pdn_pools.iter_mut().enumerate().skip(1) {
+            match (k as u64)
+                .checked_shl(host_bits)
+                .map(|off| u32::from(pool) as u64 + off)
+                .filter(|a| *a <= u32::MAX as u64)
+            {
+                Some(a) => {
+                    *p = Ipv4Addr::from(a as u32);
+                    pdn_count += 1;
+                }
+                None => break,
+            }
+        }
         Ok(IdLayout {
             slice_bits,
             ue_pool: pool,
             ue_pool_len: len,
+            pdn_pools,
+            pdn_count,
         })
+    }
+
+    /// Replace the extra PDN pools (PDN indexes 1..): each a prefix of the UE pool's
+    /// length, host bits clear, distinct from each other and from the UE pool.
+    pub fn with_pdn_pools(mut self, extra: &[Ipv4Addr]) -> Result<Self, String> {
+        if extra.len() > MAX_PDNS - 1 {
+            return Err(format!(
+                "at most {} extra PDN pools, got {}",
+                MAX_PDNS - 1,
+                extra.len()
+            ));
+        }
+        let host_bits = self.ip_host_bits();
+        let mask = u32::MAX << host_bits;
+        let mut pools = [self.ue_pool; MAX_PDNS];
+        for (i, p) in extra.iter().enumerate() {
+            if u32::from(*p) & !mask != 0 {
+                return Err(format!(
+                    "PDN pool {p}/{} has host bits set",
+                    self.ue_pool_len
+                ));
+            }
+            if pools[..=i].contains(p) {
+                return Err(format!("PDN pool {p}/{} is used twice", self.ue_pool_len));
+            }
+            pools[i + 1] = *p;
+        }
+        self.pdn_pools = pools;
+        self.pdn_count = 1 + extra.len() as u8;
+        Ok(self)
     }
 
     /// Bits for the bearer slot in a structured TEID.
@@ -117,22 +182,44 @@ impl IdLayout {
         Some((slice, slot, teid & GEN_MASK))
     }
 
-    /// The address of UE slot `slot` in slice `slice`.
+    /// The address of UE slot `slot` in slice `slice` (PDN index 0: the attach PDN).
     #[inline]
     pub fn ue_ip(&self, slice: u32, slot: u32) -> Ipv4Addr {
         Ipv4Addr::from(u32::from(self.ue_pool) | (slice << self.ip_slot_bits()) | slot)
     }
 
-    /// Split a UE address into (slice, slot); `None` outside the pool.
+    /// The address of PDN index `pdn` of UE slot `slot` in slice `slice`; `None` when
+    /// the layout has no pool for that index.
+    #[inline]
+    pub fn pdn_ip(&self, pdn: u8, slice: u32, slot: u32) -> Option<Ipv4Addr> {
+        (pdn < self.pdn_count).then(|| {
+            Ipv4Addr::from(
+                u32::from(self.pdn_pools[pdn as usize]) | (slice << self.ip_slot_bits()) | slot,
+            )
+        })
+    }
+
+    /// Split a UE address of any PDN pool into (PDN index, slice, slot); `None`
+    /// outside every pool.
+    #[inline]
+    pub fn split_pdn_ip(&self, ip: u32) -> Option<(u8, u32, u32)> {
+        let host_bits = self.ip_host_bits();
+        let mut k = 0;
+        while k < self.pdn_count as usize && k < MAX_PDNS {
+            if (ip ^ u32::from(self.pdn_pools[k])) >> host_bits == 0 {
+                let host = ip & ((1u32 << host_bits) - 1);
+                let slot_bits = self.ip_slot_bits();
+                return Some((k as u8, host >> slot_bits, host & ((1 << slot_bits) - 1)));
+            }
+            k += 1;
+        }
+        None
+    }
+
+    /// Split a UE address (of any PDN pool) into (slice, slot); `None` outside the pools.
     #[inline]
     pub fn split_ue_ip(&self, ip: u32) -> Option<(u32, u32)> {
-        let host_bits = self.ip_host_bits();
-        if (ip ^ u32::from(self.ue_pool)) >> host_bits != 0 {
-            return None;
-        }
-        let host = ip & ((1u32 << host_bits) - 1);
-        let slot_bits = self.ip_slot_bits();
-        Some((host >> slot_bits, host & ((1 << slot_bits) - 1)))
+        self.split_pdn_ip(ip).map(|(_, slice, slot)| (slice, slot))
     }
 }
 
@@ -272,9 +359,44 @@ mod tests {
         assert_eq!(l.max_ue_slots(), 1 << 22);
         let ip = l.ue_ip(3, 77);
         assert_eq!(l.split_ue_ip(u32::from(ip)), Some((3, 77)));
-        assert_eq!(l.split_ue_ip(u32::from(Ipv4Addr::new(11, 0, 0, 1))), None);
+        assert_eq!(l.split_ue_ip(u32::from(Ipv4Addr::new(9, 0, 0, 1))), None);
+        // 11/8..13/8 are the default extra PDN pools; 14/8 is outside.
+        assert_eq!(l.split_ue_ip(u32::from(Ipv4Addr::new(14, 0, 0, 1))), None);
         assert!(IdLayout::new(1, Ipv4Addr::new(10, 0, 0, 1), 8).is_err());
         assert!(IdLayout::new(0, Ipv4Addr::new(10, 0, 0, 0), 8).is_err());
+    }
+
+    #[test]
+    fn pdn_pools_follow_the_ue_pool_and_split_back() {
+        let l = IdLayout::new(4, Ipv4Addr::new(10, 0, 0, 0), 8).unwrap();
+        assert_eq!(l.pdn_count as usize, MAX_PDNS);
+        assert_eq!(l.pdn_pools[1], Ipv4Addr::new(11, 0, 0, 0));
+        assert_eq!(l.pdn_ip(0, 3, 77), Some(l.ue_ip(3, 77)));
+        let ip = l.pdn_ip(2, 3, 77).unwrap();
+        assert_eq!(ip, Ipv4Addr::new(12, 0xc0, 0, 77));
+        assert_eq!(l.split_pdn_ip(u32::from(ip)), Some((2, 3, 77)));
+        // The node's demux routes every PDN's addresses to the right slice.
+        assert_eq!(l.split_ue_ip(u32::from(ip)), Some((3, 77)));
+        assert_eq!(l.pdn_ip(4, 0, 1), None);
+        // Pools that would wrap past 255.255.255.255 are left out.
+        let top = IdLayout::new(1, Ipv4Addr::new(254, 0, 0, 0), 8).unwrap();
+        assert_eq!(top.pdn_count, 2);
+        assert_eq!(
+            top.split_ue_ip(u32::from(Ipv4Addr::new(255, 0, 0, 9))),
+            Some((0, 9))
+        );
+        // Explicit pools.
+        let e = l.with_pdn_pools(&[Ipv4Addr::new(172, 0, 0, 0)]).unwrap();
+        assert_eq!(e.pdn_count, 2);
+        assert_eq!(
+            e.split_pdn_ip(u32::from(Ipv4Addr::new(172, 0, 0, 5))),
+            Some((1, 0, 5))
+        );
+        assert_eq!(e.split_pdn_ip(u32::from(Ipv4Addr::new(11, 0, 0, 5))), None);
+        assert!(l.with_pdn_pools(&[Ipv4Addr::new(172, 0, 0, 1)]).is_err());
+        assert!(l.with_pdn_pools(&[Ipv4Addr::new(10, 0, 0, 0)]).is_err());
+        let four = [Ipv4Addr::new(20, 0, 0, 0); 4];
+        assert!(l.with_pdn_pools(&four).is_err());
     }
 
     #[test]

@@ -34,9 +34,12 @@ pub enum DpUpdate {
         slot: u32,
         teid: Option<u32>,
     },
+    /// This UE slot exists with PDN connections in the PDN pools of bitmask `pdns`
+    /// (bit k: pool k, see [`crate::ids`]); 0: the UE is gone. A downlink miss on an
+    /// evicted UE is buffered only if its destination's PDN is in the mask.
     UeExists {
         slot: u32,
-        ip: Option<u32>,
+        pdns: u8,
     },
     /// Install (or replace) PCEF rule set `id`.
     RuleSet {

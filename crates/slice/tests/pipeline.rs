@@ -1,7 +1,9 @@
 //! The slice's data path driven through its control thread API, without sockets.
 
 use pepc_slice::context::FIRST_EBI;
-use pepc_slice::control::{AttachParams, BearerParams, ControlEvent, ControlPlane};
+use pepc_slice::control::{
+    AttachParams, BearerParams, ControlEvent, ControlPlane, CtrlError, PdnParams,
+};
 use pepc_slice::counters::DropReason;
 use pepc_slice::datapath::DataPlane;
 use pepc_slice::ids::IotPool;
@@ -339,6 +341,7 @@ fn pcef_rules_drop_bind_bearers_and_count() {
             a.ue_slot,
             BearerParams {
                 ebi: 6,
+                linked_ebi: 0,
                 qci: 1,
                 arp: Default::default(),
                 mbr_ul: 0,
@@ -520,4 +523,187 @@ fn single_writer_invariants_hold_under_concurrency() {
         }
     }
     assert!(dp.counters().dl_forwarded.load(Ordering::Relaxed) > 0);
+}
+
+fn pdn(apn: &str, ebi: u8) -> PdnParams {
+    PdnParams {
+        apn: apn.into(),
+        ebi,
+        qci: 5,
+        arp: Default::default(),
+        charging_key: 0,
+    }
+}
+
+fn teid_of(b: &Batch, i: usize) -> u32 {
+    GtpuPacket::new_checked(b.bufs[i].as_slice())
+        .unwrap()
+        .teid()
+}
+
+#[test]
+fn second_pdn_downlink_reaches_its_bearer_and_is_dropped_after_disconnect() {
+    let (mut cp, mut dp) = slice();
+    let a = attach(&mut cp, 1, 0x10);
+    let layout = cp.config().layout;
+    let p = cp.add_pdn(a.ue_slot, &pdn("ims", 6)).unwrap();
+    assert_eq!(p.pdn, 1);
+    assert_eq!(Some(p.ue_ip), layout.pdn_ip(1, 0, a.ue_slot));
+    assert_ne!(p.ue_ip, a.ue_ip);
+    cp.set_enb_tunnel(a.ue_slot, 6, ENB, 0x66).unwrap();
+    // A dedicated bearer of the first PDN must not carry the second PDN's traffic,
+    // even when a PCEF rule names it.
+    let mut rule = Rule::any(1);
+    rule.bearer = Some(7);
+    cp.install_rule_set(2, vec![rule]).unwrap();
+    cp.set_rule_set(a.ue_slot, 2).unwrap();
+    let mut bp = BearerParams {
+        ebi: 7,
+        linked_ebi: FIRST_EBI,
+        qci: 2,
+        arp: Default::default(),
+        mbr_ul: 0,
+        mbr_dl: 0,
+        gbr_ul: 0,
+        gbr_dl: 0,
+        charging_key: 0,
+    };
+    cp.add_bearer(a.ue_slot, bp).unwrap();
+    cp.set_enb_tunnel(a.ue_slot, 7, ENB, 0x77).unwrap();
+    let b = dl(
+        &mut dp,
+        &[
+            ipv4_udp(SERVER, p.ue_ip, 5060, 5060, 100),
+            ipv4_udp(SERVER, a.ue_ip, 80, 5000, 100),
+        ],
+        1,
+    );
+    assert_eq!(b.bufs[0].meta.verdict, Verdict::ToS1u);
+    assert_eq!(
+        (teid_of(&b, 0), teid_of(&b, 1)),
+        (0x66, 0x77),
+        "second PDN: its default bearer; first PDN: the rule's bearer"
+    );
+    // Uplink: the second PDN's bearer takes only the second PDN's source address.
+    let b = ul(
+        &mut dp,
+        &[
+            gpdu(p.teid_ul, &ipv4_udp(p.ue_ip, SERVER, 1, 2, 60)),
+            gpdu(p.teid_ul, &ipv4_udp(a.ue_ip, SERVER, 1, 2, 60)),
+        ],
+        2,
+    );
+    assert_eq!(b.bufs[0].meta.verdict, Verdict::ToSgi);
+    assert_eq!(b.bufs[1].meta.verdict, Verdict::Drop);
+    assert_eq!(dp.counters().drop_count(DropReason::SpoofedSource), 1);
+    assert_eq!(cp.usage(a.ue_slot, 6).unwrap().dl_packets, 1);
+    assert_eq!(cp.usage(a.ue_slot, 6).unwrap().ul_packets, 1);
+
+    // A dedicated bearer joined to the second PDN.
+    bp.ebi = 8;
+    bp.linked_ebi = 6;
+    cp.add_bearer(a.ue_slot, bp).unwrap();
+    assert_eq!(cp.ue(a.ue_slot).unwrap().bearer(8).unwrap().pdn, 1);
+    bp.ebi = 9;
+    bp.linked_ebi = 7; // not a default bearer
+    assert!(matches!(
+        cp.add_bearer(a.ue_slot, bp),
+        Err(CtrlError::NoSuchPdn { .. })
+    ));
+
+    // Disconnect: both bearers of the PDN go, the address stops reaching the UE.
+    let removed = cp.remove_pdn(a.ue_slot, 6).unwrap();
+    assert_eq!(removed, vec![6, 8]);
+    let ue = cp.ue(a.ue_slot).unwrap();
+    assert_eq!(ue.pdns.len(), 1);
+    assert!(ue.bearer(6).is_none() && ue.bearer(8).is_none() && ue.bearer(7).is_some());
+    let before = dp.counters().drop_count(DropReason::UnknownUeIp);
+    let b = dl(
+        &mut dp,
+        &[
+            ipv4_udp(SERVER, p.ue_ip, 5060, 5060, 100),
+            ipv4_udp(SERVER, a.ue_ip, 80, 5000, 100),
+        ],
+        3,
+    );
+    assert_eq!(b.bufs[0].meta.verdict, Verdict::Drop);
+    assert_eq!(b.bufs[1].meta.verdict, Verdict::ToS1u);
+    assert_eq!(
+        dp.counters().drop_count(DropReason::UnknownUeIp),
+        before + 1
+    );
+    // The old uplink TEID is stale now.
+    let b = ul(
+        &mut dp,
+        &[gpdu(p.teid_ul, &ipv4_udp(p.ue_ip, SERVER, 1, 2, 60))],
+        4,
+    );
+    assert_ne!(b.bufs[0].meta.verdict, Verdict::ToSgi);
+    // The last PDN stays.
+    assert_eq!(
+        cp.remove_pdn(a.ue_slot, FIRST_EBI),
+        Err(CtrlError::LastPdn(a.ue_slot))
+    );
+    // The pool index is free again: a new PDN gets the same address back.
+    let again = cp.add_pdn(a.ue_slot, &pdn("ims", 6)).unwrap();
+    assert_eq!(again.ue_ip, p.ue_ip);
+}
+
+#[test]
+fn idle_second_pdn_buffers_and_pages_but_disconnected_one_is_dropped() {
+    let (mut cp, mut dp) = slice();
+    let a = attach(&mut cp, 1, 0x10);
+    let p = cp.add_pdn(a.ue_slot, &pdn("ims", 6)).unwrap();
+    let q = cp.add_pdn(a.ue_slot, &pdn("sos", 7)).unwrap();
+    assert_eq!((p.pdn, q.pdn), (1, 2));
+    cp.release_to_idle(a.ue_slot).unwrap();
+    // Downlink to the idle UE's second PDN: buffered and a page requested.
+    let b = dl(&mut dp, &[ipv4_udp(SERVER, p.ue_ip, 1, 2, 60)], 1);
+    assert_eq!(b.bufs[0].meta.verdict, Verdict::Consumed);
+    let mut ev = vec![];
+    cp.poll_requests(&mut ev);
+    assert_eq!(
+        ev,
+        vec![ControlEvent::Page {
+            ue_slot: a.ue_slot,
+            imsi: 1
+        }]
+    );
+    // Disconnecting the third PDN while idle: its address is dropped, not buffered.
+    cp.remove_pdn(a.ue_slot, 7).unwrap();
+    let before = dp.counters().drop_count(DropReason::UnknownUeIp);
+    let b = dl(&mut dp, &[ipv4_udp(SERVER, q.ue_ip, 1, 2, 60)], 2);
+    assert_eq!(b.bufs[0].meta.verdict, Verdict::Drop);
+    assert_eq!(
+        dp.counters().drop_count(DropReason::UnknownUeIp),
+        before + 1
+    );
+    // Service request: every bearer gets its tunnel; the buffered packet drains onto
+    // the second PDN's default bearer.
+    cp.set_enb_tunnel(a.ue_slot, FIRST_EBI, ENB, 0x10).unwrap();
+    cp.set_enb_tunnel(a.ue_slot, 6, ENB, 0x66).unwrap();
+    dp.sync(3);
+    let mut b = Batch::default();
+    assert_eq!(dp.take_ready(&mut b, false), 1);
+    dp.downlink(&mut b, 4);
+    assert_eq!(b.bufs[0].meta.verdict, Verdict::ToS1u);
+    assert_eq!(teid_of(&b, 0), 0x66);
+}
+
+#[test]
+fn pdn_pools_run_out_and_iot_has_one_pdn() {
+    let (mut cp, _dp) = slice();
+    let a = attach(&mut cp, 1, 0x10);
+    let n = cp.config().layout.pdn_count;
+    for k in 1..n {
+        cp.add_pdn(a.ue_slot, &pdn("ims", 5 + k)).unwrap();
+    }
+    assert_eq!(
+        cp.add_pdn(a.ue_slot, &pdn("x", 14)),
+        Err(CtrlError::Exhausted("PDN address pools"))
+    );
+    assert!(matches!(
+        cp.add_pdn(a.ue_slot, &pdn("x", FIRST_EBI)),
+        Err(CtrlError::BearerExists { .. })
+    ));
 }
