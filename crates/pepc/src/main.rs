@@ -21,9 +21,12 @@ enum Cmd {
     /// SCTP, embedded HSS provisioned with the emulator's subscribers) driven by the
     /// eNB/UE emulator; prints the emulator's report.
     Demo(DemoArgs),
-    /// Run a node: S1-U GTP-U socket, SGi (TUN or UDP sink), slices with their control
-    /// and data threads. Until the MME lands, the control thread runs synthetic events.
+    /// Run a node: S1-MME listener (SCTP, or SCTP over UDP where the kernel has none),
+    /// S1-U GTP-U socket, SGi (TUN or UDP sink), the embedded HSS, and slices with their
+    /// control (MME) and data (S/P-GW) threads. Keys are documented in crates/pepc/src/epc.rs.
     Run(RunArgs),
+    /// Manage the embedded HSS's subscribers.
+    Subscriber(pepc::subscriber::SubscriberArgs),
     /// Benchmarks (use a release build).
     Bench {
         #[command(subcommand)]
@@ -159,6 +162,7 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Run(a) => run_node(&a),
         Cmd::Demo(a) => demo(&a),
+        Cmd::Subscriber(a) => pepc::subscriber::run(&a).map(|s| println!("{s}")),
         Cmd::Bench { what } => match what {
             BenchCmd::Dataplane(a) => bench_dataplane(&a),
             BenchCmd::Sweep(s) => pepc_bench::sweep::run(s.figure, s.seconds, &s.out, s.scale_down),
@@ -189,17 +193,31 @@ fn bench_dataplane(a: &DataplaneArgs) -> Result<(), String> {
 }
 
 fn run_node(a: &RunArgs) -> Result<(), String> {
-    use std::sync::atomic::Ordering::Relaxed;
+    use pepc::epc::{open_hss, Epc, EpcConfig, HssStore};
     let cfg = match &a.config {
-        Some(p) => pepc_node::config::NodeConfig::load(p)?,
-        None => pepc_node::config::NodeConfig::default(),
+        Some(p) => EpcConfig::load(p)?,
+        None => EpcConfig::default_config(),
     };
-    let v = cfg.validate()?;
-    let node = pepc_node::node::Node::start(&v, &mut |_| None)?;
-    eprintln!(
-        "pepc node: {} slice(s), S1-U {}, SGi {}, {} synthetic users at {} events/s",
-        v.slices, node.s1u_addr, node.sgi_desc, v.synthetic_users, v.synthetic_rate
-    );
+    let hss = open_hss(&cfg.hss)?;
+    let subscribers = hss.list().map_err(|e| e.to_string())?.len();
+    let epc = Epc::start(&cfg, hss)?;
+    let v = &cfg.node;
+    match &epc.s1mme {
+        Some(s1mme) => eprintln!(
+            "pepc node: {} slice(s), S1-MME {s1mme}, S1-U {}, SGi {}, HSS {} ({subscribers} subscribers)",
+            v.slices,
+            epc.node.s1u_addr,
+            epc.node.sgi_desc,
+            match &cfg.hss {
+                HssStore::File(p) => p.display().to_string(),
+                HssStore::Memory => "in memory".into(),
+            }
+        ),
+        None => eprintln!(
+            "pepc node: {} slice(s), S1-U {}, SGi {}, MME disabled: {} synthetic users at {} events/s",
+            v.slices, epc.node.s1u_addr, epc.node.sgi_desc, v.synthetic_users, v.synthetic_rate
+        ),
+    }
     let start = std::time::Instant::now();
     loop {
         std::thread::sleep(std::time::Duration::from_secs(1));
@@ -208,80 +226,24 @@ fn run_node(a: &RunArgs) -> Result<(), String> {
         {
             break;
         }
-        eprintln!("up {:.0}s", start.elapsed().as_secs_f64());
     }
-    for s in node.slices {
-        let (cp, dp) = s.join();
-        let c = dp.counters();
-        eprintln!(
-            "slice: {} UEs, uplink forwarded {}, downlink forwarded {}, dropped {}, updates applied {}",
-            cp.ue_count(),
-            c.ul_forwarded.load(Relaxed),
-            c.dl_forwarded.load(Relaxed),
-            c.total_drops(),
-            c.updates_applied.load(Relaxed)
-        );
+    for line in epc.stop() {
+        eprintln!("{line}");
     }
     Ok(())
 }
 
 fn demo(a: &DemoArgs) -> Result<(), String> {
-    use std::sync::Arc;
-    let hss = Arc::new(pepc_hss::Hss::in_memory().map_err(|e| e.to_string())?);
-    let keys = pepc_emulator::config::SubscriberKeys::default();
-    let first: u64 = keys.imsi_start.parse().map_err(|_| "bad IMSI start")?;
-    let subs: Vec<_> = (0..a.ues as u64)
-        .map(|i| {
-            let mut s = pepc_mme::sim::subscriber(&format!("{:015}", first + i));
-            s.sqn = 32;
-            s
-        })
-        .collect();
-    hss.add_many(&subs).map_err(|e| e.to_string())?;
-    let cfg = pepc_node::config::NodeConfig::parse(
-        "[node]\nmax_users = 1000000\n[s1u]\nbind = \"127.0.0.1:2152\"\n[sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:5202\"\nsink_peer = \"127.0.0.1:5201\"\n",
-    )?;
-    let v = cfg.validate()?;
-    let tcfg = pepc_sctp::transport::TransportConfig {
-        backend: pepc_sctp::transport::Backend::Udp,
-        ..Default::default()
-    };
-    let transport =
-        pepc_sctp::transport::open_server(&tcfg).map_err(|e| format!("S1-MME listen: {e}"))?;
-    let mcfg = pepc_mme::MmeConfig {
-        s1u_addr: std::net::Ipv4Addr::LOCALHOST,
-        ..Default::default()
-    };
-    let mme = pepc_mme::Mme::new(mcfg, hss.clone(), pepc_mme::mme::urandom());
-    let mut driver = Some(pepc_node::s1mme::MmeDriver::new(transport, mme));
-    let node = pepc_node::node::Node::start(&v, &mut |_| {
-        driver
-            .take()
-            .map(|d| Box::new(d) as Box<dyn pepc_node::runtime::ControlDriver>)
-    })?;
-    eprintln!("pepc demo: node up (S1-MME SCTP/UDP 127.0.0.1:9899, S1-U {}, SGi {}); starting the emulator", node.s1u_addr, node.sgi_desc);
-    let ecfg = pepc_emulator::EmulatorConfig {
-        enbs: a.enbs,
-        sgi_peer: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 5202))),
-        progress: !a.json,
-        ..Default::default()
-    };
-    let scen = pepc_emulator::Scenario {
+    let o = pepc::demo::DemoOpts {
         ues: a.ues,
+        enbs: a.enbs,
         attach_rate: a.attach_rate,
-        duration_s: a.seconds,
-        event_rate: a.events,
-        traffic: pepc_emulator::config::Traffic {
-            profile: pepc_emulator::config::TrafficProfile::Pepc,
-            rate_pps: a.pps,
-        },
-        ..Default::default()
+        seconds: a.seconds,
+        events: a.events,
+        pps: a.pps,
+        progress: !a.json,
     };
-    let report = pepc_emulator::run(ecfg, scen).map_err(|e| format!("emulator: {e}"));
-    for s in node.slices {
-        let _ = s.join();
-    }
-    let report = report?;
+    let report = pepc::demo::run(&pepc::demo::DemoPorts::default(), &o)?;
     if a.json {
         println!("{}", report.to_json());
     } else {

@@ -1,0 +1,136 @@
+//! `pepc demo`: a node on embedded defaults (MME over userspace SCTP-in-UDP, in-memory
+//! HSS provisioned with the emulator's subscribers, S1-U and a userspace SGi sink on
+//! loopback) driven by the eNB/UE emulator; returns the emulator's report.
+
+use crate::epc::{Epc, EpcConfig};
+use pepc_emulator::config::{SubscriberKeys, Traffic, TrafficProfile};
+use pepc_emulator::{EmulatorConfig, Report, Scenario};
+use pepc_hss::Subscriber;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+
+/// Loopback addresses and ports of a demo node. Tests running in parallel pick
+/// distinct ports.
+#[derive(Debug, Clone)]
+pub struct DemoPorts {
+    pub s1mme_udp: u16,
+    pub s1u: u16,
+    pub sgi_sink_local: u16,
+    pub sgi_sink_peer: u16,
+    /// The emulated eNBs' GTP-U port (on 127.0.0.2).
+    pub enb_gtpu: u16,
+}
+
+impl Default for DemoPorts {
+    fn default() -> Self {
+        DemoPorts {
+            s1mme_udp: 9899,
+            s1u: 2152,
+            sgi_sink_local: 5202,
+            sgi_sink_peer: 5201,
+            enb_gtpu: 2152,
+        }
+    }
+}
+
+impl DemoPorts {
+    /// The node's configuration for these ports (in-memory HSS, UDP-encapsulated SCTP).
+    pub fn config(&self, max_users: usize) -> Result<EpcConfig, String> {
+        EpcConfig::parse(&format!(
+            "[node]\nmax_users = {max_users}\n\
+             [s1u]\nbind = \"127.0.0.1:{}\"\n\
+             [sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:{}\"\nsink_peer = \"127.0.0.1:{}\"\n\
+             [s1mme]\ntransport = \"udp\"\nudp_port = {}\n\
+             [hss]\ndb = \":memory:\"\n",
+            self.s1u, self.sgi_sink_local, self.sgi_sink_peer, self.s1mme_udp
+        ))
+    }
+
+    /// Emulator defaults pointed at this node.
+    pub fn emulator(&self) -> EmulatorConfig {
+        EmulatorConfig {
+            mme_udp_port: self.s1mme_udp,
+            gtpu_addr: SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 2), self.enb_gtpu),
+            sgi_peer: Some(SocketAddr::from(([127, 0, 0, 1], self.sgi_sink_local))),
+            pdn_addr: SocketAddr::from(([127, 0, 0, 1], self.sgi_sink_peer)),
+            ..EmulatorConfig::default()
+        }
+    }
+}
+
+/// The emulator's subscribers as HSS records (same K/OPc/IMSI range).
+pub fn emulator_subscribers(keys: &SubscriberKeys, n: u32) -> Result<Vec<Subscriber>, String> {
+    (0..n)
+        .map(|i| {
+            let imsi = keys
+                .imsi(i)
+                .ok_or_else(|| format!("emulator IMSI range exhausted at UE {i}"))?;
+            let mut s = pepc_mme::sim::subscriber(&imsi);
+            s.k = pepc_security::Key128::from_hex(&keys.k)
+                .map_err(|_| "emulator subscriber K is not 32 hex digits".to_string())?;
+            let mut opc = [0u8; 16];
+            hex::decode_to_slice(&keys.opc, &mut opc)
+                .map_err(|_| "emulator subscriber OPc is not 32 hex digits".to_string())?;
+            s.op_kind = pepc_hss::OpKind::Opc(opc);
+            // Above the emulator USIM's initial SQN so its first AUTN is fresh.
+            s.sqn = 32;
+            Ok(s)
+        })
+        .collect()
+}
+
+/// Start a demo node with the emulator's first `ues` subscribers provisioned.
+pub fn start_node(ports: &DemoPorts, ues: u32) -> Result<Epc, String> {
+    let cfg = ports.config((ues as usize).max(1024) * 2)?;
+    let hss = crate::epc::open_hss(&cfg.hss)?;
+    let subs = emulator_subscribers(&SubscriberKeys::default(), ues)?;
+    hss.add_many(&subs).map_err(|e| e.to_string())?;
+    Epc::start(&cfg, hss)
+}
+
+/// The demo's scenario knobs.
+#[derive(Debug, Clone)]
+pub struct DemoOpts {
+    pub ues: u32,
+    pub enbs: u32,
+    pub attach_rate: f64,
+    pub seconds: f64,
+    pub events: f64,
+    pub pps: f64,
+    pub progress: bool,
+}
+
+/// Node + emulator; the node is stopped before returning.
+pub fn run(ports: &DemoPorts, o: &DemoOpts) -> Result<Report, String> {
+    let epc = start_node(ports, o.ues)?;
+    if o.progress {
+        eprintln!(
+            "pepc demo: node up (S1-MME SCTP/UDP {}, S1-U {}, SGi {}); starting the emulator",
+            epc.s1mme.as_deref().unwrap_or("-"),
+            epc.node.s1u_addr,
+            epc.node.sgi_desc
+        );
+    }
+    let ecfg = EmulatorConfig {
+        enbs: o.enbs,
+        progress: o.progress,
+        ..ports.emulator()
+    };
+    let scen = Scenario {
+        ues: o.ues,
+        attach_rate: o.attach_rate,
+        duration_s: o.seconds,
+        event_rate: o.events,
+        traffic: Traffic {
+            profile: if o.pps > 0.0 {
+                TrafficProfile::Pepc
+            } else {
+                TrafficProfile::None
+            },
+            rate_pps: o.pps,
+        },
+        ..Default::default()
+    };
+    let report = pepc_emulator::run(ecfg, scen).map_err(|e| format!("emulator: {e}"));
+    epc.stop();
+    report
+}

@@ -1,0 +1,473 @@
+//! A whole EPC node from one TOML file: the node's own sections (`[node]`, `[s1u]`,
+//! `[sgi]`, `[synthetic]`, documented in `crates/node/src/config.rs`) plus the
+//! signaling sections below. Every key has a default, so no file at all runs a node
+//! on loopback with the MME over SCTP (userspace SCTP-in-UDP where the kernel has no
+//! SCTP) and the embedded HSS in `pepc-hss.redb`.
+//!
+//! ```toml
+//! [mme]
+//! enabled = true              # false: the control thread runs [synthetic] events instead
+//! plmn = "00101"              # MCC+MNC digits (5 or 6)
+//! mme_group_id = 1
+//! mme_code = 1
+//! name = "pepc"
+//! tacs = [1]                  # served TACs; also the TAI list given to UEs
+//! eea = ["eea2", "eea1", "eea0"]   # ciphering preference
+//! eia = ["eia2", "eia1"]           # integrity preference (EIA0 is never chosen)
+//! t3412_s = 3240              # periodic TAU timer given to UEs
+//! t3413_s = 2                 # paging supervision
+//! paging_attempts = 3
+//! esm_info_request = false    # always ask for APN/PCO
+//! default_apn = "internet"
+//! network_name = "pepc"       # EMM Information after attach ("" = none)
+//! ambr_ul = 100000000         # bit/s when the subscription has no AMBR
+//! ambr_dl = 100000000
+//! [s1mme]
+//! transport = "auto"          # auto (kernel SCTP if present, else SCTP over UDP) | kernel | udp
+//! bind = "127.0.0.1"          # S1-MME address
+//! sctp_port = 36412
+//! udp_port = 9899             # RFC 6951 encapsulation port
+//! verbose = false             # log every MME event (never keys)
+//! [hss]
+//! db = "pepc-hss.redb"        # subscriber database file; ":memory:" = volatile
+//! ```
+
+use pepc_hss::Hss;
+use pepc_mme::{Mme, MmeConfig};
+use pepc_node::config::{NodeConfig, Validated};
+use pepc_node::node::Node;
+use pepc_node::runtime::ControlDriver;
+use pepc_node::s1mme::MmeDriver;
+use pepc_s1ap::Plmn;
+use pepc_sctp::transport::{open_server, Backend, TransportConfig};
+use pepc_security::{Eea, Eia};
+use serde::Deserialize;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The sections this module adds to the node's configuration file.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct SignalingSections {
+    mme: MmeSection,
+    s1mme: S1mmeSection,
+    hss: HssSection,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MmeSection {
+    pub enabled: bool,
+    pub plmn: String,
+    pub mme_group_id: u16,
+    pub mme_code: u8,
+    pub name: String,
+    pub tacs: Vec<u16>,
+    pub eea: Vec<String>,
+    pub eia: Vec<String>,
+    pub t3412_s: u64,
+    pub t3413_s: u64,
+    pub paging_attempts: u32,
+    pub esm_info_request: bool,
+    pub default_apn: String,
+    pub network_name: String,
+    pub ambr_ul: u64,
+    pub ambr_dl: u64,
+}
+
+impl Default for MmeSection {
+    fn default() -> Self {
+        let d = MmeConfig::default();
+        MmeSection {
+            enabled: true,
+            plmn: "00101".into(),
+            mme_group_id: d.mme_group_id,
+            mme_code: d.mme_code,
+            name: d.mme_name.unwrap_or_default(),
+            tacs: d.served_tacs,
+            eea: vec!["eea2".into(), "eea1".into(), "eea0".into()],
+            eia: vec!["eia2".into(), "eia1".into()],
+            t3412_s: d.t3412.as_secs(),
+            t3413_s: d.t3413.as_secs(),
+            paging_attempts: d.paging_attempts,
+            esm_info_request: d.esm_info_request,
+            default_apn: d.default_apn,
+            network_name: d.network_name.unwrap_or_default(),
+            ambr_ul: d.default_ambr.0,
+            ambr_dl: d.default_ambr.1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct S1mmeSection {
+    pub transport: String,
+    pub bind: String,
+    pub sctp_port: u16,
+    pub udp_port: u16,
+    pub verbose: bool,
+}
+
+impl Default for S1mmeSection {
+    fn default() -> Self {
+        S1mmeSection {
+            transport: "auto".into(),
+            bind: "127.0.0.1".into(),
+            sctp_port: pepc_sctp::transport::S1AP_SCTP_PORT,
+            udp_port: pepc_sctp::transport::SCTP_UDP_ENCAPS_PORT,
+            verbose: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HssSection {
+    pub db: String,
+}
+
+impl Default for HssSection {
+    fn default() -> Self {
+        HssSection {
+            db: "pepc-hss.redb".into(),
+        }
+    }
+}
+
+/// Where the HSS lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HssStore {
+    File(PathBuf),
+    Memory,
+}
+
+/// A validated EPC configuration.
+#[derive(Debug, Clone)]
+pub struct EpcConfig {
+    pub node: Validated,
+    /// None: the MME is disabled and the control threads run synthetic events.
+    pub mme: Option<MmeConfig>,
+    pub transport: TransportConfig,
+    pub hss: HssStore,
+    pub verbose: bool,
+}
+
+/// Parse PLMN digits ("00101", "310410") into the TBCD octets of TS 24.008 10.5.1.13.
+pub fn parse_plmn(s: &str) -> Result<Plmn, String> {
+    let d: Vec<u8> = s
+        .bytes()
+        .map(|b| b.is_ascii_digit().then(|| b - b'0'))
+        .collect::<Option<_>>()
+        .ok_or_else(|| format!("{s:?} must be digits only"))?;
+    let (mcc, mnc) = match d.len() {
+        5 => (&d[..3], &d[3..]),
+        6 => (&d[..3], &d[3..]),
+        n => return Err(format!("{s:?} must be 5 or 6 digits (MCC + MNC), got {n}")),
+    };
+    let mnc3 = if mnc.len() == 3 { mnc[2] } else { 0xf };
+    Ok(Plmn([
+        mcc[1] << 4 | mcc[0],
+        mnc3 << 4 | mcc[2],
+        mnc[1] << 4 | mnc[0],
+    ]))
+}
+
+fn parse_alg<T>(
+    key: &str,
+    names: &[String],
+    parse: fn(&str) -> Option<T>,
+) -> Result<Vec<T>, String> {
+    if names.is_empty() {
+        return Err(format!(
+            "config key `{key}`: must list at least one algorithm"
+        ));
+    }
+    names
+        .iter()
+        .map(|n| {
+            parse(&n.to_ascii_lowercase())
+                .ok_or_else(|| format!("config key `{key}`: unknown algorithm {n:?}"))
+        })
+        .collect()
+}
+
+fn eea_of(s: &str) -> Option<Eea> {
+    Some(match s {
+        "eea0" => Eea::Eea0,
+        "eea1" => Eea::Eea1,
+        "eea2" => Eea::Eea2,
+        "eea3" => Eea::Eea3,
+        _ => return None,
+    })
+}
+
+fn eia_of(s: &str) -> Option<Eia> {
+    Some(match s {
+        "eia1" => Eia::Eia1,
+        "eia2" => Eia::Eia2,
+        "eia3" => Eia::Eia3,
+        _ => return None,
+    })
+}
+
+impl EpcConfig {
+    /// Parse and validate a whole configuration file; errors name the key.
+    pub fn parse(text: &str) -> Result<EpcConfig, String> {
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| format!("config: {e}"))?;
+        // Split our sections off so the node keeps rejecting unknown keys in its own.
+        let mut ours = toml::Table::new();
+        for k in ["mme", "s1mme", "hss"] {
+            if let Some(v) = table.remove(k) {
+                ours.insert(k.into(), v);
+            }
+        }
+        let sig: SignalingSections = ours
+            .try_into()
+            .map_err(|e: toml::de::Error| format!("config: {e}"))?;
+        let node_text = toml::to_string(&table).map_err(|e| format!("config: {e}"))?;
+        let node = NodeConfig::parse(&node_text)?.validate()?;
+        Self::from_parts(node, &sig)
+    }
+
+    pub fn load(path: &std::path::Path) -> Result<EpcConfig, String> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("config {}: {e}", path.display()))?;
+        Self::parse(&text)
+    }
+
+    fn from_parts(node: Validated, sig: &SignalingSections) -> Result<EpcConfig, String> {
+        let m = &sig.mme;
+        let s = &sig.s1mme;
+        let mme = if m.enabled {
+            if node.synthetic_users > 0 || node.synthetic_rate > 0 {
+                return Err("config key `synthetic.users`: synthetic events and the MME cannot share a slice's control thread; set `mme.enabled = false` to run synthetic events".into());
+            }
+            if m.tacs.is_empty() {
+                return Err("config key `mme.tacs`: must list at least one TAC".into());
+            }
+            if m.t3412_s == 0 || m.t3412_s > 186 * 60 {
+                return Err(format!(
+                    "config key `mme.t3412_s`: must be 1..=11160 s (GPRS timer 3 range used here), got {}",
+                    m.t3412_s
+                ));
+            }
+            if m.t3413_s == 0 {
+                return Err("config key `mme.t3413_s`: must be > 0".into());
+            }
+            if m.mme_group_id == 0 {
+                return Err("config key `mme.mme_group_id`: must be > 0".into());
+            }
+            let t3412 = Duration::from_secs(m.t3412_s);
+            Some(MmeConfig {
+                plmn: parse_plmn(&m.plmn).map_err(|e| format!("config key `mme.plmn`: {e}"))?,
+                mme_group_id: m.mme_group_id,
+                mme_code: m.mme_code,
+                mme_name: (!m.name.is_empty()).then(|| m.name.clone()),
+                served_tacs: m.tacs.clone(),
+                eea_preference: parse_alg("mme.eea", &m.eea, eea_of)?,
+                eia_preference: parse_alg("mme.eia", &m.eia, eia_of)?,
+                t3412,
+                t3413: Duration::from_secs(m.t3413_s),
+                paging_attempts: m.paging_attempts.max(1),
+                mobile_reachable: t3412 + Duration::from_secs(240),
+                esm_info_request: m.esm_info_request,
+                default_apn: m.default_apn.clone(),
+                s1u_addr: advertised_s1u(*node.s1u_bind.ip()),
+                network_name: (!m.network_name.is_empty()).then(|| m.network_name.clone()),
+                default_ambr: (m.ambr_ul, m.ambr_dl),
+                ..MmeConfig::default()
+            })
+        } else {
+            None
+        };
+        let backend = match s.transport.as_str() {
+            "auto" => Backend::Auto,
+            "kernel" => Backend::Kernel,
+            "udp" => Backend::Udp,
+            other => {
+                return Err(format!(
+                    "config key `s1mme.transport`: must be auto, kernel or udp, got {other:?}"
+                ))
+            }
+        };
+        let ip: IpAddr = s.bind.parse().map_err(|_| {
+            format!(
+                "config key `s1mme.bind`: {:?} is not an IP address like 127.0.0.1",
+                s.bind
+            )
+        })?;
+        let transport = TransportConfig {
+            backend,
+            ip,
+            sctp_port: s.sctp_port,
+            udp_port: s.udp_port,
+            ..Default::default()
+        };
+        let hss = match sig.hss.db.as_str() {
+            "" => return Err("config key `hss.db`: must be a file path or \":memory:\"".into()),
+            ":memory:" => HssStore::Memory,
+            p => HssStore::File(PathBuf::from(p)),
+        };
+        Ok(EpcConfig {
+            node,
+            mme,
+            transport,
+            hss,
+            verbose: s.verbose,
+        })
+    }
+
+    /// The defaults (what `pepc run` does with no file).
+    pub fn default_config() -> EpcConfig {
+        Self::parse("").expect("the defaults are valid")
+    }
+}
+
+/// Open the configured HSS.
+pub fn open_hss(store: &HssStore) -> Result<Arc<Hss>, String> {
+    let h = match store {
+        HssStore::Memory => Hss::in_memory(),
+        HssStore::File(p) => Hss::open(p),
+    };
+    h.map(Arc::new).map_err(|e| match store {
+        HssStore::File(p) => format!("hss.db {}: {e}", p.display()),
+        HssStore::Memory => format!("in-memory HSS: {e}"),
+    })
+}
+
+/// A running EPC node.
+pub struct Epc {
+    pub node: Node,
+    pub hss: Arc<Hss>,
+    /// Where the S1-MME listener is (None when the MME is disabled).
+    pub s1mme: Option<String>,
+}
+
+impl Epc {
+    /// Start the node; its slice's control thread runs the MME on the S1-MME
+    /// transport (or the synthetic events when the MME is disabled).
+    pub fn start(cfg: &EpcConfig, hss: Arc<Hss>) -> Result<Epc, String> {
+        let mut driver: Option<Box<dyn ControlDriver>> = None;
+        let mut s1mme = None;
+        if let Some(mcfg) = &cfg.mme {
+            let transport = open_server(&cfg.transport).map_err(|e| {
+                format!(
+                    "S1-MME listener ({:?} on {} SCTP port {} / UDP port {}): {e}",
+                    cfg.transport.backend,
+                    cfg.transport.ip,
+                    cfg.transport.sctp_port,
+                    cfg.transport.udp_port
+                )
+            })?;
+            s1mme = Some(format!(
+                "{} ({:?} backend requested)",
+                transport.local_addr(),
+                cfg.transport.backend
+            ));
+            let mme = Mme::new(mcfg.clone(), hss.clone(), pepc_mme::mme::urandom());
+            let mut d = MmeDriver::new(transport, mme);
+            d.verbose = cfg.verbose;
+            driver = Some(Box::new(d));
+        }
+        let node = Node::start(&cfg.node, &mut |_| driver.take())?;
+        Ok(Epc { node, hss, s1mme })
+    }
+
+    /// Stop every thread; returns one line of figures per slice.
+    pub fn stop(self) -> Vec<String> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.node
+            .slices
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let (cp, dp) = s.join();
+                let c = dp.counters();
+                format!(
+                    "slice {i}: {} UEs, uplink forwarded {}, downlink forwarded {}, dropped {}, updates applied {}",
+                    cp.ue_count(),
+                    c.ul_forwarded.load(Relaxed),
+                    c.dl_forwarded.load(Relaxed),
+                    c.total_drops(),
+                    c.updates_applied.load(Relaxed)
+                )
+            })
+            .collect()
+    }
+}
+
+/// The S1-U address our MME hands out when the node binds a wildcard address.
+pub fn advertised_s1u(bind: Ipv4Addr) -> Ipv4Addr {
+    if bind.is_unspecified() {
+        Ipv4Addr::LOCALHOST
+    } else {
+        bind
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_run_the_mme_on_a_file_hss() {
+        let c = EpcConfig::default_config();
+        let m = c.mme.expect("MME on by default");
+        assert_eq!(m.plmn, Plmn([0x00, 0xf1, 0x10]));
+        assert_eq!(c.hss, HssStore::File("pepc-hss.redb".into()));
+        assert_eq!(c.transport.udp_port, 9899);
+        assert_eq!(c.transport.sctp_port, 36412);
+        assert_eq!(c.node.slices, 1);
+    }
+
+    #[test]
+    fn plmn_digits_become_tbcd() {
+        assert_eq!(parse_plmn("00101").unwrap(), Plmn([0x00, 0xf1, 0x10]));
+        assert_eq!(parse_plmn("310410").unwrap(), Plmn([0x13, 0x00, 0x14]));
+        assert!(parse_plmn("0010").is_err());
+        assert!(parse_plmn("0010a").is_err());
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = EpcConfig::parse("[mme]\nplmn = \"12\"\n").unwrap_err();
+        assert!(e.contains("mme.plmn"), "{e}");
+        let e = EpcConfig::parse("[mme]\neea = [\"eea9\"]\n").unwrap_err();
+        assert!(e.contains("mme.eea") && e.contains("eea9"), "{e}");
+        let e = EpcConfig::parse("[mme]\nbogus = 1\n").unwrap_err();
+        assert!(e.contains("bogus"), "{e}");
+        let e = EpcConfig::parse("[s1mme]\ntransport = \"tcp\"\n").unwrap_err();
+        assert!(e.contains("s1mme.transport"), "{e}");
+        let e = EpcConfig::parse("[s1u]\nbind = \"nowhere\"\n").unwrap_err();
+        assert!(e.contains("s1u.bind"), "{e}");
+        let e = EpcConfig::parse("[synthetic]\nusers = 10\n").unwrap_err();
+        assert!(e.contains("mme.enabled"), "{e}");
+        let e = EpcConfig::parse("[hss]\ndb = \"\"\n").unwrap_err();
+        assert!(e.contains("hss.db"), "{e}");
+    }
+
+    #[test]
+    fn synthetic_mode_disables_the_mme() {
+        let c = EpcConfig::parse("[mme]\nenabled = false\n[synthetic]\nusers = 10\nrate = 5\n")
+            .unwrap();
+        assert!(c.mme.is_none());
+        assert_eq!(c.node.synthetic_users, 10);
+    }
+
+    #[test]
+    fn every_documented_key_parses() {
+        let doc = include_str!("epc.rs");
+        let toml: String = doc
+            .lines()
+            .skip_while(|l| !l.starts_with("//! ```toml"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("//! ```"))
+            .map(|l| l.trim_start_matches("//!").trim_start().to_string() + "\n")
+            .collect();
+        let c = EpcConfig::parse(&toml).unwrap();
+        assert!(c.mme.is_some());
+    }
+}

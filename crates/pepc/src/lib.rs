@@ -1,0 +1,7 @@
+//! The `pepc` command's building blocks, shared by the binary and the end-to-end tests:
+//! a whole EPC node from one config file ([`epc`]), subscriber management
+//! ([`subscriber`]) and the demo (node + emulator on loopback, [`demo`]).
+
+pub mod demo;
+pub mod epc;
+pub mod subscriber;

@@ -1,0 +1,217 @@
+//! `pepc subscriber …` and `pepc run` with a persistent HSS file, driven by the emulator
+//! over userspace SCTP on loopback: subscribers added from the command line and from
+//! CSV attach; keys never appear in any output; the SQN store survives a restart, so a
+//! restarted node never hands out a vector it already used.
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const K: &str = "465B5CE8B199B49FAA5F0A2EE238A6BC";
+const OPC: &str = "E8ED289DEBA952E4283B54E88E6183CA";
+
+fn pepc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pepc"))
+        .args(args)
+        .output()
+        .expect("run pepc")
+}
+
+fn ok(o: &Output) -> String {
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "pepc failed: {out}\n{err}");
+    for secret in [K, OPC] {
+        assert!(
+            !out.to_ascii_uppercase().contains(secret)
+                && !err.to_ascii_uppercase().contains(secret),
+            "a key appeared in pepc's output"
+        );
+    }
+    out
+}
+
+fn sqn_of(db: &Path, imsi: &str) -> u64 {
+    let out = ok(&pepc(&[
+        "subscriber",
+        "--db",
+        db.to_str().unwrap(),
+        "list",
+        "--json",
+    ]));
+    out.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON line"))
+        .find(|v| v["imsi"] == imsi)
+        .and_then(|v| v["sqn"].as_u64())
+        .unwrap_or_else(|| panic!("{imsi} not listed: {out}"))
+}
+
+struct Node(Child);
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_node(config: &Path) -> Node {
+    let child = Command::new(env!("CARGO_BIN_EXE_pepc"))
+        .args([
+            "run",
+            "--config",
+            config.to_str().unwrap(),
+            "--seconds",
+            "60",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn pepc run");
+    Node(child)
+}
+
+fn attach_and_detach(ues: u32) -> pepc_emulator::Report {
+    let ecfg = pepc_emulator::EmulatorConfig {
+        mme_udp_port: 19899,
+        gtpu_addr: "127.0.0.2:12153".parse().unwrap(),
+        pdn_addr: "127.0.0.1:15201".parse().unwrap(),
+        sgi_peer: Some("127.0.0.1:15202".parse().unwrap()),
+        ..Default::default()
+    };
+    let scen = pepc_emulator::Scenario {
+        ues,
+        attach_rate: 200.0,
+        traffic: pepc_emulator::config::Traffic {
+            profile: pepc_emulator::config::TrafficProfile::Pepc,
+            rate_pps: 200.0,
+        },
+        duration_s: 0.5,
+        timeout_s: 5.0,
+        ..Default::default()
+    };
+    // The node needs a moment to bind; the emulator's S1 Setup retries cover that,
+    // but give it a bounded number of attempts here too.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match pepc_emulator::run(ecfg.clone(), scen.clone()) {
+            Ok(r) => return r,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("emulator: {e}; retrying");
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            Err(e) => panic!("emulator never reached the node: {e}"),
+        }
+    }
+}
+
+#[test]
+fn subscribers_from_cli_and_csv_attach_to_pepc_run_and_sqn_survives_restart() {
+    let dir = std::env::temp_dir().join(format!("pepc-run-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("hss.redb");
+    let dbs = db.to_str().unwrap();
+
+    // One subscriber from flags, two from CSV (the emulator's first three IMSIs).
+    ok(&pepc(&[
+        "subscriber",
+        "--db",
+        dbs,
+        "add",
+        "--imsi",
+        "001010000000001",
+        "--k",
+        K,
+        "--opc",
+        OPC,
+        "--msisdn",
+        "4915100001",
+        "--sqn",
+        "32",
+    ]));
+    let csv = dir.join("subs.csv");
+    std::fs::write(
+        &csv,
+        format!("imsi,k,opc,sqn,apn,qci\n001010000000002,{K},{OPC},32,internet,9\n001010000000003,{K},{OPC},32,internet,8\n"),
+    )
+    .unwrap();
+    let out = ok(&pepc(&[
+        "subscriber",
+        "--db",
+        dbs,
+        "import",
+        csv.to_str().unwrap(),
+    ]));
+    assert!(out.contains("imported 2"), "{out}");
+    let out = ok(&pepc(&["subscriber", "--db", dbs, "list"]));
+    assert!(out.contains("3 subscriber(s)"), "{out}");
+    assert!(out.contains("4915100001"), "{out}");
+
+    // Errors name the field and never echo the key.
+    let bad = pepc(&[
+        "subscriber",
+        "--db",
+        dbs,
+        "add",
+        "--imsi",
+        "001010000000009",
+        "--k",
+        "zz",
+        "--opc",
+        OPC,
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--k"));
+    let bad = pepc(&["subscriber", "--db", dbs, "remove", "001019999999999"]);
+    assert!(!bad.status.success());
+
+    let config = dir.join("node.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[s1u]\nbind = \"127.0.0.1:12152\"\n[sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:15202\"\nsink_peer = \"127.0.0.1:15201\"\n\
+             [s1mme]\ntransport = \"udp\"\nudp_port = 19899\n[hss]\ndb = \"{}\"\n",
+            dbs
+        ),
+    )
+    .unwrap();
+
+    let sqn0 = sqn_of(&db, "001010000000001");
+    let first_run_sqn = {
+        let _node = start_node(&config);
+        let r = attach_and_detach(3);
+        assert_eq!(r.attached, 3, "{}", r.to_table());
+        assert_eq!(r.failed, 0, "{}", r.to_table());
+        assert_eq!(r.lost, 0, "{}", r.to_table());
+        assert!(r.ul_packets > 0 && r.dl_packets > 0, "{}", r.to_table());
+        drop(_node);
+        // The node has exited: the SQN it used is on disk.
+        let s = sqn_of(&db, "001010000000001");
+        assert!(s > sqn0, "SQN not advanced by the attach: {sqn0} -> {s}");
+        s
+    };
+    {
+        let _node = start_node(&config);
+        let r = attach_and_detach(3);
+        assert_eq!(r.attached, 3, "{}", r.to_table());
+        assert_eq!(r.failed, 0, "{}", r.to_table());
+    }
+    let s = sqn_of(&db, "001010000000001");
+    assert!(
+        s > first_run_sqn,
+        "after a restart the HSS must hand out fresh SQNs: {first_run_sqn} -> {s}"
+    );
+
+    let out = ok(&pepc(&[
+        "subscriber",
+        "--db",
+        dbs,
+        "remove",
+        "001010000000003",
+    ]));
+    assert!(out.contains("removed"), "{out}");
+    let out = ok(&pepc(&["subscriber", "--db", dbs, "list"]));
+    assert!(out.contains("2 subscriber(s)"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
