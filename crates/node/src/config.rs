@@ -6,7 +6,12 @@
 //! slices = 1                 # slices on this node (each: control + data thread)
 //! ue_pool = "10.0.0.0/8"     # UE address pool; host bits = [slice][UE slot]
 //! max_users = 1000000        # per slice (tables are committed lazily)
-//! pin = true                 # pin control/data threads to cores when possible
+//! pin = true                 # pin threads to cores when there is one core per thread
+//! demux = "auto"             # auto | thread | none: a demux thread owns S1-U/SGi and
+//!                            # steers packets to slices over rings (auto: thread when
+//!                            # slices > 1; none: one slice's data thread owns the ports)
+//! ring_batches = 64          # per slice and direction: batches of 32 in flight from
+//!                            # the demux before it drops (counted as ring_full)
 //! [s1u]
 //! bind = "127.0.0.1:2152"    # our S1-U GTP-U address
 //! [sgi]
@@ -38,6 +43,8 @@ pub struct NodeSection {
     pub ue_pool: String,
     pub max_users: usize,
     pub pin: bool,
+    pub demux: String,
+    pub ring_batches: usize,
 }
 
 impl Default for NodeSection {
@@ -47,6 +54,8 @@ impl Default for NodeSection {
             ue_pool: "10.0.0.0/8".into(),
             max_users: 1_000_000,
             pin: true,
+            demux: "auto".into(),
+            ring_batches: 64,
         }
     }
 }
@@ -99,6 +108,9 @@ pub struct Validated {
     pub ue_pool: (Ipv4Addr, u8),
     pub max_users: usize,
     pub pin: bool,
+    /// Resolved from `node.demux` (never "auto").
+    pub demux: DemuxMode,
+    pub ring_batches: usize,
     pub s1u_bind: SocketAddrV4,
     pub sgi_mode: SgiMode,
     pub tun_name: String,
@@ -106,6 +118,15 @@ pub struct Validated {
     pub sink_peer: SocketAddrV4,
     pub synthetic_users: u32,
     pub synthetic_rate: u64,
+}
+
+/// How packets reach the slices' data threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DemuxMode {
+    /// A demux thread owns the ports and feeds each slice over rings.
+    Thread,
+    /// The (single) slice's data thread owns the ports: no extra hop.
+    None,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,11 +187,33 @@ impl NodeConfig {
                 ))
             }
         };
+        let demux = match (n.demux.as_str(), n.slices) {
+            ("auto", 1) | ("none", 1) => DemuxMode::None,
+            ("auto", _) | ("thread", _) => DemuxMode::Thread,
+            ("none", k) => {
+                return Err(format!(
+                    "config key `node.demux`: \"none\" needs slices = 1 (got {k}); use \"thread\" or \"auto\""
+                ))
+            }
+            (m, _) => {
+                return Err(format!(
+                    "config key `node.demux`: {m:?} is not one of auto, thread, none"
+                ))
+            }
+        };
+        if n.ring_batches == 0 || n.ring_batches > 1 << 16 {
+            return Err(format!(
+                "config key `node.ring_batches`: must be 1..=65536, got {}",
+                n.ring_batches
+            ));
+        }
         Ok(Validated {
             slices: n.slices,
             ue_pool: (ip, len),
             max_users: n.max_users,
             pin: n.pin,
+            demux,
+            ring_batches: n.ring_batches,
             s1u_bind: addr("s1u.bind", &self.s1u.bind)?,
             sgi_mode,
             tun_name: self.sgi.tun_name.clone(),
@@ -192,6 +235,24 @@ mod tests {
         assert_eq!(v.slices, 1);
         assert_eq!(v.s1u_bind, "127.0.0.1:2152".parse().unwrap());
         assert_eq!(v.sgi_mode, SgiMode::Auto);
+        assert_eq!(v.demux, DemuxMode::None);
+        assert_eq!(v.ring_batches, 64);
+    }
+
+    #[test]
+    fn demux_mode_follows_slices_and_choice() {
+        let v = |t: &str| NodeConfig::parse(t).unwrap().validate();
+        assert_eq!(v("[node]\nslices = 3\n").unwrap().demux, DemuxMode::Thread);
+        assert_eq!(
+            v("[node]\ndemux = \"thread\"\n").unwrap().demux,
+            DemuxMode::Thread
+        );
+        let e = v("[node]\nslices = 2\ndemux = \"none\"\n").unwrap_err();
+        assert!(e.contains("node.demux") && e.contains("slices = 1"), "{e}");
+        let e = v("[node]\ndemux = \"maybe\"\n").unwrap_err();
+        assert!(e.contains("node.demux"), "{e}");
+        let e = v("[node]\nring_batches = 0\n").unwrap_err();
+        assert!(e.contains("node.ring_batches"), "{e}");
     }
 
     #[test]

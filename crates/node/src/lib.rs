@@ -3,7 +3,10 @@
 
 pub mod config;
 pub mod demux;
+pub mod dispatch;
 pub mod io;
 pub mod node;
+pub mod ring;
 pub mod runtime;
 pub mod s1mme;
+pub mod stats;

@@ -1,100 +1,289 @@
-//! A running node: its slices' threads and their ports, built from a [`Validated`]
-//! configuration.
+//! A running node (PEPC §3.3, Figure 3): N slices, each a control and a data thread,
+//! and — with more than one slice, or when asked — a demux thread that owns the S1-U
+//! and SGi ports and steers packets to the slices over rings ([`crate::dispatch`]).
+//! Each data thread transmits on its own handle of those ports. With one slice and
+//! `node.demux = "none"` (the default for one slice) the data thread owns the ports and
+//! there is no extra hop.
 
-use crate::config::{SgiMode, Validated};
+use crate::config::{DemuxMode, SgiMode, Validated};
 use crate::demux::Demux;
+use crate::dispatch::{demux_loop, DemuxStage};
 use crate::io::{open_sgi, PacketIo, SgiConfig, UdpPort, UdpSinkPort};
+use crate::ring::{batch_ring, CountedPort, RingPort};
 use crate::runtime::{spawn_slice, ControlDriver, SliceThreads, SyntheticDriver};
+use crate::stats::{DemuxCounters, NodeStats, PortCounters, SliceStats};
+use pepc_slice::control::ControlPlane;
+use pepc_slice::counters::SliceCounters;
+use pepc_slice::datapath::DataPlane;
 use pepc_slice::ids::IdLayout;
-use pepc_slice::slice::{available_cores, build, SliceConfig};
+use pepc_slice::slice::{available_cores, build, pin_current_thread, SliceConfig};
 use pepc_slice::synthetic::{Synthetic, SyntheticConfig};
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// IMSIs of consecutive slices' synthetic users start this far apart.
+const SYNTHETIC_IMSI_STRIDE: u64 = 100_000_000;
 
 pub struct Node {
+    /// The steering tables (a copy runs in the demux thread).
     pub demux: Demux,
     pub slices: Vec<SliceThreads>,
     pub s1u_addr: SocketAddrV4,
     pub sgi_desc: String,
     pub sgi_local: Option<SocketAddrV4>,
+    /// Whether packets go through a demux thread.
+    pub mode: DemuxMode,
+    /// Whether threads were pinned to cores (`node.pin` and enough cores).
+    pub pinned: bool,
+    demux_thread: Option<JoinHandle<DemuxStage>>,
+    demux_stop: Arc<AtomicBool>,
+    demux_counters: Option<Arc<DemuxCounters>>,
+    slice_counters: Vec<Arc<SliceCounters>>,
+    port_counters: Vec<[Arc<PortCounters>; 2]>,
+}
+
+type Ports = (
+    Box<dyn PacketIo>,
+    Box<dyn PacketIo>,
+    String,
+    Option<SocketAddrV4>,
+);
+
+fn open_ports(v: &Validated) -> Result<(SocketAddrV4, Ports), String> {
+    let s1u = UdpPort::bind(v.s1u_bind).map_err(|e| format!("s1u.bind {}: {e}", v.s1u_bind))?;
+    let s1u_addr = s1u.local_addr();
+    let host_bits = 32 - v.ue_pool.1 as u32;
+    let tun_addr = Ipv4Addr::from(u32::from(v.ue_pool.0) + (1u32 << host_bits) - 2);
+    let (sgi, sgi_desc, sgi_local): (Box<dyn PacketIo>, String, Option<SocketAddrV4>) =
+        match v.sgi_mode {
+            SgiMode::Udp => {
+                let p = UdpSinkPort::bind(v.sink_local, v.sink_peer)
+                    .map_err(|e| format!("sgi.sink_local {}: {e}", v.sink_local))?;
+                let local = Some(p.local_addr());
+                (
+                    Box::new(p),
+                    format!("UDP sink {} -> {}", v.sink_local, v.sink_peer),
+                    local,
+                )
+            }
+            mode => {
+                let cfg = SgiConfig {
+                    use_tun: true,
+                    tun_name: v.tun_name.clone(),
+                    tun_addr,
+                    tun_prefix_len: v.ue_pool.1,
+                    sink_local: v.sink_local,
+                    sink_peer: v.sink_peer,
+                };
+                let p = open_sgi(&cfg).map_err(|e| format!("sgi: {e}"))?;
+                if mode == SgiMode::Tun && p.backend() != crate::io::SgiBackend::Tun {
+                    return Err(format!("config key `sgi.mode` = \"tun\": {}", p.describe()));
+                }
+                let desc = p.describe();
+                let local = match &p {
+                    crate::io::SgiPort::UdpSink { port, .. } => Some(port.local_addr()),
+                    _ => None,
+                };
+                (Box::new(p), desc, local)
+            }
+        };
+    Ok((s1u_addr, (Box::new(s1u), sgi, sgi_desc, sgi_local)))
+}
+
+/// Synthetic users and events of slice `s`: the node's totals split evenly.
+fn synthetic_share(v: &Validated, s: usize) -> SyntheticConfig {
+    let n = v.slices as u64;
+    let share = |total: u64| total / n + u64::from((s as u64) < total % n);
+    let mut c = SyntheticConfig::new(
+        share(v.synthetic_users as u64) as u32,
+        share(v.synthetic_rate),
+    );
+    c.imsi_base += s as u64 * SYNTHETIC_IMSI_STRIDE;
+    c.seed ^= s as u64;
+    c
 }
 
 impl Node {
-    /// Start the node. With one slice its data thread owns the S1-U and SGi ports;
-    /// more slices per process need the demux thread (not yet: rejected here).
+    /// Start the node: open the ports, build `v.slices` slices (`make_driver(s)` gives
+    /// slice `s`'s control driver, or None for synthetic events per `[synthetic]`), then
+    /// start their threads and, in [`DemuxMode::Thread`], the demux thread.
     pub fn start(
         v: &Validated,
         make_driver: &mut dyn FnMut(usize) -> Option<Box<dyn ControlDriver>>,
     ) -> Result<Node, String> {
-        if v.slices != 1 {
-            return Err("config key `node.slices`: this build runs one slice per process (the multi-slice packet demux thread is not implemented yet)".into());
+        let n = v.slices;
+        let layout = IdLayout::new(n, v.ue_pool.0, v.ue_pool.1)
+            .map_err(|e| format!("config key `node.slices`/`node.ue_pool`: {e}"))?;
+        if v.demux == DemuxMode::None && n != 1 {
+            return Err(format!(
+                "config key `node.demux`: \"none\" needs slices = 1 (got {n})"
+            ));
         }
-        let layout = IdLayout::new(v.slices, v.ue_pool.0, v.ue_pool.1)?;
-        let s1u = UdpPort::bind(v.s1u_bind).map_err(|e| format!("s1u.bind {}: {e}", v.s1u_bind))?;
-        let s1u_addr = s1u.local_addr();
-        let host_bits = 32 - v.ue_pool.1 as u32;
-        let tun_addr = Ipv4Addr::from(u32::from(v.ue_pool.0) + (1u32 << host_bits) - 2);
-        let (sgi, sgi_desc, sgi_local): (Box<dyn PacketIo>, String, Option<SocketAddrV4>) =
-            match v.sgi_mode {
-                SgiMode::Udp => {
-                    let p = UdpSinkPort::bind(v.sink_local, v.sink_peer)
-                        .map_err(|e| format!("sgi.sink_local {}: {e}", v.sink_local))?;
-                    let local = Some(p.local_addr());
-                    (
-                        Box::new(p),
-                        format!("UDP sink {} -> {}", v.sink_local, v.sink_peer),
-                        local,
-                    )
-                }
-                mode => {
-                    let cfg = SgiConfig {
-                        use_tun: true,
-                        tun_name: v.tun_name.clone(),
-                        tun_addr,
-                        tun_prefix_len: v.ue_pool.1,
-                        sink_local: v.sink_local,
-                        sink_peer: v.sink_peer,
-                    };
-                    let p = open_sgi(&cfg).map_err(|e| format!("sgi: {e}"))?;
-                    if mode == SgiMode::Tun && p.backend() != crate::io::SgiBackend::Tun {
-                        return Err(format!("config key `sgi.mode` = \"tun\": {}", p.describe()));
-                    }
-                    let desc = p.describe();
-                    let local = match &p {
-                        crate::io::SgiPort::UdpSink { port, .. } => Some(port.local_addr()),
-                        _ => None,
-                    };
-                    (Box::new(p), desc, local)
+        let (s1u_addr, (s1u, sgi, sgi_desc, sgi_local)) = open_ports(v)?;
+
+        // Build every slice and its driver before any thread starts, so a refusal
+        // leaves nothing running.
+        let mut built: Vec<(ControlPlane, DataPlane, Box<dyn ControlDriver>)> = Vec::new();
+        for s in 0..n {
+            let mut cfg = SliceConfig::for_users(v.max_users);
+            cfg.slice = s as u32;
+            cfg.layout = layout;
+            cfg.ue_slots = (v.max_users + 1024).min(layout.max_ue_slots());
+            cfg.bearer_slots = (v.max_users * 2 + 1024).min(layout.max_bearer_slots());
+            cfg.s1u_addr = *s1u_addr.ip();
+            let (mut cp, dp) = build(&cfg);
+            let driver: Box<dyn ControlDriver> = match make_driver(s) {
+                Some(d) => d,
+                None => {
+                    let mut syn = Synthetic::new(synthetic_share(v, s));
+                    // Updates beyond the ring wait in the control plane's backlog and
+                    // are flushed by the control thread once the data thread runs.
+                    syn.setup(&mut cp, |_| {}).map_err(|e| e.to_string())?;
+                    Box::new(SyntheticDriver::new(syn))
                 }
             };
-        let cores = available_cores();
-        let mut cfg = SliceConfig::for_users(v.max_users);
-        cfg.layout = layout;
-        cfg.s1u_addr = *s1u_addr.ip();
-        let (mut cp, dp) = build(&cfg);
-        let driver: Box<dyn ControlDriver> = match make_driver(0) {
-            Some(d) => d,
-            None => {
-                let mut syn =
-                    Synthetic::new(SyntheticConfig::new(v.synthetic_users, v.synthetic_rate));
-                // Updates beyond the ring wait in the control plane's backlog and are
-                // flushed by the control thread once the data thread runs.
-                syn.setup(&mut cp, |_| {}).map_err(|e| e.to_string())?;
-                Box::new(SyntheticDriver::new(syn))
+            if let Some(max) = driver.max_slices() {
+                if n > max {
+                    return Err(format!(
+                        "config key `node.slices`: the S1-MME driver runs one slice per node for now (slices = {n}, at most {max})"
+                    ));
+                }
             }
-        };
-        let (cc, dc) = if v.pin && cores >= 2 {
-            (Some(0), Some(1))
-        } else {
-            (None, None)
-        };
-        let t =
-            spawn_slice(cp, dp, Box::new(s1u), sgi, driver, cc, dc).map_err(|e| e.to_string())?;
+            built.push((cp, dp, driver));
+        }
+
+        let mode = v.demux;
+        let threads = 2 * n + usize::from(mode == DemuxMode::Thread);
+        let pinned = v.pin && available_cores() >= threads;
+        // Cores: the demux first (it sees every packet), then control/data per slice.
+        let first = usize::from(mode == DemuxMode::Thread);
+        let core = |k: usize| pinned.then_some(k);
+
+        let port_counters: Vec<[Arc<PortCounters>; 2]> =
+            (0..n).map(|_| [Arc::default(), Arc::default()]).collect();
+        let slice_counters: Vec<Arc<SliceCounters>> = built
+            .iter()
+            .map(|(_, dp, _)| dp.counters().clone())
+            .collect();
+        let demux = Demux::new(layout, n, Vec::new());
+        let demux_stop = Arc::new(AtomicBool::new(false));
+        let mut slices = Vec::with_capacity(n);
+        let mut demux_thread = None;
+        let mut demux_counters = None;
+
+        match mode {
+            DemuxMode::None => {
+                let (cp, dp, driver) = built.pop().expect("one slice");
+                let pc = &port_counters[0];
+                let a: Box<dyn PacketIo> = Box::new(CountedPort::new(s1u, pc[0].clone()));
+                let b: Box<dyn PacketIo> = Box::new(CountedPort::new(sgi, pc[1].clone()));
+                slices.push(
+                    spawn_slice(cp, dp, a, b, driver, core(0), core(1))
+                        .map_err(|e| format!("starting slice 0: {e}"))?,
+                );
+            }
+            DemuxMode::Thread => {
+                let mut ul = Vec::with_capacity(n);
+                let mut dl = Vec::with_capacity(n);
+                let mut ports = Vec::with_capacity(n);
+                for pc in &port_counters {
+                    let (uf, ud) = batch_ring(v.ring_batches);
+                    let (df, dd) = batch_ring(v.ring_batches);
+                    let s1u_tx = s1u
+                        .try_clone_sender()
+                        .map_err(|e| format!("s1u: sharing the socket with a slice: {e}"))?;
+                    let sgi_tx = sgi
+                        .try_clone_sender()
+                        .map_err(|e| format!("sgi: sharing the port with a slice: {e}"))?;
+                    ul.push(uf);
+                    dl.push(df);
+                    ports.push((
+                        RingPort::new(ud, s1u_tx, pc[0].clone()),
+                        RingPort::new(dd, sgi_tx, pc[1].clone()),
+                    ));
+                }
+                let stage = DemuxStage::new(demux.clone(), s1u, sgi, ul, dl)?;
+                demux_counters = Some(stage.counters());
+                for (s, ((cp, dp, driver), (a, b))) in built.into_iter().zip(ports).enumerate() {
+                    let c = first + 2 * s;
+                    slices.push(
+                        spawn_slice(
+                            cp,
+                            dp,
+                            Box::new(a),
+                            Box::new(b),
+                            driver,
+                            core(c),
+                            core(c + 1),
+                        )
+                        .map_err(|e| format!("starting slice {s}: {e}"))?,
+                    );
+                }
+                let stop = demux_stop.clone();
+                let slice_stops: Vec<_> = slices.iter().map(|t| t.stop.clone()).collect();
+                let h = std::thread::Builder::new()
+                    .name("pepc-demux".into())
+                    .spawn(move || {
+                        if pinned {
+                            pin_current_thread(0);
+                        }
+                        demux_loop(stage, stop, slice_stops)
+                    });
+                match h {
+                    Ok(h) => demux_thread = Some(h),
+                    Err(e) => {
+                        for t in slices {
+                            t.join();
+                        }
+                        return Err(format!("starting the demux thread: {e}"));
+                    }
+                }
+            }
+        }
         Ok(Node {
-            demux: Demux::new(layout, 1, Vec::new()),
-            slices: vec![t],
+            demux,
+            slices,
             s1u_addr,
             sgi_desc,
             sgi_local,
+            mode,
+            pinned,
+            demux_thread,
+            demux_stop,
+            demux_counters,
+            slice_counters,
+            port_counters,
         })
+    }
+
+    /// A snapshot of every slice's and the demux's counters (cheap: relaxed loads).
+    pub fn stats(&self) -> NodeStats {
+        let demux = self.demux_counters.as_ref().map(|c| c.snapshot());
+        let slices = self
+            .slice_counters
+            .iter()
+            .zip(&self.port_counters)
+            .enumerate()
+            .map(|(s, (c, p))| {
+                SliceStats::read(
+                    s,
+                    c,
+                    p,
+                    demux.as_ref().and_then(|d| d.slices.get(s).copied()),
+                )
+            })
+            .collect();
+        NodeStats { slices, demux }
+    }
+
+    /// Stop the demux thread, then every slice; returns each slice's two halves.
+    pub fn shutdown(mut self) -> Vec<(ControlPlane, DataPlane)> {
+        self.demux_stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.demux_thread.take() {
+            let _ = h.join();
+        }
+        self.slices.into_iter().map(SliceThreads::join).collect()
     }
 }

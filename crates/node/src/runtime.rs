@@ -3,7 +3,7 @@
 //! pipeline; the control thread runs a [`ControlDriver`] (the MME, or synthetic events)
 //! against the slice's control plane.
 
-use crate::io::{wait_readable, PacketIo};
+use crate::io::{wait_any_readable, PacketIo};
 use pepc_slice::control::ControlPlane;
 use pepc_slice::datapath::DataPlane;
 use pepc_slice::slice::pin_current_thread;
@@ -20,6 +20,11 @@ pub trait ControlDriver: Send {
     /// How long the thread may sleep when idle.
     fn idle_wait(&self) -> Duration {
         Duration::from_micros(200)
+    }
+    /// Slices per node this driver can serve (None: any). A driver that owns a
+    /// node-wide resource (the S1-MME association) without a signaling demux says 1.
+    fn max_slices(&self) -> Option<usize> {
+        None
     }
 }
 
@@ -74,12 +79,12 @@ pub fn data_loop(
         } else {
             idle += 1;
             // Spin briefly, then sleep on the sockets so an idle node costs no core.
+            // Ring-fed ports have no descriptor: nap briefly instead.
             if idle > 256 {
-                match fds.first() {
-                    Some(&fd) if fds.len() == 1 => {
-                        let _ = wait_readable(fd, Duration::from_micros(500));
-                    }
-                    _ => std::thread::sleep(Duration::from_micros(100)),
+                if fds.is_empty() {
+                    std::thread::sleep(Duration::from_micros(100));
+                } else {
+                    let _ = wait_any_readable(&fds, Duration::from_micros(500));
                 }
             }
         }

@@ -107,4 +107,10 @@ impl ControlDriver for MmeDriver {
     fn idle_wait(&self) -> Duration {
         Duration::from_micros(100)
     }
+
+    /// The association carries every UE's signaling and the MME is one slice's; there
+    /// is no S1AP demux across slices yet.
+    fn max_slices(&self) -> Option<usize> {
+        Some(1)
+    }
 }

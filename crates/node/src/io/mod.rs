@@ -31,10 +31,26 @@ pub trait PacketIo: Send {
     fn poll_fd(&self) -> Option<RawFd> {
         None
     }
+    /// A second handle on the same socket/device for sending only, so each slice's
+    /// data thread transmits on its own descriptor (the kernel serialises concurrent
+    /// sends on one socket; packets keep the port's source address, e.g. S1-U 2152).
+    /// Ports without a descriptor cannot be shared.
+    fn try_clone_sender(&self) -> io::Result<Box<dyn PacketIo>> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this port cannot be shared between threads",
+        ))
+    }
 }
 
 /// Block until `fd` is readable or `timeout` passes, so an idle data thread sleeps
 /// instead of spinning. Returns whether it is readable. EINTR counts as "not yet".
 pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     sys::poll_one(fd, libc::POLLIN, timeout)
+}
+
+/// Block until any of `fds` is readable or `timeout` passes (at most 8 descriptors;
+/// the rest are ignored). Returns whether one is readable. EINTR counts as "not yet".
+pub fn wait_any_readable(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
+    sys::poll_many(fds, libc::POLLIN, timeout)
 }

@@ -44,6 +44,34 @@ pub fn poll_one(fd: RawFd, events: libc::c_short, timeout: Duration) -> io::Resu
     Ok(r > 0)
 }
 
+/// poll(2) on up to 8 descriptors for `events`. Ok(false) on timeout or EINTR.
+pub fn poll_many(fds: &[RawFd], events: libc::c_short, timeout: Duration) -> io::Result<bool> {
+    let mut p = [libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }; 8];
+    let n = fds.len().min(p.len());
+    for (slot, &fd) in p.iter_mut().zip(&fds[..n]) {
+        slot.fd = fd;
+        slot.events = events;
+    }
+    let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `n` valid pollfds in a live array.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), n as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    if p[..n].iter().any(|x| x.revents & libc::POLLNVAL != 0) {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    Ok(r > 0)
+}
+
 #[inline]
 pub fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)

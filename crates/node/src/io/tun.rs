@@ -189,6 +189,21 @@ impl AsRawFd for TunPort {
     }
 }
 
+impl TunPort {
+    /// Another port on a duplicate of the device descriptor (each write(2) is one
+    /// packet, so threads may write through their own copies). The device lives until
+    /// the last copy is closed.
+    pub fn try_clone(&self) -> io::Result<TunPort> {
+        Ok(TunPort {
+            fd: self.fd.try_clone()?,
+            name: self.name.clone(),
+            addr: self.addr,
+            prefix_len: self.prefix_len,
+            stats: TunStats::default(),
+        })
+    }
+}
+
 impl AsFd for TunPort {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
@@ -277,6 +292,10 @@ impl PacketIo for TunPort {
     fn poll_fd(&self) -> Option<RawFd> {
         Some(self.as_raw_fd())
     }
+
+    fn try_clone_sender(&self) -> io::Result<Box<dyn PacketIo>> {
+        Ok(Box::new(self.try_clone()?))
+    }
 }
 
 /// SGi without a TUN device: every IP packet bound for the PDN is sent as the payload
@@ -327,6 +346,13 @@ impl PacketIo for UdpSinkPort {
 
     fn poll_fd(&self) -> Option<RawFd> {
         Some(self.udp.as_raw_fd())
+    }
+
+    fn try_clone_sender(&self) -> io::Result<Box<dyn PacketIo>> {
+        Ok(Box::new(UdpSinkPort {
+            udp: self.udp.try_clone()?,
+            sink: self.sink,
+        }))
     }
 }
 
@@ -453,6 +479,13 @@ impl PacketIo for SgiPort {
 
     fn poll_fd(&self) -> Option<RawFd> {
         Some(self.as_raw_fd())
+    }
+
+    fn try_clone_sender(&self) -> io::Result<Box<dyn PacketIo>> {
+        match self {
+            SgiPort::Tun(t) => t.try_clone_sender(),
+            SgiPort::UdpSink { port, .. } => port.try_clone_sender(),
+        }
     }
 }
 

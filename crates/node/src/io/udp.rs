@@ -127,7 +127,18 @@ impl UdpPort {
                 "UdpPort capacity must be at least 1",
             ));
         }
-        let sock = bind_socket(addr)?;
+        Self::from_socket(bind_socket(addr)?, capacity)
+    }
+
+    /// Another port on a duplicate of this socket's descriptor (same local address),
+    /// with its own syscall arrays and counters.
+    pub fn try_clone(&self) -> io::Result<UdpPort> {
+        let mut p = Self::from_socket(self.sock.try_clone()?, self.capacity())?;
+        p.tx_retries = self.tx_retries;
+        Ok(p)
+    }
+
+    fn from_socket(sock: UdpSocket, capacity: usize) -> io::Result<UdpPort> {
         let local = match sock.local_addr()? {
             SocketAddr::V4(a) => a,
             SocketAddr::V6(a) => {
@@ -369,6 +380,10 @@ impl PacketIo for UdpPort {
 
     fn poll_fd(&self) -> Option<RawFd> {
         Some(self.as_raw_fd())
+    }
+
+    fn try_clone_sender(&self) -> io::Result<Box<dyn PacketIo>> {
+        Ok(Box::new(self.try_clone()?))
     }
 }
 

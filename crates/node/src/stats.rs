@@ -1,0 +1,262 @@
+//! Node counters and their snapshots. Every counter has one writer (the demux thread,
+//! or one slice's data thread) that updates it with a plain load + store, so readers
+//! (`Node::stats`, `pepc run`) never slow the hot path with shared read-modify-writes.
+
+use pepc_slice::counters::{DropReason, SliceCounters};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Single-writer add.
+#[inline(always)]
+pub(crate) fn bump(c: &AtomicU64, n: u64) {
+    if n != 0 {
+        c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+    }
+}
+
+/// Counters of one slice port as the data thread sees it (written by that thread).
+#[repr(align(64))]
+#[derive(Debug, Default)]
+pub struct PortCounters {
+    /// Packets handed to the data thread (from the demux ring, or the socket).
+    pub rx_packets: AtomicU64,
+    /// Packets the port sent.
+    pub tx_packets: AtomicU64,
+    /// Packets the pipeline sent here that the port could not transmit.
+    pub tx_failed: AtomicU64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortStats {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub tx_failed: u64,
+}
+
+impl PortCounters {
+    pub fn snapshot(&self) -> PortStats {
+        PortStats {
+            rx_packets: self.rx_packets.load(Relaxed),
+            tx_packets: self.tx_packets.load(Relaxed),
+            tx_failed: self.tx_failed.load(Relaxed),
+        }
+    }
+}
+
+/// The demux thread's per-slice counters.
+#[repr(align(64))]
+#[derive(Debug, Default)]
+pub struct DemuxSliceCounters {
+    /// Packets put on the slice's uplink / downlink ring.
+    pub ul: AtomicU64,
+    pub dl: AtomicU64,
+    /// Packets dropped because the slice's ring was full.
+    pub ul_ring_full: AtomicU64,
+    pub dl_ring_full: AtomicU64,
+}
+
+/// The demux thread's counters (written by it alone).
+#[derive(Debug)]
+pub struct DemuxCounters {
+    pub rx_s1u: AtomicU64,
+    pub rx_sgi: AtomicU64,
+    /// Receive calls that failed (the packets, if any, are lost in the kernel).
+    pub rx_errors: AtomicU64,
+    /// S1-U datagrams that are not GTPv1-U (too short, wrong version, GTP').
+    pub malformed_gtpu: AtomicU64,
+    /// SGi packets that are not IPv4.
+    pub not_ipv4: AtomicU64,
+    /// SGi packets for an address no slice owns.
+    pub unknown_ue_ip: AtomicU64,
+    /// G-PDUs whose TEID names no slice: sent to the default slice, which answers them
+    /// with an Error Indication.
+    pub unknown_teid: AtomicU64,
+    /// Echo and other path-management messages (to slice 0).
+    pub path_management: AtomicU64,
+    /// Error Indications from eNBs, copied to every slice (the eNB's TEID does not say
+    /// which slice holds the tunnel).
+    pub error_indications: AtomicU64,
+    pub slices: Box<[DemuxSliceCounters]>,
+}
+
+impl DemuxCounters {
+    pub fn new(slices: usize) -> Self {
+        DemuxCounters {
+            rx_s1u: AtomicU64::new(0),
+            rx_sgi: AtomicU64::new(0),
+            rx_errors: AtomicU64::new(0),
+            malformed_gtpu: AtomicU64::new(0),
+            not_ipv4: AtomicU64::new(0),
+            unknown_ue_ip: AtomicU64::new(0),
+            unknown_teid: AtomicU64::new(0),
+            path_management: AtomicU64::new(0),
+            error_indications: AtomicU64::new(0),
+            slices: (0..slices).map(|_| DemuxSliceCounters::default()).collect(),
+        }
+    }
+
+    pub fn snapshot(&self) -> DemuxStats {
+        let slices: Vec<DemuxSliceStats> = self
+            .slices
+            .iter()
+            .map(|c| DemuxSliceStats {
+                ul: c.ul.load(Relaxed),
+                dl: c.dl.load(Relaxed),
+                ul_ring_full: c.ul_ring_full.load(Relaxed),
+                dl_ring_full: c.dl_ring_full.load(Relaxed),
+            })
+            .collect();
+        DemuxStats {
+            rx_s1u: self.rx_s1u.load(Relaxed),
+            rx_sgi: self.rx_sgi.load(Relaxed),
+            rx_errors: self.rx_errors.load(Relaxed),
+            malformed_gtpu: self.malformed_gtpu.load(Relaxed),
+            not_ipv4: self.not_ipv4.load(Relaxed),
+            unknown_ue_ip: self.unknown_ue_ip.load(Relaxed),
+            unknown_teid: self.unknown_teid.load(Relaxed),
+            path_management: self.path_management.load(Relaxed),
+            error_indications: self.error_indications.load(Relaxed),
+            ring_full: slices.iter().map(|s| s.ul_ring_full + s.dl_ring_full).sum(),
+            slices,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DemuxSliceStats {
+    pub ul: u64,
+    pub dl: u64,
+    pub ul_ring_full: u64,
+    pub dl_ring_full: u64,
+}
+
+/// A snapshot of the demux thread's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DemuxStats {
+    pub rx_s1u: u64,
+    pub rx_sgi: u64,
+    pub rx_errors: u64,
+    pub malformed_gtpu: u64,
+    pub not_ipv4: u64,
+    pub unknown_ue_ip: u64,
+    pub unknown_teid: u64,
+    pub path_management: u64,
+    pub error_indications: u64,
+    /// Sum of the per-slice ring-full drops.
+    pub ring_full: u64,
+    pub slices: Vec<DemuxSliceStats>,
+}
+
+impl DemuxStats {
+    /// Packets the demux dropped itself (ring full or nothing to steer to).
+    pub fn dropped(&self) -> u64 {
+        self.ring_full + self.malformed_gtpu + self.not_ipv4 + self.unknown_ue_ip
+    }
+}
+
+/// One slice's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SliceStats {
+    pub slice: usize,
+    pub ul_forwarded: u64,
+    pub dl_forwarded: u64,
+    pub echo_replies: u64,
+    pub error_indications: u64,
+    pub end_markers: u64,
+    pub buffered: u64,
+    pub updates_applied: u64,
+    /// Data-path drops, total and by reason (non-zero reasons only, by name).
+    pub drops: u64,
+    pub drops_by_reason: Vec<(&'static str, u64)>,
+    /// The data thread's S1-U and SGi ports.
+    pub s1u: PortStats,
+    pub sgi: PortStats,
+    /// This slice's part of the demux counters (None without a demux thread).
+    pub demux: Option<DemuxSliceStats>,
+}
+
+impl SliceStats {
+    pub(crate) fn read(
+        slice: usize,
+        c: &SliceCounters,
+        ports: &[std::sync::Arc<PortCounters>; 2],
+        demux: Option<DemuxSliceStats>,
+    ) -> Self {
+        SliceStats {
+            slice,
+            ul_forwarded: c.ul_forwarded.load(Relaxed),
+            dl_forwarded: c.dl_forwarded.load(Relaxed),
+            echo_replies: c.echo_replies.load(Relaxed),
+            error_indications: c.error_indications.load(Relaxed),
+            end_markers: c.end_markers.load(Relaxed),
+            buffered: c.buffered.load(Relaxed),
+            updates_applied: c.updates_applied.load(Relaxed),
+            drops: c.total_drops(),
+            drops_by_reason: DropReason::ALL
+                .iter()
+                .map(|&r| (r.name(), c.drop_count(r)))
+                .filter(|&(_, n)| n > 0)
+                .collect(),
+            s1u: ports[0].snapshot(),
+            sgi: ports[1].snapshot(),
+            demux,
+        }
+    }
+}
+
+/// Everything `Node::stats` reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    pub slices: Vec<SliceStats>,
+    /// None when the node runs without a demux thread (`node.demux = "none"`).
+    pub demux: Option<DemuxStats>,
+}
+
+impl fmt::Display for NodeStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(d) = &self.demux {
+            writeln!(
+                f,
+                "demux: rx s1u {} sgi {}; ring-full drops {}; malformed gtpu {}; not ipv4 {}; unknown ue ip {}; unknown teid {}; path mgmt {}; error ind {}; rx errors {}",
+                d.rx_s1u, d.rx_sgi, d.ring_full, d.malformed_gtpu, d.not_ipv4,
+                d.unknown_ue_ip, d.unknown_teid, d.path_management, d.error_indications,
+                d.rx_errors
+            )?;
+        }
+        for s in &self.slices {
+            write!(
+                f,
+                "slice {}: ul {} dl {} fwd; echo {} err-ind {}; updates {}; drops {}",
+                s.slice,
+                s.ul_forwarded,
+                s.dl_forwarded,
+                s.echo_replies,
+                s.error_indications,
+                s.updates_applied,
+                s.drops
+            )?;
+            if !s.drops_by_reason.is_empty() {
+                let r: Vec<String> = s
+                    .drops_by_reason
+                    .iter()
+                    .map(|(n, c)| format!("{n}={c}"))
+                    .collect();
+                write!(f, " ({})", r.join(" "))?;
+            }
+            write!(
+                f,
+                "; tx failed s1u {} sgi {}",
+                s.s1u.tx_failed, s.sgi.tx_failed
+            )?;
+            if let Some(d) = &s.demux {
+                write!(
+                    f,
+                    "; from demux ul {} dl {}, ring full ul {} dl {}",
+                    d.ul, d.dl, d.ul_ring_full, d.dl_ring_full
+                )?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
