@@ -47,6 +47,14 @@ pub struct MmeConfig {
     pub network_name: Option<String>,
     /// APN-AMBR given to UEs (bit/s) when the subscription has no UE-AMBR.
     pub default_ambr: (u64, u64),
+    /// APNs every subscriber may open an additional PDN connection to besides the
+    /// subscribed one (the HSS profile holds a single APN). Compared case-insensitively;
+    /// other APNs get PDN Connectivity Reject #27. "ims" gets a QCI 5 default bearer,
+    /// the others the subscribed QCI.
+    pub extra_apns: Vec<String>,
+    /// QCIs a UE may ask for in Bearer Resource Allocation Request (TS 24.301 §6.5.3);
+    /// others get Bearer Resource Allocation Reject #30 (refused by the P-GW policy).
+    pub ue_requested_qcis: Vec<u8>,
 }
 
 impl Default for MmeConfig {
@@ -74,6 +82,8 @@ impl Default for MmeConfig {
             s1u_addr: Ipv4Addr::LOCALHOST,
             network_name: Some("pepc".into()),
             default_ambr: (100_000_000, 100_000_000),
+            extra_apns: vec!["ims".into()],
+            ue_requested_qcis: (1..=9).collect(),
         }
     }
 }

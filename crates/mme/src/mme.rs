@@ -15,7 +15,7 @@ use pepc_security::{AuthVector, Eia, Key256};
 use pepc_slice::context::{
     Arp, Ecgi as SEcgi, Guti as SGuti, Location, Plmn as SPlmn, Tai as STai,
 };
-use pepc_slice::control::{AttachParams, BearerParams, ControlEvent, ControlPlane};
+use pepc_slice::control::{AttachParams, BearerParams, ControlEvent, ControlPlane, PdnParams};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
@@ -91,6 +91,12 @@ pub struct MmeStats {
     pub procedure_timeouts: u64,
     pub nas_non_delivery: u64,
     pub releases: u64,
+    pub pdn_connects: u64,
+    pub pdn_connect_rejects: u64,
+    pub pdn_disconnects: u64,
+    pub pdn_disconnect_rejects: u64,
+    pub bearer_resource_allocations: u64,
+    pub bearer_resource_rejects: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1480,7 +1486,7 @@ impl Mme {
         &mut self,
         now: Instant,
         id: u32,
-        _pti: u8,
+        pti: u8,
         ebi: u8,
         e: Esm,
         cp: &mut ControlPlane,
@@ -1498,31 +1504,87 @@ impl Mme {
                 }
                 self.create_session(now, id, cp, out);
             }
-            Esm::PdnConnectivityRequest(_) => {
-                // One PDN connection per UE in this core (the slice holds one UE address).
-                let pti = self.ues[&id].pti;
-                let rej = nasx::NasPdnConnectivityReject::new(nasx::NasEsmCause::new(55));
-                self.send_nas(
-                    now,
-                    id,
-                    NasEpsMessage::new_esm(rej, 0, pti),
-                    false,
-                    None,
-                    out,
-                );
+            Esm::PdnConnectivityRequest(r) => {
+                if let Err(cause) = self.pdn_connect(id, pti, &r, cp, out) {
+                    self.stats.pdn_connect_rejects += 1;
+                    log(
+                        out,
+                        LogLevel::Info,
+                        format!("UE {id}: PDN connectivity rejected, ESM cause #{cause}"),
+                    );
+                    let rej = nasx::NasPdnConnectivityReject::new(nasx::NasEsmCause::new(cause));
+                    self.send_nas(
+                        now,
+                        id,
+                        NasEpsMessage::new_esm(rej, 0, pti),
+                        false,
+                        None,
+                        out,
+                    );
+                }
             }
-            Esm::PdnDisconnectRequest(_) => {
-                // The last PDN connection cannot be disconnected (#49); detach instead.
-                let pti = self.ues[&id].pti;
-                let rej = nasx::NasPdnDisconnectReject::new(nasx::NasEsmCause::new(49));
-                self.send_nas(
-                    now,
-                    id,
-                    NasEpsMessage::new_esm(rej, 0, pti),
-                    false,
-                    None,
-                    out,
-                );
+            Esm::PdnDisconnectRequest(r) => {
+                let linked = r.linked_eps_bearer_identity.bearer_identity();
+                if let Err(cause) = self.pdn_disconnect(id, pti, linked, cp, out) {
+                    self.stats.pdn_disconnect_rejects += 1;
+                    let rej = nasx::NasPdnDisconnectReject::new(nasx::NasEsmCause::new(cause));
+                    self.send_nas(
+                        now,
+                        id,
+                        NasEpsMessage::new_esm(rej, 0, pti),
+                        false,
+                        None,
+                        out,
+                    );
+                }
+            }
+            Esm::BearerResourceAllocationRequest(r) => {
+                if let Err(cause) = self.bearer_resource_allocation(id, pti, &r, cp, out) {
+                    self.stats.bearer_resource_rejects += 1;
+                    let rej =
+                        nasx::NasBearerResourceAllocationReject::new(nasx::NasEsmCause::new(cause));
+                    self.send_nas(
+                        now,
+                        id,
+                        NasEpsMessage::new_esm(rej, 0, pti),
+                        false,
+                        None,
+                        out,
+                    );
+                }
+            }
+            Esm::BearerResourceModificationRequest(r) => {
+                if let Err(cause) = self.bearer_resource_modification(id, pti, &r, cp, out) {
+                    self.stats.bearer_resource_rejects += 1;
+                    let rej = nasx::NasBearerResourceModificationReject::new(
+                        nasx::NasEsmCause::new(cause),
+                    );
+                    self.send_nas(
+                        now,
+                        id,
+                        NasEpsMessage::new_esm(rej, 0, pti),
+                        false,
+                        None,
+                        out,
+                    );
+                }
+            }
+            Esm::ActivateDefaultEpsBearerContextAccept(_) => {
+                let u = self.ues.get_mut(&id).expect("present");
+                if u.pending_bearers.contains(&ebi) {
+                    u.pending_bearers.retain(|b| *b != ebi);
+                    self.stats.pdn_connects += 1;
+                }
+            }
+            Esm::ActivateDefaultEpsBearerContextReject(_) => {
+                // The UE refused the new PDN connection: release it (never the last).
+                let u = self.ues.get_mut(&id).expect("present");
+                if u.pending_bearers.contains(&ebi) {
+                    u.pending_bearers.retain(|b| *b != ebi);
+                    if let Some(s) = u.slot {
+                        let _ = cp.remove_pdn(s, ebi);
+                    }
+                }
             }
             Esm::ActivateDedicatedEpsBearerContextAccept(_)
             | Esm::ModifyEpsBearerContextAccept(_) => {
@@ -1569,8 +1631,13 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        let u = self.ues.get_mut(&id).expect("present");
+        if u.apn.is_empty() {
+            u.apn = self.cfg.default_apn.clone();
+        }
         let u = &self.ues[&id];
         let mut p = AttachParams::new(u.imsi.unwrap_or(0));
+        p.apn = u.apn.clone();
         p.location = self.location(u);
         p.ambr_ul = u.ambr.0;
         p.ambr_dl = u.ambr.1;
@@ -2045,15 +2112,36 @@ impl Mme {
         out: &mut Vec<Output>,
     ) -> Result<u8, MmeError> {
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
+        let slot = self.ues[&id].slot.ok_or(MmeError::NotConnected)?;
+        let linked = cp.ue(slot).ok_or(MmeError::UnknownUe)?.default_ebi;
+        let tft = nasx::default_tft_value();
+        self.dedicated(id, linked, qci, mbr, gbr, 0, tft, cp, out)
+    }
+
+    /// Dedicated bearer activation on the PDN connection of `linked`, with procedure
+    /// transaction `pti` (0: network-initiated) and TFT value `tft`.
+    #[allow(clippy::too_many_arguments)]
+    fn dedicated(
+        &mut self,
+        id: u32,
+        linked: u8,
+        qci: u8,
+        mbr: (u64, u64),
+        gbr: (u64, u64),
+        pti: u8,
+        tft: Vec<u8>,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> Result<u8, MmeError> {
         let u = &self.ues[&id];
         let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
         };
         let ctx = cp.ue(slot).ok_or(MmeError::UnknownUe)?;
-        let ebi = (6..=15)
-            .find(|e| ctx.bearer(*e).is_none())
-            .ok_or(MmeError::Busy)?;
-        let linked = ctx.default_ebi;
+        if ctx.pdn_by_default_ebi(linked).is_none() {
+            return Err(MmeError::NoBearer(linked));
+        }
+        let ebi = free_ebi(ctx).ok_or(MmeError::Busy)?;
         let p = BearerParams {
             ebi,
             linked_ebi: linked,
@@ -2072,11 +2160,12 @@ impl Mme {
         let req = nasx::NasActivateDedicatedEpsBearerContextRequest::new(
             nasx::NasLinkedEpsBearerIdentity::new(linked),
             nasx::NasEpsQualityOfService::new(nasx::eps_qos_value(qci, g)),
-            nasx::NasTrafficFlowTemplate::new(nasx::default_tft_value()),
+            nasx::NasTrafficFlowTemplate::new(tft),
         );
-        let nas = self
-            .nas_bytes(id, &NasEpsMessage::new_esm(req, ebi, 0), false)
-            .ok_or(MmeError::Codec("NAS".into()))?;
+        let Some(nas) = self.nas_bytes(id, &NasEpsMessage::new_esm(req, ebi, pti), false) else {
+            let _ = cp.remove_bearer(slot, ebi);
+            return Err(MmeError::Codec("NAS".into()));
+        };
         self.ues
             .get_mut(&id)
             .expect("present")
@@ -2166,17 +2255,30 @@ impl Mme {
         out: &mut Vec<Output>,
     ) -> Result<(), MmeError> {
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
+        self.deactivate(id, ebi, 0, cp, out)
+    }
+
+    /// Deactivate dedicated bearer `ebi` (Deactivate EPS Bearer Context Request #36 in
+    /// E-RAB Release Command) with procedure transaction `pti`.
+    fn deactivate(
+        &mut self,
+        id: u32,
+        ebi: u8,
+        pti: u8,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> Result<(), MmeError> {
         let u = &self.ues[&id];
         let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
         };
         let ctx = cp.ue(slot).ok_or(MmeError::UnknownUe)?;
-        if ctx.bearer(ebi).is_none() || ctx.default_ebi == ebi {
+        if ctx.bearer(ebi).is_none() || ctx.pdn_by_default_ebi(ebi).is_some() {
             return Err(MmeError::NoBearer(ebi));
         }
         let req = nasx::NasDeactivateEpsBearerContextRequest::new(nasx::NasEsmCause::new(36));
         let nas = self
-            .nas_bytes(id, &NasEpsMessage::new_esm(req, ebi, 0), false)
+            .nas_bytes(id, &NasEpsMessage::new_esm(req, ebi, pti), false)
             .ok_or(MmeError::Codec("NAS".into()))?;
         let _ = cp.remove_bearer(slot, ebi);
         self.send(
@@ -2196,6 +2298,284 @@ impl Mme {
             out,
         );
         Ok(())
+    }
+
+    // ---------------------------------------------------------------- UE-requested ESM
+
+    /// UE-requested PDN connectivity (TS 24.301 §6.5.1): a new default bearer and an
+    /// address from the next PDN pool, E-RAB Setup carrying Activate Default EPS Bearer
+    /// Context Request. `Err` is the ESM cause of the PDN Connectivity Reject.
+    fn pdn_connect(
+        &mut self,
+        id: u32,
+        pti: u8,
+        r: &nasx::NasPdnConnectivityRequest,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> Result<(), u8> {
+        let u = &self.ues[&id];
+        let (Some(slot), Some((assoc, enb_ue_id)), Some(imsi)) = (u.slot, u.conn, u.imsi) else {
+            return Err(31);
+        };
+        if u.emm != Emm_::Registered {
+            return Err(31);
+        }
+        if pti == 0 || pti == 0xff {
+            return Err(81); // invalid PTI value
+        }
+        match r.request_type.request_type_raw() {
+            1 => {}              // initial request
+            4 => return Err(31), // emergency: no emergency APN here
+            _ => return Err(31), // handover from non-3GPP access: not supported
+        }
+        // IPv4 addresses only (TS 24.301 §6.5.1.4: #50 for an IPv6-only request).
+        if r.pdn_type.value & 0x07 == 2 {
+            return Err(50);
+        }
+        let apn = r
+            .access_point_name
+            .as_ref()
+            .map(|a| nasx::apn_string(&a.value))
+            .filter(|a| !a.is_empty())
+            .unwrap_or_else(|| self.cfg.default_apn.clone());
+        let sub = self.hss.get(&nasx::imsi_string(imsi)).ok().flatten();
+        let subscribed = sub
+            .as_ref()
+            .is_some_and(|s| s.apn.eq_ignore_ascii_case(&apn));
+        let extra = self
+            .cfg
+            .extra_apns
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(&apn));
+        if !subscribed && !extra {
+            return Err(27); // missing or unknown APN
+        }
+        let ctx = cp.ue(slot).ok_or(31)?;
+        if ctx.pdns.iter().any(|p| p.apn.eq_ignore_ascii_case(&apn)) {
+            return Err(55); // multiple PDN connections for a given APN not allowed
+        }
+        let ebi = free_ebi(ctx).ok_or(65)?; // maximum number of EPS bearers reached
+        let qci = if apn.eq_ignore_ascii_case("ims") {
+            5
+        } else {
+            u.qci
+        };
+        let arp = Arp {
+            priority_level: u.arp_priority,
+            ..Arp::default()
+        };
+        let ambr = u.ambr;
+        let added = cp
+            .add_pdn(
+                slot,
+                &PdnParams {
+                    apn: apn.clone(),
+                    ebi,
+                    qci,
+                    arp,
+                    charging_key: 0,
+                },
+            )
+            .map_err(|_| 26)?; // insufficient resources (no pool / bearer slot left)
+        let mut act = nasx::NasActivateDefaultEpsBearerContextRequest::new(
+            nasx::NasEpsQualityOfService::new(nasx::eps_qos_value(qci, None)),
+            nasx::NasAccessPointName::new(nasx::apn_value(&apn)),
+            nasx::NasPdnAddress::from_ipv4(added.ue_ip.octets()),
+        );
+        act.apn_ambr =
+            nasx::NasApnAggregateMaximumBitRate::from_kbps(ambr.1 / 1000, ambr.0 / 1000).ok();
+        let Some(nas) = self.nas_bytes(id, &NasEpsMessage::new_esm(act, ebi, pti), false) else {
+            let _ = cp.remove_pdn(slot, ebi);
+            return Err(31);
+        };
+        self.ues
+            .get_mut(&id)
+            .expect("present")
+            .pending_bearers
+            .push(ebi);
+        let erab = pepc_s1ap::ERab {
+            id: ebi,
+            qci,
+            arp: s1arp(arp),
+            gbr: None,
+            transport: self.cfg.s1u_addr,
+            teid: added.teid_ul,
+            nas_pdu: Some(nas),
+        };
+        log(
+            out,
+            LogLevel::Info,
+            format!(
+                "UE {id}: PDN connection to {apn} on bearer {ebi}, {}",
+                added.ue_ip
+            ),
+        );
+        self.send(
+            assoc,
+            Some(id),
+            ERabSetupRequest {
+                mme_ue_id: id,
+                enb_ue_id,
+                ue_ambr: None,
+                erabs: vec![erab],
+            }
+            .into(),
+            out,
+        );
+        Ok(())
+    }
+
+    /// UE-requested PDN disconnect (TS 24.301 §6.5.2): Deactivate EPS Bearer Context
+    /// Request (#36) for the default bearer in an E-RAB Release Command for every bearer
+    /// of the PDN connection; the address is freed. `Err` is the ESM cause.
+    fn pdn_disconnect(
+        &mut self,
+        id: u32,
+        pti: u8,
+        linked: u8,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> Result<(), u8> {
+        let u = &self.ues[&id];
+        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
+            return Err(31);
+        };
+        if pti == 0 || pti == 0xff {
+            return Err(81);
+        }
+        let ctx = cp.ue(slot).ok_or(31)?;
+        if ctx.pdn_by_default_ebi(linked).is_none() {
+            return Err(43); // invalid EPS bearer identity
+        }
+        if ctx.pdns.len() == 1 {
+            return Err(49); // last PDN disconnection not allowed
+        }
+        let req = nasx::NasDeactivateEpsBearerContextRequest::new(nasx::NasEsmCause::new(36));
+        let nas = self
+            .nas_bytes(id, &NasEpsMessage::new_esm(req, linked, pti), false)
+            .ok_or(31u8)?;
+        let ebis = cp.remove_pdn(slot, linked).map_err(|_| 31u8)?;
+        self.stats.pdn_disconnects += 1;
+        self.ues
+            .get_mut(&id)
+            .expect("present")
+            .pending_bearers
+            .retain(|b| !ebis.contains(b));
+        self.send(
+            assoc,
+            Some(id),
+            ERabReleaseCommand {
+                mme_ue_id: id,
+                enb_ue_id,
+                ue_ambr: None,
+                erabs: ebis
+                    .iter()
+                    .map(|e| pepc_s1ap::ERabCause {
+                        id: *e,
+                        cause: Cause::NAS_NORMAL_RELEASE,
+                    })
+                    .collect(),
+                nas_pdu: Some(nas),
+            }
+            .into(),
+            out,
+        );
+        Ok(())
+    }
+
+    /// UE-requested bearer resource allocation (TS 24.301 §6.5.3): a dedicated bearer
+    /// with the requested QoS and the aggregate's packet filters, activated with the
+    /// request's PTI. `Err` is the ESM cause of the Bearer Resource Allocation Reject.
+    fn bearer_resource_allocation(
+        &mut self,
+        id: u32,
+        pti: u8,
+        r: &nasx::NasBearerResourceAllocationRequest,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> Result<(), u8> {
+        self.stats.bearer_resource_allocations += 1;
+        let u = &self.ues[&id];
+        let (Some(slot), Some(_)) = (u.slot, u.conn) else {
+            return Err(31);
+        };
+        if pti == 0 || pti == 0xff {
+            return Err(81);
+        }
+        let linked = r.linked_eps_bearer_identity.bearer_identity();
+        let ctx = cp.ue(slot).ok_or(31)?;
+        if ctx.pdn_by_default_ebi(linked).is_none() {
+            return Err(43); // invalid EPS bearer identity
+        }
+        let (qci, rates) = nasx::parse_eps_qos(&r.required_traffic_flow_qos.value).ok_or(37)?;
+        // GBR QCIs need their bit rates (TS 23.203 Table 6.1.7); none is a bad request.
+        let gbr_qci = (1..=4).contains(&qci);
+        let rates = match (gbr_qci, rates) {
+            (true, Some(r)) if r.2 > 0 || r.3 > 0 => Some(r),
+            (true, _) => return Err(37), // EPS QoS not accepted
+            (false, r) => r,
+        };
+        if !(1..=9).contains(&qci) {
+            return Err(37);
+        }
+        if !self.cfg.ue_requested_qcis.contains(&qci) {
+            return Err(30); // refused by the P-GW policy
+        }
+        let tft = nasx::network_tft_from_aggregate(&r.traffic_flow_aggregate)?;
+        if free_ebi(ctx).is_none() {
+            return Err(65); // maximum number of EPS bearers reached
+        }
+        let (mu, md, gu, gd) = rates.unwrap_or((0, 0, 0, 0));
+        let (mbr, gbr) = if gbr_qci {
+            // MBR at least GBR.
+            ((mu.max(gu), md.max(gd)), (gu, gd))
+        } else {
+            ((0, 0), (0, 0))
+        };
+        self.dedicated(id, linked, qci, mbr, gbr, pti, tft, cp, out)
+            .map(|_| ())
+            .map_err(|e| match e {
+                MmeError::Busy => 65,
+                MmeError::Control(_) => 26,
+                _ => 31,
+            })
+    }
+
+    /// UE-requested bearer resource modification (TS 24.301 §6.5.4), release case: a
+    /// traffic flow aggregate deleting the TFT (or its packet filters) of a dedicated
+    /// bearer deactivates that bearer with the request's PTI. Other modifications are
+    /// refused with #31. `Err` is the ESM cause of the reject.
+    fn bearer_resource_modification(
+        &mut self,
+        id: u32,
+        pti: u8,
+        r: &nasx::NasBearerResourceModificationRequest,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> Result<(), u8> {
+        self.stats.bearer_resource_allocations += 1;
+        let u = &self.ues[&id];
+        let (Some(slot), Some(_)) = (u.slot, u.conn) else {
+            return Err(31);
+        };
+        if pti == 0 || pti == 0xff {
+            return Err(81);
+        }
+        let ebi = r.eps_bearer_identity_for_packet_filter.bearer_identity();
+        let ctx = cp.ue(slot).ok_or(31)?;
+        if ctx.bearer(ebi).is_none() {
+            return Err(43); // invalid EPS bearer identity
+        }
+        let op = nasx::tft_operation(&r.traffic_flow_aggregate.value).ok_or(41)?;
+        // 2: delete existing TFT, 5: delete packet filters (all of a dedicated bearer's
+        // filters going means the bearer goes, TS 24.301 §6.5.4.3).
+        if op != 2 && op != 5 {
+            return Err(31);
+        }
+        if ctx.pdn_by_default_ebi(ebi).is_some() {
+            return Err(30); // a default bearer is released by PDN disconnect only
+        }
+        self.deactivate(id, ebi, pti, cp, out).map_err(|_| 31)
     }
 
     // ---------------------------------------------------------------- Paging
@@ -2326,6 +2706,12 @@ impl Mme {
                 return fail(self, out, Cause::UNKNOWN_E_RAB_ID);
             }
         }
+        // Bearers the target did not switch are released (TS 23.401 §5.5.1.1.2); a PDN
+        // connection whose default bearer was not switched goes with all its bearers.
+        let switched: Vec<u8> = m.erabs.iter().map(|t| t.id).collect();
+        let Some(released) = release_unlisted(cp, slot, &switched) else {
+            return fail(self, out, Cause::RADIO_UNSPECIFIED);
+        };
         let old = self.ues[&id].conn;
         if let Some(c) = old {
             self.by_conn.remove(&c);
@@ -2342,7 +2728,13 @@ impl Mme {
             enb_ue_id: m.enb_ue_id,
             ue_ambr: None,
             erabs_switched_ul: vec![],
-            erabs_to_release: vec![],
+            erabs_to_release: released
+                .iter()
+                .map(|e| pepc_s1ap::ERabCause {
+                    id: *e,
+                    cause: Cause::RADIO_UNSPECIFIED,
+                })
+                .collect(),
             security_context: sc,
         };
         self.send(assoc, Some(id), ack.into(), out);
@@ -2498,6 +2890,16 @@ impl Mme {
             for a in &h.admitted {
                 let _ = cp.set_enb_tunnel(s, a.id, a.transport, a.teid);
             }
+            // Bearers the target did not admit are gone (the Handover Command listed
+            // them for release).
+            let admitted: Vec<u8> = h.admitted.iter().map(|a| a.id).collect();
+            if release_unlisted(cp, s, &admitted).is_none() {
+                log(
+                    out,
+                    LogLevel::Warn,
+                    format!("UE {id}: target admitted no default bearer"),
+                );
+            }
         }
         let u = self.ues.get_mut(&id).expect("present");
         u.conn = Some((assoc, m.enb_ue_id));
@@ -2524,6 +2926,46 @@ impl Mme {
             out,
         );
     }
+}
+
+/// Remove the UE's bearers not in `kept` (a PDN connection whose default bearer is not
+/// kept goes whole); returns the EBIs removed. `None` (nothing removed) when no PDN
+/// connection's default bearer is kept: the UE would be left without one.
+fn release_unlisted(cp: &mut ControlPlane, slot: u32, kept: &[u8]) -> Option<Vec<u8>> {
+    let ctx = cp.ue(slot)?;
+    if !ctx.pdns.iter().any(|p| kept.contains(&p.default_ebi)) {
+        return None;
+    }
+    let gone_pdns: Vec<u8> = ctx
+        .pdns
+        .iter()
+        .map(|p| p.default_ebi)
+        .filter(|e| !kept.contains(e))
+        .collect();
+    let mut released = vec![];
+    for d in gone_pdns {
+        if let Ok(ebis) = cp.remove_pdn(slot, d) {
+            released.extend(ebis);
+        }
+    }
+    let gone: Vec<u8> = cp
+        .ue(slot)?
+        .bearers
+        .iter()
+        .map(|b| b.ebi)
+        .filter(|e| !kept.contains(e))
+        .collect();
+    for e in gone {
+        if cp.remove_bearer(slot, e).is_ok() {
+            released.push(e);
+        }
+    }
+    Some(released)
+}
+
+/// The lowest EPS bearer identity the UE does not use (5..=15).
+fn free_ebi(ctx: &pepc_slice::context::UeContext) -> Option<u8> {
+    (pepc_slice::context::FIRST_EBI..=15).find(|e| ctx.bearer(*e).is_none())
 }
 
 fn log(out: &mut Vec<Output>, lvl: LogLevel, s: String) {

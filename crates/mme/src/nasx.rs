@@ -105,6 +105,33 @@ pub fn kbps_octet(kbps: u64) -> u8 {
     }
 }
 
+/// Bit rate in kbps of an EPS QoS bit-rate octet (TS 24.008 10.5.6.5; 0xff = 0 kbps).
+pub fn octet_kbps(v: u8) -> u64 {
+    match v {
+        0xff | 0 => 0,
+        1..=0x3f => v as u64,
+        0x40..=0x7f => 64 + (v as u64 - 0x40) * 8,
+        _ => 576 + (v as u64 - 0x80) * 64,
+    }
+}
+
+/// (mbr_ul, mbr_dl, gbr_ul, gbr_dl) in bit/s.
+pub type BitRates = (u64, u64, u64, u64);
+
+/// (QCI, bit rates) of an EPS QoS IE value; `None` when it is too short to hold a
+/// QCI or has a partial bit-rate group.
+pub fn parse_eps_qos(v: &[u8]) -> Option<(u8, Option<BitRates>)> {
+    let qci = *v.first()?;
+    match v.len() {
+        1 => Some((qci, None)),
+        n if n >= 5 => {
+            let k = |i: usize| octet_kbps(v[i]) * 1000;
+            Some((qci, Some((k(1), k(2), k(3), k(4)))))
+        }
+        _ => None,
+    }
+}
+
 /// EPS QoS IE value: QCI, plus MBR/GBR for GBR bearers.
 pub fn eps_qos_value(qci: u8, gbr: Option<(u64, u64, u64, u64)>) -> Vec<u8> {
     match gbr {
@@ -158,6 +185,34 @@ pub fn network_name_value(name: &str) -> Vec<u8> {
 /// dedicated bearer whose real filters live in our PCEF rules.
 pub fn default_tft_value() -> Vec<u8> {
     vec![0x21, 0x31, 0x00, 0x02, 0x30, 0x11]
+}
+
+/// The TFT the network gives a bearer created from a UE's traffic flow aggregate
+/// (Bearer Resource Allocation, TS 24.301 §6.5.3): "create new TFT" with the UE's
+/// packet filters, identifiers renumbered 0.. (the UE may send 0 for new filters).
+/// `Err` is the ESM cause for the reject.
+pub fn network_tft_from_aggregate(tfa: &NasTrafficFlowAggregateDescription) -> Result<Vec<u8>, u8> {
+    let mut t = tfa.parse_tft().map_err(|e| e.esm_cause() as u8)?;
+    if !matches!(t.operation, TftOperation::Create | TftOperation::AddFilters) {
+        return Err(41); // semantic error in the TFT operation
+    }
+    if t.packet_filters.is_empty() || t.packet_filters.len() > 16 {
+        return Err(44); // semantic errors in packet filter(s)
+    }
+    t.operation = TftOperation::Create;
+    for (i, f) in t.packet_filters.iter_mut().enumerate() {
+        f.identifier = i as u8;
+        if f.precedence.is_none() {
+            f.precedence = Some(i as u8);
+        }
+    }
+    t.to_bytes().map_err(|_| 44)
+}
+
+/// TFT operation code (bits 8-6 of the first octet) of a TFT / traffic flow aggregate
+/// value; `None` when empty.
+pub fn tft_operation(v: &[u8]) -> Option<u8> {
+    v.first().map(|b| b >> 5)
 }
 
 pub fn ciphering(a: pepc_security::Eea) -> CipheringAlgorithm {

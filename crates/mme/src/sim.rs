@@ -167,6 +167,12 @@ pub struct SimUe {
     pub received: Vec<String>,
     /// Corrupt the next RES (to test the network's check).
     pub corrupt_k: bool,
+    /// Default bearers of the UE's PDN connections with their addresses.
+    pub pdns: Vec<(u8, Ipv4Addr)>,
+    /// Dedicated bearers (EBI, linked EBI, TFT value).
+    pub dedicated: Vec<(u8, u8, Vec<u8>)>,
+    /// PTI of the last ESM message the network sent.
+    pub last_pti: u8,
 }
 
 impl SimUe {
@@ -188,7 +194,57 @@ impl SimUe {
             pti: 1,
             received: vec![],
             corrupt_k: false,
+            pdns: vec![],
+            dedicated: vec![],
+            last_pti: 0,
         }
+    }
+
+    /// A protected ESM message with a fresh PTI (2..=254).
+    fn esm_request<T: Into<Esm>>(&mut self, m: T) -> Vec<u8> {
+        self.pti = if self.pti >= 254 { 2 } else { self.pti + 1 };
+        let msg = NasEpsMessage::new_esm(m, 0, self.pti);
+        self.protect(&msg)
+    }
+
+    /// Standalone PDN Connectivity Request (TS 24.301 §6.5.1), IPv4.
+    pub fn pdn_connectivity_request(&mut self, apn: Option<&str>) -> Vec<u8> {
+        let mut p = nasx::NasPdnConnectivityRequest::new(
+            nasx::NasRequestType::new(1),
+            nasx::NasPdnType::new(1),
+        );
+        p.access_point_name = apn.map(|a| nasx::NasAccessPointName::new(nasx::apn_value(a)));
+        self.esm_request(p)
+    }
+
+    /// PDN Disconnect Request for the PDN connection of default bearer `linked`.
+    pub fn pdn_disconnect_request(&mut self, linked: u8) -> Vec<u8> {
+        self.esm_request(nasx::NasPdnDisconnectRequest::new(
+            nasx::NasLinkedEpsBearerIdentity::new(linked),
+        ))
+    }
+
+    /// Bearer Resource Allocation Request: `qos` is the EPS QoS value, `tfa` the traffic
+    /// flow aggregate value.
+    pub fn bearer_resource_allocation_request(
+        &mut self,
+        linked: u8,
+        qos: Vec<u8>,
+        tfa: Vec<u8>,
+    ) -> Vec<u8> {
+        self.esm_request(nasx::NasBearerResourceAllocationRequest::new(
+            nasx::NasLinkedEpsBearerIdentity::new(linked),
+            nasx::NasTrafficFlowAggregateDescription::new(tfa),
+            nasx::NasEpsQualityOfService::new(qos),
+        ))
+    }
+
+    /// Bearer Resource Modification Request for bearer `ebi` with aggregate `tfa`.
+    pub fn bearer_resource_modification_request(&mut self, ebi: u8, tfa: Vec<u8>) -> Vec<u8> {
+        self.esm_request(nasx::NasBearerResourceModificationRequest::new(
+            nasx::NasLinkedEpsBearerIdentity::new(ebi),
+            nasx::NasTrafficFlowAggregateDescription::new(tfa),
+        ))
     }
 
     /// A UE whose USIM has another K (MAC failure at the UE).
@@ -332,7 +388,9 @@ impl SimUe {
         };
         let (got, reply) = match msg {
             NasEpsMessage::Emm(_, e) => self.on_emm(e)?,
-            NasEpsMessage::Esm(h, e) => self.on_esm(h.eps_bearer_identity, e)?,
+            NasEpsMessage::Esm(h, e) => {
+                self.on_esm(h.eps_bearer_identity, h.procedure_transaction_identity, e)?
+            }
             other => (format!("{other:?}"), None),
         };
         self.received.push(got.clone());
@@ -409,6 +467,11 @@ impl SimUe {
                     a.esm_message_container.decode_as_esm_message()
                 {
                     self.ue_ip = r.pdn_address.ipv4().map(Ipv4Addr::from);
+                    self.pdns.clear();
+                    self.dedicated.clear();
+                    if let Some(ip) = self.ue_ip {
+                        self.pdns.push((h.eps_bearer_identity, ip));
+                    }
                     let acc = NasEpsMessage::new_esm(
                         nasx::NasActivateDefaultEpsBearerContextAccept::new(),
                         h.eps_bearer_identity,
@@ -443,27 +506,70 @@ impl SimUe {
         })
     }
 
-    fn on_esm(&mut self, ebi: u8, e: Esm) -> Result<(String, Option<Vec<u8>>), String> {
+    fn on_esm(&mut self, ebi: u8, pti: u8, e: Esm) -> Result<(String, Option<Vec<u8>>), String> {
+        self.last_pti = pti;
         Ok(match e {
+            Esm::ActivateDefaultEpsBearerContextRequest(r) => {
+                // Standalone PDN connectivity (the attach one rides in Attach Accept).
+                let ip = r
+                    .pdn_address
+                    .ipv4()
+                    .map(Ipv4Addr::from)
+                    .ok_or("default bearer without an IPv4 address")?;
+                self.pdns.retain(|(e, _)| *e != ebi);
+                self.pdns.push((ebi, ip));
+                let b = self.protect(&NasEpsMessage::new_esm(
+                    nasx::NasActivateDefaultEpsBearerContextAccept::new(),
+                    ebi,
+                    pti,
+                ));
+                ("ActivateDefaultEpsBearerContextRequest".into(), Some(b))
+            }
+            Esm::PdnConnectivityReject(r) => {
+                (format!("PdnConnectivityReject#{}", r.esm_cause.value), None)
+            }
+            Esm::PdnDisconnectReject(r) => {
+                (format!("PdnDisconnectReject#{}", r.esm_cause.value), None)
+            }
+            Esm::BearerResourceAllocationReject(r) => (
+                format!("BearerResourceAllocationReject#{}", r.esm_cause.value),
+                None,
+            ),
+            Esm::BearerResourceModificationReject(r) => (
+                format!("BearerResourceModificationReject#{}", r.esm_cause.value),
+                None,
+            ),
             Esm::EsmInformationRequest(_) => {
                 let mut r = nasx::NasEsmInformationResponse::new();
                 r.access_point_name = Some(nasx::NasAccessPointName::new(nasx::apn_value("ims")));
                 let b = self.protect(&NasEpsMessage::new_esm(r, 0, self.pti));
                 ("EsmInformationRequest".into(), Some(b))
             }
-            Esm::ActivateDedicatedEpsBearerContextRequest(_) => {
+            Esm::ActivateDedicatedEpsBearerContextRequest(r) => {
+                self.dedicated.retain(|(e, _, _)| *e != ebi);
+                self.dedicated.push((
+                    ebi,
+                    r.linked_eps_bearer_identity.bearer_identity(),
+                    r.tft.value.to_vec(),
+                ));
                 let b = self.protect(&NasEpsMessage::new_esm(
                     nasx::NasActivateDedicatedEpsBearerContextAccept::new(),
                     ebi,
-                    0,
+                    pti,
                 ));
                 ("ActivateDedicatedEpsBearerContextRequest".into(), Some(b))
             }
             Esm::DeactivateEpsBearerContextRequest(_) => {
+                // A default bearer takes its PDN connection and linked bearers with it.
+                if self.pdns.iter().any(|(e, _)| *e == ebi) {
+                    self.pdns.retain(|(e, _)| *e != ebi);
+                    self.dedicated.retain(|(_, l, _)| *l != ebi);
+                }
+                self.dedicated.retain(|(e, _, _)| *e != ebi);
                 let b = self.protect(&NasEpsMessage::new_esm(
                     nasx::NasDeactivateEpsBearerContextAccept::new(),
                     ebi,
-                    0,
+                    pti,
                 ));
                 ("DeactivateEpsBearerContextRequest".into(), Some(b))
             }
@@ -574,6 +680,33 @@ pub fn pump(
                             enb_ue_id: ue.enb_ue_id,
                         },
                     ));
+                }
+                S1apMessage::ERabReleaseCommand(r) => {
+                    let mut reply = None;
+                    if let Some(nas) = r.nas_pdu.clone() {
+                        reply = ue.on_downlink(&nas)?.reply;
+                    }
+                    next.extend(h.send(
+                        assoc,
+                        ERabReleaseResponse {
+                            mme_ue_id: r.mme_ue_id,
+                            enb_ue_id: ue.enb_ue_id,
+                            released: r.erabs.iter().map(|e| e.id).collect(),
+                            failed: vec![],
+                        },
+                    ));
+                    if let Some(b) = reply {
+                        next.extend(h.send(
+                            assoc,
+                            UplinkNasTransport {
+                                mme_ue_id: r.mme_ue_id,
+                                enb_ue_id: ue.enb_ue_id,
+                                nas_pdu: b,
+                                ecgi,
+                                tai,
+                            },
+                        ));
+                    }
                 }
                 S1apMessage::ERabSetupRequest(r) => {
                     let mut reply = None;

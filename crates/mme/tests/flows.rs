@@ -717,3 +717,356 @@ fn bench_helper_runs() {
     assert_eq!(r.attaches, 20);
     assert!(r.attaches_per_s > 0.0 && r.completion_us_p99 >= r.completion_us_p50);
 }
+
+// ------------------------------------------------------------ multiple PDN connections
+
+fn esm_exchange(h: &mut Harness, ue: &mut SimUe, nas: Vec<u8>) -> Vec<String> {
+    let r = ul_nas(h, ue, nas);
+    pump(h, ue, 1, r).unwrap()
+}
+
+fn dl_to(h: &mut Harness, ip: Ipv4Addr, now: u64) -> Batch {
+    let mut b = batch_of(&[ipv4_udp(SERVER, ip, 5060, 5060, 80)]);
+    h.dp.downlink(&mut b, now);
+    b
+}
+
+fn tunnel_teid(b: &Batch) -> u32 {
+    assert_eq!(b.bufs[0].meta.verdict, Verdict::ToS1u);
+    GtpuPacket::new_checked(b.bufs[0].as_slice())
+        .unwrap()
+        .teid()
+}
+
+/// Attach, then a standalone PDN connection to "ims" on bearer 6.
+fn attached_with_ims() -> (Harness, SimUe, Ipv4Addr) {
+    let (mut h, mut ue) = attached();
+    let nas = ue.pdn_connectivity_request(Some("ims"));
+    let seen = esm_exchange(&mut h, &mut ue, nas);
+    assert_eq!(seen, vec!["E-RABSetupRequest"], "{:?}", h.logs);
+    assert!(ue
+        .received
+        .contains(&"ActivateDefaultEpsBearerContextRequest".to_string()));
+    assert_eq!(ue.last_pti, ue.pti, "the network answers on the UE's PTI");
+    assert_eq!(ue.pdns.len(), 2);
+    let (ebi, ip) = ue.pdns[1];
+    assert_eq!(ebi, 6);
+    assert_ne!(Some(ip), ue.ue_ip);
+    assert_eq!(h.mme.stats.pdn_connects, 1);
+    (h, ue, ip)
+}
+
+#[test]
+fn pdn_connectivity_to_ims_gets_a_second_address_and_bearer() {
+    let (mut h, mut ue, ims_ip) = attached_with_ims();
+    let (_, slot) = h.cp.find_imsi(IMSI_N).unwrap();
+    let ctx = h.cp.ue(slot).unwrap().clone();
+    assert_eq!(ctx.pdns.len(), 2);
+    assert_eq!(ctx.pdns[1].apn, "ims");
+    assert_eq!(ctx.pdns[1].ip, ims_ip);
+    let b6 = ctx.bearer(6).unwrap();
+    assert_eq!((b6.qci, b6.pdn), (5, 1));
+    assert_eq!(b6.enb_teid, enb_teid(ue.enb_ue_id, 6));
+    // Data path: the second address reaches bearer 6's tunnel, the first bearer 5's.
+    h.sync();
+    assert_eq!(tunnel_teid(&dl_to(&mut h, ims_ip, 1)), enb_teid(10, 6));
+    let ip = ue.ue_ip.unwrap();
+    assert_eq!(tunnel_teid(&dl_to(&mut h, ip, 2)), enb_teid(10, 5));
+    // Uplink from the ims address on bearer 6's TEID.
+    let mut b = batch_of(&[gpdu(b6.teid_ul, &ipv4_udp(ims_ip, SERVER, 1, 2, 60))]);
+    h.dp.uplink(&mut b, 3);
+    assert_eq!(b.bufs[0].meta.verdict, Verdict::ToSgi);
+
+    // Rejects: same APN again (#55), unknown APN (#27).
+    let nas = ue.pdn_connectivity_request(Some("ims"));
+    esm_exchange(&mut h, &mut ue, nas);
+    assert_eq!(ue.received.last().unwrap(), "PdnConnectivityReject#55");
+    let nas = ue.pdn_connectivity_request(Some("nowhere.example"));
+    esm_exchange(&mut h, &mut ue, nas);
+    assert_eq!(ue.received.last().unwrap(), "PdnConnectivityReject#27");
+    // No APN: the default APN, already connected (#55).
+    let nas = ue.pdn_connectivity_request(None);
+    esm_exchange(&mut h, &mut ue, nas);
+    assert_eq!(ue.received.last().unwrap(), "PdnConnectivityReject#55");
+    assert_eq!(h.mme.stats.pdn_connect_rejects, 3);
+    assert_eq!(h.cp.ue(slot).unwrap().pdns.len(), 2);
+}
+
+#[test]
+fn subscribed_apn_is_accepted_when_not_yet_connected() {
+    // The attach PDN uses "ims" (from ESM information); "internet" is the subscribed APN.
+    let mut h = setup();
+    let mut ue = SimUe::new(IMSI, 10);
+    let nas = ue.attach_request(None, true);
+    let first = h.send(1, initial_ue(&h, &ue, nas, None));
+    pump(&mut h, &mut ue, 1, first).unwrap();
+    let (_, slot) = h.cp.find_imsi(IMSI_N).unwrap();
+    assert_eq!(h.cp.ue(slot).unwrap().pdns[0].apn, "ims");
+    let nas = ue.pdn_connectivity_request(Some("Internet"));
+    let seen = esm_exchange(&mut h, &mut ue, nas);
+    assert_eq!(seen, vec!["E-RABSetupRequest"]);
+    assert_eq!(h.cp.ue(slot).unwrap().pdns[1].apn, "Internet");
+}
+
+#[test]
+fn pdn_disconnect_releases_bearers_and_frees_the_address() {
+    let (mut h, mut ue, ims_ip) = attached_with_ims();
+    let (_, slot) = h.cp.find_imsi(IMSI_N).unwrap();
+    // A dedicated bearer on the ims PDN (UE-requested) goes with it.
+    let nas =
+        ue.bearer_resource_allocation_request(6, vec![1, 0x50, 0x50, 0x48, 0x48], create_tfa());
+    esm_exchange(&mut h, &mut ue, nas);
+    assert_eq!(h.cp.ue(slot).unwrap().bearer(7).unwrap().pdn, 1);
+    // Unknown linked bearer (#43); last PDN (#49) is checked after disconnect below.
+    let nas = ue.pdn_disconnect_request(9);
+    esm_exchange(&mut h, &mut ue, nas);
+    assert_eq!(ue.received.last().unwrap(), "PdnDisconnectReject#43");
+
+    let nas = ue.pdn_disconnect_request(6);
+    let r = ul_nas(&mut h, &ue, nas);
+    match &r[..] {
+        [(1, S1apMessage::ERabReleaseCommand(c))] => {
+            let ids: Vec<u8> = c.erabs.iter().map(|e| e.id).collect();
+            assert_eq!(ids, vec![6, 7]);
+            assert!(c.nas_pdu.is_some());
+        }
+        o => panic!("{o:?}"),
+    }
+    pump(&mut h, &mut ue, 1, r).unwrap();
+    assert!(ue
+        .received
+        .contains(&"DeactivateEpsBearerContextRequest".to_string()));
+    assert_eq!(ue.last_pti, ue.pti);
+    assert_eq!(ue.pdns.len(), 1);
+    assert!(ue.dedicated.is_empty());
+    let ctx = h.cp.ue(slot).unwrap();
+    assert_eq!(ctx.pdns.len(), 1);
+    assert!(ctx.bearer(6).is_none() && ctx.bearer(7).is_none());
+    assert_eq!(h.mme.stats.pdn_disconnects, 1);
+    // The freed address no longer reaches the UE; it is dropped and counted.
+    h.sync();
+    let before =
+        h.dp.counters()
+            .drop_count(pepc_slice::counters::DropReason::UnknownUeIp);
+    assert_eq!(dl_to(&mut h, ims_ip, 5).bufs[0].meta.verdict, Verdict::Drop);
+    assert_eq!(
+        h.dp.counters()
+            .drop_count(pepc_slice::counters::DropReason::UnknownUeIp),
+        before + 1
+    );
+    // The last PDN connection cannot be disconnected.
+    let nas = ue.pdn_disconnect_request(5);
+    esm_exchange(&mut h, &mut ue, nas);
+    assert_eq!(ue.received.last().unwrap(), "PdnDisconnectReject#49");
+    // A new ims connection reuses the freed address.
+    let nas = ue.pdn_connectivity_request(Some("ims"));
+    esm_exchange(&mut h, &mut ue, nas);
+    assert_eq!(ue.pdns[1].1, ims_ip);
+}
+
+#[test]
+fn all_pdns_survive_idle_service_request_and_handovers() {
+    let (mut h, mut ue, ims_ip) = attached_with_ims();
+    release(&mut h, &mut ue);
+    h.sync();
+    // Downlink to the idle UE's ims address pages it.
+    assert_eq!(
+        dl_to(&mut h, ims_ip, 1).bufs[0].meta.verdict,
+        Verdict::Consumed
+    );
+    let mut ev = vec![];
+    h.cp.poll_requests(&mut ev);
+    let paging = h.input(Input::Control(ev.pop().unwrap()));
+    assert_eq!(names(&paging), vec!["Paging"]);
+    ue.enb_ue_id = 11;
+    let sr = ue.service_request();
+    let first = h.send(1, initial_ue(&h, &ue, sr, ue.m_tmsi));
+    match &first[..] {
+        [(1, S1apMessage::InitialContextSetupRequest(r))] => {
+            let ids: Vec<u8> = r.erabs.iter().map(|e| e.id).collect();
+            assert_eq!(ids, vec![5, 6], "ICS carries every PDN's bearers");
+        }
+        o => panic!("{o:?}"),
+    }
+    pump(&mut h, &mut ue, 1, first).unwrap();
+    h.dp.sync(2);
+    let mut again = Batch::default();
+    assert_eq!(h.dp.take_ready(&mut again, false), 1);
+    h.dp.downlink(&mut again, 3);
+    assert_eq!(tunnel_teid(&again), enb_teid(11, 6));
+
+    // S1 handover: the Handover Request lists both PDNs' bearers.
+    assert!(matches!(
+        h.enb_setup(2, 2, 1),
+        S1apMessage::S1SetupResponse(_)
+    ));
+    let plmn = h.mme.config().plmn;
+    let id = ue.mme_ue_id.unwrap();
+    let r = h.send(
+        1,
+        HandoverRequired {
+            mme_ue_id: id,
+            enb_ue_id: ue.enb_ue_id,
+            handover_type: 0,
+            cause: Cause::HANDOVER_DESIRABLE_FOR_RADIO_REASON,
+            target: pepc_s1ap::TargetId::Enb {
+                global_enb_id: pepc_s1ap::GlobalEnbId {
+                    plmn,
+                    enb_id: pepc_s1ap::EnbId::Macro(2),
+                },
+                tai: pepc_s1ap::Tai { plmn, tac: 1 },
+            },
+            container: vec![0x40, 0x80, 0x00],
+        },
+    );
+    match &r[..] {
+        [(2, S1apMessage::HandoverRequest(q))] => {
+            let ids: Vec<u8> = q.erabs.iter().map(|e| e.id).collect();
+            assert_eq!(ids, vec![5, 6]);
+        }
+        o => panic!("{o:?}"),
+    }
+    // X2 path switch (from eNB 2) that switches only bearer 5: the ims PDN is released.
+    let r = h.send(
+        2,
+        PathSwitchRequest {
+            enb_ue_id: 70,
+            erabs: vec![pepc_s1ap::ERabTunnel {
+                id: 5,
+                transport: Ipv4Addr::new(127, 0, 0, 3),
+                teid: 0x55,
+            }],
+            source_mme_ue_id: id,
+            ecgi: pepc_s1ap::Ecgi {
+                plmn,
+                cell_id: 0x202,
+            },
+            tai: pepc_s1ap::Tai { plmn, tac: 1 },
+            ue_security_capabilities: pepc_s1ap::UeSecurityCapabilities {
+                eea: 0xc000,
+                eia: 0xc000,
+            },
+        },
+    );
+    match &r[..] {
+        [(2, S1apMessage::PathSwitchRequestAcknowledge(a))] => {
+            let ids: Vec<u8> = a.erabs_to_release.iter().map(|e| e.id).collect();
+            assert_eq!(ids, vec![6]);
+        }
+        o => panic!("{o:?}"),
+    }
+    let (_, slot) = h.cp.find_imsi(IMSI_N).unwrap();
+    assert_eq!(h.cp.ue(slot).unwrap().pdns.len(), 1);
+}
+
+// ------------------------------------------------------- UE-requested bearer resources
+
+/// Traffic flow aggregate: create new TFT, one bidirectional filter (UDP to port 5060).
+fn create_tfa() -> Vec<u8> {
+    // op 001, 1 filter; filter id 0 dir bidirectional (0x30), precedence 10,
+    // contents: protocol 17 (0x30 0x11), single remote port 5060 (0x50 0x13 0xc4).
+    vec![0x21, 0x30, 10, 5, 0x30, 0x11, 0x50, 0x13, 0xc4]
+}
+
+#[test]
+fn bearer_resource_allocation_activates_a_dedicated_bearer_and_modification_releases_it() {
+    let (mut h, mut ue) = attached();
+    let (_, slot) = h.cp.find_imsi(IMSI_N).unwrap();
+    // QCI 1, MBR 128 kbps, GBR 64 kbps (TS 24.008 octets 0x48 = 128, 0x40 = 64).
+    let nas =
+        ue.bearer_resource_allocation_request(5, vec![1, 0x48, 0x48, 0x40, 0x40], create_tfa());
+    let seen = esm_exchange(&mut h, &mut ue, nas);
+    assert_eq!(seen, vec!["E-RABSetupRequest"], "{:?}", h.logs);
+    assert_eq!(ue.last_pti, ue.pti, "activation answers the request's PTI");
+    let (ebi, linked, tft) = ue.dedicated[0].clone();
+    assert_eq!((ebi, linked), (6, 5));
+    // The network TFT: create new TFT with the UE's filter (identifier assigned).
+    assert_eq!(tft[0] >> 5, 1);
+    assert_eq!(&tft[3..], &create_tfa()[3..]);
+    let b = h.cp.ue(slot).unwrap().bearer(6).unwrap().clone();
+    assert_eq!(b.qci, 1);
+    assert_eq!(
+        (b.gbr_ul, b.gbr_dl, b.mbr_ul, b.mbr_dl),
+        (64_000, 64_000, 128_000, 128_000)
+    );
+    assert_eq!(b.enb_teid, enb_teid(10, 6));
+
+    // Release: delete the bearer's packet filters.
+    let nas = ue.bearer_resource_modification_request(6, vec![0xA1, 0x00]);
+    let r = ul_nas(&mut h, &ue, nas);
+    assert_eq!(names(&r), vec!["E-RABReleaseCommand"]);
+    pump(&mut h, &mut ue, 1, r).unwrap();
+    assert_eq!(ue.last_pti, ue.pti);
+    assert!(ue.dedicated.is_empty());
+    assert!(h.cp.ue(slot).unwrap().bearer(6).is_none());
+    // Delete existing TFT (op 010) of the default bearer: refused (#30); unknown
+    // bearer (#43); another operation (#31).
+    let nas = ue.bearer_resource_modification_request(5, vec![0x40]);
+    esm_exchange(&mut h, &mut ue, nas);
+    assert_eq!(
+        ue.received.last().unwrap(),
+        "BearerResourceModificationReject#30"
+    );
+    let nas = ue.bearer_resource_modification_request(9, vec![0x40]);
+    esm_exchange(&mut h, &mut ue, nas);
+    assert_eq!(
+        ue.received.last().unwrap(),
+        "BearerResourceModificationReject#43"
+    );
+    let nas = ue.bearer_resource_modification_request(5, create_tfa());
+    esm_exchange(&mut h, &mut ue, nas);
+    assert_eq!(
+        ue.received.last().unwrap(),
+        "BearerResourceModificationReject#31"
+    );
+}
+
+#[test]
+fn bearer_resource_allocation_rejects() {
+    let mut cfg = MmeConfig::default();
+    cfg.ue_requested_qcis = vec![1, 2, 3, 4];
+    let mut h = Harness::new(100, cfg);
+    h.hss.add(&subscriber(IMSI)).unwrap();
+    h.enb_setup(1, 1, 1);
+    let mut ue = SimUe::new(IMSI, 10);
+    attach(&mut h, &mut ue, 1).unwrap();
+    let cases: Vec<(u8, Vec<u8>, Vec<u8>, &str)> = vec![
+        // linked bearer is not a PDN's default bearer
+        (9, vec![9], create_tfa(), "#43"),
+        // GBR QCI without bit rates
+        (5, vec![1], create_tfa(), "#37"),
+        // reserved QCI
+        (5, vec![200], create_tfa(), "#37"),
+        // QCI not granted by policy
+        (5, vec![8], create_tfa(), "#30"),
+        // "delete packet filters" is no allocation
+        (5, vec![1, 0x48, 0x48, 0x40, 0x40], vec![0xA1, 0x00], "#41"),
+        // syntactically broken aggregate: one filter announced, none present
+        (5, vec![1, 0x48, 0x48, 0x40, 0x40], vec![0x21], "#42"),
+    ];
+    for (linked, qos, tfa, cause) in cases {
+        let nas = ue.bearer_resource_allocation_request(linked, qos, tfa);
+        esm_exchange(&mut h, &mut ue, nas);
+        assert_eq!(
+            ue.received.last().unwrap(),
+            &format!("BearerResourceAllocationReject{cause}")
+        );
+    }
+    let (_, slot) = h.cp.find_imsi(IMSI_N).unwrap();
+    assert_eq!(h.cp.ue(slot).unwrap().bearers.len(), 1);
+    assert_eq!(h.mme.stats.bearer_resource_rejects, 6);
+    // Bearers run out: #65 once EBIs 6..=15 are taken.
+    for _ in 6..=15 {
+        let nas =
+            ue.bearer_resource_allocation_request(5, vec![1, 0x48, 0x48, 0x40, 0x40], create_tfa());
+        esm_exchange(&mut h, &mut ue, nas);
+    }
+    assert_eq!(h.cp.ue(slot).unwrap().bearers.len(), 11);
+    let nas =
+        ue.bearer_resource_allocation_request(5, vec![1, 0x48, 0x48, 0x40, 0x40], create_tfa());
+    esm_exchange(&mut h, &mut ue, nas);
+    assert_eq!(
+        ue.received.last().unwrap(),
+        "BearerResourceAllocationReject#65"
+    );
+}
