@@ -1023,8 +1023,10 @@ fn bearer_resource_allocation_activates_a_dedicated_bearer_and_modification_rele
 
 #[test]
 fn bearer_resource_allocation_rejects() {
-    let mut cfg = MmeConfig::default();
-    cfg.ue_requested_qcis = vec![1, 2, 3, 4];
+    let cfg = MmeConfig {
+        ue_requested_qcis: vec![1, 2, 3, 4],
+        ..Default::default()
+    };
     let mut h = Harness::new(100, cfg);
     h.hss.add(&subscriber(IMSI)).unwrap();
     h.enb_setup(1, 1, 1);
