@@ -291,7 +291,8 @@ pub fn demux_loop(
     let fds = stage.poll_fds();
     let mut idle = 0u32;
     let stopped = |s: &Arc<AtomicBool>| s.load(Ordering::Relaxed);
-    while !stopped(&stop) && !(slice_stops.iter().all(stopped) && !slice_stops.is_empty()) {
+    let slices_stopped = || !slice_stops.is_empty() && slice_stops.iter().all(stopped);
+    while !stopped(&stop) && !slices_stopped() {
         if stage.run_once() > 0 {
             idle = 0;
             continue;
