@@ -1113,8 +1113,12 @@ fn we_decode_what_pycrate_builds() {
                 .into_iter()
                 .map(|x| format!("{tag}: {x}")),
         );
+        // pycrate's Attach Accept carries a type 1 (consecutive TACs) TAI list; we always
+        // send type 0, so there only the value, not the octets, must survive.
+        let same_octets = r["name"] != "AttachAccept";
         match m.encode() {
             Ok(b) if b == bytes => {}
+            Ok(b) if !same_octets && NasMessage::decode_dir(&b, dir).as_ref() == Ok(&m) => {}
             Ok(b) => failures.push(format!("{tag}: we re-encode it as {}", hex(&b))),
             Err(e) => failures.push(format!("{tag}: we cannot re-encode it: {e}")),
         }

@@ -20,7 +20,8 @@ import sys
 logging.disable(logging.WARNING)  # pycrate warns that CryptoMobile (NAS crypto) is absent
 
 try:
-    from pycrate_mobile.NAS import parse_NAS_MO, parse_NAS_MT
+    # the LTE-only entry points: same EPS parsers, half the import time of pycrate_mobile.NAS
+    from pycrate_mobile.NASLTE import parse_NASLTE_MO as parse_NAS_MO, parse_NASLTE_MT as parse_NAS_MT
     from pycrate_mobile import TS24301_EMM as EMM
     from pycrate_mobile import TS24301_ESM as ESM
     from pycrate_core.elt import Envelope, Array, Sequence, Alt, Atom
@@ -163,6 +164,34 @@ def built():
 
     m = EMM.EMMDetachAccept()
     out.append(("DetachAccept", "ul", m))
+
+    # Downlink: what a network built on pycrate would send to a UE of ours.
+    m = EMM.EMMAuthenticationRequest()
+    m.set_val({"NAS_KSI": {"V": {"TSC": 0, "Value": 6}}, "RAND": {"V": bytes(range(0x40, 0x50))},
+               "AUTN": {"V": {"SQNxAK": bytes.fromhex("0a0b0c0d0e0f"), "AMF": b"\x80\x00",
+                              "MAC": bytes.fromhex("1122334455667788")}}})
+    out.append(("AuthenticationRequest", "dl", m))
+
+    m = EMM.EMMSecurityModeCommand()
+    m.set_val({"NASSecAlgo": {"V": {"CiphAlgo": 1, "IntegAlgo": 2}}, "NAS_KSI": {"V": {"TSC": 0, "Value": 1}},
+               "UESecCap": {"V": {"EEA0": 1, "EEA1_128": 1, "EIA1_128": 1, "EIA2_128": 1}}})
+    out.append(("SecurityModeCommand", "dl", m))
+
+    m = EMM.EMMAttachAccept()
+    m.set_val({"EPSAttachResult": {"V": 2}, "T3412": {"V": {"Unit": 1, "Value": 30}},
+               # a type 1 partial list: 3 consecutive TACs from 0x0100
+               "TAIList": {"V": [{"Type": 1, "PTAI": {"PLMN": "12345", "TAC1": 0x100, "Num": 2}}]},
+               "ESMContainer": {"V": bytes.fromhex("6200c2")}})
+    m["GUTI"].set_trans(False)
+    m["GUTI"].set_val({"V": {"type": 6, "ident": guti}})
+    out.append(("AttachAccept", "dl", m))
+
+    m = ESM.ESMActDefaultEPSBearerCtxtRequest()
+    m.set_val({"ESMHeader": {"EPSBearerId": 5, "PTI": 9}, "EPSQoS": {"V": {"QCI": 7}},
+               "APN": {"V": b"\x03ims"}, "PDNAddr": {"V": {"Type": 1, "Addr": bytes([100, 64, 0, 1])}}})
+    m["APN_AMBR"].set_trans(False)
+    m["APN_AMBR"].set_val({"V": {"DL": 0x80, "UL": 0x40}})
+    out.append(("ActivateDefaultBearerRequest", "dl", m))
     return out
 
 
