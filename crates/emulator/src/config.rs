@@ -65,9 +65,24 @@ impl SubscriberKeys {
     }
 }
 
+/// What plays the PDN (the far end of UE traffic behind the EPC's SGi).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SgiMode {
+    /// Userspace UDP sink: the EPC carries each SGi IP packet as one UDP datagram
+    /// between its sink socket and [`EmulatorConfig::pdn_addr`].
+    #[default]
+    Udp,
+    /// A TUN device owning [`EmulatorConfig::server_ip`]: the kernel routes the EPC's
+    /// SGi traffic for the server to it, and downlink packets written to it are routed
+    /// to the UE pool by the kernel. Needs CAP_NET_ADMIN; without it the run falls back
+    /// to the UDP sink and says so on stderr.
+    Tun,
+}
+
 /// Where the EPC is and how the emulated RAN presents itself.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct EmulatorConfig {
     /// EPC S1-MME IP address.
     pub mme_ip: IpAddr,
@@ -75,6 +90,7 @@ pub struct EmulatorConfig {
     pub mme_udp_port: u16,
     /// SCTP port of the MME (36412).
     pub mme_sctp_port: u16,
+    /// S1-MME transport.
     pub sctp: SctpMode,
     /// Local address the S1-MME side binds.
     pub local_ip: IpAddr,
@@ -85,10 +101,17 @@ pub struct EmulatorConfig {
     /// The EPC's SGi sink-local address, where downlink IP packets go; `None` = learn
     /// it from the source of the first uplink datagram.
     pub sgi_peer: Option<SocketAddr>,
+    /// PDN side: userspace UDP sink (default) or kernel-routed TUN device.
+    pub sgi: SgiMode,
+    /// TUN device name with `sgi = "tun"` (`%d`: the kernel picks a number).
+    pub tun_name: String,
     /// Server address used as the far end of UE traffic.
     pub server_ip: Ipv4Addr,
+    /// Mobile country code, 3 digits.
     pub mcc: String,
+    /// Mobile network code, 2 or 3 digits.
     pub mnc: String,
+    /// Tracking area code of every emulated cell.
     pub tac: u16,
     /// Number of emulated eNBs.
     pub enbs: u32,
@@ -112,6 +135,8 @@ impl Default for EmulatorConfig {
             gtpu_addr: SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 2), 2152),
             pdn_addr: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 5201),
             sgi_peer: None,
+            sgi: SgiMode::Udp,
+            tun_name: "pemu%d".into(),
             server_ip: Ipv4Addr::new(198, 51, 100, 1),
             mcc: "001".into(),
             mnc: "01".into(),
@@ -125,18 +150,33 @@ impl Default for EmulatorConfig {
     }
 }
 
-/// Relative weights of the signalling events of Rajan et al. Table I.
+/// Relative weights of the signalling events of Rajan et al. Table I (TOML table
+/// `[mix]`). In steady state each event picks one type with these weights, then a UE
+/// eligible for it (an event with no eligible UE counts as skipped).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct SignalingMix {
+    /// `attach`: a deregistered UE attaches; when none is, an idle UE detaches
+    /// (switch-off) and attaches again.
     pub attach: f64,
+    /// `add_default_bearer`: a connected UE opens a PDN connection to
+    /// [`Scenario::extra_apn`] (TS 24.301 6.5.1), or closes it if it has one (6.5.2).
     pub add_default_bearer: f64,
-    /// Network-initiated: counted when the EPC starts one; the UE side cannot ask.
+    /// `dedicated_bearer`: a connected UE asks for bearer resources (UE-requested
+    /// bearer resource allocation, TS 24.301 6.5.3) and the network activates a
+    /// dedicated bearer (6.4.2); if the UE already has one it is released with a
+    /// bearer resource modification request instead.
     pub dedicated_bearer: f64,
+    /// `idle_to_connected`: an idle UE sends a Service Request.
     pub idle_to_connected: f64,
+    /// `connected_to_idle`: the eNB releases a connected UE (user inactivity).
     pub connected_to_idle: f64,
+    /// `x2_handover`: a connected UE moves to the next eNB over X2 (Path Switch).
     pub x2_handover: f64,
+    /// `s1_handover`: a connected UE moves to the next eNB over S1 (via the MME).
     pub s1_handover: f64,
+    /// `tau`: a registered UE sends a Tracking Area Update (periodic or normal; an
+    /// idle UE half of the time sets the active flag).
     pub tau: f64,
 }
 
@@ -148,12 +188,12 @@ impl Default for SignalingMix {
         SignalingMix {
             attach: 0.05,
             add_default_bearer: 0.05,
-            dedicated_bearer: 0.0,
+            dedicated_bearer: 0.05,
             idle_to_connected: 0.3,
             connected_to_idle: 0.3,
             x2_handover: 0.1,
             s1_handover: 0.05,
-            tau: 0.15,
+            tau: 0.1,
         }
     }
 }
@@ -162,19 +202,22 @@ impl Default for SignalingMix {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TrafficProfile {
+    /// `"none"`: no data traffic.
     #[default]
     None,
-    /// PEPC Table 2: 64 B downlink, 128 B uplink, UL:DL = 1:3.
+    /// `"pepc"`: PEPC Table 2: 64 B downlink, 128 B uplink, UL:DL = 1:3.
     Pepc,
-    /// Rajan et al. Table IV: per-class sizes and UL/DL packet rates.
+    /// `"table_iv"`: Rajan et al. Table IV: per-class sizes and UL/DL packet rates.
     TableIv,
 }
 
-/// Data traffic: profile and aggregate packet rate (UL + DL) across all UEs.
+/// Data traffic (TOML table `[traffic]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Traffic {
+    /// `profile`: `"none"`, `"pepc"` or `"table_iv"`.
     pub profile: TrafficProfile,
+    /// `rate_pps`: aggregate packet rate, uplink + downlink, over all connected UEs.
     pub rate_pps: f64,
 }
 
@@ -187,32 +230,57 @@ impl Default for Traffic {
     }
 }
 
-/// What the emulated UEs do.
+/// What the emulated UEs do: an attach storm, a steady state with a signalling mix
+/// and data traffic, then detach. Every key is optional in TOML (absent keys take the
+/// defaults shown); unknown keys are an error naming them. Examples are in
+/// `crates/emulator/scenarios/`.
+///
+/// ```toml
+/// ues = 10            # UEs
+/// iot_share = 0.0     # share of stateless IoT devices
+/// attach_rate = 100.0 # attaches (and detaches at the end) per second
+/// duration_s = 0.0    # steady-state seconds
+/// event_rate = 0.0    # signalling events per second in steady state
+/// detach_at_end = true
+/// switch_off = false
+/// timeout_s = 5.0
+/// drain_s = 0.5
+/// extra_apn = "ims"
+/// seed = 1
+/// [mix]               # SignalingMix weights
+/// [traffic]           # profile = "pepc", rate_pps = 1000.0
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Scenario {
+    /// `ues`: number of emulated UEs (IMSIs `imsi_start ..`).
     pub ues: u32,
-    /// Share (0..=1) of UEs flagged as stateless IoT devices.
+    /// `iot_share`: share (0..=1) of UEs flagged as stateless IoT devices (PEPC §4.5);
+    /// they attach and send uplink only, and take no part in the signalling mix.
     pub iot_share: f64,
-    /// Attaches started per second in the attach storm.
+    /// `attach_rate`: attaches started per second in the attach storm; also the rate
+    /// of the detaches at the end.
     pub attach_rate: f64,
-    /// Length of the steady-state phase after the storm, seconds.
+    /// `duration_s`: length of the steady-state phase after the storm, seconds.
     pub duration_s: f64,
-    /// Signalling events per second in steady state (0 = none).
+    /// `event_rate`: signalling events per second in steady state (0 = none).
     pub event_rate: f64,
+    /// `[mix]`: the Table I event weights.
     pub mix: SignalingMix,
+    /// `[traffic]`: the data traffic during steady state.
     pub traffic: Traffic,
-    /// Detach every UE at the end.
+    /// `detach_at_end`: detach every UE at the end.
     pub detach_at_end: bool,
-    /// Detach with switch-off.
+    /// `switch_off`: detach with switch-off (no Detach Accept expected).
     pub switch_off: bool,
-    /// Per-procedure timeout, seconds.
+    /// `timeout_s`: per-procedure timeout, seconds; a procedure running longer fails
+    /// with cause "timeout".
     pub timeout_s: f64,
-    /// Time given to in-flight packets after traffic stops, seconds.
+    /// `drain_s`: time given to in-flight packets after traffic stops, seconds.
     pub drain_s: f64,
-    /// APN of additional PDN connections.
+    /// `extra_apn`: APN of additional PDN connections.
     pub extra_apn: String,
-    /// Random seed for event and UE choice.
+    /// `seed`: random seed for event, UE and packet choice (runs are repeatable).
     pub seed: u64,
 }
 
@@ -237,9 +305,53 @@ impl Default for Scenario {
 }
 
 impl Scenario {
-    /// Parse a scenario from TOML; absent keys take their defaults.
+    /// Parse a scenario from TOML; absent keys take their defaults, unknown keys and
+    /// out-of-range values are errors naming the key.
     pub fn from_toml(text: &str) -> Result<Scenario, crate::EmuError> {
-        toml::from_str(text).map_err(|e| crate::EmuError::Config(format!("scenario TOML: {e}")))
+        let s: Scenario = toml::from_str(text)
+            .map_err(|e| crate::EmuError::Config(format!("scenario TOML: {e}")))?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Range checks; the error names the key.
+    pub fn validate(&self) -> Result<(), crate::EmuError> {
+        let bad =
+            |k: &str, why: &str| Err(crate::EmuError::Config(format!("scenario `{k}`: {why}")));
+        let finite_nonneg = |v: f64| v.is_finite() && v >= 0.0;
+        if !(0.0..=1.0).contains(&self.iot_share) {
+            return bad("iot_share", "must be within 0..=1");
+        }
+        if !(self.attach_rate.is_finite() && self.attach_rate > 0.0) {
+            return bad("attach_rate", "must be > 0");
+        }
+        for (k, v) in [
+            ("duration_s", self.duration_s),
+            ("event_rate", self.event_rate),
+            ("timeout_s", self.timeout_s),
+            ("drain_s", self.drain_s),
+            ("traffic.rate_pps", self.traffic.rate_pps),
+        ] {
+            if !finite_nonneg(v) {
+                return bad(k, "must be a finite number >= 0");
+            }
+        }
+        let m = &self.mix;
+        for (k, v) in [
+            ("mix.attach", m.attach),
+            ("mix.add_default_bearer", m.add_default_bearer),
+            ("mix.dedicated_bearer", m.dedicated_bearer),
+            ("mix.idle_to_connected", m.idle_to_connected),
+            ("mix.connected_to_idle", m.connected_to_idle),
+            ("mix.x2_handover", m.x2_handover),
+            ("mix.s1_handover", m.s1_handover),
+            ("mix.tau", m.tau),
+        ] {
+            if !finite_nonneg(v) {
+                return bad(k, "weights must be finite numbers >= 0");
+            }
+        }
+        Ok(())
     }
 
     pub fn timeout(&self) -> Duration {

@@ -3,8 +3,7 @@
 //! socket is non-blocking and the loop ticks about once a millisecond.
 
 use std::collections::HashMap;
-use std::io;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 use pepc_s1ap::{EnbId, GlobalEnbId, PagingIdentity, Plmn, STmsi};
@@ -12,8 +11,9 @@ use pepc_sctp::{AssocId, S1Transport, TransportEvent, S1AP_PPID};
 use pepc_security::Key128;
 use pepc_wire::gtpu::{GtpuPacket, G_PDU};
 
-use crate::config::{EmulatorConfig, Scenario, SctpMode, TrafficProfile};
+use crate::config::{EmulatorConfig, Scenario, SctpMode, SgiMode, TrafficProfile};
 use crate::enb::{Bearer, Enb, EnbConfig, EnbInput, EnbOutput, UeId};
+use crate::io::{BatchUdp, Tun, TxQueue};
 use crate::report::{Metrics, Report};
 use crate::ue::{Failure, Procedure, Ue, UeConfig, UeInput, UeOutput};
 use crate::EmuError;
@@ -111,8 +111,17 @@ fn pick(cls: &[Class], rng: &mut Rng) -> usize {
     cls.last().map_or(64, |c| c.size)
 }
 
+/// The far-end addresses and ports of one test packet.
+#[derive(Clone, Copy)]
+struct Flow {
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    sport: u16,
+    dport: u16,
+}
+
 /// IPv4/UDP packet of `len` bytes (>= 28 + 12) carrying MAGIC, UE index and a sequence.
-fn ip_packet(
+pub fn ip_packet(
     src: Ipv4Addr,
     dst: Ipv4Addr,
     sport: u16,
@@ -121,8 +130,34 @@ fn ip_packet(
     ue: u32,
     seq: u32,
 ) -> Vec<u8> {
+    let mut v = Vec::new();
+    write_ip_packet(
+        &mut v,
+        Flow {
+            src,
+            dst,
+            sport,
+            dport,
+        },
+        len,
+        ue,
+        seq,
+    );
+    v
+}
+
+/// Append the packet of [`ip_packet`] to `out`.
+fn write_ip_packet(out: &mut Vec<u8>, f: Flow, len: usize, ue: u32, seq: u32) {
+    let Flow {
+        src,
+        dst,
+        sport,
+        dport,
+    } = f;
     let len = len.max(40);
-    let mut p = vec![0u8; len];
+    let at = out.len();
+    out.resize(at + len, 0);
+    let p = &mut out[at..];
     p[0] = 0x45;
     p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
     p[6] = 0x40;
@@ -139,7 +174,6 @@ fn ip_packet(
     p[28..32].copy_from_slice(&MAGIC);
     p[32..36].copy_from_slice(&ue.to_be_bytes());
     p[36..40].copy_from_slice(&seq.to_be_bytes());
-    p
 }
 
 /// UE index of one of our test packets, if it is one.
@@ -148,6 +182,51 @@ fn our_packet(ip: &[u8]) -> Option<u32> {
         Some(u32::from_be_bytes([ip[32], ip[33], ip[34], ip[35]]))
     } else {
         None
+    }
+}
+
+/// How often timeouts, the busy flag and the traffic candidates are recomputed.
+const SCAN_EVERY: Duration = Duration::from_millis(5);
+
+/// The PDN side: where uplink packets leave the EPC and downlink ones enter it.
+enum Pdn {
+    /// Userspace sink: IP packets as UDP datagrams to/from the EPC's SGi socket.
+    Udp(BatchUdp),
+    /// Kernel-routed TUN device owning the server address.
+    Tun(Tun),
+}
+
+impl Pdn {
+    fn open(cfg: &EmulatorConfig) -> Result<Pdn, EmuError> {
+        let udp = || -> Result<Pdn, EmuError> {
+            BatchUdp::bind(cfg.pdn_addr)
+                .map(Pdn::Udp)
+                .map_err(|e| EmuError::Io(format!("bind PDN side {}: {e}", cfg.pdn_addr)))
+        };
+        match cfg.sgi {
+            SgiMode::Udp => udp(),
+            SgiMode::Tun => match Tun::open(&cfg.tun_name, cfg.server_ip) {
+                Ok(t) => {
+                    if cfg.progress {
+                        eprintln!(
+                            "pepc-emulator: PDN side is TUN {} routing {} (kernel routing)",
+                            t.name(),
+                            cfg.server_ip
+                        );
+                    }
+                    Ok(Pdn::Tun(t))
+                }
+                Err(e) => {
+                    eprintln!(
+                        "pepc-emulator: cannot use a TUN PDN side ({e}); it needs root or \
+                         CAP_NET_ADMIN and /dev/net/tun. Falling back to the userspace \
+                         UDP sink on {}.",
+                        cfg.pdn_addr
+                    );
+                    udp()
+                }
+            },
+        }
     }
 }
 
@@ -172,15 +251,21 @@ pub struct Emulator {
     tmsi: HashMap<u32, UeId>,
     reattach: Vec<bool>,
     s1ho_target: HashMap<UeId, usize>,
-    gtpu: UdpSocket,
-    pdn: UdpSocket,
+    gtpu: BatchUdp,
+    pdn: Pdn,
+    ul_q: TxQueue,
+    dl_q: TxQueue,
+    /// UEs that may send traffic now, refreshed every few milliseconds.
+    active: Vec<usize>,
+    active_at: Option<Instant>,
+    scan_at: Option<Instant>,
+    any_busy: bool,
     sgi_peer: Option<SocketAddr>,
     metrics: Metrics,
     rng: Rng,
     start: Instant,
     ever_attached: Vec<bool>,
     seq: u32,
-    buf: Vec<u8>,
     enb_out: Vec<EnbOutput>,
     ue_out: Vec<UeOutput>,
 }
@@ -197,12 +282,10 @@ impl Emulator {
         if cfg.enbs == 0 || cfg.enbs > 4095 {
             return Err(EmuError::Config("enbs must be 1..=4095".into()));
         }
-        let gtpu = UdpSocket::bind(cfg.gtpu_addr)
+        scen.validate()?;
+        let gtpu = BatchUdp::bind(SocketAddr::V4(cfg.gtpu_addr))
             .map_err(|e| EmuError::Io(format!("bind S1-U {}: {e}", cfg.gtpu_addr)))?;
-        gtpu.set_nonblocking(true)?;
-        let pdn = UdpSocket::bind(cfg.pdn_addr)
-            .map_err(|e| EmuError::Io(format!("bind PDN side {}: {e}", cfg.pdn_addr)))?;
-        pdn.set_nonblocking(true)?;
+        let pdn = Pdn::open(&cfg)?;
         let enbs: Vec<Enb> = (0..cfg.enbs)
             .map(|i| {
                 Enb::new(EnbConfig {
@@ -257,13 +340,18 @@ impl Emulator {
             ues,
             gtpu,
             pdn,
+            ul_q: TxQueue::default(),
+            dl_q: TxQueue::default(),
+            active: Vec::new(),
+            active_at: None,
+            scan_at: None,
+            any_busy: false,
             sgi_peer,
             metrics: Metrics::default(),
             rng,
             start: Instant::now(),
             ever_attached: vec![false; n],
             seq: 0,
-            buf: vec![0u8; 65536],
             enb_out: Vec::new(),
             ue_out: Vec::new(),
             cfg,
@@ -560,8 +648,15 @@ impl Emulator {
         }
     }
 
-    fn timeouts(&mut self) {
+    /// Procedure timeouts and the "anything under way" flag: one pass over the UEs
+    /// every few milliseconds rather than every loop turn (10K UEs x 1000 turns/s).
+    fn scan(&mut self, force: bool) {
+        if !force && self.scan_at.is_some_and(|t| t.elapsed() < SCAN_EVERY) {
+            return;
+        }
+        self.scan_at = Some(Instant::now());
         let now = self.now_ns();
+        let mut busy = false;
         for u in 0..self.ues.len() {
             if self.ues[u].poll_timeout().is_some_and(|d| d <= now) {
                 let mut uo = std::mem::take(&mut self.ue_out);
@@ -569,112 +664,182 @@ impl Emulator {
                 self.ue_outputs(u, &mut uo);
                 self.ue_out = uo;
             }
+            busy |= self.ues[u].busy();
         }
+        self.any_busy = busy;
     }
 
-    /// Receive on the S1-U and PDN sockets.
+    /// Receive on the S1-U and PDN sides.
     fn poll_data(&mut self) {
-        loop {
-            match self.gtpu.recv_from(&mut self.buf) {
-                Ok((n, from)) => {
-                    let Ok(p) = GtpuPacket::new_checked(&self.buf[..n]) else {
-                        self.metrics.error("bad GTP-U packet");
-                        continue;
-                    };
-                    match p.msg_type() {
-                        G_PDU => {
-                            let known = self.teids.contains_key(&p.teid());
-                            if known && our_packet(p.payload()).is_some() {
-                                self.metrics.dl_packets += 1;
-                                self.metrics.dl_bytes += p.payload().len() as u64;
-                            }
-                        }
-                        END_MARKER => self.metrics.end_markers += 1,
-                        1 => {
-                            // Echo Request: answer so the peer keeps the path up.
-                            let mut out = [0u8; 64];
-                            if let Ok(pk) = GtpuPacket::new_checked(&self.buf[..n]) {
-                                if let Ok(len) = pepc_wire::gtpu::echo_response(&pk, &mut out) {
-                                    let _ = self.gtpu.send_to(&out[..len], from);
-                                }
-                            }
-                        }
-                        _ => {}
+        let Emulator {
+            gtpu,
+            teids,
+            metrics,
+            ..
+        } = self;
+        let mut echo: Vec<(Vec<u8>, SocketAddrV4)> = Vec::new();
+        gtpu.recv_all(|b, from| {
+            let Ok(p) = GtpuPacket::new_checked(b) else {
+                metrics.error("bad GTP-U packet");
+                return;
+            };
+            match p.msg_type() {
+                G_PDU => {
+                    let known = teids.contains_key(&p.teid());
+                    if known && our_packet(p.payload()).is_some() {
+                        metrics.dl_packets += 1;
+                        metrics.dl_bytes += p.payload().len() as u64;
+                    } else {
+                        metrics.error("downlink G-PDU for an unknown TEID");
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => break,
+                END_MARKER => metrics.end_markers += 1,
+                1 => {
+                    // Echo Request: answer so the peer keeps the path up.
+                    let mut out = [0u8; 64];
+                    if let Ok(len) = pepc_wire::gtpu::echo_response(&p, &mut out) {
+                        echo.push((out[..len].to_vec(), from));
+                    }
+                }
+                _ => {}
             }
+        });
+        for (b, to) in echo {
+            let _ = self.gtpu.send_to(&b, SocketAddr::V4(to));
         }
-        loop {
-            match self.pdn.recv_from(&mut self.buf) {
-                Ok((n, from)) => {
-                    if self.sgi_peer.is_none() {
-                        self.sgi_peer = Some(from);
+        let Emulator {
+            pdn,
+            sgi_peer,
+            metrics,
+            ..
+        } = self;
+        let mut count = |b: &[u8]| {
+            if our_packet(b).is_some() {
+                metrics.ul_packets += 1;
+                metrics.ul_bytes += b.len() as u64;
+            }
+        };
+        match pdn {
+            Pdn::Udp(sock) => {
+                sock.recv_all(|b, from| {
+                    if sgi_peer.is_none() {
+                        *sgi_peer = Some(SocketAddr::V4(from));
                     }
-                    if our_packet(&self.buf[..n]).is_some() {
-                        self.metrics.ul_packets += 1;
-                        self.metrics.ul_bytes += n as u64;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => break,
+                    count(b);
+                });
+            }
+            Pdn::Tun(t) => {
+                t.read_all(|b| count(b));
             }
         }
     }
 
-    /// Send `n` packets of the traffic profile from/to connected UEs.
+    /// Send the queued uplink (S1-U) and downlink (PDN side) packets.
+    fn flush_data(&mut self) {
+        if !self.ul_q.is_empty() {
+            let (sent, dropped) = self.gtpu.flush(&mut self.ul_q);
+            self.metrics.ul_sent += sent;
+            if dropped > 0 {
+                self.metrics.ul_sent += dropped;
+                *self
+                    .metrics
+                    .errors
+                    .entry("uplink send dropped".into())
+                    .or_default() += dropped;
+            }
+        }
+        if !self.dl_q.is_empty() {
+            let (sent, dropped) = match &self.pdn {
+                Pdn::Udp(sock) => sock.flush(&mut self.dl_q),
+                Pdn::Tun(_) => (0, self.dl_q.len() as u64),
+            };
+            self.metrics.dl_sent += sent + dropped;
+            if dropped > 0 {
+                *self
+                    .metrics
+                    .errors
+                    .entry("downlink send dropped".into())
+                    .or_default() += dropped;
+            }
+        }
+    }
+
+    fn refresh_active(&mut self) {
+        if self.active_at.is_some_and(|t| t.elapsed() < SCAN_EVERY) {
+            return;
+        }
+        self.active_at = Some(Instant::now());
+        let (ues, tunnels) = (&self.ues, &self.tunnels);
+        self.active.clear();
+        self.active.extend((0..ues.len()).filter(|&u| {
+            ues[u].is_connected()
+                && !ues[u].busy()
+                && !ues[u].pdns().is_empty()
+                && !tunnels[u].is_empty()
+        }));
+    }
+
+    /// Send `n` packets of the traffic profile from/to connected UEs, on any of their
+    /// PDN connections (default bearers). Stateless IoT devices only send uplink.
     fn send_traffic(&mut self, n: usize, ul_frac: f64, ul: &[Class], dl: &[Class]) {
-        let active: Vec<usize> = (0..self.ues.len())
-            .filter(|&u| {
-                self.ues[u].is_connected()
-                    && !self.ues[u].busy()
-                    && self.ues[u].address().is_some()
-                    && !self.tunnels[u].is_empty()
-            })
-            .collect();
-        if active.is_empty() {
+        self.refresh_active();
+        if self.active.is_empty() {
             return;
         }
         for _ in 0..n {
-            let u = active[self.rng.below(active.len())];
-            let Some(addr) = self.ues[u].address() else {
+            let u = self.active[self.rng.below(self.active.len())];
+            // A UE that went busy since the refresh (handover, release) waits.
+            if self.ues[u].busy() || !self.ues[u].is_connected() {
+                continue;
+            }
+            let pdns = self.ues[u].pdns();
+            let (ebi, addr) = pdns[self.rng.below(pdns.len())];
+            let Some(b) = self.tunnels[u].iter().find(|b| b.erab_id == ebi).copied() else {
                 continue;
             };
             self.seq = self.seq.wrapping_add(1);
-            if self.rng.unit() < ul_frac {
+            let seq = self.seq;
+            if self.ues[u].is_iot() || self.rng.unit() < ul_frac {
                 let size = pick(ul, &mut self.rng);
-                let b = self.tunnels[u][0];
-                let ip = ip_packet(
-                    addr,
-                    self.cfg.server_ip,
-                    UE_PORT,
-                    SERVER_PORT,
-                    size,
-                    u as u32,
-                    self.seq,
-                );
-                let mut pkt = Vec::with_capacity(ip.len() + 8);
-                pkt.extend_from_slice(&[0x30, G_PDU]);
-                pkt.extend_from_slice(&(ip.len() as u16).to_be_bytes());
-                pkt.extend_from_slice(&b.ul_teid.to_be_bytes());
-                pkt.extend_from_slice(&ip);
-                if self.gtpu.send_to(&pkt, (b.ul_addr, 2152)).is_ok() {
-                    self.metrics.ul_sent += 1;
-                }
-            } else if let Some(peer) = self.sgi_peer {
+                let flow = Flow {
+                    src: addr,
+                    dst: self.cfg.server_ip,
+                    sport: UE_PORT,
+                    dport: SERVER_PORT,
+                };
+                self.ul_q
+                    .push_with(SocketAddrV4::new(b.ul_addr, 2152), |buf| {
+                        let size = size.max(40);
+                        buf.extend_from_slice(&[0x30, G_PDU]);
+                        buf.extend_from_slice(&(size as u16).to_be_bytes());
+                        buf.extend_from_slice(&b.ul_teid.to_be_bytes());
+                        write_ip_packet(buf, flow, size, u as u32, seq);
+                    });
+            } else {
                 let size = pick(dl, &mut self.rng);
-                let ip = ip_packet(
-                    self.cfg.server_ip,
-                    addr,
-                    SERVER_PORT,
-                    UE_PORT,
-                    size,
-                    u as u32,
-                    self.seq,
-                );
-                if self.pdn.send_to(&ip, peer).is_ok() {
-                    self.metrics.dl_sent += 1;
+                let flow = Flow {
+                    src: self.cfg.server_ip,
+                    dst: addr,
+                    sport: SERVER_PORT,
+                    dport: UE_PORT,
+                };
+                match &self.pdn {
+                    Pdn::Udp(_) => {
+                        let Some(SocketAddr::V4(peer)) = self.sgi_peer else {
+                            continue;
+                        };
+                        self.dl_q
+                            .push_with(peer, |buf| write_ip_packet(buf, flow, size, u as u32, seq));
+                    }
+                    Pdn::Tun(t) => {
+                        let p = ip_packet(
+                            flow.src, flow.dst, flow.sport, flow.dport, size, u as u32, seq,
+                        );
+                        self.metrics.dl_sent += 1;
+                        if !t.write(&p) {
+                            self.metrics.error("TUN write failed");
+                        }
+                    }
                 }
             }
         }
@@ -717,10 +882,11 @@ impl Emulator {
         }
         let now = self.now_ns();
         let nenb = self.enbs.len();
-        let idle = |u: &Ue| u.is_registered() && !u.is_connected() && !u.busy();
-        let conn = |u: &Ue| u.is_registered() && u.is_connected() && !u.busy();
+        // Stateless IoT devices keep out of the signalling mix.
+        let idle = |u: &Ue| !u.is_iot() && u.is_registered() && !u.is_connected() && !u.busy();
+        let conn = |u: &Ue| !u.is_iot() && u.is_registered() && u.is_connected() && !u.busy();
         let done = match k {
-            0 => match self.pick_ue(|u| !u.is_registered() && !u.busy()) {
+            0 => match self.pick_ue(|u| !u.is_iot() && !u.is_registered() && !u.busy()) {
                 Some(u) => {
                     self.ue_input(u, UeInput::Attach, now);
                     true
@@ -737,12 +903,7 @@ impl Emulator {
             },
             1 => match self.pick_ue(conn) {
                 Some(u) => {
-                    let extra = self.ues[u]
-                        .bearers()
-                        .iter()
-                        .filter(|b| b.1)
-                        .nth(1)
-                        .map(|b| b.0);
+                    let extra = self.ues[u].pdns().get(1).map(|p| p.0);
                     match extra {
                         Some(ebi) => self.ue_input(u, UeInput::PdnDisconnect { ebi }, now),
                         None => {
@@ -750,6 +911,22 @@ impl Emulator {
                             self.ue_input(u, UeInput::PdnConnect { apn }, now)
                         }
                     }
+                    true
+                }
+                None => false,
+            },
+            2 => match self.pick_ue(|u| conn(u) && !u.pdns().is_empty()) {
+                Some(u) => {
+                    let ue = &self.ues[u];
+                    let input = match ue.dedicated().first() {
+                        Some(&(ebi, _)) => UeInput::BearerResourceRelease { ebi },
+                        None => {
+                            let pdns = ue.pdns();
+                            let linked_ebi = pdns[self.rng.below(pdns.len())].0;
+                            UeInput::BearerResourceAllocation { linked_ebi }
+                        }
+                    };
+                    self.ue_input(u, input, now);
                     true
                 }
                 None => false,
@@ -826,22 +1003,19 @@ impl Emulator {
                 }
                 None => false,
             },
-            7 => match self.pick_ue(|u| u.is_registered() && !u.busy()) {
+            7 => match self.pick_ue(|u| !u.is_iot() && u.is_registered() && !u.busy()) {
                 Some(u) => {
-                    let periodic = !self.ues[u].is_connected() && self.rng.unit() < 0.5;
-                    self.ue_input(
-                        u,
-                        UeInput::Tau {
-                            periodic,
-                            active: false,
-                        },
-                        now,
-                    );
+                    // Idle UEs: periodic, or normal with the active flag (uplink data
+                    // pending: the MME sets the bearers up); connected UEs: normal.
+                    let idle = !self.ues[u].is_connected();
+                    let periodic = idle && self.rng.unit() < 0.5;
+                    let active = idle && !periodic;
+                    self.ue_input(u, UeInput::Tau { periodic, active }, now);
                     true
                 }
                 None => false,
             },
-            // Dedicated bearers are network-initiated; handovers need two eNBs.
+            // Handovers need two eNBs.
             _ => false,
         };
         if !done {
@@ -871,9 +1045,19 @@ impl Emulator {
     /// One loop turn: S1 in, timers, data in, S1 out.
     fn turn(&mut self, wait: Duration) -> Result<(), EmuError> {
         self.poll_s1(wait)?;
-        self.timeouts();
+        self.scan(false);
         self.poll_data();
+        self.flush_data();
         self.flush()
+    }
+
+    /// No procedure under way (re-checked now when the periodic scan says so).
+    fn all_idle(&mut self) -> bool {
+        if self.any_busy {
+            return false;
+        }
+        self.scan(true);
+        !self.any_busy
     }
 
     /// Run the scenario to its end and report.
@@ -913,7 +1097,7 @@ impl Emulator {
             }
             self.turn(tick)?;
             self.progress(&mut last, &mut prev);
-            if next >= n && !self.ues.iter().any(|u| u.busy()) {
+            if next >= n && self.all_idle() {
                 break;
             }
             if t0.elapsed() > Duration::from_secs_f64(n as f64 / rate) + timeout * 2 {
@@ -944,14 +1128,12 @@ impl Emulator {
                     pkts_done = due;
                 }
             }
-            self.turn(if ul.is_empty() { tick } else { Duration::ZERO })?;
+            self.turn(tick)?;
             self.progress(&mut last, &mut prev);
         }
         // Let procedures and packets in flight finish.
         let drain = Instant::now() + Duration::from_secs_f64(self.scen.drain_s.max(0.0));
-        while Instant::now() < drain
-            || (self.ues.iter().any(|u| u.busy()) && Instant::now() < drain + timeout)
-        {
+        while Instant::now() < drain || (!self.all_idle() && Instant::now() < drain + timeout) {
             self.turn(tick)?;
         }
 
@@ -973,7 +1155,7 @@ impl Emulator {
                 }
                 self.turn(tick)?;
                 self.progress(&mut last, &mut prev);
-                if next >= n && !self.ues.iter().any(|u| u.busy()) {
+                if next >= n && self.all_idle() {
                     break;
                 }
                 if t2.elapsed() > Duration::from_secs_f64(n as f64 / rate) + timeout * 2 {

@@ -7,17 +7,22 @@
 //! - [`config`]: [`EmulatorConfig`] and [`Scenario`] (TOML).
 //! - [`driver`]: the socket loop; [`run`] is the blocking entry point.
 //! - [`report`]: measures and the final [`Report`].
+//! - [`ran`]: the `pepc ran` command ([`RanArgs`], [`ran_main`]).
 
 pub mod config;
 pub mod driver;
 pub mod enb;
+pub mod io;
+pub mod ran;
 pub mod report;
 pub mod ue;
 
 pub use config::{
-    EmulatorConfig, Scenario, SctpMode, SignalingMix, SubscriberKeys, Traffic, TrafficProfile,
+    EmulatorConfig, Scenario, SctpMode, SgiMode, SignalingMix, SubscriberKeys, Traffic,
+    TrafficProfile,
 };
 pub use driver::Emulator;
+pub use ran::{ran_command, ran_main, RanArgs};
 pub use report::{ProcedureStats, Report};
 
 /// Why a run could not be carried out.

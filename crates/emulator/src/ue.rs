@@ -133,6 +133,17 @@ pub enum UeInput {
     PdnDisconnect {
         ebi: u8,
     },
+    /// UE-requested bearer resource allocation (TS 24.301 6.5.3) for a flow on the
+    /// PDN connection whose default bearer is `linked_ebi`; the network answers with
+    /// a dedicated bearer (6.4.2) or a reject.
+    BearerResourceAllocation {
+        linked_ebi: u8,
+    },
+    /// UE-requested release of dedicated bearer `ebi` (bearer resource modification,
+    /// TS 24.301 6.5.4, TFT operation "delete existing TFT").
+    BearerResourceRelease {
+        ebi: u8,
+    },
     /// A downlink NAS PDU delivered by the eNB.
     Nas(Vec<u8>),
     /// The eNB set up the radio bearers (Initial Context Setup done).
@@ -203,6 +214,12 @@ pub struct Ue {
     pti: u8,
     /// Active EPS bearers: (EBI, default?).
     bearers: Vec<(u8, bool)>,
+    /// Dedicated bearer -> its linked default bearer.
+    linked: Vec<(u8, u8)>,
+    /// PDN connections: (default EBI, UE address), first = the attach one.
+    pdns: Vec<(u8, Ipv4Addr)>,
+    /// PTI of the ESM procedure under way (the answer must carry it).
+    esm_pti: u8,
     addr: Option<Ipv4Addr>,
     timeout_ns: u64,
 }
@@ -233,6 +250,9 @@ impl Ue {
             pending: None,
             pti: 0,
             bearers: Vec::new(),
+            linked: Vec::new(),
+            pdns: Vec::new(),
+            esm_pti: 0,
             addr: None,
             timeout_ns,
         }
@@ -269,6 +289,14 @@ impl Ue {
     }
     pub fn bearers(&self) -> &[(u8, bool)] {
         &self.bearers
+    }
+    /// PDN connections: (default bearer EBI, UE address); the attach one first.
+    pub fn pdns(&self) -> &[(u8, Ipv4Addr)] {
+        &self.pdns
+    }
+    /// Dedicated bearers with the default bearer each is linked to.
+    pub fn dedicated(&self) -> &[(u8, u8)] {
+        &self.linked
     }
     /// S-TMSI (MME code, M-TMSI) from the GUTI.
     pub fn s_tmsi(&self) -> Option<(u8, u32)> {
@@ -356,6 +384,31 @@ impl Ue {
         }
     }
 
+    fn forget_bearers(&mut self) {
+        self.bearers.clear();
+        self.linked.clear();
+        self.pdns.clear();
+        self.addr = None;
+    }
+
+    /// Remove bearer `ebi`; a default bearer takes its PDN connection and the
+    /// dedicated bearers linked to it along (TS 24.301 6.4.4.3).
+    fn drop_bearer(&mut self, ebi: u8, out: &mut Vec<UeOutput>) {
+        let mut gone = vec![ebi];
+        if self.pdns.iter().any(|p| p.0 == ebi) {
+            gone.extend(self.linked.iter().filter(|l| l.1 == ebi).map(|l| l.0));
+            self.pdns.retain(|p| p.0 != ebi);
+        }
+        for e in gone {
+            if self.bearers.iter().any(|b| b.0 == e) {
+                self.bearers.retain(|b| b.0 != e);
+                out.push(UeOutput::BearerDown { ebi: e });
+            }
+            self.linked.retain(|l| l.0 != e);
+        }
+        self.addr = self.pdns.first().map(|p| p.1);
+    }
+
     fn next_pti(&mut self) -> u8 {
         self.pti = if self.pti >= 254 { 1 } else { self.pti + 1 };
         self.pti
@@ -389,6 +442,23 @@ impl Ue {
         });
     }
 
+    /// Send an already encoded plain ESM message, integrity protected and ciphered
+    /// (the connection is up whenever the emulator starts an ESM procedure).
+    fn send_raw(&mut self, plain: Vec<u8>, out: &mut Vec<UeOutput>) {
+        let nas = match self.sec.as_mut() {
+            Some(s) => match s.protect(&plain, sht::INTEGRITY_CIPHERED) {
+                Ok(p) => p,
+                Err(e) => return self.fail(Failure::Protocol(format!("protect: {e}")), out),
+            },
+            None => return self.fail(Failure::Protocol("no NAS security context".into()), out),
+        };
+        out.push(UeOutput::Uplink {
+            nas,
+            s_tmsi: None,
+            rrc_cause: rrc_cause::MO_SIGNALLING,
+        });
+    }
+
     fn identity(&self) -> MobileIdentity {
         match self.guti {
             Some(g) => MobileIdentity::Guti(g),
@@ -415,8 +485,7 @@ impl Ue {
                 }
                 self.begin(Procedure::Attach, now_ns);
                 self.state = EmmState::RegisteredInitiated;
-                self.bearers.clear();
-                self.addr = None;
+                self.forget_bearers();
                 let pti = self.next_pti();
                 let esm = EsmMessage {
                     ebi: 0,
@@ -465,8 +534,7 @@ impl Ue {
                 if switch_off {
                     // No answer comes to a switch-off detach (TS 24.301 §5.5.2.2.2).
                     self.state = EmmState::Deregistered;
-                    self.bearers.clear();
-                    self.addr = None;
+                    self.forget_bearers();
                     self.done(Procedure::Detach, out);
                 }
             }
@@ -520,6 +588,7 @@ impl Ue {
                 }
                 self.begin(Procedure::PdnConnect, now_ns);
                 let pti = self.next_pti();
+                self.esm_pti = pti;
                 let m = EsmMessage {
                     ebi: 0,
                     pti,
@@ -542,8 +611,13 @@ impl Ue {
                 if self.pending.is_some() || self.state != EmmState::Registered || !self.connected {
                     return;
                 }
+                if !self.pdns.iter().any(|p| p.0 == ebi) || self.pdns.len() < 2 {
+                    // Only an extra PDN connection can go (the last one needs a detach).
+                    return;
+                }
                 self.begin(Procedure::PdnDisconnect, now_ns);
                 let pti = self.next_pti();
+                self.esm_pti = pti;
                 let m = EsmMessage {
                     ebi: 0,
                     pti,
@@ -555,6 +629,34 @@ impl Ue {
                     rrc_cause::MO_SIGNALLING,
                     out,
                 );
+            }
+            UeInput::BearerResourceAllocation { linked_ebi } => {
+                if self.pending.is_some()
+                    || self.state != EmmState::Registered
+                    || !self.connected
+                    || !self.pdns.iter().any(|p| p.0 == linked_ebi)
+                {
+                    return;
+                }
+                self.begin(Procedure::DedicatedBearer, now_ns);
+                let pti = self.next_pti();
+                self.esm_pti = pti;
+                let nas = bearer_resource_allocation_request(pti, linked_ebi);
+                self.send_raw(nas, out);
+            }
+            UeInput::BearerResourceRelease { ebi } => {
+                if self.pending.is_some()
+                    || self.state != EmmState::Registered
+                    || !self.connected
+                    || !self.linked.iter().any(|l| l.0 == ebi)
+                {
+                    return;
+                }
+                self.begin(Procedure::BearerDeactivate, now_ns);
+                let pti = self.next_pti();
+                self.esm_pti = pti;
+                let nas = bearer_resource_release_request(pti, ebi);
+                self.send_raw(nas, out);
             }
             UeInput::ContextSetup => {
                 if self.state == EmmState::ServiceRequestInitiated {
@@ -594,6 +696,17 @@ impl Ue {
                 Err(_) => return self.fail(Failure::Integrity, out),
             }
         };
+        // Bearer Resource Allocation/Modification Reject (TS 24.301 8.3.7, 8.3.9): the
+        // codec does not model them; PD, PTI, type and the ESM cause are all we need.
+        if plain.len() >= 4 && plain[0] & 0x0f == 2 && matches!(plain[2], 0xd5 | 0xd7) {
+            if t == sht::PLAIN && self.sec.is_some() {
+                return self.fail(Failure::Integrity, out);
+            }
+            if plain[1] == self.esm_pti {
+                return self.fail(Failure::Esm(plain[3]), out);
+            }
+            return;
+        }
         let m = match NasMessage::decode_dir(&plain, Direction::Downlink) {
             Ok(m) => m,
             Err(e) => return self.fail(Failure::Protocol(format!("NAS decode: {e}")), out),
@@ -618,7 +731,7 @@ impl Ue {
             }
         }
         match m {
-            NasMessage::Emm(e) => self.emm(e, now, out),
+            NasMessage::Emm(e) => self.emm(e, t == sht::PLAIN, now, out),
             NasMessage::Esm(e) => self.esm(e, out),
         }
     }
@@ -673,9 +786,14 @@ impl Ue {
         self.fail(Failure::Emm(cause), out);
     }
 
-    fn emm(&mut self, m: EmmMessage, _now: u64, out: &mut Vec<UeOutput>) {
+    fn emm(&mut self, m: EmmMessage, came_plain: bool, _now: u64, out: &mut Vec<UeOutput>) {
         use EmmMessage as E;
-        let prot = if self.sec.is_some() {
+        // A plain Identity/Authentication Request means the network does not use our
+        // context (e.g. it dropped it at a switch-off detach): answer in plain, which
+        // it can read (TS 24.301 4.4.4.2, 4.4.5).
+        let plain_challenge =
+            came_plain && matches!(m, E::IdentityRequest(_) | E::AuthenticationRequest(_));
+        let prot = if self.sec.is_some() && !plain_challenge {
             sht::INTEGRITY_CIPHERED
         } else {
             sht::PLAIN
@@ -780,15 +898,13 @@ impl Ue {
             }
             E::DetachAccept => {
                 self.state = EmmState::Deregistered;
-                self.bearers.clear();
-                self.addr = None;
+                self.forget_bearers();
                 self.done(Procedure::Detach, out);
             }
             E::DetachRequestNetwork(_) => {
                 self.send(E::DetachAccept.into(), prot, rrc_cause::MO_SIGNALLING, out);
                 self.state = EmmState::Deregistered;
-                self.bearers.clear();
-                self.addr = None;
+                self.forget_bearers();
                 self.fail(Failure::Protocol("network detach".into()), out);
             }
             E::TauAccept(a) => {
@@ -850,11 +966,18 @@ impl Ue {
         self.bearers.push((ebi, true));
         out.push(UeOutput::BearerUp { ebi, default: true });
         if let Some(a) = pdn_ipv4(&req.pdn_address) {
+            self.pdns.retain(|p| p.0 != ebi);
+            self.pdns.push((ebi, a));
             if self.addr.is_none() {
                 self.addr = Some(a);
             }
             out.push(UeOutput::Address { ebi, addr: a });
         }
+    }
+
+    /// Whether a network answer with `pti` belongs to our pending ESM procedure `p`.
+    fn esm_answer(&self, p: Procedure, pti: u8) -> bool {
+        matches!(self.pending, Some((q, _)) if q == p) && pti == self.esm_pti
     }
 
     fn esm(&mut self, m: EsmMessage, out: &mut Vec<UeOutput>) {
@@ -875,24 +998,71 @@ impl Ue {
                 self.send(r, prot, rrc_cause::MO_SIGNALLING, out);
             }
             EsmBody::ActivateDefaultBearerRequest(req) => {
-                // Standalone PDN connectivity (the attach one rides in Attach Accept).
+                // Standalone PDN connectivity (the attach one rides in Attach Accept):
+                // TS 24.301 6.4.1.3, the PTI is the one of our PDN Connectivity Request.
+                if !(1..=15).contains(&m.ebi) || self.bearers.iter().any(|b| b.0 == m.ebi) {
+                    let r = reply(
+                        m.ebi,
+                        m.pti,
+                        EsmBody::ActivateDefaultBearerReject {
+                            esm_cause: esm_cause::INVALID_EBI,
+                        },
+                    );
+                    return self.send(r, prot, rrc_cause::MO_SIGNALLING, out);
+                }
                 self.activate_default(m.ebi, &req, out);
                 let r = reply(m.ebi, m.pti, EsmBody::ActivateDefaultBearerAccept);
                 self.send(r, prot, rrc_cause::MO_SIGNALLING, out);
-                self.done(Procedure::PdnConnect, out);
+                if self.esm_answer(Procedure::PdnConnect, m.pti) {
+                    self.done(Procedure::PdnConnect, out);
+                }
             }
-            EsmBody::PdnConnectivityReject { esm_cause }
-            | EsmBody::PdnDisconnectReject { esm_cause } => self.fail(Failure::Esm(esm_cause), out),
-            EsmBody::ActivateDedicatedBearerRequest(_) => {
-                self.bearers.retain(|(e, _)| *e != m.ebi);
+            EsmBody::PdnConnectivityReject { esm_cause } => {
+                if self.esm_answer(Procedure::PdnConnect, m.pti) {
+                    self.fail(Failure::Esm(esm_cause), out)
+                }
+            }
+            EsmBody::PdnDisconnectReject { esm_cause } => {
+                if self.esm_answer(Procedure::PdnDisconnect, m.pti) {
+                    self.fail(Failure::Esm(esm_cause), out)
+                }
+            }
+            EsmBody::ActivateDedicatedBearerRequest(req) => {
+                // TS 24.301 6.4.2.3: the linked bearer must be one of our default
+                // bearers, the new EBI unused; else reject with #43.
+                let linked_ok = self.pdns.iter().any(|p| p.0 == req.linked_ebi);
+                if !linked_ok
+                    || !(1..=15).contains(&m.ebi)
+                    || self.bearers.iter().any(|b| b.0 == m.ebi)
+                {
+                    let r = reply(
+                        m.ebi,
+                        m.pti,
+                        EsmBody::ActivateDedicatedBearerReject {
+                            esm_cause: esm_cause::INVALID_EBI,
+                        },
+                    );
+                    self.send(r, prot, rrc_cause::MO_SIGNALLING, out);
+                    if self.esm_answer(Procedure::DedicatedBearer, m.pti) {
+                        self.fail(
+                            Failure::Protocol("dedicated bearer for an unknown PDN".into()),
+                            out,
+                        );
+                    }
+                    return;
+                }
                 self.bearers.push((m.ebi, false));
+                self.linked.push((m.ebi, req.linked_ebi));
                 out.push(UeOutput::BearerUp {
                     ebi: m.ebi,
                     default: false,
                 });
                 let r = reply(m.ebi, m.pti, EsmBody::ActivateDedicatedBearerAccept);
                 self.send(r, prot, rrc_cause::MO_SIGNALLING, out);
-                self.done(Procedure::DedicatedBearer, out);
+                // PTI 0: network-initiated; else it answers our allocation request.
+                if m.pti == 0 || self.esm_answer(Procedure::DedicatedBearer, m.pti) {
+                    self.done(Procedure::DedicatedBearer, out);
+                }
             }
             EsmBody::ModifyBearerRequest(_) => {
                 let r = reply(m.ebi, m.pti, EsmBody::ModifyBearerAccept);
@@ -900,15 +1070,15 @@ impl Ue {
                 self.done(Procedure::BearerModify, out);
             }
             EsmBody::DeactivateBearerRequest { .. } => {
-                self.bearers.retain(|(e, _)| *e != m.ebi);
-                out.push(UeOutput::BearerDown { ebi: m.ebi });
+                self.drop_bearer(m.ebi, out);
                 let r = reply(m.ebi, m.pti, EsmBody::DeactivateBearerAccept);
                 self.send(r, prot, rrc_cause::MO_SIGNALLING, out);
-                if !self.bearers.iter().any(|(_, d)| *d) {
-                    self.addr = None;
+                if m.pti == 0 || self.esm_answer(Procedure::PdnDisconnect, m.pti) {
+                    self.done(Procedure::PdnDisconnect, out);
                 }
-                self.done(Procedure::PdnDisconnect, out);
-                self.done(Procedure::BearerDeactivate, out);
+                if m.pti == 0 || self.esm_answer(Procedure::BearerDeactivate, m.pti) {
+                    self.done(Procedure::BearerDeactivate, out);
+                }
             }
             EsmBody::EsmStatus { esm_cause } => self.fail(Failure::Esm(esm_cause), out),
             other => self.fail(
@@ -917,6 +1087,59 @@ impl Ue {
             ),
         }
     }
+}
+
+/// ESM causes the UE sends (TS 24.301 9.9.4.4).
+pub mod esm_cause {
+    pub const REGULAR_DEACTIVATION: u8 = 36;
+    pub const INVALID_EBI: u8 = 43;
+}
+
+/// The flow a UE asks bearer resources for: UDP to the server's port 5002, both
+/// directions (the emulator's traffic uses 5001, so it stays on the default bearer).
+pub const DEDICATED_FLOW_PORT: u16 = 5002;
+
+/// Traffic flow aggregate (TS 24.008 10.5.6.12, as TS 24.301 6.5.3.2 asks): "create
+/// new TFT" with one bidirectional packet filter, id 1: protocol UDP, remote port
+/// [`DEDICATED_FLOW_PORT`].
+fn flow_aggregate() -> Vec<u8> {
+    let p = DEDICATED_FLOW_PORT.to_be_bytes();
+    let filter = [0x30, 17, 0x40, p[0], p[1]];
+    let mut v = vec![0x20 | 1, 0x30 | 1, 0x10, filter.len() as u8];
+    v.extend_from_slice(&filter);
+    v
+}
+
+/// Bearer Resource Allocation Request (TS 24.301 8.3.8), plain: EBI 0, our PTI, the
+/// linked default bearer, the flow and the QoS it needs (QCI 1, 64 kbps GBR both ways).
+pub fn bearer_resource_allocation_request(pti: u8, linked_ebi: u8) -> Vec<u8> {
+    let tfa = flow_aggregate();
+    let qos = EpsQos {
+        qci: 1,
+        gbr: Some((64, 64, 64, 64)),
+    }
+    .to_bytes();
+    let mut v = vec![0x02, pti, 0xd4, linked_ebi & 0x0f, tfa.len() as u8];
+    v.extend_from_slice(&tfa);
+    v.push(qos.len() as u8);
+    v.extend_from_slice(&qos);
+    v
+}
+
+/// Bearer Resource Modification Request (TS 24.301 8.3.10) releasing dedicated bearer
+/// `ebi`: TFT operation "delete existing TFT" with no filters and ESM cause #36
+/// (TS 24.301 6.5.4.2).
+pub fn bearer_resource_release_request(pti: u8, ebi: u8) -> Vec<u8> {
+    vec![
+        0x02,
+        pti,
+        0xd6,
+        ebi & 0x0f,
+        1,
+        0x40,
+        0x58,
+        esm_cause::REGULAR_DEACTIVATION,
+    ]
 }
 
 /// SQN_MS as the 6 octets the USIM keeps.
