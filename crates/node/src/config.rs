@@ -20,8 +20,9 @@
 //! sink_local = "127.0.0.1:5202"
 //! sink_peer = "127.0.0.1:5201"
 //! [synthetic]
-//! users = 0                  # attach this many synthetic UEs (no signaling on the wire)
-//! rate = 0                   # synthetic control events per second
+//! users = 0                  # attach this many synthetic UEs (no signaling on the wire),
+//!                            # split evenly over the slices
+//! rate = 0                   # synthetic control events per second (node total, split)
 //! ```
 
 use serde::Deserialize;
