@@ -389,9 +389,18 @@ mod tests {
         let down = |s: u32| ipv4_udp(Ipv4Addr::new(8, 8, 8, 8), l.ue_ip(s, 9), 2, 1, 10);
         let mut v6 = vec![0u8; 40];
         v6[0] = 0x60;
+        // A second PDN connection's address (PDN pool 1) steers like the first.
+        let pdn1 = ipv4_udp(
+            Ipv4Addr::new(8, 8, 8, 8),
+            l.pdn_ip(1, 2, 9).expect("layout has a second PDN pool"),
+            2,
+            1,
+            10,
+        );
         let sgi = vec![
             down(1),
             down(0),
+            pdn1.clone(),
             down(1),
             ipv4_udp(
                 Ipv4Addr::new(8, 8, 8, 8),
@@ -403,7 +412,7 @@ mod tests {
             v6,
         ];
         let (mut st, mut ul, mut dl) = stage(3, 4, replay(s1u), replay(sgi));
-        assert_eq!(st.run_once(), 15);
+        assert_eq!(st.run_once(), 16);
         assert_eq!(st.staged(), 0, "partial batches are shipped once drained");
         let u: Vec<_> = ul.iter_mut().map(drain_all).collect();
         let d: Vec<_> = dl.iter_mut().map(drain_all).collect();
@@ -416,9 +425,9 @@ mod tests {
         assert_eq!(u[2], vec![g(2), g(2), ei_pkt]);
         assert_eq!(d[0], vec![down(0)]);
         assert_eq!(d[1], vec![down(1), down(1)]);
-        assert!(d[2].is_empty());
+        assert_eq!(d[2], vec![pdn1]);
         let c = st.counters().snapshot();
-        assert_eq!((c.rx_s1u, c.rx_sgi), (10, 5));
+        assert_eq!((c.rx_s1u, c.rx_sgi), (10, 6));
         assert_eq!(c.unknown_teid, 2);
         assert_eq!(c.path_management, 1);
         assert_eq!(c.error_indications, 1);
@@ -426,7 +435,7 @@ mod tests {
         assert_eq!((c.not_ipv4, c.unknown_ue_ip), (1, 1));
         assert_eq!(c.ring_full, 0);
         let per: Vec<_> = c.slices.iter().map(|s| (s.ul, s.dl)).collect();
-        assert_eq!(per, vec![(5, 1), (2, 2), (3, 0)]);
+        assert_eq!(per, vec![(5, 1), (2, 2), (3, 1)]);
     }
 
     #[test]
