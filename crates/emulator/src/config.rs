@@ -175,9 +175,14 @@ pub struct SignalingMix {
     pub x2_handover: f64,
     /// `s1_handover`: a connected UE moves to the next eNB over S1 (via the MME).
     pub s1_handover: f64,
-    /// `tau`: a registered UE sends a Tracking Area Update (periodic or normal; an
-    /// idle UE half of the time sets the active flag).
+    /// `tau`: a registered UE sends a Tracking Area Update: an idle UE a periodic one
+    /// or (half of the time) a normal one with the active flag; a connected UE a
+    /// normal one.
     pub tau: f64,
+    /// `paging`: downlink data for an idle UE: a few packets are sent to it from the
+    /// PDN side, the EPC buffers them and pages, the UE answers with a Service Request
+    /// and the packets are delivered (network-triggered idle-to-connected).
+    pub paging: f64,
 }
 
 impl Default for SignalingMix {
@@ -194,6 +199,7 @@ impl Default for SignalingMix {
             x2_handover: 0.1,
             s1_handover: 0.05,
             tau: 0.1,
+            paging: 0.05,
         }
     }
 }
@@ -346,6 +352,7 @@ impl Scenario {
             ("mix.x2_handover", m.x2_handover),
             ("mix.s1_handover", m.s1_handover),
             ("mix.tau", m.tau),
+            ("mix.paging", m.paging),
         ] {
             if !finite_nonneg(v) {
                 return bad(k, "weights must be finite numbers >= 0");

@@ -187,6 +187,8 @@ fn our_packet(ip: &[u8]) -> Option<u32> {
 
 /// How often timeouts, the busy flag and the traffic candidates are recomputed.
 const SCAN_EVERY: Duration = Duration::from_millis(5);
+/// Quiet time on a PDN connection before the UE disconnects it.
+const QUIESCE: Duration = Duration::from_millis(30);
 
 /// The PDN side: where uplink packets leave the EPC and downlink ones enter it.
 enum Pdn {
@@ -251,6 +253,10 @@ pub struct Emulator {
     tmsi: HashMap<u32, UeId>,
     reattach: Vec<bool>,
     s1ho_target: HashMap<UeId, usize>,
+    /// PDN connections about to be disconnected: (UE, default EBI, when). Traffic on
+    /// them stops first so no packet is in flight when the EPC removes the PDN (a
+    /// packet racing its PDN's removal would be lost by design, not by fault).
+    closing: Vec<(usize, u8, Instant)>,
     gtpu: BatchUdp,
     pdn: Pdn,
     ul_q: TxQueue,
@@ -336,6 +342,7 @@ impl Emulator {
             tmsi: HashMap::new(),
             reattach: vec![false; n],
             s1ho_target: HashMap::new(),
+            closing: Vec::new(),
             enbs,
             ues,
             gtpu,
@@ -546,6 +553,7 @@ impl Emulator {
                     };
                     if let Some(u) = ue {
                         let u = u as usize;
+                        self.metrics.pagings += 1;
                         if !self.ues[u].is_connected() && !self.ues[u].busy() {
                             self.ue_input(u, UeInput::Paged, now);
                         }
@@ -764,6 +772,41 @@ impl Emulator {
         }
     }
 
+    /// A few downlink packets for idle UE `u`: the EPC must buffer them, page the UE
+    /// and deliver them after its Service Request.
+    fn downlink_to_idle(&mut self, u: usize) {
+        let Some(&(_, addr)) = self.ues[u].pdns().first() else {
+            return;
+        };
+        for _ in 0..3 {
+            self.seq = self.seq.wrapping_add(1);
+            let seq = self.seq;
+            let flow = Flow {
+                src: self.cfg.server_ip,
+                dst: addr,
+                sport: SERVER_PORT,
+                dport: UE_PORT,
+            };
+            match &self.pdn {
+                Pdn::Udp(_) => {
+                    if let Some(SocketAddr::V4(peer)) = self.sgi_peer {
+                        self.dl_q
+                            .push_with(peer, |b| write_ip_packet(b, flow, 64, u as u32, seq));
+                    }
+                }
+                Pdn::Tun(t) => {
+                    let p = ip_packet(
+                        flow.src, flow.dst, flow.sport, flow.dport, 64, u as u32, seq,
+                    );
+                    self.metrics.dl_sent += 1;
+                    if !t.write(&p) {
+                        self.metrics.error("TUN write failed");
+                    }
+                }
+            }
+        }
+    }
+
     fn refresh_active(&mut self) {
         if self.active_at.is_some_and(|t| t.elapsed() < SCAN_EVERY) {
             return;
@@ -793,13 +836,20 @@ impl Emulator {
                 continue;
             }
             let pdns = self.ues[u].pdns();
-            let (ebi, addr) = pdns[self.rng.below(pdns.len())];
+            let k = self.rng.below(pdns.len());
+            let (ebi, addr) = pdns[k];
+            if !self.closing.is_empty() && self.closing.iter().any(|c| c.0 == u && c.1 == ebi) {
+                continue;
+            }
             let Some(b) = self.tunnels[u].iter().find(|b| b.erab_id == ebi).copied() else {
                 continue;
             };
             self.seq = self.seq.wrapping_add(1);
             let seq = self.seq;
             if self.ues[u].is_iot() || self.rng.unit() < ul_frac {
+                if k > 0 {
+                    self.metrics.ul_sent_extra_pdn += 1;
+                }
                 let size = pick(ul, &mut self.rng);
                 let flow = Flow {
                     src: addr,
@@ -866,6 +916,7 @@ impl Emulator {
             m.x2_handover,
             m.s1_handover,
             m.tau,
+            m.paging,
         ];
         let total: f64 = w.iter().sum();
         if total <= 0.0 {
@@ -905,7 +956,11 @@ impl Emulator {
                 Some(u) => {
                     let extra = self.ues[u].pdns().get(1).map(|p| p.0);
                     match extra {
-                        Some(ebi) => self.ue_input(u, UeInput::PdnDisconnect { ebi }, now),
+                        Some(ebi) => {
+                            if !self.closing.iter().any(|c| c.0 == u) {
+                                self.closing.push((u, ebi, Instant::now() + QUIESCE));
+                            }
+                        }
                         None => {
                             let apn = self.scen.extra_apn.clone();
                             self.ue_input(u, UeInput::PdnConnect { apn }, now)
@@ -1015,6 +1070,13 @@ impl Emulator {
                 }
                 None => false,
             },
+            8 => match self.pick_ue(|u| idle(u) && !u.pdns().is_empty()) {
+                Some(u) => {
+                    self.downlink_to_idle(u);
+                    true
+                }
+                None => false,
+            },
             // Handovers need two eNBs.
             _ => false,
         };
@@ -1046,9 +1108,33 @@ impl Emulator {
     fn turn(&mut self, wait: Duration) -> Result<(), EmuError> {
         self.poll_s1(wait)?;
         self.scan(false);
+        self.close_pdns();
         self.poll_data();
         self.flush_data();
         self.flush()
+    }
+
+    /// PDN Disconnects whose quiet time is over (a busy UE is tried again later).
+    fn close_pdns(&mut self) {
+        if self.closing.is_empty() {
+            return;
+        }
+        let now_i = Instant::now();
+        let now = self.now_ns();
+        let mut i = 0;
+        while i < self.closing.len() {
+            let (u, ebi, at) = self.closing[i];
+            if at > now_i || self.ues[u].busy() {
+                i += 1;
+                continue;
+            }
+            self.closing.swap_remove(i);
+            if self.ues[u].is_connected() && self.ues[u].pdns().iter().any(|p| p.0 == ebi) {
+                self.ue_input(u, UeInput::PdnDisconnect { ebi }, now);
+            } else {
+                self.metrics.skipped += 1;
+            }
+        }
     }
 
     /// No procedure under way (re-checked now when the periodic scan says so).

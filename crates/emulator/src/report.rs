@@ -20,6 +20,10 @@ pub struct Metrics {
     pub dl_packets: u64,
     pub dl_bytes: u64,
     pub end_markers: u64,
+    /// Paging messages that reached an emulated UE.
+    pub pagings: u64,
+    /// Uplink packets sent on a PDN connection other than the attach one.
+    pub ul_sent_extra_pdn: u64,
     /// Events the scenario wanted but no UE was eligible for, or not supported.
     pub skipped: u64,
     pub errors: BTreeMap<String, u64>,
@@ -86,6 +90,8 @@ impl Metrics {
             lost: self.ul_sent.saturating_sub(self.ul_packets)
                 + self.dl_sent.saturating_sub(self.dl_packets),
             end_markers: self.end_markers,
+            pagings: self.pagings,
+            ul_sent_extra_pdn: self.ul_sent_extra_pdn,
             skipped_events: self.skipped,
             duration_s,
             procedures,
@@ -132,6 +138,10 @@ pub struct Report {
     pub dl_bytes: u64,
     pub lost: u64,
     pub end_markers: u64,
+    /// Paging messages that reached an emulated UE.
+    pub pagings: u64,
+    /// Uplink packets sent on a PDN connection other than the attach one.
+    pub ul_sent_extra_pdn: u64,
     pub skipped_events: u64,
     pub duration_s: f64,
     pub procedures: BTreeMap<String, ProcedureStats>,
@@ -178,8 +188,8 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "lost {}  end markers {}  skipped events {}",
-            self.lost, self.end_markers, self.skipped_events
+            "lost {}  end markers {}  pagings {}  uplink on extra PDNs {}  skipped events {}",
+            self.lost, self.end_markers, self.pagings, self.ul_sent_extra_pdn, self.skipped_events
         );
         for (cause, n) in &self.failures {
             let _ = writeln!(s, "failure {cause}: {n}");

@@ -17,7 +17,12 @@ use crate::enb::rrc_cause;
 pub enum Procedure {
     Attach,
     Detach,
+    /// Normal TAU ("TA updating"), without the active flag.
     Tau,
+    /// Periodic TAU.
+    TauPeriodic,
+    /// Normal TAU with the active flag (bearers set up at the end).
+    TauActive,
     ServiceRequest,
     /// Connected to idle (eNB-initiated release).
     Release,
@@ -36,6 +41,8 @@ impl Procedure {
             Procedure::Attach => "attach",
             Procedure::Detach => "detach",
             Procedure::Tau => "tau",
+            Procedure::TauPeriodic => "tau_periodic",
+            Procedure::TauActive => "tau_active",
             Procedure::ServiceRequest => "service_request",
             Procedure::Release => "release",
             Procedure::PdnConnect => "pdn_connect",
@@ -369,7 +376,10 @@ impl Ue {
         if let Some((p, t)) = self.pending.take() {
             match p {
                 Procedure::Attach | Procedure::Detach => self.state = EmmState::Deregistered,
-                Procedure::Tau | Procedure::ServiceRequest
+                Procedure::Tau
+                | Procedure::TauPeriodic
+                | Procedure::TauActive
+                | Procedure::ServiceRequest
                     if self.state != EmmState::Deregistered =>
                 {
                     self.state = EmmState::Registered
@@ -543,7 +553,12 @@ impl Ue {
                     return;
                 }
                 let Some(g) = self.guti else { return };
-                self.begin(Procedure::Tau, now_ns);
+                let p = match (periodic, active) {
+                    (true, _) => Procedure::TauPeriodic,
+                    (false, true) => Procedure::TauActive,
+                    (false, false) => Procedure::Tau,
+                };
+                self.begin(p, now_ns);
                 self.state = EmmState::TauInitiated;
                 let m = EmmMessage::TauRequest(TauRequest {
                     update_type: if periodic { 3 } else { 0 },
@@ -926,7 +941,9 @@ impl Ue {
                     }
                 }
                 self.state = EmmState::Registered;
-                self.done(Procedure::Tau, out);
+                for p in [Procedure::Tau, Procedure::TauPeriodic, Procedure::TauActive] {
+                    self.done(p, out);
+                }
             }
             E::TauReject { emm_cause } => {
                 self.state = EmmState::Deregistered;
