@@ -942,8 +942,19 @@ impl Mme {
                     }
                 };
             }
-            // No context: only the messages of §4.4.4.3 are taken, unverified.
-            return nasx::unverified_inner(bytes).map(|m| (m, false));
+            // No context: only the messages of §4.4.4.3 are taken, unverified. A ciphered
+            // PDU is unreadable here (e.g. a UE answering with the context we dropped at
+            // its detach): count and say so, it is otherwise a silent stall.
+            let m = nasx::unverified_inner(bytes);
+            if m.is_none() {
+                self.stats.nas_unprotected_dropped += 1;
+                log(
+                    out,
+                    LogLevel::Warn,
+                    format!("UE {id}: protected NAS (header type {sht}) without a security context, discarded"),
+                );
+            }
+            return m.map(|m| (m, false));
         }
         match NasEpsMessage::decode(bytes) {
             Ok(m) => Some((m, false)),

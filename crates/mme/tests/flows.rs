@@ -1072,3 +1072,35 @@ fn bearer_resource_allocation_rejects() {
         "BearerResourceAllocationReject#65"
     );
 }
+
+#[test]
+fn ciphered_answer_without_a_context_is_counted_not_silently_lost() {
+    // A UE that detached (switch-off) keeps its NAS context; the MME dropped it. Its
+    // re-attach is answered with a plain Identity Request; a ciphered answer with the
+    // stale context cannot be read and is counted (the re-attach then waits on T3470).
+    let (mut h, mut ue) = attached();
+    let nas = ue.detach_request(true);
+    let r = ul_nas(&mut h, &ue, nas);
+    pump(&mut h, &mut ue, 1, r).unwrap();
+    assert_eq!(h.mme.stats.detaches, 1);
+    ue.enb_ue_id = 12;
+    let att = ue.attach_request(ue.m_tmsi, false);
+    let r = h.send(1, initial_ue(&h, &ue, att, None));
+    assert_eq!(names(&r), vec!["DownlinkNASTransport"]);
+    let id = match &r[0].1 {
+        S1apMessage::DownlinkNasTransport(d) => d.mme_ue_id,
+        _ => unreachable!(),
+    };
+    ue.mme_ue_id = Some(id);
+    let resp = pepc_mme::nasx::NasIdentityResponse::new(pepc_mme::nasx::NasMobileIdentity::new(
+        pepc_mme::nasx::imsi_value(IMSI),
+    ));
+    let ciphered = ue.protect(&pepc_mme::nasx::NasEpsMessage::new_emm(resp));
+    let before = h.mme.stats.nas_unprotected_dropped;
+    assert!(ul_nas(&mut h, &ue, ciphered).is_empty());
+    assert_eq!(h.mme.stats.nas_unprotected_dropped, before + 1);
+    assert!(h
+        .logs
+        .iter()
+        .any(|l| l.contains("without a security context")));
+}
