@@ -280,9 +280,13 @@ impl RanArgs {
             cfg.apn = Some(a.clone());
         }
         cfg.subscribers.imsi_start = self.imsi_start.clone();
-        if cfg.subscribers.imsi(0).is_none() {
+        let digits = &self.imsi_start;
+        if !(6..=15).contains(&digits.len())
+            || !digits.bytes().all(|b| b.is_ascii_digit())
+            || cfg.subscribers.imsi(0).is_none()
+        {
             return Err(EmuError::Config(format!(
-                "--imsi-start {:?}: expected up to 15 digits",
+                "--imsi-start {:?}: expected 6 to 15 digits",
                 self.imsi_start
             )));
         }

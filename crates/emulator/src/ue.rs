@@ -1017,22 +1017,26 @@ impl Ue {
             EsmBody::ActivateDefaultBearerRequest(req) => {
                 // Standalone PDN connectivity (the attach one rides in Attach Accept):
                 // TS 24.301 6.4.1.3, the PTI is the one of our PDN Connectivity Request.
-                if !(1..=15).contains(&m.ebi) || self.bearers.iter().any(|b| b.0 == m.ebi) {
+                // TS 24.301 7.3.1: a PTI we have not assigned is refused with #81.
+                let cause = if !self.esm_answer(Procedure::PdnConnect, m.pti) {
+                    Some(esm_cause::INVALID_PTI)
+                } else if !(1..=15).contains(&m.ebi) || self.bearers.iter().any(|b| b.0 == m.ebi) {
+                    Some(esm_cause::INVALID_EBI)
+                } else {
+                    None
+                };
+                if let Some(esm_cause) = cause {
                     let r = reply(
                         m.ebi,
                         m.pti,
-                        EsmBody::ActivateDefaultBearerReject {
-                            esm_cause: esm_cause::INVALID_EBI,
-                        },
+                        EsmBody::ActivateDefaultBearerReject { esm_cause },
                     );
                     return self.send(r, prot, rrc_cause::MO_SIGNALLING, out);
                 }
                 self.activate_default(m.ebi, &req, out);
                 let r = reply(m.ebi, m.pti, EsmBody::ActivateDefaultBearerAccept);
                 self.send(r, prot, rrc_cause::MO_SIGNALLING, out);
-                if self.esm_answer(Procedure::PdnConnect, m.pti) {
-                    self.done(Procedure::PdnConnect, out);
-                }
+                self.done(Procedure::PdnConnect, out);
             }
             EsmBody::PdnConnectivityReject { esm_cause } => {
                 if self.esm_answer(Procedure::PdnConnect, m.pti) {
@@ -1047,6 +1051,17 @@ impl Ue {
             EsmBody::ActivateDedicatedBearerRequest(req) => {
                 // TS 24.301 6.4.2.3: the linked bearer must be one of our default
                 // bearers, the new EBI unused; else reject with #43.
+                // PTI 0: network-initiated; any other must be our request's (7.3.1, #81).
+                if m.pti != 0 && !self.esm_answer(Procedure::DedicatedBearer, m.pti) {
+                    let r = reply(
+                        m.ebi,
+                        m.pti,
+                        EsmBody::ActivateDedicatedBearerReject {
+                            esm_cause: esm_cause::INVALID_PTI,
+                        },
+                    );
+                    return self.send(r, prot, rrc_cause::MO_SIGNALLING, out);
+                }
                 let linked_ok = self.pdns.iter().any(|p| p.0 == req.linked_ebi);
                 if !linked_ok
                     || !(1..=15).contains(&m.ebi)
@@ -1110,6 +1125,7 @@ impl Ue {
 pub mod esm_cause {
     pub const REGULAR_DEACTIVATION: u8 = 36;
     pub const INVALID_EBI: u8 = 43;
+    pub const INVALID_PTI: u8 = 81;
 }
 
 /// The flow a UE asks bearer resources for: UDP to the server's port 5002, both

@@ -909,3 +909,293 @@ fn scenario_toml_and_report() {
     assert!(r.to_table().contains("attach"));
     assert_eq!(r.failures["attach: timeout"], 1);
 }
+
+fn ul_raw(net: &mut Net, b: &[u8]) -> Vec<u8> {
+    net.ctx
+        .as_mut()
+        .unwrap()
+        .unprotect(b)
+        .expect("uplink MAC verifies")
+        .0
+}
+
+fn done(out: &[UeOutput], p: Procedure) -> Option<Result<(), Failure>> {
+    out.iter().find_map(|o| match o {
+        UeOutput::Done {
+            procedure, result, ..
+        } if *procedure == p => Some(result.clone()),
+        _ => None,
+    })
+}
+
+fn dedicated_request(pti: u8, ebi: u8, linked: u8) -> NasMessage {
+    EsmMessage {
+        ebi,
+        pti,
+        body: EsmBody::ActivateDedicatedBearerRequest(ActivateDedicatedBearerRequest {
+            linked_ebi: linked,
+            qos: EpsQos {
+                qci: 1,
+                gbr: Some((64, 64, 64, 64)),
+            },
+            tft: vec![0x21, 0x31, 0x10, 0x05, 0x30, 0x11, 0x40, 0x13, 0x8a],
+        }),
+    }
+    .into()
+}
+
+#[test]
+fn ue_requested_bearer_resource_allocation_and_release() {
+    let (mut ue, mut net) = attach(0x20);
+    let mut out = vec![];
+    // TS 24.301 6.5.3.2: EBI 0, a fresh PTI, linked EBI, TFA "create new TFT", QoS.
+    ue.handle(
+        UeInput::BearerResourceAllocation { linked_ebi: 5 },
+        10,
+        &mut out,
+    );
+    let req = ul_raw(&mut net, &one_uplink(&mut out));
+    assert_eq!(req[0], 0x02, "EBI 0, PD ESM");
+    let pti = req[1];
+    assert_ne!(pti, 0);
+    assert_eq!(req[2], 0xd4, "Bearer Resource Allocation Request");
+    assert_eq!(req[3] & 0x0f, 5, "linked EBI");
+    let tfa_len = req[4] as usize;
+    let tfa = &req[5..5 + tfa_len];
+    assert_eq!(tfa[0] >> 5, 1, "create new TFT");
+    assert_eq!(tfa[0] & 0x0f, 1, "one packet filter");
+    assert_eq!(tfa[3] as usize, tfa.len() - 4, "filter contents length");
+    let qos_len = req[5 + tfa_len] as usize;
+    assert_eq!(req.len(), 6 + tfa_len + qos_len, "no trailing octets");
+    assert_eq!(req[6 + tfa_len], 1, "QCI 1");
+    assert!(ue.busy());
+
+    // An answer with another PTI is not ours.
+    let b = net.dl(
+        dedicated_request(pti.wrapping_add(1), 6, 5),
+        sht::INTEGRITY_CIPHERED,
+    );
+    ue.handle(UeInput::Nas(b), 20, &mut out);
+    assert_eq!(done(&out, Procedure::DedicatedBearer), None);
+    let NasMessage::Esm(r) = net.ul(&one_uplink(&mut out)) else {
+        panic!()
+    };
+    assert_eq!(
+        r.body,
+        EsmBody::ActivateDedicatedBearerReject { esm_cause: 81 },
+        "TS 24.301 7.3.1: PTI not in use"
+    );
+    assert!(ue.dedicated().is_empty() && ue.busy());
+    // Our PTI: accepted, procedure done, bearer linked to 5.
+    let b = net.dl(dedicated_request(pti, 7, 5), sht::INTEGRITY_CIPHERED);
+    ue.handle(UeInput::Nas(b), 30, &mut out);
+    assert_eq!(done(&out, Procedure::DedicatedBearer), Some(Ok(())));
+    let NasMessage::Esm(a) = net.ul(&uplinks(&out)[0]) else {
+        panic!()
+    };
+    assert_eq!(
+        (a.ebi, a.pti, a.body),
+        (7, pti, EsmBody::ActivateDedicatedBearerAccept)
+    );
+    assert!(ue.dedicated().contains(&(7, 5)));
+    assert!(!ue.busy());
+    out.clear();
+
+    // Release: Bearer Resource Modification Request, "delete existing TFT", #36.
+    ue.handle(UeInput::BearerResourceRelease { ebi: 7 }, 40, &mut out);
+    let req = ul_raw(&mut net, &one_uplink(&mut out));
+    let pti2 = req[1];
+    assert_ne!(pti2, pti);
+    assert_eq!(&req[2..], &[0xd6, 7, 1, 0x40, 0x58, 36]);
+    let m = EsmMessage {
+        ebi: 7,
+        pti: pti2,
+        body: EsmBody::DeactivateBearerRequest { esm_cause: 36 },
+    };
+    let b = net.dl(m.into(), sht::INTEGRITY_CIPHERED);
+    ue.handle(UeInput::Nas(b), 50, &mut out);
+    assert_eq!(done(&out, Procedure::BearerDeactivate), Some(Ok(())));
+    assert!(out.contains(&UeOutput::BearerDown { ebi: 7 }));
+    assert!(ue.dedicated().is_empty());
+    assert_eq!(ue.bearers(), &[(5, true)]);
+}
+
+#[test]
+fn bearer_resource_allocation_reject_fails_with_its_cause() {
+    let (mut ue, mut net) = attach(0x20);
+    let mut out = vec![];
+    ue.handle(
+        UeInput::BearerResourceAllocation { linked_ebi: 5 },
+        10,
+        &mut out,
+    );
+    let pti = ul_raw(&mut net, &one_uplink(&mut out))[1];
+    let protect = |net: &mut Net, plain: &[u8]| {
+        net.ctx
+            .as_mut()
+            .unwrap()
+            .protect(plain, sht::INTEGRITY_CIPHERED)
+            .unwrap()
+    };
+    // A reject for another PTI is ignored; ours ends the procedure with its cause.
+    let b = protect(&mut net, &[0x02, pti ^ 0x80, 0xd5, 30]);
+    ue.handle(UeInput::Nas(b), 20, &mut out);
+    assert!(out.is_empty() && ue.busy());
+    let b = protect(&mut net, &[0x02, pti, 0xd5, 30]);
+    ue.handle(UeInput::Nas(b), 30, &mut out);
+    assert_eq!(
+        done(&out, Procedure::DedicatedBearer),
+        Some(Err(Failure::Esm(30)))
+    );
+    // A plain reject once a context exists fails integrity instead.
+    out.clear();
+    ue.handle(
+        UeInput::BearerResourceAllocation { linked_ebi: 5 },
+        40,
+        &mut out,
+    );
+    let pti = ul_raw(&mut net, &one_uplink(&mut out))[1];
+    ue.handle(UeInput::Nas(vec![0x02, pti, 0xd5, 30]), 50, &mut out);
+    assert_eq!(
+        done(&out, Procedure::DedicatedBearer),
+        Some(Err(Failure::Integrity))
+    );
+    // A dedicated bearer linked to no PDN of ours is refused with #43.
+    out.clear();
+    let b = net.dl(dedicated_request(0, 6, 9), sht::INTEGRITY_CIPHERED);
+    ue.handle(UeInput::Nas(b), 60, &mut out);
+    let NasMessage::Esm(r) = net.ul(&one_uplink(&mut out)) else {
+        panic!()
+    };
+    assert_eq!(
+        r.body,
+        EsmBody::ActivateDedicatedBearerReject { esm_cause: 43 }
+    );
+    assert!(ue.dedicated().is_empty());
+}
+
+#[test]
+fn second_pdn_connection_and_disconnect_take_linked_bearers() {
+    let (mut ue, mut net) = attach(0x20);
+    let mut out = vec![];
+    ue.handle(UeInput::PdnConnect { apn: "ims".into() }, 10, &mut out);
+    let NasMessage::Esm(req) = net.ul(&one_uplink(&mut out)) else {
+        panic!()
+    };
+    assert_eq!(req.ebi, 0);
+    let EsmBody::PdnConnectivityRequest(p) = &req.body else {
+        panic!("{req:?}")
+    };
+    assert_eq!(
+        (p.request_type, p.pdn_type),
+        (1, 1),
+        "initial request, IPv4"
+    );
+    assert_eq!(p.apn.as_deref(), Some("ims"));
+    let dbr = EsmMessage {
+        ebi: 6,
+        pti: req.pti,
+        body: EsmBody::ActivateDefaultBearerRequest(ActivateDefaultBearerRequest {
+            qos: EpsQos { qci: 5, gbr: None },
+            apn: "ims".into(),
+            pdn_address: PdnAddress::Ipv4(Ipv4Addr::new(10, 46, 0, 2)),
+            apn_ambr: None,
+            esm_cause: None,
+            pco: None,
+        }),
+    };
+    let b = net.dl(dbr.into(), sht::INTEGRITY_CIPHERED);
+    ue.handle(UeInput::Nas(b), 20, &mut out);
+    assert_eq!(done(&out, Procedure::PdnConnect), Some(Ok(())));
+    let NasMessage::Esm(acc) = net.ul(&uplinks(&out)[0]) else {
+        panic!()
+    };
+    assert_eq!((acc.ebi, acc.pti), (6, req.pti));
+    assert_eq!(acc.body, EsmBody::ActivateDefaultBearerAccept);
+    assert_eq!(
+        ue.pdns(),
+        &[
+            (5, Ipv4Addr::new(10, 45, 0, 2)),
+            (6, Ipv4Addr::new(10, 46, 0, 2))
+        ]
+    );
+    // The first PDN's address stays the UE's main one.
+    assert_eq!(ue.address(), Some(Ipv4Addr::new(10, 45, 0, 2)));
+    out.clear();
+    // A network-initiated dedicated bearer on the second PDN.
+    let b = net.dl(dedicated_request(0, 7, 6), sht::INTEGRITY_CIPHERED);
+    ue.handle(UeInput::Nas(b), 30, &mut out);
+    assert!(ue.dedicated().contains(&(7, 6)));
+    out.clear();
+    // The attach PDN cannot be disconnected (it is the last one after this).
+    ue.handle(UeInput::PdnDisconnect { ebi: 9 }, 40, &mut out);
+    assert!(out.is_empty(), "unknown PDN: nothing sent");
+    ue.handle(UeInput::PdnDisconnect { ebi: 6 }, 40, &mut out);
+    let NasMessage::Esm(d) = net.ul(&one_uplink(&mut out)) else {
+        panic!()
+    };
+    assert_eq!(d.body, EsmBody::PdnDisconnectRequest { linked_ebi: 6 });
+    let m = EsmMessage {
+        ebi: 6,
+        pti: d.pti,
+        body: EsmBody::DeactivateBearerRequest { esm_cause: 36 },
+    };
+    let b = net.dl(m.into(), sht::INTEGRITY_CIPHERED);
+    ue.handle(UeInput::Nas(b), 50, &mut out);
+    assert_eq!(done(&out, Procedure::PdnDisconnect), Some(Ok(())));
+    // TS 24.301 6.4.4.3: the dedicated bearer linked to the default one goes too.
+    assert!(out.contains(&UeOutput::BearerDown { ebi: 6 }));
+    assert!(out.contains(&UeOutput::BearerDown { ebi: 7 }));
+    assert_eq!(ue.pdns(), &[(5, Ipv4Addr::new(10, 45, 0, 2))]);
+    assert_eq!(ue.bearers(), &[(5, true)]);
+    // Now only one PDN is left: a disconnect of it is not even attempted.
+    out.clear();
+    ue.handle(UeInput::PdnDisconnect { ebi: 5 }, 60, &mut out);
+    assert!(out.is_empty());
+}
+
+#[test]
+fn plain_identity_request_after_context_loss_is_answered_in_plain() {
+    let (mut ue, _net) = attach(0x20);
+    let mut out = vec![];
+    // Re-attach (the MME forgot us at a switch-off detach): it asks for the IMSI in
+    // plain; the answer must be readable without our old context.
+    ue.handle(UeInput::Detach { switch_off: true }, 10, &mut out);
+    ue.handle(UeInput::Released, 11, &mut out);
+    out.clear();
+    ue.handle(UeInput::Attach, 20, &mut out);
+    let req = one_uplink(&mut out);
+    assert_eq!(
+        req[0] >> 4,
+        sht::INTEGRITY,
+        "GUTI attach is integrity protected"
+    );
+    let m = EmmMessage::IdentityRequest(IdentityRequest { identity_type: 1 });
+    ue.handle(UeInput::Nas(m.encode().unwrap()), 30, &mut out);
+    let resp = one_uplink(&mut out);
+    assert_eq!(resp[0] >> 4, sht::PLAIN);
+    let NasMessage::Emm(EmmMessage::IdentityResponse(r)) = plain_ul(&resp) else {
+        panic!()
+    };
+    assert_eq!(r.identity, MobileIdentity::Imsi("001010000000001".into()));
+}
+
+#[test]
+fn scenario_files_parse_and_unknown_keys_are_named() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let s = Scenario::from_toml(&std::fs::read_to_string(&p).unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            assert!(s.ues > 0);
+            n += 1;
+        }
+    }
+    assert!(n >= 4, "scenario examples present");
+    let e = Scenario::from_toml("ues = 3\n[mix]\nhandover = 1.0\n").unwrap_err();
+    assert!(e.to_string().contains("handover"), "{e}");
+    let e = Scenario::from_toml("iot_share = 1.5\n").unwrap_err();
+    assert!(e.to_string().contains("iot_share"), "{e}");
+}
