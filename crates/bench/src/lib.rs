@@ -1,5 +1,6 @@
 //! Benchmarks reproducing the PEPC paper's data-plane figures.
 
+pub mod attach;
 pub mod dataplane;
 pub mod designs;
 pub mod hist;

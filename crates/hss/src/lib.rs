@@ -5,18 +5,21 @@
 //! The SQN lives apart so the hot path rewrites 8 bytes, not the profile.
 //!
 //! SQN policy (TS 33.102 Annex C.3.2): SQN = SEQ << 5 | IND. Each new vector
-//! takes SEQ + 1 and the next IND (mod 32), so SQNs strictly increase. The
-//! new SQN is committed with `Durability::Immediate` (fsync) *before* any
-//! vector leaves [`Hss::next_vector`], so a crash or restart can never make
-//! the HSS re-issue an SQN. Batch calls ([`Hss::next_vectors`],
-//! [`Hss::next_vector_batch`]) pay one fsync for many vectors.
+//! takes SEQ + 1 and the next IND (mod 32), so SQNs strictly increase.
+//!
+//! SQN leases: the `sqn` table holds a per-subscriber *high-water mark*: no SQN at or
+//! below it will ever be issued again. Before a vector leaves the HSS, its SQN is
+//! covered by a high-water mark committed with `Durability::Immediate` (fsync). To
+//! keep fsyncs off the attach path, one commit reserves a lease of [`Hss::set_lease`]
+//! steps (32 by default) for the requested subscriber *and* for up to
+//! [`READ_AHEAD`] following subscribers in IMSI order that hold no lease yet; vectors
+//! within a lease come from memory (cached MILENAGE instance, no JSON decode, no
+//! transaction). A restart loses at most the unused rest of each lease: the next
+//! SQN is above the high-water mark, which the USIM accepts (SQN > SQN_MS, within Δ).
 //!
 //! Measured cost (`examples/hss_bench.rs`, release, shared 2-core VM, ext4 on
-//! virtio disk): `next_vector` ~230 µs/call on disk (fsync-bound, ~4.4K/s),
-//! ~24 µs in memory; `next_vectors(n=32)` ~7.3 µs/vector (~137K/s);
-//! `next_vector_batch` over 1000 IMSIs ~2.5 µs/vector (~400K/s); the crypto
-//! alone (Milenage + KASME) ~0.4 µs. An MME needing ~100K vectors/s must
-//! batch requests or keep spare vectors per UE.
+//! virtio disk) before leases: `next_vector` ~230 µs/call on disk (fsync-bound,
+//! ~4.4K/s), ~24 µs in memory; the crypto alone (Milenage + KASME) ~0.4 µs.
 
 mod csv_import;
 mod model;
@@ -25,7 +28,9 @@ pub use model::{OpKind, PdnType, Subscriber};
 
 use pepc_security::{generate_vector, resync_sqn, sqn_from_u64, AuthVector, Key128, Milenage};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 const SUBSCRIBERS: TableDefinition<&str, &[u8]> = TableDefinition::new("subscribers");
 const SQN: TableDefinition<&str, u64> = TableDefinition::new("sqn");
@@ -75,9 +80,37 @@ db_err!(
     redb::SetDurabilityError
 );
 
-/// The subscriber store. `Hss` is `Send + Sync`; writes are serialised by redb.
+/// Subscribers following one that needs a lease which get one in the same commit.
+pub const READ_AHEAD: usize = 256;
+
+/// A subscriber with a live SQN lease.
+struct Leased {
+    mil: Arc<Milenage>,
+    amf: [u8; 2],
+    /// Last SQN handed out.
+    issued: u64,
+    /// Durable high-water mark: SQNs up to here may be handed out without a commit.
+    reserved: u64,
+}
+
+/// The subscriber store. `Hss` is `Send + Sync`; writes are serialised by redb and
+/// the lease table by a mutex (the HSS is shared by the slices' control threads).
 pub struct Hss {
     db: Database,
+    leases: Mutex<HashMap<String, Leased>>,
+    lease_steps: std::sync::atomic::AtomicU32,
+}
+
+/// `sqn` advanced by `steps` SQN steps (saturating at the last valid SQN).
+fn advance(sqn: u64, steps: u32) -> u64 {
+    let mut s = sqn;
+    for _ in 0..steps {
+        match next_sqn(s) {
+            Some(n) => s = n,
+            None => break,
+        }
+    }
+    s
 }
 
 impl core::fmt::Debug for Hss {
@@ -130,7 +163,24 @@ impl Hss {
         tx.open_table(SUBSCRIBERS)?;
         tx.open_table(SQN)?;
         tx.commit()?;
-        Ok(Hss { db })
+        Ok(Hss {
+            db,
+            leases: Mutex::new(HashMap::new()),
+            lease_steps: std::sync::atomic::AtomicU32::new(32),
+        })
+    }
+
+    /// SQN steps reserved per durable commit (1 = a commit per vector, the strictest
+    /// policy; larger leases trade unused SQNs at a restart for fewer fsyncs).
+    pub fn set_lease(&self, steps: u32) {
+        self.lease_steps
+            .store(steps.max(1), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn leases(&self) -> std::sync::MutexGuard<'_, HashMap<String, Leased>> {
+        // A poisoned lock only means another thread panicked mid-call; the map holds
+        // no partial state (entries are replaced whole), so keep serving.
+        self.leases.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Insert or replace a subscriber (profile and SQN).
@@ -157,6 +207,10 @@ impl Hss {
             }
         }
         tx.commit()?;
+        let mut leases = self.leases();
+        for s in subs {
+            leases.remove(&s.imsi);
+        }
         Ok(())
     }
 
@@ -170,10 +224,14 @@ impl Hss {
         };
         let mut s = decode(imsi, v.value())?;
         s.sqn = q.get(imsi)?.map(|g| g.value()).unwrap_or(s.sqn);
+        if let Some(l) = self.leases().get(imsi) {
+            s.sqn = l.issued;
+        }
         Ok(Some(s))
     }
 
-    /// All subscribers, ordered by IMSI.
+    /// All subscribers, ordered by IMSI. `sqn` is the last SQN issued when this
+    /// process holds the subscriber's lease, else the durable high-water mark.
     pub fn list(&self) -> Result<Vec<Subscriber>, HssError> {
         let tx = self.db.begin_read()?;
         let t = tx.open_table(SUBSCRIBERS)?;
@@ -184,6 +242,12 @@ impl Hss {
             let mut s = decode(k.value(), v.value())?;
             s.sqn = q.get(k.value())?.map(|g| g.value()).unwrap_or(s.sqn);
             out.push(s);
+        }
+        let leases = self.leases();
+        for s in &mut out {
+            if let Some(l) = leases.get(&s.imsi) {
+                s.sqn = l.issued;
+            }
         }
         Ok(out)
     }
@@ -199,6 +263,7 @@ impl Hss {
             existed
         };
         tx.commit()?;
+        self.leases().remove(imsi);
         Ok(existed)
     }
 
@@ -239,10 +304,10 @@ impl Hss {
         out.remove(0)
     }
 
-    /// `n` vectors for each of several subscribers in one durable commit:
-    /// the way to serve many attaches per fsync. Per-IMSI failures
-    /// (unknown IMSI, exhausted SQN) are returned in place and do not
-    /// abort the others; database errors abort the whole batch.
+    /// `n` vectors for each of several subscribers, with at most one durable commit
+    /// (none when every subscriber's lease covers `n` more SQNs). Per-IMSI failures
+    /// (unknown IMSI, exhausted SQN) are returned in place and do not abort the
+    /// others; database errors abort the whole batch and release nothing.
     pub fn next_vector_batch(
         &self,
         imsis: &[&str],
@@ -250,47 +315,123 @@ impl Hss {
         n: usize,
         rand_source: &mut impl FnMut() -> [u8; 16],
     ) -> Result<Vec<Result<Vec<AuthVector>, HssError>>, HssError> {
+        let steps = self
+            .lease_steps
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .max(n as u32);
+        let mut leases = self.leases();
+        let needs_lease = |leases: &HashMap<String, Leased>, imsi: &str| {
+            leases
+                .get(imsi)
+                .is_none_or(|l| advance(l.issued, n as u32) > l.reserved)
+        };
+        if imsis.iter().any(|i| needs_lease(&leases, i)) {
+            self.extend_leases(&mut leases, imsis, n, steps)?;
+        }
+        let mut out = Vec::with_capacity(imsis.len());
+        for &imsi in imsis {
+            let Some(l) = leases.get_mut(imsi) else {
+                out.push(Err(HssError::UnknownImsi(imsi.to_string())));
+                continue;
+            };
+            let mut vs = Vec::with_capacity(n);
+            let mut sqn = l.issued;
+            for _ in 0..n {
+                match next_sqn(sqn) {
+                    Some(next) if next <= l.reserved => {
+                        sqn = next;
+                        vs.push(generate_vector(
+                            &l.mil,
+                            sqn_from_u64(sqn),
+                            l.amf,
+                            rand_source(),
+                            plmn,
+                        ));
+                    }
+                    _ => break,
+                }
+            }
+            l.issued = sqn;
+            out.push(if vs.len() < n {
+                Err(HssError::SqnExhausted(imsi.to_string()))
+            } else {
+                Ok(vs)
+            });
+        }
+        Ok(out)
+    }
+
+    /// One durable commit that (re)leases `imsis` and reads ahead to subscribers
+    /// without a lease that follow the first one in IMSI order.
+    fn extend_leases(
+        &self,
+        leases: &mut HashMap<String, Leased>,
+        imsis: &[&str],
+        n: usize,
+        steps: u32,
+    ) -> Result<(), HssError> {
         let mut tx = self.db.begin_write()?;
         tx.set_durability(Durability::Immediate)?;
-        // Compute inside the transaction but release nothing until commit.
-        let mut out = Vec::with_capacity(imsis.len());
+        let mut fresh: Vec<(String, Leased)> = Vec::new();
         {
             let t = tx.open_table(SUBSCRIBERS)?;
             let mut q = tx.open_table(SQN)?;
-            for &imsi in imsis {
-                let Some(raw) = t.get(imsi)? else {
-                    out.push(Err(HssError::UnknownImsi(imsi.to_string())));
-                    continue;
-                };
-                let sub = decode(imsi, raw.value())?;
-                let mut sqn = q.get(imsi)?.map(|g| g.value()).unwrap_or(sub.sqn);
-                let mil = milenage_of(&sub);
-                let mut vs = Vec::with_capacity(n);
-                let mut exhausted = false;
-                for _ in 0..n {
-                    let Some(next) = next_sqn(sqn) else {
-                        exhausted = true;
-                        break;
-                    };
-                    sqn = next;
-                    vs.push(generate_vector(
-                        &mil,
-                        sqn_from_u64(sqn),
-                        sub.amf,
-                        rand_source(),
-                        plmn,
-                    ));
+            let lease = |imsi: &str,
+                         raw: &[u8],
+                         q: &mut redb::Table<&str, u64>,
+                         leases: &HashMap<String, Leased>|
+             -> Result<Option<Leased>, HssError> {
+                let sub = decode(imsi, raw)?;
+                // Start after whatever is durable or already issued here.
+                let stored = q.get(imsi)?.map(|g| g.value()).unwrap_or(sub.sqn);
+                let issued = leases.get(imsi).map_or(stored, |l| l.issued.max(stored));
+                let reserved = advance(issued, steps);
+                if reserved == issued {
+                    return Ok(None); // SQN space exhausted: next_vector_batch reports it
                 }
-                q.insert(imsi, sqn)?;
-                out.push(if exhausted {
-                    Err(HssError::SqnExhausted(imsi.to_string()))
-                } else {
-                    Ok(vs)
-                });
+                q.insert(imsi, reserved)?;
+                Ok(Some(Leased {
+                    mil: Arc::new(milenage_of(&sub)),
+                    amf: sub.amf,
+                    issued,
+                    reserved,
+                }))
+            };
+            for &imsi in imsis {
+                let covered = leases
+                    .get(imsi)
+                    .is_some_and(|l| advance(l.issued, n as u32) <= l.reserved);
+                if covered {
+                    continue;
+                }
+                let Some(raw) = t.get(imsi)? else { continue };
+                let raw = raw.value().to_vec();
+                if let Some(l) = lease(imsi, &raw, &mut q, leases)? {
+                    fresh.push((imsi.to_string(), l));
+                }
+            }
+            if let Some(&first) = imsis.first() {
+                let mut ahead = Vec::new();
+                for item in t.range(first..)?.skip(1) {
+                    if ahead.len() >= READ_AHEAD {
+                        break;
+                    }
+                    let (k, v) = item?;
+                    if !leases.contains_key(k.value()) && !imsis.contains(&k.value()) {
+                        ahead.push((k.value().to_string(), v.value().to_vec()));
+                    }
+                }
+                for (imsi, raw) in ahead {
+                    if let Some(l) = lease(&imsi, &raw, &mut q, leases)? {
+                        fresh.push((imsi, l));
+                    }
+                }
             }
         }
         tx.commit()?;
-        Ok(out)
+        // Only now, with the high-water marks durable, may these SQNs be used.
+        leases.extend(fresh);
+        Ok(())
     }
 
     /// Handle an AUTS from a synch failure (TS 33.102 §6.3.5): verify MAC-S,
@@ -310,6 +451,8 @@ impl Hss {
             q.insert(imsi, pepc_security::sqn_to_u64(sqn_ms))?;
         }
         tx.commit()?;
+        // The next vector must follow SQN_MS: drop the lease so it is re-read.
+        self.leases().remove(imsi);
         Ok(())
     }
 }

@@ -76,16 +76,18 @@ fn sqn_never_reused_across_reopen() {
         assert_eq!(hss.get(imsi).unwrap().unwrap().sqn, *seen.last().unwrap());
     } // dropped: simulates a restart
     let hss = Hss::open(&path).unwrap();
-    assert_eq!(hss.get(imsi).unwrap().unwrap().sqn, *seen.last().unwrap());
+    // On disk is the lease's high-water mark: at or above every SQN issued.
+    let high_water = hss.get(imsi).unwrap().unwrap().sqn;
+    assert!(high_water >= *seen.last().unwrap());
     let v = hss.next_vector(imsi, PLMN, &mut rand).unwrap();
     let sqn = usim_check(&ue(), v.rand, v.autn, *seen.last().unwrap())
         .expect("UE accepts the first vector after restart")
         .sqn;
     assert!(seen.iter().all(|&s| s < sqn));
+    assert!(sqn > high_water, "restart must skip the whole old lease");
     // SEQ advances by one per vector, IND by one (mod 32).
     assert_eq!(seen[0], 32 + 1);
     assert_eq!(seen[1], 64 + 2);
-    assert_eq!(sqn, 4 * 32 + 4);
     assert_eq!(next_sqn(31), Some(32)); // SEQ 0->1, IND 31->0
     assert_eq!(next_sqn(pepc_security::SQN_MAX), None);
     // A batch is consecutive and durable too.
@@ -97,10 +99,57 @@ fn sqn_never_reused_across_reopen() {
         last = s;
     }
     drop(hss);
+    assert!(Hss::open(&path).unwrap().get(imsi).unwrap().unwrap().sqn >= last);
+}
+
+#[test]
+fn lease_of_one_commits_every_vector() {
+    let dir = TempDir::new("lease1");
+    let path = dir.0.join("hss.redb");
+    let imsi = "999700000000001";
+    let mut rand = counter_rand();
+    let mut last = 0;
+    {
+        let hss = Hss::open(&path).unwrap();
+        hss.set_lease(1);
+        hss.add(&sub(imsi)).unwrap();
+        for _ in 0..3 {
+            let v = hss.next_vector(imsi, PLMN, &mut rand).unwrap();
+            last = usim_check(&ue(), v.rand, v.autn, last).unwrap().sqn;
+        }
+    }
     assert_eq!(
         Hss::open(&path).unwrap().get(imsi).unwrap().unwrap().sqn,
         last
     );
+}
+
+#[test]
+fn one_commit_leases_the_following_subscribers_too() {
+    let dir = TempDir::new("readahead");
+    let path = dir.0.join("hss.redb");
+    let imsis: Vec<String> = (1..=10).map(|i| format!("9997000000000{i:02}")).collect();
+    let mut rand = counter_rand();
+    {
+        let hss = Hss::open(&path).unwrap();
+        for i in &imsis {
+            hss.add(&sub(i)).unwrap();
+        }
+        hss.next_vector(&imsis[0], PLMN, &mut rand).unwrap();
+        // The others are leased (durable high-water mark) but nothing issued yet.
+        assert_eq!(hss.get(&imsis[5]).unwrap().unwrap().sqn, 0);
+    }
+    let hss = Hss::open(&path).unwrap();
+    for i in &imsis[1..] {
+        let hw = hss.get(i).unwrap().unwrap().sqn;
+        assert!(hw > 0, "{i} was read ahead: its lease is on disk");
+        let v = hss.next_vector(i, PLMN, &mut rand).unwrap();
+        let s = usim_check(&ue(), v.rand, v.autn, 0).unwrap().sqn;
+        assert!(
+            s > hw,
+            "{i}: after a restart vectors start above the old lease"
+        );
+    }
 }
 
 #[test]

@@ -75,6 +75,29 @@ enum BenchCmd {
     Dataplane(DataplaneArgs),
     /// Run a sweep reproducing one of the paper's figures; writes CSV, JSON and PNG.
     Sweep(SweepArgs),
+    /// Full attach procedures per control core (AKA, NAS security, ICS; every message
+    /// encoded and decoded), in-process or over userspace SCTP on loopback.
+    Attach(AttachArgs),
+}
+
+#[derive(Args)]
+struct AttachArgs {
+    /// inprocess (MME thread + RAN thread over queues) | udp (node + emulator over
+    /// SCTP-in-UDP on loopback) | all
+    #[arg(long, default_value = "all")]
+    transport: String,
+    /// Attaches to run (one per UE).
+    #[arg(long, default_value_t = 20_000)]
+    attaches: u32,
+    /// Attaches in flight at once (inprocess).
+    #[arg(long, default_value_t = 64)]
+    window: u32,
+    /// Attach rate offered by the emulator (udp), per second.
+    #[arg(long, default_value_t = 1_000_000.0)]
+    rate: f64,
+    /// Print one JSON object per transport.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Clone)]
@@ -165,6 +188,7 @@ fn main() -> ExitCode {
         Cmd::Subscriber(a) => pepc::subscriber::run(&a).map(|s| println!("{s}")),
         Cmd::Bench { what } => match what {
             BenchCmd::Dataplane(a) => bench_dataplane(&a),
+            BenchCmd::Attach(a) => bench_attach(&a),
             BenchCmd::Sweep(s) => pepc_bench::sweep::run(s.figure, s.seconds, &s.out, s.scale_down),
         },
     };
@@ -188,6 +212,47 @@ fn bench_dataplane(a: &DataplaneArgs) -> Result<(), String> {
             r.design, r.users, r.signaling_per_s, r.signaling_achieved_per_s, r.data_cores,
             r.mpps_per_core, r.mpps_wall_per_core, r.latency_ns_p50, r.latency_ns_p99, r.drops
         );
+    }
+    Ok(())
+}
+
+fn bench_attach(a: &AttachArgs) -> Result<(), String> {
+    let mut results = vec![];
+    let (inproc, udp) = match a.transport.as_str() {
+        "inprocess" => (true, false),
+        "udp" => (false, true),
+        "all" => (true, true),
+        t => {
+            return Err(format!(
+                "--transport: must be inprocess, udp or all, got {t:?}"
+            ))
+        }
+    };
+    if inproc {
+        results.push(pepc_bench::attach::run_inprocess(
+            &pepc_bench::attach::AttachOpts {
+                attaches: a.attaches,
+                window: a.window,
+            },
+        )?);
+    }
+    if udp {
+        results.push(pepc::demo::bench_attach_udp(
+            &pepc::demo::DemoPorts::default(),
+            a.attaches,
+            a.rate,
+        )?);
+    }
+    for r in results {
+        if a.json {
+            println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+        } else {
+            println!(
+                "attach over {}: {} ok, {} failed in {:.2} s: {:.0} attaches/s; {:.0} per MME core-second ({:.2} s CPU); completion p50 {:.0} us p99 {:.0} us",
+                r.transport, r.attaches, r.failed, r.seconds, r.attaches_per_s,
+                r.attaches_per_mme_core_s, r.mme_cpu_s, r.completion_us_p50, r.completion_us_p99
+            );
+        }
     }
     Ok(())
 }
