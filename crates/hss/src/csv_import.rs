@@ -50,12 +50,18 @@ pub fn parse(input: impl Read) -> Result<Vec<Subscriber>, HssError> {
         .headers()
         .map_err(|e| err(1, "", format!("cannot read header: {e}")))?
         .clone();
-    let mut idx = [0usize; COLUMNS.len()];
+    // Only imsi, k and one of opc/op are required; other columns take defaults.
+    let mut idx = [None; COLUMNS.len()];
     for (i, name) in COLUMNS.iter().enumerate() {
-        idx[i] = headers
-            .iter()
-            .position(|h| h.eq_ignore_ascii_case(name))
-            .ok_or_else(|| err(1, name, "missing column in header"))?;
+        idx[i] = headers.iter().position(|h| h.eq_ignore_ascii_case(name));
+    }
+    for (i, name) in COLUMNS.iter().enumerate().take(2) {
+        if idx[i].is_none() {
+            return Err(err(1, name, "missing column in header"));
+        }
+    }
+    if idx[2].is_none() && idx[3].is_none() {
+        return Err(err(1, "opc", "header needs an opc or an op column"));
     }
     let mut out = Vec::new();
     for rec in rdr.records() {
@@ -64,7 +70,9 @@ pub fn parse(input: impl Read) -> Result<Vec<Subscriber>, HssError> {
             err(line, "", format!("malformed CSV record: {e}"))
         })?;
         let line = rec.position().map(|p| p.line()).unwrap_or(0);
-        let f = |c: usize| rec.get(idx[c]).unwrap_or("");
+        let f = |c: usize| idx[c].and_then(|i| rec.get(i)).unwrap_or("");
+        // Absent or empty optional cells take the `pepc subscriber add` defaults.
+        let or = |c: usize, d: &'static str| if f(c).is_empty() { d } else { f(c) };
         let imsi = f(0).to_string();
         if !(6..=15).contains(&imsi.len()) || !imsi.bytes().all(|b| b.is_ascii_digit()) {
             return Err(err(line, "imsi", "must be 6-15 digits"));
@@ -76,7 +84,7 @@ pub fn parse(input: impl Read) -> Result<Vec<Subscriber>, HssError> {
             (false, false) => return Err(err(line, "opc", "give either opc or op, not both")),
             (true, true) => return Err(err(line, "opc", "one of opc or op is required")),
         };
-        let amf = hex_arr(line, "amf", f(4))?;
+        let amf = hex_arr(line, "amf", or(4, "8000"))?;
         let sqn: u64 = if f(5).is_empty() {
             0
         } else {
@@ -85,7 +93,9 @@ pub fn parse(input: impl Read) -> Result<Vec<Subscriber>, HssError> {
         if sqn > pepc_security::SQN_MAX {
             return Err(err(line, "sqn", "must fit 48 bits"));
         }
-        let pdn_type: PdnType = f(8).parse().map_err(|e: String| err(line, "pdn_type", e))?;
+        let pdn_type: PdnType = or(8, "ipv4")
+            .parse()
+            .map_err(|e: String| err(line, "pdn_type", e))?;
         let s = Subscriber {
             imsi,
             k,
@@ -93,12 +103,12 @@ pub fn parse(input: impl Read) -> Result<Vec<Subscriber>, HssError> {
             amf,
             sqn,
             msisdn: f(6).to_string(),
-            apn: f(7).to_string(),
+            apn: or(7, "internet").to_string(),
             pdn_type,
-            qci: num(line, "qci", f(9))?,
-            arp_priority: num(line, "arp", f(10))?,
-            ambr_ul_bps: num(line, "ambr_ul", f(11))?,
-            ambr_dl_bps: num(line, "ambr_dl", f(12))?,
+            qci: num(line, "qci", or(9, "9"))?,
+            arp_priority: num(line, "arp", or(10, "8"))?,
+            ambr_ul_bps: num(line, "ambr_ul", or(11, "100000000"))?,
+            ambr_dl_bps: num(line, "ambr_dl", or(12, "100000000"))?,
         };
         // Remaining semantic checks, reported under the CSV column name.
         if let Err(HssError::Invalid { field, what }) = s.validate() {

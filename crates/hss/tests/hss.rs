@@ -352,11 +352,6 @@ fn csv_import_bad_lines_name_line_and_column() {
             3,
             "imsi",
         ),
-        (
-            "999700000000021,{K},{OPC},,8000,0,1,,ipv4,9,8,1,1",
-            3,
-            "apn",
-        ),
     ];
     let hss = Hss::in_memory().unwrap();
     for (i, (line, want_line, want_col)) in cases.iter().enumerate() {
@@ -386,12 +381,30 @@ fn csv_import_bad_lines_name_line_and_column() {
         // All-or-nothing: the good line before the bad one was not stored.
         assert!(hss.list().unwrap().is_empty(), "case {i}");
     }
-    // Missing header column.
-    let p = write_csv(&dir, "nohdr.csv", "imsi,k,opc\n1,2,3\n");
+    // Missing required header columns.
+    let p = write_csv(&dir, "nohdr.csv", "imsi,opc\n1,2\n");
     assert!(matches!(
         hss.import_csv(&p),
-        Err(HssError::Csv { line: 1, ref column, .. }) if column == "op"
+        Err(HssError::Csv { line: 1, ref column, .. }) if column == "k"
     ));
+    let p = write_csv(&dir, "noop.csv", "imsi,k\n1,2\n");
+    assert!(matches!(
+        hss.import_csv(&p),
+        Err(HssError::Csv { line: 1, ref column, .. }) if column == "opc"
+    ));
+    // Optional columns absent or empty take the defaults.
+    let p = write_csv(
+        &dir,
+        "minimal.csv",
+        &format!("imsi,k,opc,apn\n999700000000031,{K},{OPC},\n"),
+    );
+    assert_eq!(hss.import_csv(&p).unwrap(), 1);
+    let s = hss.get("999700000000031").unwrap().unwrap();
+    assert_eq!(
+        (s.apn.as_str(), s.qci, s.arp_priority, s.amf),
+        ("internet", 9, 8, [0x80, 0])
+    );
+    hss.remove("999700000000031").unwrap();
     // Unreadable file.
     assert!(matches!(
         hss.import_csv(dir.0.join("missing.csv")),

@@ -4,7 +4,10 @@
 //! ```toml
 //! [node]
 //! slices = 1                 # slices on this node (each: control + data thread)
-//! ue_pool = "10.0.0.0/8"     # UE address pool; host bits = [slice][UE slot]
+//! ue_pool = "10.0.0.0/10"    # UE address pool of the first PDN; host bits = [slice][UE slot]
+//! pdn_pools = []             # pools of a UE's 2nd..4th PDN (same prefix length as
+//!                            # ue_pool); [] = the prefixes right after ue_pool
+//!                            # (10.64.0.0/10, 10.128.0.0/10, 10.192.0.0/10 by default)
 //! max_users = 1000000        # per slice (tables are committed lazily)
 //! pin = true                 # pin threads to cores when there is one core per thread
 //! demux = "auto"             # auto | thread | none: a demux thread owns S1-U/SGi and
@@ -42,6 +45,7 @@ pub struct NodeConfig {
 pub struct NodeSection {
     pub slices: usize,
     pub ue_pool: String,
+    pub pdn_pools: Vec<String>,
     pub max_users: usize,
     pub pin: bool,
     pub demux: String,
@@ -52,7 +56,8 @@ impl Default for NodeSection {
     fn default() -> Self {
         NodeSection {
             slices: 1,
-            ue_pool: "10.0.0.0/8".into(),
+            ue_pool: "10.0.0.0/10".into(),
+            pdn_pools: vec![],
             max_users: 1_000_000,
             pin: true,
             demux: "auto".into(),
@@ -107,6 +112,8 @@ pub struct SyntheticSection {
 pub struct Validated {
     pub slices: usize,
     pub ue_pool: (Ipv4Addr, u8),
+    /// Pools of PDN indexes 1.. (empty: the layout's defaults after `ue_pool`).
+    pub pdn_pools: Vec<Ipv4Addr>,
     pub max_users: usize,
     pub pin: bool,
     /// Resolved from `node.demux` (never "auto").
@@ -173,8 +180,26 @@ impl NodeConfig {
                     n.ue_pool
                 )
             })?;
-        pepc_slice::ids::IdLayout::new(n.slices, ip, len)
+        let layout = pepc_slice::ids::IdLayout::new(n.slices, ip, len)
             .map_err(|e| format!("config key `node.ue_pool`: {e}"))?;
+        let mut pdn_pools = Vec::with_capacity(n.pdn_pools.len());
+        for p in &n.pdn_pools {
+            let (a, l) = p
+                .split_once('/')
+                .and_then(|(a, l)| Some((a.parse::<Ipv4Addr>().ok()?, l.parse::<u8>().ok()?)))
+                .ok_or_else(|| {
+                    format!("config key `node.pdn_pools`: {p:?} is not a prefix like 10.64.0.0/10")
+                })?;
+            if l != len {
+                return Err(format!(
+                    "config key `node.pdn_pools`: {p} must have the prefix length of node.ue_pool (/{len})"
+                ));
+            }
+            pdn_pools.push(a);
+        }
+        layout
+            .with_pdn_pools(&pdn_pools)
+            .map_err(|e| format!("config key `node.pdn_pools`: {e}"))?;
         if n.max_users == 0 {
             return Err("config key `node.max_users`: must be > 0".into());
         }
@@ -211,6 +236,7 @@ impl NodeConfig {
         Ok(Validated {
             slices: n.slices,
             ue_pool: (ip, len),
+            pdn_pools,
             max_users: n.max_users,
             pin: n.pin,
             demux,
@@ -229,6 +255,34 @@ impl NodeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pdn_pools_default_private_and_errors_name_the_key() {
+        let v = NodeConfig::parse("").unwrap().validate().unwrap();
+        let l = pepc_slice::ids::IdLayout::new(1, v.ue_pool.0, v.ue_pool.1).unwrap();
+        for p in &l.pdn_pools[..l.pdn_count as usize] {
+            assert!(p.is_private(), "default PDN pool {p} must be private");
+        }
+        let v = NodeConfig::parse("[node]\npdn_pools = [\"172.16.0.0/10\"]\n")
+            .unwrap()
+            .validate();
+        assert!(v.unwrap_err().contains("node.pdn_pools"));
+        let v = NodeConfig::parse("[node]\nue_pool = \"10.0.0.0/12\"\npdn_pools = [\"172.16.0.0/12\", \"192.168.0.0/12\"]\n")
+            .unwrap()
+            .validate();
+        let e = v.unwrap_err();
+        assert!(
+            e.contains("node.pdn_pools") && e.contains("host bits"),
+            "{e}"
+        );
+        let v = NodeConfig::parse(
+            "[node]\nue_pool = \"10.0.0.0/12\"\npdn_pools = [\"172.16.0.0/12\"]\n",
+        )
+        .unwrap()
+        .validate()
+        .unwrap();
+        assert_eq!(v.pdn_pools, vec![std::net::Ipv4Addr::new(172, 16, 0, 0)]);
+    }
 
     #[test]
     fn empty_config_is_valid_defaults() {

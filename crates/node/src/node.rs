@@ -114,8 +114,13 @@ impl Node {
         make_driver: &mut dyn FnMut(usize) -> Option<Box<dyn ControlDriver>>,
     ) -> Result<Node, String> {
         let n = v.slices;
-        let layout = IdLayout::new(n, v.ue_pool.0, v.ue_pool.1)
+        let mut layout = IdLayout::new(n, v.ue_pool.0, v.ue_pool.1)
             .map_err(|e| format!("config key `node.slices`/`node.ue_pool`: {e}"))?;
+        if !v.pdn_pools.is_empty() {
+            layout = layout
+                .with_pdn_pools(&v.pdn_pools)
+                .map_err(|e| format!("config key `node.pdn_pools`: {e}"))?;
+        }
         if v.demux == DemuxMode::None && n != 1 {
             return Err(format!(
                 "config key `node.demux`: \"none\" needs slices = 1 (got {n})"

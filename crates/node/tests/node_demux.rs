@@ -143,7 +143,7 @@ fn round_trip(slices: usize, demux: &str, enb_ip: Ipv4Addr) {
     let net = Net::new(enb_ip);
     let (node, ues) = start(slices, demux, 64, &net, enb_ip);
     assert_eq!(node.mode, DemuxMode::Thread);
-    let layout = IdLayout::new(slices, Ipv4Addr::new(10, 0, 0, 0), 8).unwrap();
+    let layout = IdLayout::new(slices, Ipv4Addr::new(10, 0, 0, 0), 10).unwrap(); // the default ue_pool
     for (s, a, _) in &ues {
         assert_eq!(
             layout.split_ue_ip(u32::from(a.ue_ip)).unwrap().0 as usize,

@@ -8,26 +8,27 @@ use pepc_emulator::{EmulatorConfig, Report, Scenario};
 use pepc_hss::Subscriber;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
-/// Loopback addresses and ports of a demo node. Tests running in parallel pick
-/// distinct ports.
+/// Loopback addresses and ports of a demo node. GTP-U is always UDP 2152 (TS 29.281),
+/// so nodes running side by side differ in their loopback addresses.
 #[derive(Debug, Clone)]
 pub struct DemoPorts {
     pub s1mme_udp: u16,
-    pub s1u: u16,
+    /// The node's S1-U address (port 2152).
+    pub s1u: Ipv4Addr,
     pub sgi_sink_local: u16,
     pub sgi_sink_peer: u16,
-    /// The emulated eNBs' GTP-U port (on 127.0.0.2).
-    pub enb_gtpu: u16,
+    /// The emulated eNBs' S1-U address (port 2152).
+    pub enb_gtpu: Ipv4Addr,
 }
 
 impl Default for DemoPorts {
     fn default() -> Self {
         DemoPorts {
             s1mme_udp: 9899,
-            s1u: 2152,
+            s1u: Ipv4Addr::LOCALHOST,
             sgi_sink_local: 5202,
             sgi_sink_peer: 5201,
-            enb_gtpu: 2152,
+            enb_gtpu: Ipv4Addr::new(127, 0, 0, 2),
         }
     }
 }
@@ -37,7 +38,7 @@ impl DemoPorts {
     pub fn config(&self, max_users: usize) -> Result<EpcConfig, String> {
         EpcConfig::parse(&format!(
             "[node]\nmax_users = {max_users}\n\
-             [s1u]\nbind = \"127.0.0.1:{}\"\n\
+             [s1u]\nbind = \"{}:2152\"\n\
              [sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:{}\"\nsink_peer = \"127.0.0.1:{}\"\n\
              [s1mme]\ntransport = \"udp\"\nudp_port = {}\n\
              [hss]\ndb = \":memory:\"\n",
@@ -49,7 +50,7 @@ impl DemoPorts {
     pub fn emulator(&self) -> EmulatorConfig {
         EmulatorConfig {
             mme_udp_port: self.s1mme_udp,
-            gtpu_addr: SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 2), self.enb_gtpu),
+            gtpu_addr: SocketAddrV4::new(self.enb_gtpu, 2152),
             sgi_peer: Some(SocketAddr::from(([127, 0, 0, 1], self.sgi_sink_local))),
             pdn_addr: SocketAddr::from(([127, 0, 0, 1], self.sgi_sink_peer)),
             ..EmulatorConfig::default()

@@ -376,26 +376,11 @@ impl Epc {
         Ok(Epc { node, hss, s1mme })
     }
 
-    /// Stop every thread; returns one line of figures per slice.
-    pub fn stop(self) -> Vec<String> {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.node
-            .slices
-            .into_iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let (cp, dp) = s.join();
-                let c = dp.counters();
-                format!(
-                    "slice {i}: {} UEs, uplink forwarded {}, downlink forwarded {}, dropped {}, updates applied {}",
-                    cp.ue_count(),
-                    c.ul_forwarded.load(Relaxed),
-                    c.dl_forwarded.load(Relaxed),
-                    c.total_drops(),
-                    c.updates_applied.load(Relaxed)
-                )
-            })
-            .collect()
+    /// Stop every thread; returns the node's final figures (per slice and demux).
+    pub fn stop(self) -> String {
+        let stats = self.node.stats().to_string();
+        self.node.shutdown();
+        stats
     }
 }
 

@@ -292,9 +292,7 @@ fn run_node(a: &RunArgs) -> Result<(), String> {
             break;
         }
     }
-    for line in epc.stop() {
-        eprintln!("{line}");
-    }
+    eprint!("{}", epc.stop());
     Ok(())
 }
 

@@ -74,7 +74,7 @@ fn start_node(config: &Path) -> Node {
 fn attach_and_detach(ues: u32) -> pepc_emulator::Report {
     let ecfg = pepc_emulator::EmulatorConfig {
         mme_udp_port: 19899,
-        gtpu_addr: "127.0.0.2:12153".parse().unwrap(),
+        gtpu_addr: "127.0.41.2:2152".parse().unwrap(), // GTP-U is always on 2152
         pdn_addr: "127.0.0.1:15201".parse().unwrap(),
         sgi_peer: Some("127.0.0.1:15202".parse().unwrap()),
         ..Default::default()
@@ -170,7 +170,7 @@ fn subscribers_from_cli_and_csv_attach_to_pepc_run_and_sqn_survives_restart() {
     std::fs::write(
         &config,
         format!(
-            "[s1u]\nbind = \"127.0.0.1:12152\"\n[sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:15202\"\nsink_peer = \"127.0.0.1:15201\"\n\
+            "[s1u]\nbind = \"127.0.41.1:2152\"\n[sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:15202\"\nsink_peer = \"127.0.0.1:15201\"\n\
              [s1mme]\ntransport = \"udp\"\nudp_port = 19899\n[hss]\ndb = \"{}\"\n",
             dbs
         ),
