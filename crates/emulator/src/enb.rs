@@ -155,9 +155,27 @@ pub struct Enb {
     expected_ho: HashMap<u32, UeId>,
 }
 
-/// A minimal valid Target-to-Source / Source-to-Target container body. The MME relays it
-/// opaquely; a real eNB would put an RRC container here.
-const OPAQUE_CONTAINER: [u8; 4] = [0x00, 0x00, 0x00, 0x00];
+/// Source-to-Target container: the smallest valid HandoverPreparationInformation, the
+/// target cell (cell 1 of the target eNB, as the driver numbers cells) and this cell as
+/// the UE's history. The MME relays it untouched; a real target eNB parses it.
+fn source_to_target_container(source: Ecgi, target: &GlobalEnbId) -> Vec<u8> {
+    let enb_id = match target.enb_id {
+        pepc_s1ap::EnbId::Macro(v)
+        | pepc_s1ap::EnbId::ShortMacro(v)
+        | pepc_s1ap::EnbId::LongMacro(v) => v,
+        pepc_s1ap::EnbId::Home(v) => v >> 8,
+    };
+    let target_cell = Ecgi {
+        plmn: target.plmn,
+        cell_id: (enb_id & 0xf_ffff) << 8 | 1,
+    };
+    pepc_s1ap::container::source_to_target(
+        &pepc_s1ap::container::MIN_HANDOVER_PREPARATION_INFORMATION,
+        target_cell,
+        &[(source, 30)],
+    )
+    .unwrap_or_default()
+}
 
 impl Enb {
     pub fn new(cfg: EnbConfig) -> Self {
@@ -353,7 +371,7 @@ impl Enb {
                         global_enb_id: target,
                         tai: target_tai,
                     },
-                    container: OPAQUE_CONTAINER.to_vec(),
+                    container: source_to_target_container(self.cfg.ecgi(), &target),
                 };
                 self.send(self.stream_for(c.enb_ue_id), m.into(), out);
             }
@@ -855,7 +873,10 @@ impl Enb {
                         })
                         .collect(),
                     failed: vec![],
-                    container: OPAQUE_CONTAINER.to_vec(),
+                    container: pepc_s1ap::container::target_to_source(
+                        &pepc_s1ap::container::MIN_HANDOVER_COMMAND,
+                    )
+                    .unwrap_or_default(),
                 };
                 self.send(self.stream_for(id), ack.into(), out);
                 out.push(EnbOutput::HandoverPrepared { ue });

@@ -6,6 +6,7 @@
 //! (`TryFrom<&S1apPdu>`), plus [`msg::S1apMessage`] over all of them. Callers never
 //! name the underlying crate's types, so it can be replaced.
 
+pub mod container;
 mod enums;
 pub mod msg;
 mod types;
