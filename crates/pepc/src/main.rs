@@ -25,6 +25,9 @@ enum Cmd {
     /// S1-U GTP-U socket, SGi (TUN or UDP sink), the embedded HSS, and slices with their
     /// control (MME) and data (S/P-GW) threads. Keys are documented in crates/pepc/src/epc.rs.
     Run(RunArgs),
+    /// The eNB/UE emulator against any EPC (S1AP/NAS over SCTP, GTP-U over UDP):
+    /// scenarios from flags or a TOML file; report as a table or JSON.
+    Ran(pepc_emulator::RanArgs),
     /// Manage the embedded HSS's subscribers.
     Subscriber(pepc::subscriber::SubscriberArgs),
     /// Benchmarks (use a release build).
@@ -185,6 +188,9 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Run(a) => run_node(&a),
         Cmd::Demo(a) => demo(&a),
+        Cmd::Ran(a) => pepc_emulator::ran_command(&a)
+            .map(|_| ())
+            .map_err(|e| format!("ran: {e}")),
         Cmd::Subscriber(a) => pepc::subscriber::run(&a).map(|s| println!("{s}")),
         Cmd::Bench { what } => match what {
             BenchCmd::Dataplane(a) => bench_dataplane(&a),

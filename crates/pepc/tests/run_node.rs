@@ -192,10 +192,47 @@ fn subscribers_from_cli_and_csv_attach_to_pepc_run_and_sqn_survives_restart() {
         s
     };
     {
+        // The second run goes through the `pepc ran` command, as an operator would.
         let _node = start_node(&config);
-        let r = attach_and_detach(3);
-        assert_eq!(r.attached, 3, "{}", r.to_table());
-        assert_eq!(r.failed, 0, "{}", r.to_table());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let out = loop {
+            let o = pepc(&[
+                "ran",
+                "--mme",
+                "127.0.0.1:19899",
+                "--gtpu-local",
+                "127.0.41.2:2152",
+                "--pdn-local",
+                "127.0.0.1:15201",
+                "--sgi-peer",
+                "127.0.0.1:15202",
+                "--ues",
+                "3",
+                "--attach-rate",
+                "200",
+                "--seconds",
+                "0.5",
+                "--pps",
+                "200",
+                "--traffic",
+                "pepc",
+                "--k",
+                K,
+                "--opc",
+                OPC,
+                "--quiet",
+                "--json",
+            ]);
+            if o.status.success() || Instant::now() > deadline {
+                break o;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        };
+        let r: serde_json::Value =
+            serde_json::from_str(ok(&out).trim()).expect("pepc ran --json prints one object");
+        assert_eq!(r["attached"], 3, "{r}");
+        assert_eq!(r["failed"], 0, "{r}");
+        assert_eq!(r["lost"], 0, "{r}");
     }
     let s = sqn_of(&db, "001010000000001");
     assert!(
