@@ -214,6 +214,11 @@ impl UeContext {
             enb_teid: b.enb_teid,
             enb_addr: u32::from(b.enb_addr),
             ue_slot: self.ue_slot,
+            ue_ip: self
+                .pdns
+                .iter()
+                .find(|p| p.index == b.pdn)
+                .map_or(0, |p| u32::from(p.ip)),
             ebi: b.ebi,
             pdn: b.pdn,
             qci: b.qci,
@@ -284,6 +289,8 @@ pub struct DpBearerRecord {
     pub enb_teid: u32,
     pub enb_addr: u32,
     pub ue_slot: u32,
+    /// Address of the bearer's PDN connection (the uplink's only valid source).
+    pub ue_ip: u32,
     pub ebi: u8,
     /// PDN index of the bearer's PDN connection (its source address on the uplink).
     pub pdn: u8,

@@ -16,14 +16,13 @@
 //! per packet or takes a lock.
 
 use crate::context::{DpBearerRecord, DpUeRecord, NO_SLOT};
-use crate::counters::{bump, DropReason, SliceCounters};
-use crate::ids::MAX_PDNS;
+use crate::counters::{bump, BearerCounters, DropReason, RuleCounters, SliceCounters};
 use crate::ids::{IdLayout, IotPool};
-use crate::pcef::RuleSet;
-use crate::qos::TokenBucket;
+use crate::pcef::{Decision, RuleSet};
+use crate::qos::{AmbrPair, TokenBucket};
 use crate::spsc::{Consumer, Producer};
 use crate::update::{DpRequest, DpUpdate};
-use pepc_wire::flow::five_tuple;
+use pepc_wire::flow::{five_tuple, FiveTuple};
 use pepc_wire::gtpu::{self, GtpuPacket};
 use pepc_wire::ipv4::Ipv4Packet;
 use pepc_wire::{Batch, PacketBuf, Verdict, BATCH_SIZE};
@@ -32,27 +31,66 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+/// Per-UE hot record: all the per-packet path reads and writes for the common case
+/// (traffic of the UE's first PDN connection on its default bearer) in one cache line,
+/// so a packet costs one UE line plus its counter line. Everything else (other PDNs,
+/// dedicated bearers, bearer MBR buckets) is in the cold records, read only when a
+/// packet needs it. Rebuilt from the published records by [`DataPlane::apply`].
 #[repr(C, align(64))]
 #[derive(Default)]
-struct PrimaryBearer {
+struct UeHot {
+    /// UE-AMBR buckets (40 bytes).
+    ambr: AmbrPair,
+    /// Address of PDN connection `pdn` (the first in pool order).
+    ip: u32,
+    /// eNB tunnel of that PDN's default bearer (`enb_teid` 0: none, UE idle or the
+    /// bearer not in the primary table).
+    enb_teid: u32,
+    enb_addr: u32,
+    /// Slot of that default bearer (its counters), [`NO_SLOT`] if none.
+    bearer: u32,
+    rule_set: u16,
+    pdn: u8,
+    /// EBI of that default bearer: a PCEF rule binding to it stays on the hot path.
+    ebi: u8,
+    /// [`HOT_VALID`], [`HOT_MBR`].
+    flags: u8,
+}
+
+/// Hot flags: the entry is installed (UE / bearer in the primary table).
+const HOT_VALID: u8 = 1;
+/// Hot flags: the bearer has an MBR, enforced from its cold record.
+const HOT_MBR: u8 = 2;
+
+/// Per-bearer hot record for the uplink: TEID check, owner, source check. Four share a
+/// cache line.
+#[repr(C, align(16))]
+#[derive(Default, Clone, Copy)]
+struct BearerHot {
+    teid_ul: u32,
+    ue_slot: u32,
+    /// Address of the bearer's PDN connection: the only valid inner source.
+    src_ip: u32,
+    /// [`HOT_VALID`], [`HOT_MBR`].
+    flags: u8,
+}
+
+/// Per-bearer cold record: the published record and MBR buckets.
+#[derive(Default)]
+struct BearerCold {
     rec: DpBearerRecord,
-    valid: bool,
     mbr_ul: TokenBucket,
     mbr_dl: TokenBucket,
 }
 
-#[repr(C, align(64))]
-#[derive(Default)]
-struct PrimaryUe {
-    rec: DpUeRecord,
-    valid: bool,
-    ambr_ul: TokenBucket,
-    ambr_dl: TokenBucket,
-}
+const _: () = assert!(std::mem::size_of::<UeHot>() == 64);
+const _: () = assert!(std::mem::size_of::<BearerHot>() == 16);
 
 // SAFETY: integers, bools and integer arrays only.
-unsafe impl crate::mem::Zeroable for PrimaryBearer {}
-unsafe impl crate::mem::Zeroable for PrimaryUe {}
+unsafe impl crate::mem::Zeroable for UeHot {}
+unsafe impl crate::mem::Zeroable for BearerHot {}
+unsafe impl crate::mem::Zeroable for BearerCold {}
+unsafe impl crate::mem::Zeroable for DpUeRecord {}
 unsafe impl crate::mem::Zeroable for u32 {}
 unsafe impl crate::mem::Zeroable for u8 {}
 
@@ -118,8 +156,12 @@ pub struct DataPlaneConfig {
 /// The data thread's state. Owned by that thread alone.
 pub struct DataPlane {
     cfg: DataPlaneConfig,
-    bearers: Box<[PrimaryBearer]>,
-    ues: Box<[PrimaryUe]>,
+    /// Primary table, by bearer slot / UE slot: hot records read per packet, cold ones
+    /// when a packet leaves the common case (see [`UeHot`]).
+    bearer_hot: Box<[BearerHot]>,
+    bearer_cold: Box<[BearerCold]>,
+    ue_hot: Box<[UeHot]>,
+    ue_cold: Box<[DpUeRecord]>,
     /// Secondary index: uplink TEID of each existing bearer slot (0 = none), PDN pools
     /// in use by each existing UE slot (bitmask, 0 = no UE).
     known_teid: Box<[u32]>,
@@ -159,6 +201,45 @@ fn prefetch<T>(p: &T) {
     let _ = p;
 }
 
+/// Inner IPv4 packet: (total length, source, 5-tuple), or why it is malformed.
+#[inline(always)]
+fn inner_packet(data: &[u8]) -> Result<(usize, u32, FiveTuple), DropReason> {
+    let ip = Ipv4Packet::new_checked(data).map_err(|_| DropReason::MalformedIp)?;
+    let ft = five_tuple(data).map_err(|_| DropReason::MalformedIp)?;
+    Ok((ip.total_len() as usize, u32::from(ip.src_addr()), ft))
+}
+
+/// Decapsulate: strip the GTP-U header, trim link padding, hand to SGi.
+#[inline(always)]
+fn to_sgi(buf: &mut PacketBuf, hdr: usize, ip_len: usize) {
+    buf.strip(hdr);
+    buf.truncate(ip_len);
+    buf.meta.verdict = Verdict::ToSgi;
+}
+
+#[inline(always)]
+fn count_rule(c: &RuleCounters, uplink: bool, len: usize) {
+    let (p, b) = if uplink {
+        (&c.ul_packets, &c.ul_bytes)
+    } else {
+        (&c.dl_packets, &c.dl_bytes)
+    };
+    bump(p, 1);
+    bump(b, len as u64);
+}
+
+#[inline(always)]
+fn count_bearer(c: &BearerCounters, uplink: bool, len: usize, now: u64) {
+    let (p, b) = if uplink {
+        (&c.ul_packets, &c.ul_bytes)
+    } else {
+        (&c.dl_packets, &c.dl_bytes)
+    };
+    bump(p, 1);
+    bump(b, len as u64);
+    c.last_active_ns.store(now, Relaxed);
+}
+
 impl DataPlane {
     pub fn new(
         cfg: DataPlaneConfig,
@@ -170,8 +251,10 @@ impl DataPlane {
     ) -> Self {
         let iot_size = cfg.iot.map(|p| p.size as usize).unwrap_or(0);
         DataPlane {
-            bearers: crate::mem::zeroed_slice(bearer_slots),
-            ues: crate::mem::zeroed_slice(ue_slots),
+            bearer_hot: crate::mem::zeroed_slice(bearer_slots),
+            bearer_cold: crate::mem::zeroed_slice(bearer_slots),
+            ue_hot: crate::mem::zeroed_slice(ue_slots),
+            ue_cold: crate::mem::zeroed_slice(ue_slots),
             known_teid: crate::mem::zeroed_slice(bearer_slots),
             known_pdns: crate::mem::zeroed_slice(ue_slots),
             exc_teid: HashMap::new(),
@@ -244,35 +327,55 @@ impl DataPlane {
     fn apply(&mut self, u: DpUpdate) {
         match u {
             DpUpdate::Ue { slot, rec } => {
-                let Some(e) = self.ues.get_mut(slot as usize) else {
+                let s = slot as usize;
+                if s >= self.ue_hot.len() {
                     return;
-                };
-                if !e.valid || !e.ambr_ul.same_rate(&TokenBucket::new(rec.ambr_ul)) {
-                    e.ambr_ul = TokenBucket::new(rec.ambr_ul);
                 }
-                if !e.valid || !e.ambr_dl.same_rate(&TokenBucket::new(rec.ambr_dl)) {
-                    e.ambr_dl = TokenBucket::new(rec.ambr_dl);
+                let h = &mut self.ue_hot[s];
+                if h.flags & HOT_VALID == 0 || !h.ambr.same_rates(rec.ambr_ul, rec.ambr_dl) {
+                    h.ambr = AmbrPair::new(rec.ambr_ul, rec.ambr_dl);
                 }
-                e.rec = rec;
-                e.valid = true;
+                let pdn = rec.ips.iter().position(|a| *a != 0).unwrap_or(0);
+                h.ip = rec.ips[pdn];
+                h.pdn = pdn as u8;
+                h.ebi = rec.default_ebis[pdn];
+                h.bearer = rec.default_slot(pdn);
+                h.rule_set = rec.rule_set;
+                h.flags = HOT_VALID;
+                self.ue_cold[s] = rec;
+                self.refresh_hot_tunnel(slot);
                 self.release_pending(slot);
             }
             DpUpdate::Bearer { slot, rec } => {
-                let Some(e) = self.bearers.get_mut(slot as usize) else {
+                let s = slot as usize;
+                if s >= self.bearer_hot.len() {
                     return;
-                };
-                let moved = e.valid
+                }
+                let valid = self.bearer_hot[s].flags & HOT_VALID != 0;
+                let e = &mut self.bearer_cold[s];
+                let moved = valid
                     && e.rec.enb_teid != 0
                     && (e.rec.enb_teid, e.rec.enb_addr) != (rec.enb_teid, rec.enb_addr);
                 let (old_teid, old_addr) = (e.rec.enb_teid, e.rec.enb_addr);
-                if !e.valid || !e.mbr_ul.same_rate(&TokenBucket::new(rec.mbr_ul)) {
+                if !valid || !e.mbr_ul.same_rate(&TokenBucket::new(rec.mbr_ul)) {
                     e.mbr_ul = TokenBucket::new(rec.mbr_ul);
                 }
-                if !e.valid || !e.mbr_dl.same_rate(&TokenBucket::new(rec.mbr_dl)) {
+                if !valid || !e.mbr_dl.same_rate(&TokenBucket::new(rec.mbr_dl)) {
                     e.mbr_dl = TokenBucket::new(rec.mbr_dl);
                 }
                 e.rec = rec;
-                e.valid = true;
+                let mbr = if e.mbr_ul.is_unlimited() && e.mbr_dl.is_unlimited() {
+                    0
+                } else {
+                    HOT_MBR
+                };
+                self.bearer_hot[s] = BearerHot {
+                    teid_ul: rec.teid_ul,
+                    ue_slot: rec.ue_slot,
+                    src_ip: rec.ue_ip,
+                    flags: HOT_VALID | mbr,
+                };
+                self.refresh_hot_tunnel(rec.ue_slot);
                 if moved {
                     self.emit_end_marker(old_teid, old_addr);
                 }
@@ -282,13 +385,15 @@ impl DataPlane {
                 }
             }
             DpUpdate::EvictUe { slot } => {
-                if let Some(e) = self.ues.get_mut(slot as usize) {
-                    e.valid = false;
+                if let Some(h) = self.ue_hot.get_mut(slot as usize) {
+                    h.flags = 0;
                 }
             }
             DpUpdate::EvictBearer { slot } => {
-                if let Some(e) = self.bearers.get_mut(slot as usize) {
-                    e.valid = false;
+                if let Some(b) = self.bearer_hot.get_mut(slot as usize) {
+                    b.flags = 0;
+                    let owner = b.ue_slot;
+                    self.refresh_hot_tunnel(owner);
                 }
             }
             DpUpdate::BearerExists { slot, teid } => {
@@ -344,6 +449,26 @@ impl DataPlane {
         }
     }
 
+    /// Copy the default bearer's downlink tunnel into its UE's hot record (none while
+    /// the bearer is out of the primary table: downlink then buffers and promotes).
+    fn refresh_hot_tunnel(&mut self, ue_slot: u32) {
+        let Some(h) = self.ue_hot.get_mut(ue_slot as usize) else {
+            return;
+        };
+        let b = h.bearer as usize;
+        match (self.bearer_hot.get(b), self.bearer_cold.get(b)) {
+            (Some(bh), Some(bc)) if bh.flags & HOT_VALID != 0 && bh.ue_slot == ue_slot => {
+                h.enb_teid = bc.rec.enb_teid;
+                h.enb_addr = bc.rec.enb_addr;
+                h.flags = (h.flags & !HOT_MBR) | (bh.flags & HOT_MBR);
+            }
+            _ => {
+                h.enb_teid = 0;
+                h.enb_addr = 0;
+            }
+        }
+    }
+
     fn emit_end_marker(&mut self, teid: u32, addr: u32) {
         let g = &mut self.generated;
         if g.len == g.capacity() {
@@ -369,29 +494,51 @@ impl DataPlane {
     /// goes: `ToSgi` (decapsulated), `ToS1u` (Echo Response / Error Indication back to
     /// the sender), `Drop` or `Consumed` (buffered).
     pub fn uplink(&mut self, batch: &mut Batch, now_ns: u64) {
+        self.run_stages(
+            batch,
+            now_ns,
+            |dp, buf| {
+                let mut s = dp.ul_parse(buf);
+                dp.ul_classify(&mut s);
+                s
+            },
+            // With the bearer records arriving, prefetch the owner's hot line.
+            |dp, s| {
+                if s.kind == Kind::Ue && s.slot != NO_SLOT {
+                    let b = &dp.bearer_hot[s.slot as usize];
+                    if let Some(u) = dp.ue_hot.get(b.ue_slot as usize) {
+                        prefetch(u);
+                    }
+                }
+            },
+            Self::ul_forward,
+        );
+    }
+
+    /// The pipeline over one batch, a stage at a time so that each stage's prefetches
+    /// have the rest of the batch to arrive: sync, `lookup` (parse, classify, prefetch
+    /// the first record), `next` (prefetch what the first record points to), `forward`.
+    #[inline(always)]
+    fn run_stages(
+        &mut self,
+        batch: &mut Batch,
+        now_ns: u64,
+        lookup: impl Fn(&mut Self, &mut PacketBuf) -> Scratch,
+        next: impl Fn(&Self, Scratch),
+        forward: impl Fn(&mut Self, &mut PacketBuf, Scratch, u64),
+    ) {
         self.sync(now_ns);
         let n = batch.len.min(BATCH_SIZE);
         for i in 0..n {
-            self.scratch[i] = self.ul_parse(&mut batch.bufs[i]);
+            self.scratch[i] = lookup(self, &mut batch.bufs[i]);
         }
         for i in 0..n {
-            self.ul_classify(i);
-        }
-        for i in 0..n {
-            let s = self.scratch[i];
-            if s.kind == Kind::Ue && s.slot != NO_SLOT {
-                let ue = self.bearers[s.slot as usize].rec.ue_slot as usize;
-                if let Some(u) = self.ues.get(ue) {
-                    prefetch(u);
-                }
-            }
+            next(self, self.scratch[i]);
         }
         for i in 0..n {
             let s = self.scratch[i];
-            match s.kind {
-                Kind::Ue => self.ul_forward(&mut batch.bufs[i], s, now_ns),
-                Kind::Iot => self.ul_iot(&mut batch.bufs[i], s, now_ns),
-                Kind::Done => {}
+            if s.kind != Kind::Done {
+                forward(self, &mut batch.bufs[i], s, now_ns);
             }
         }
     }
@@ -450,8 +597,7 @@ impl DataPlane {
 
     /// Stage 2: TEID → bearer slot (structured, exception table) or IoT pool index.
     #[inline]
-    fn ul_classify(&mut self, i: usize) {
-        let s = &mut self.scratch[i];
+    fn ul_classify(&self, s: &mut Scratch) {
         if s.kind != Kind::Ue {
             return;
         }
@@ -468,9 +614,9 @@ impl DataPlane {
             }
         };
         match slot {
-            Some(slot) if (slot as usize) < self.bearers.len() => {
+            Some(slot) if (slot as usize) < self.bearer_hot.len() => {
                 s.slot = slot;
-                prefetch(&self.bearers[slot as usize]);
+                prefetch(&self.bearer_hot[slot as usize]);
                 prefetch(&self.counters.bearers[slot as usize]);
             }
             _ => {
@@ -479,138 +625,148 @@ impl DataPlane {
         }
     }
 
-    /// Stages 3-6 for a UE bearer: state, policy, QoS, count, decap.
+    /// Stages 3-6: state, source check, policy, QoS, count, decap. A UE bearer reads
+    /// its hot bearer record, its UE's hot line and its counter line; a stateless-IoT
+    /// device (`Kind::Iot`) only its pool address and the aggregate counters.
     #[inline]
     fn ul_forward(&mut self, buf: &mut PacketBuf, s: Scratch, now: u64) {
-        if s.slot == NO_SLOT {
-            return self.unknown_teid(buf, s.teid, DropReason::UnknownTeid, now);
+        let hdr = s.hdr as usize;
+        let (ue_slot, src_ip, mbr) = match s.kind {
+            Kind::Iot => match self.cfg.iot {
+                Some(pool) => (NO_SLOT, u32::from(pool.ip(s.slot)), false),
+                None => return,
+            },
+            _ => match self.ul_bearer(buf, s, now) {
+                Some(b) => (b.ue_slot, b.src_ip, b.flags & HOT_MBR != 0),
+                None => return,
+            },
+        };
+        let (ip_len, src, ft) = match inner_packet(&buf.as_slice()[hdr..]) {
+            Ok(p) => p,
+            Err(why) => return self.drop(buf, why),
+        };
+        // The source must be the address of the PDN connection the bearer belongs to.
+        if src != src_ip || src_ip == 0 {
+            return self.drop(buf, DropReason::SpoofedSource);
         }
-        let b = &self.bearers[s.slot as usize];
-        if !b.valid || b.rec.teid_ul != s.teid {
+        let rule_set = match ue_slot {
+            NO_SLOT => None,
+            u => Some(self.ue_hot[u as usize].rule_set),
+        };
+        let decision = self.pcef(rule_set, true, &ft, ip_len, now);
+        if ue_slot == NO_SLOT {
+            // Stateless IoT: policy and aggregate charging only.
+            if !decision.forward {
+                return self.drop(buf, self.policy_drop_reason(None, decision));
+            }
+            count_rule(&self.counters.iot, true, ip_len);
+            bump(&self.counters.ul_forwarded, 1);
+            return to_sgi(buf, hdr, ip_len);
+        }
+        let c = &self.counters;
+        let bc = &c.bearers[s.slot as usize];
+        let why = if !decision.forward {
+            Some(self.policy_drop_reason(rule_set, decision))
+        } else if !self.ue_hot[ue_slot as usize].ambr.allow(true, ip_len, now) {
+            Some(DropReason::AmbrExceeded)
+        } else if mbr && !self.bearer_cold[s.slot as usize].mbr_ul.allow(ip_len, now) {
+            Some(DropReason::MbrExceeded)
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            bump(&bc.ul_dropped, 1);
+            return self.drop(buf, why);
+        }
+        count_bearer(bc, true, ip_len, now);
+        if let (Some(set), Some(r)) = (rule_set, decision.rule) {
+            count_rule(c.rule(set, r), true, ip_len);
+        }
+        bump(&c.ul_forwarded, 1);
+        to_sgi(buf, hdr, ip_len);
+    }
+
+    /// Stage 3 for a structured/exception TEID: the bearer's hot record, or the packet
+    /// is answered (Error Indication), buffered for promotion, or dropped (`None`).
+    #[inline(always)]
+    fn ul_bearer(&mut self, buf: &mut PacketBuf, s: Scratch, now: u64) -> Option<BearerHot> {
+        if s.slot == NO_SLOT {
+            self.unknown_teid(buf, s.teid, DropReason::UnknownTeid, now);
+            return None;
+        }
+        let b = self.bearer_hot[s.slot as usize];
+        let promote = DpRequest::PromoteBearer {
+            slot: s.slot,
+            teid: s.teid,
+        };
+        if b.flags & HOT_VALID == 0 || b.teid_ul != s.teid {
             let known = self.known_teid[s.slot as usize];
             if known == s.teid {
                 // Exists in the secondary table: promote it, keep the packet meanwhile.
-                let ue_slot = if b.valid { b.rec.ue_slot } else { NO_SLOT };
-                return self.buffer(
-                    buf,
-                    ue_slot,
-                    true,
-                    DpRequest::PromoteBearer {
-                        slot: s.slot,
-                        teid: s.teid,
-                    },
-                    now,
-                );
+                let ue_slot = if b.flags & HOT_VALID != 0 {
+                    b.ue_slot
+                } else {
+                    NO_SLOT
+                };
+                self.buffer(buf, ue_slot, true, promote, now);
+                return None;
             }
             let why = if known != 0 {
                 DropReason::StaleTeid
             } else {
                 DropReason::UnknownTeid
             };
-            return self.unknown_teid(buf, s.teid, why, now);
+            self.unknown_teid(buf, s.teid, why, now);
+            return None;
         }
-        let ue_slot = b.rec.ue_slot as usize;
-        let Some(u) = self.ues.get_mut(ue_slot).filter(|u| u.valid) else {
-            return self.buffer(
-                buf,
-                ue_slot as u32,
-                true,
-                DpRequest::PromoteBearer {
-                    slot: s.slot,
-                    teid: s.teid,
-                },
-                now,
-            );
-        };
-        let hdr = s.hdr as usize;
-        let inner = &buf.as_slice()[hdr..];
-        let (ip_len, src, ft) = match Ipv4Packet::new_checked(inner) {
-            Ok(ip) => (ip.total_len() as usize, ip.src_addr(), five_tuple(inner)),
-            Err(_) => return self.drop(buf, DropReason::MalformedIp),
-        };
-        // The source must be the address of the PDN connection the bearer belongs to.
-        let pdn_ip = u.rec.ips.get(b.rec.pdn as usize).copied().unwrap_or(0);
-        if u32::from(src) != pdn_ip || pdn_ip == 0 {
-            return self.drop(buf, DropReason::SpoofedSource);
+        if self
+            .ue_hot
+            .get(b.ue_slot as usize)
+            .is_none_or(|u| u.flags & HOT_VALID == 0)
+        {
+            self.buffer(buf, b.ue_slot, true, promote, now);
+            return None;
         }
-        let Ok(ft) = ft else {
-            return self.drop(buf, DropReason::MalformedIp);
-        };
-        // PCEF
-        let decision = match self.rule_sets.get_mut(u.rec.rule_set as usize) {
-            Some(Some(rs)) => rs.apply(true, &ft, ip_len, now),
-            _ => crate::pcef::RuleSet::default_decision(),
-        };
-        let c = &self.counters;
-        let bc = &c.bearers[s.slot as usize];
-        if !decision.forward {
-            bump(&bc.ul_dropped, 1);
-            let why = if decision.rule.is_some_and(|r| {
-                self.rule_sets[u.rec.rule_set as usize]
-                    .as_ref()
-                    .is_some_and(|rs| {
-                        matches!(
-                            rs.rules[r as usize].action,
-                            crate::pcef::Action::RateLimit { .. }
-                        )
-                    })
-            }) {
-                DropReason::RuleRateLimit
-            } else {
-                DropReason::PolicyDrop
-            };
-            return self.drop(buf, why);
-        }
-        // QoS
-        if !u.ambr_ul.allow(ip_len, now) {
-            bump(&bc.ul_dropped, 1);
-            return self.drop(buf, DropReason::AmbrExceeded);
-        }
-        let b = &mut self.bearers[s.slot as usize];
-        if !b.mbr_ul.allow(ip_len, now) {
-            bump(&bc.ul_dropped, 1);
-            return self.drop(buf, DropReason::MbrExceeded);
-        }
-        // count
-        bump(&bc.ul_packets, 1);
-        bump(&bc.ul_bytes, ip_len as u64);
-        bc.last_active_ns.store(now, Relaxed);
-        if let Some(r) = decision.rule {
-            let rc = c.rule(u.rec.rule_set, r);
-            bump(&rc.ul_packets, 1);
-            bump(&rc.ul_bytes, ip_len as u64);
-        }
-        bump(&c.ul_forwarded, 1);
-        // decap
-        buf.strip(hdr);
-        buf.truncate(ip_len);
-        buf.meta.verdict = Verdict::ToSgi;
+        Some(b)
     }
 
-    fn ul_iot(&mut self, buf: &mut PacketBuf, s: Scratch, now: u64) {
-        let Some(pool) = self.cfg.iot else { return };
-        let hdr = s.hdr as usize;
-        let inner = &buf.as_slice()[hdr..];
-        let (ip_len, src, ft) = match Ipv4Packet::new_checked(inner) {
-            Ok(ip) => (ip.total_len() as usize, ip.src_addr(), five_tuple(inner)),
-            Err(_) => return self.drop(buf, DropReason::MalformedIp),
-        };
-        if src != pool.ip(s.slot) {
-            return self.drop(buf, DropReason::SpoofedSource);
+    /// PCEF over the UE's rule set (`None`: the stateless-IoT rules).
+    #[inline(always)]
+    fn pcef(
+        &mut self,
+        rule_set: Option<u16>,
+        uplink: bool,
+        ft: &FiveTuple,
+        len: usize,
+        now: u64,
+    ) -> Decision {
+        match rule_set {
+            None => self.iot_rules.apply(uplink, ft, len, now),
+            Some(id) => match self.rule_sets.get_mut(id as usize) {
+                Some(Some(rs)) => rs.apply(uplink, ft, len, now),
+                _ => RuleSet::default_decision(),
+            },
         }
-        let Ok(ft) = ft else {
-            return self.drop(buf, DropReason::MalformedIp);
+    }
+
+    /// A rule said no: out of rate-limit tokens, or a drop rule.
+    #[cold]
+    fn policy_drop_reason(&self, rule_set: Option<u16>, d: Decision) -> DropReason {
+        let rules = match rule_set {
+            None => Some(&self.iot_rules),
+            Some(id) => self.rule_sets.get(id as usize).and_then(|r| r.as_deref()),
         };
-        if !self.iot_rules.apply(true, &ft, ip_len, now).forward {
-            return self.drop(buf, DropReason::PolicyDrop);
+        match (rules, d.rule) {
+            (Some(rs), Some(r))
+                if matches!(
+                    rs.rules.get(r as usize).map(|r| r.action),
+                    Some(crate::pcef::Action::RateLimit { .. })
+                ) =>
+            {
+                DropReason::RuleRateLimit
+            }
+            _ => DropReason::PolicyDrop,
         }
-        let c = &self.counters.iot;
-        bump(&c.ul_packets, 1);
-        bump(&c.ul_bytes, ip_len as u64);
-        bump(&self.counters.ul_forwarded, 1);
-        buf.strip(hdr);
-        buf.truncate(ip_len);
-        buf.meta.verdict = Verdict::ToSgi;
     }
 
     /// Unknown or stale TEID: drop, and answer with a rate-limited Error Indication
@@ -645,32 +801,30 @@ impl DataPlane {
     /// Process a batch received on SGi. Afterwards `ToS1u` packets are encapsulated
     /// toward their eNB (`meta.peer`).
     pub fn downlink(&mut self, batch: &mut Batch, now_ns: u64) {
-        self.sync(now_ns);
-        let n = batch.len.min(BATCH_SIZE);
-        for i in 0..n {
-            self.scratch[i] = self.dl_classify(&mut batch.bufs[i]);
-        }
-        // Second lookup stage: with the UE lines arriving, prefetch each packet's default
-        // bearer and its counters so the forward stage finds them in cache.
-        for i in 0..n {
-            let s = self.scratch[i];
-            if s.kind == Kind::Ue {
-                let u = &self.ues[s.slot as usize];
-                let b = u.rec.default_slot(s.pdn as usize) as usize;
-                if let Some(bearer) = self.bearers.get(b) {
-                    prefetch(bearer);
-                    prefetch(&self.counters.bearers[b]);
+        self.run_stages(
+            batch,
+            now_ns,
+            Self::dl_classify,
+            // With the UE hot lines arriving, prefetch each packet's counter line
+            // (common case), or the cold UE record it will need.
+            |dp, s| {
+                if s.kind != Kind::Ue {
+                    return;
                 }
-            }
-        }
-        for i in 0..n {
-            let s = self.scratch[i];
-            match s.kind {
-                Kind::Ue => self.dl_forward(&mut batch.bufs[i], s, now_ns),
-                Kind::Iot => self.dl_iot(&mut batch.bufs[i], s, now_ns),
-                Kind::Done => {}
-            }
-        }
+                let u = &dp.ue_hot[s.slot as usize];
+                if u.flags & HOT_VALID == 0 {
+                    return;
+                }
+                if u.pdn == s.pdn {
+                    if let Some(c) = dp.counters.bearers.get(u.bearer as usize) {
+                        prefetch(c);
+                    }
+                } else {
+                    prefetch(&dp.ue_cold[s.slot as usize]);
+                }
+            },
+            Self::dl_forward,
+        );
     }
 
     /// Stages 1-2: parse IPv4, destination → UE slot or IoT index.
@@ -699,8 +853,8 @@ impl DataPlane {
             }
         };
         match slot {
-            Some((pdn, slot)) if (slot as usize) < self.ues.len() => {
-                prefetch(&self.ues[slot as usize]);
+            Some((pdn, slot)) if (slot as usize) < self.ue_hot.len() => {
+                prefetch(&self.ue_hot[slot as usize]);
                 Scratch {
                     kind: Kind::Ue,
                     hdr: 0,
@@ -717,22 +871,31 @@ impl DataPlane {
     }
 
     /// Stages 3-7: UE state, PCEF with bearer binding, bearer, QoS, count, encap.
+    /// The common case (first PDN, default bearer) reads the UE's hot line and the
+    /// bearer's counter line only; a stateless-IoT device its pool tunnel.
     #[inline]
     fn dl_forward(&mut self, buf: &mut PacketBuf, s: Scratch, now: u64) {
-        let ue_slot = s.slot as usize;
-        let u = &mut self.ues[ue_slot];
-        // Exception-table addresses carry no PDN index: find it in the record.
-        let pdn = if s.pdn == NO_PDN {
-            u.rec
-                .ips
-                .iter()
-                .position(|a| *a == s.teid)
-                .unwrap_or(MAX_PDNS)
-        } else {
-            s.pdn as usize
+        let (ip_len, ft) = match inner_packet(buf.as_slice()) {
+            Ok((len, _, ft)) => (len, ft),
+            Err(why) => return self.drop(buf, why),
         };
-        let ip_ok = u.rec.ips.get(pdn).is_some_and(|a| *a == s.teid && *a != 0);
-        if !u.valid || !ip_ok {
+        if s.kind == Kind::Iot {
+            let decision = self.pcef(None, false, &ft, ip_len, now);
+            if !decision.forward {
+                return self.drop(buf, self.policy_drop_reason(None, decision));
+            }
+            let i = s.slot as usize * 2;
+            let (teid, addr) = match self.iot_tunnels.get(i..i + 2) {
+                Some(&[t, a]) if t != 0 => (t, a),
+                _ => return self.drop(buf, DropReason::NoDownlinkTunnel),
+            };
+            count_rule(&self.counters.iot, false, ip_len);
+            bump(&self.counters.dl_forwarded, 1);
+            return self.to_s1u(buf, ip_len, teid, addr);
+        }
+        let ue_slot = s.slot as usize;
+        let u = &self.ue_hot[ue_slot];
+        if u.flags & HOT_VALID == 0 {
             // Evicted (or not yet installed) but the PDN exists: promote, keep the packet.
             let known = self.known_pdns[ue_slot];
             let exists = if s.pdn == NO_PDN {
@@ -740,107 +903,103 @@ impl DataPlane {
             } else {
                 known & (1 << (s.pdn as u32 & 7)) != 0
             };
-            // A valid record is authoritative: an address it lacks is gone.
-            if exists && !u.valid {
-                return self.buffer(
-                    buf,
-                    s.slot,
-                    false,
-                    DpRequest::DownlinkData { ue_slot: s.slot },
-                    now,
-                );
+            if exists {
+                let req = DpRequest::DownlinkData { ue_slot: s.slot };
+                return self.buffer(buf, s.slot, false, req, now);
             }
             return self.drop(buf, DropReason::UnknownUeIp);
         }
-        let data = buf.as_slice();
-        let (ip_len, ft) = match Ipv4Packet::new_checked(data) {
-            Ok(ip) => (ip.total_len() as usize, five_tuple(data)),
-            Err(_) => return self.drop(buf, DropReason::MalformedIp),
+        // Hot PDN: its address is in the hot line. Others (and exception-table
+        // addresses, which carry no PDN index) are checked against the cold record,
+        // which is authoritative: an address it lacks is gone.
+        let hot = s.pdn == u.pdn && s.teid == u.ip && u.ip != 0;
+        let pdn = if hot {
+            s.pdn as usize
+        } else {
+            match self.cold_pdn(s) {
+                Some(p) => p,
+                None => return self.drop(buf, DropReason::UnknownUeIp),
+            }
         };
-        let Ok(ft) = ft else {
-            return self.drop(buf, DropReason::MalformedIp);
-        };
-        let rule_set = u.rec.rule_set;
-        let decision = match self.rule_sets.get_mut(rule_set as usize) {
-            Some(Some(rs)) => rs.apply(false, &ft, ip_len, now),
-            _ => RuleSet::default_decision(),
-        };
+        let rule_set = u.rule_set;
+        let decision = self.pcef(Some(rule_set), false, &ft, ip_len, now);
+        let u = &self.ue_hot[ue_slot];
         // Bearer binding within the destination's PDN connection: a rule naming a
         // bearer of another PDN (or none) falls back to this PDN's default bearer.
-        let mut bslot = match decision.bearer {
-            Some(ebi) => u.rec.bearer_slot_in(pdn, ebi),
-            None => NO_SLOT,
+        let (bslot, teid, addr, mbr) = if hot && decision.bearer.is_none_or(|e| e == u.ebi) {
+            (u.bearer, u.enb_teid, u.enb_addr, u.flags & HOT_MBR != 0)
+        } else {
+            self.cold_bearer(ue_slot, pdn, decision.bearer)
         };
-        if bslot == NO_SLOT {
-            bslot = u.rec.default_slot(pdn);
-        }
-        if bslot == NO_SLOT || bslot as usize >= self.bearers.len() {
+        if bslot == NO_SLOT || bslot as usize >= self.bearer_hot.len() {
             return self.drop(buf, DropReason::NoDownlinkTunnel);
+        }
+        if decision.forward && teid == 0 {
+            // No downlink tunnel (idle or not yet set up): hold the packet, page/promote.
+            let req = DpRequest::DownlinkData { ue_slot: s.slot };
+            return self.buffer(buf, s.slot, false, req, now);
         }
         let c = &self.counters;
         let bc = &c.bearers[bslot as usize];
-        if !decision.forward {
+        let why = if !decision.forward {
+            Some(self.policy_drop_reason(Some(rule_set), decision))
+        } else if !self.ue_hot[ue_slot].ambr.allow(false, ip_len, now) {
+            Some(DropReason::AmbrExceeded)
+        } else if mbr && !self.bearer_cold[bslot as usize].mbr_dl.allow(ip_len, now) {
+            Some(DropReason::MbrExceeded)
+        } else {
+            None
+        };
+        if let Some(why) = why {
             bump(&bc.dl_dropped, 1);
-            return self.drop(buf, DropReason::PolicyDrop);
+            return self.drop(buf, why);
         }
-        let b = &mut self.bearers[bslot as usize];
-        if !b.valid || b.rec.enb_teid == 0 {
-            // No downlink tunnel (idle or not yet set up): hold the packet, page/promote.
-            return self.buffer(
-                buf,
-                s.slot,
-                false,
-                DpRequest::DownlinkData { ue_slot: s.slot },
-                now,
-            );
-        }
-        if !u.ambr_dl.allow(ip_len, now) {
-            bump(&bc.dl_dropped, 1);
-            return self.drop(buf, DropReason::AmbrExceeded);
-        }
-        if !b.mbr_dl.allow(ip_len, now) {
-            bump(&bc.dl_dropped, 1);
-            return self.drop(buf, DropReason::MbrExceeded);
-        }
-        bump(&bc.dl_packets, 1);
-        bump(&bc.dl_bytes, ip_len as u64);
-        bc.last_active_ns.store(now, Relaxed);
+        count_bearer(bc, false, ip_len, now);
         if let Some(r) = decision.rule {
-            let rc = c.rule(rule_set, r);
-            bump(&rc.dl_packets, 1);
-            bump(&rc.dl_bytes, ip_len as u64);
+            count_rule(c.rule(rule_set, r), false, ip_len);
         }
         bump(&c.dl_forwarded, 1);
-        let (teid, addr) = (b.rec.enb_teid, b.rec.enb_addr);
-        buf.truncate(ip_len);
-        if gtpu::encap_gpdu(buf, teid).is_err() {
-            return self.drop(buf, DropReason::TxFailed);
-        }
-        buf.meta.peer = SocketAddrV4::new(Ipv4Addr::from(addr), gtpu::GTPU_PORT);
-        buf.meta.verdict = Verdict::ToS1u;
+        self.to_s1u(buf, ip_len, teid, addr);
     }
 
-    fn dl_iot(&mut self, buf: &mut PacketBuf, s: Scratch, now: u64) {
-        let data = buf.as_slice();
-        let (ip_len, ft) = match Ipv4Packet::new_checked(data) {
-            Ok(ip) => (ip.total_len() as usize, five_tuple(data)),
-            Err(_) => return self.drop(buf, DropReason::MalformedIp),
+    /// PDN index of a downlink destination outside the hot PDN, from the cold record.
+    #[cold]
+    fn cold_pdn(&self, s: Scratch) -> Option<usize> {
+        let rec = &self.ue_cold[s.slot as usize];
+        let pdn = if s.pdn == NO_PDN {
+            rec.ips.iter().position(|a| *a == s.teid)?
+        } else {
+            s.pdn as usize
         };
-        let Ok(ft) = ft else {
-            return self.drop(buf, DropReason::MalformedIp);
-        };
-        if !self.iot_rules.apply(false, &ft, ip_len, now).forward {
-            return self.drop(buf, DropReason::PolicyDrop);
+        rec.ips
+            .get(pdn)
+            .is_some_and(|a| *a == s.teid && *a != 0)
+            .then_some(pdn)
+    }
+
+    /// Downlink bearer outside the hot case: (slot, eNB TEID, eNB address, has MBR);
+    /// TEID 0 when the bearer has no tunnel or is out of the primary table.
+    #[cold]
+    fn cold_bearer(&self, ue_slot: usize, pdn: usize, ebi: Option<u8>) -> (u32, u32, u32, bool) {
+        let rec = &self.ue_cold[ue_slot];
+        let mut slot = ebi.map_or(NO_SLOT, |e| rec.bearer_slot_in(pdn, e));
+        if slot == NO_SLOT {
+            slot = rec.default_slot(pdn);
         }
-        let i = s.slot as usize * 2;
-        let (teid, addr) = match self.iot_tunnels.get(i..i + 2) {
-            Some(&[t, a]) if t != 0 => (t, a),
-            _ => return self.drop(buf, DropReason::NoDownlinkTunnel),
-        };
-        let c = &self.counters.iot;
-        bump(&c.dl_packets, 1);
-        bump(&c.dl_bytes, ip_len as u64);
-        bump(&self.counters.dl_forwarded, 1);
+        match (
+            self.bearer_hot.get(slot as usize),
+            self.bearer_cold.get(slot as usize),
+        ) {
+            (Some(h), Some(c)) if h.flags & HOT_VALID != 0 => {
+                (slot, c.rec.enb_teid, c.rec.enb_addr, h.flags & HOT_MBR != 0)
+            }
+            _ => (slot, 0, 0, false),
+        }
+    }
+
+    /// Encapsulate toward the eNB and hand to S1-U.
+    #[inline(always)]
+    fn to_s1u(&self, buf: &mut PacketBuf, ip_len: usize, teid: u32, addr: u32) {
         buf.truncate(ip_len);
         if gtpu::encap_gpdu(buf, teid).is_err() {
             return self.drop(buf, DropReason::TxFailed);
@@ -915,10 +1074,12 @@ impl DataPlane {
             let key = self.pending[i].ue_slot;
             let hit = key == ue_slot
                 || (key & 0x8000_0000 != 0
-                    && self
-                        .ues
-                        .get(ue_slot as usize)
-                        .is_some_and(|u| u.valid && u.rec.bearers.contains(&(key & 0x7fff_ffff))));
+                    && self.ue_hot.get(ue_slot as usize).is_some_and(|u| {
+                        u.flags & HOT_VALID != 0
+                            && self.ue_cold[ue_slot as usize]
+                                .bearers
+                                .contains(&(key & 0x7fff_ffff))
+                    }));
             if hit {
                 let p = self.pending.swap_remove(i);
                 self.ready.extend_from_slice(&p.bufs[..p.count]);
