@@ -187,7 +187,16 @@ fn our_packet(ip: &[u8]) -> Option<u32> {
 
 /// How often timeouts, the busy flag and the traffic candidates are recomputed.
 const SCAN_EVERY: Duration = Duration::from_millis(5);
-/// Quiet time on a PDN connection before the UE disconnects it.
+/// What follows a quiet time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quiet {
+    /// PDN Disconnect of this default bearer.
+    Pdn(u8),
+    /// eNB-initiated release (user inactivity).
+    Release,
+}
+
+/// Quiet time on a PDN connection (or a UE) before it is disconnected (released).
 const QUIESCE: Duration = Duration::from_millis(30);
 
 /// The PDN side: where uplink packets leave the EPC and downlink ones enter it.
@@ -256,7 +265,9 @@ pub struct Emulator {
     /// PDN connections about to be disconnected: (UE, default EBI, when). Traffic on
     /// them stops first so no packet is in flight when the EPC removes the PDN (a
     /// packet racing its PDN's removal would be lost by design, not by fault).
-    closing: Vec<(usize, u8, Instant)>,
+    closing: Vec<(usize, Quiet, Instant)>,
+    /// UEs paged while busy with another procedure: they answer once it is over.
+    paged: Vec<usize>,
     gtpu: BatchUdp,
     pdn: Pdn,
     ul_q: TxQueue,
@@ -343,6 +354,7 @@ impl Emulator {
             reattach: vec![false; n],
             s1ho_target: HashMap::new(),
             closing: Vec::new(),
+            paged: Vec::new(),
             enbs,
             ues,
             gtpu,
@@ -556,6 +568,8 @@ impl Emulator {
                         self.metrics.pagings += 1;
                         if !self.ues[u].is_connected() && !self.ues[u].busy() {
                             self.ue_input(u, UeInput::Paged, now);
+                        } else if self.ues[u].busy() && !self.paged.contains(&u) {
+                            self.paged.push(u);
                         }
                     }
                 }
@@ -838,7 +852,12 @@ impl Emulator {
             let pdns = self.ues[u].pdns();
             let k = self.rng.below(pdns.len());
             let (ebi, addr) = pdns[k];
-            if !self.closing.is_empty() && self.closing.iter().any(|c| c.0 == u && c.1 == ebi) {
+            if !self.closing.is_empty()
+                && self
+                    .closing
+                    .iter()
+                    .any(|c| c.0 == u && (c.1 == Quiet::Pdn(ebi) || c.1 == Quiet::Release))
+            {
                 continue;
             }
             let Some(b) = self.tunnels[u].iter().find(|b| b.erab_id == ebi).copied() else {
@@ -958,7 +977,8 @@ impl Emulator {
                     match extra {
                         Some(ebi) => {
                             if !self.closing.iter().any(|c| c.0 == u) {
-                                self.closing.push((u, ebi, Instant::now() + QUIESCE));
+                                self.closing
+                                    .push((u, Quiet::Pdn(ebi), Instant::now() + QUIESCE));
                             }
                         }
                         None => {
@@ -993,16 +1013,15 @@ impl Emulator {
                 }
                 None => false,
             },
+            // User inactivity: the UE's traffic stops, the release follows after a
+            // quiet time (so no packet is in flight when the S1 connection goes).
             4 => match self.pick_ue(conn) {
-                Some(u) => {
-                    self.ues[u].begin_external(Procedure::Release, now);
-                    let enb = self.serving[u];
-                    let mut eo = Vec::new();
-                    self.enbs[enb].handle(EnbInput::ReleaseRequest { ue: u as UeId }, &mut eo);
-                    self.enb_outputs(enb, &mut eo);
+                Some(u) if !self.closing.iter().any(|c| c.0 == u) => {
+                    self.closing
+                        .push((u, Quiet::Release, Instant::now() + QUIESCE));
                     true
                 }
-                None => false,
+                _ => false,
             },
             5 if nenb > 1 => match self.pick_ue(conn) {
                 Some(u) => {
@@ -1109,12 +1128,33 @@ impl Emulator {
         self.poll_s1(wait)?;
         self.scan(false);
         self.close_pdns();
+        if !self.paged.is_empty() {
+            self.answer_pages();
+        }
         self.poll_data();
         self.flush_data();
         self.flush()
     }
 
-    /// PDN Disconnects whose quiet time is over (a busy UE is tried again later).
+    /// Pages that came while the UE was busy: answered once it is idle and free (a
+    /// UE that got connected meanwhile has its bearers already).
+    fn answer_pages(&mut self) {
+        let now = self.now_ns();
+        let mut i = 0;
+        while i < self.paged.len() {
+            let u = self.paged[i];
+            if self.ues[u].busy() {
+                i += 1;
+                continue;
+            }
+            self.paged.swap_remove(i);
+            if self.ues[u].is_registered() && !self.ues[u].is_connected() {
+                self.ue_input(u, UeInput::Paged, now);
+            }
+        }
+    }
+
+    /// Quiet times that are over: PDN Disconnect or release (a busy UE waits).
     fn close_pdns(&mut self) {
         if self.closing.is_empty() {
             return;
@@ -1129,10 +1169,21 @@ impl Emulator {
                 continue;
             }
             self.closing.swap_remove(i);
-            if self.ues[u].is_connected() && self.ues[u].pdns().iter().any(|p| p.0 == ebi) {
-                self.ue_input(u, UeInput::PdnDisconnect { ebi }, now);
-            } else {
-                self.metrics.skipped += 1;
+            match ebi {
+                Quiet::Pdn(ebi)
+                    if self.ues[u].is_connected()
+                        && self.ues[u].pdns().iter().any(|p| p.0 == ebi) =>
+                {
+                    self.ue_input(u, UeInput::PdnDisconnect { ebi }, now)
+                }
+                Quiet::Release if self.ues[u].is_connected() && self.ues[u].is_registered() => {
+                    self.ues[u].begin_external(Procedure::Release, now);
+                    let enb = self.serving[u];
+                    let mut eo = Vec::new();
+                    self.enbs[enb].handle(EnbInput::ReleaseRequest { ue: u as UeId }, &mut eo);
+                    self.enb_outputs(enb, &mut eo);
+                }
+                _ => self.metrics.skipped += 1,
             }
         }
     }
