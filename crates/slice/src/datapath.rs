@@ -202,11 +202,13 @@ fn prefetch<T>(p: &T) {
 }
 
 /// Inner IPv4 packet: (total length, source, 5-tuple), or why it is malformed.
+/// [`five_tuple`] validates version, IHL and lengths against the buffer, so the header
+/// is parsed once.
 #[inline(always)]
 fn inner_packet(data: &[u8]) -> Result<(usize, u32, FiveTuple), DropReason> {
-    let ip = Ipv4Packet::new_checked(data).map_err(|_| DropReason::MalformedIp)?;
     let ft = five_tuple(data).map_err(|_| DropReason::MalformedIp)?;
-    Ok((ip.total_len() as usize, u32::from(ip.src_addr()), ft))
+    let total = u16::from_be_bytes([data[2], data[3]]) as usize;
+    Ok((total, u32::from(ft.src), ft))
 }
 
 /// Decapsulate: strip the GTP-U header, trim link padding, hand to SGi.
