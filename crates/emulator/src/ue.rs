@@ -538,8 +538,8 @@ impl Ue {
                     ksi: self.ksi(),
                     identity: self.identity(),
                 });
-                // TS 24.301 §4.4.5: a TAU Request is never ciphered (the MME may not
-                // hold the context), only integrity protected, even in ECM-CONNECTED.
+                // TS 24.301 §4.4.5: like Attach and TAU Request, a Detach Request that
+                // may open the connection is integrity protected, not ciphered.
                 self.send(m.into(), sht::INTEGRITY, rrc_cause::MO_SIGNALLING, out);
                 if switch_off {
                     // No answer comes to a switch-off detach (TS 24.301 §5.5.2.2.2).
