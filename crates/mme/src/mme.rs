@@ -3022,13 +3022,33 @@ fn bearer_status(cp: &ControlPlane, slot: Option<u32>) -> Vec<u8> {
 }
 
 /// RAND source reading the OS CSPRNG (for drivers; the state machine takes any source).
+/// The device stays open and is read 4 KiB at a time: opening it per RAND cost an
+/// open/read/close per attach (a fifth of the control core's time).
 pub fn urandom() -> Box<dyn FnMut() -> [u8; 16] + Send> {
-    Box::new(|| {
-        use std::io::Read;
+    use std::io::Read;
+    const CHUNK: usize = 4096;
+    let mut file = std::fs::File::open("/dev/urandom").ok();
+    let mut buf = vec![0u8; CHUNK];
+    let mut pos = CHUNK;
+    Box::new(move || {
         let mut b = [0u8; 16];
-        if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-            let _ = f.read_exact(&mut b);
+        if pos + 16 > CHUNK {
+            if file.is_none() {
+                file = std::fs::File::open("/dev/urandom").ok();
+            }
+            match file.as_mut().map(|f| f.read_exact(&mut buf)) {
+                Some(Ok(())) => pos = 0,
+                _ => {
+                    // Unreadable now: drop the handle so the next call reopens it.
+                    file = None;
+                    return b;
+                }
+            }
         }
+        b.copy_from_slice(&buf[pos..pos + 16]);
+        // A RAND is used once: the bytes handed out do not stay in the buffer.
+        buf[pos..pos + 16].fill(0);
+        pos += 16;
         b
     })
 }
