@@ -27,7 +27,7 @@ enum Cmd {
     Run(RunArgs),
     /// The eNB/UE emulator against any EPC (S1AP/NAS over SCTP, GTP-U over UDP):
     /// scenarios from flags or a TOML file; report as a table or JSON.
-    Ran(pepc_emulator::RanArgs),
+    Ran(Box<pepc_emulator::RanArgs>),
     /// Manage the embedded HSS's subscribers.
     Subscriber(pepc::subscriber::SubscriberArgs),
     /// Benchmarks (use a release build).
@@ -50,22 +50,22 @@ struct RunArgs {
 #[derive(Args)]
 struct DemoArgs {
     /// UEs to attach.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 10_000)]
     ues: u32,
     /// Emulated eNBs.
     #[arg(long, default_value_t = 2)]
     enbs: u32,
-    /// Attach rate (UEs per second).
-    #[arg(long, default_value_t = 500.0)]
+    /// Attach rate (UEs per second); also the detach rate at the end.
+    #[arg(long, default_value_t = 5000.0)]
     attach_rate: f64,
     /// Seconds of steady state (signaling mix and traffic) after the attaches.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 5.0)]
     seconds: f64,
     /// Signaling events per second during steady state (Rajan et al. Table I mix).
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 100.0)]
     events: f64,
     /// Data packets per second (PEPC Table 2 mix: 64 B DL, 128 B UL, 1:3).
-    #[arg(long, default_value_t = 2000.0)]
+    #[arg(long, default_value_t = 10000.0)]
     pps: f64,
     /// Print the report as JSON.
     #[arg(long)]
