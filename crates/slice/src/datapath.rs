@@ -665,27 +665,73 @@ impl DataPlane {
             bump(&self.counters.ul_forwarded, 1);
             return to_sgi(buf, hdr, ip_len);
         }
-        let c = &self.counters;
-        let bc = &c.bearers[s.slot as usize];
+        if self.qos_and_count(
+            buf, true, ue_slot, s.slot, mbr, rule_set, decision, ip_len, now,
+        ) {
+            to_sgi(buf, hdr, ip_len);
+        }
+    }
+
+    /// Policy verdict, UE-AMBR (hot line), bearer MBR (cold, only if it has one), then
+    /// bearer and rule counters. `false`: dropped and counted.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn qos_and_count(
+        &mut self,
+        buf: &mut PacketBuf,
+        uplink: bool,
+        ue_slot: u32,
+        bslot: u32,
+        mbr: bool,
+        rule_set: Option<u16>,
+        decision: Decision,
+        ip_len: usize,
+        now: u64,
+    ) -> bool {
         let why = if !decision.forward {
             Some(self.policy_drop_reason(rule_set, decision))
-        } else if !self.ue_hot[ue_slot as usize].ambr.allow(true, ip_len, now) {
+        } else if !self.ue_hot[ue_slot as usize]
+            .ambr
+            .allow(uplink, ip_len, now)
+        {
             Some(DropReason::AmbrExceeded)
-        } else if mbr && !self.bearer_cold[s.slot as usize].mbr_ul.allow(ip_len, now) {
+        } else if mbr
+            && !{
+                let b = &mut self.bearer_cold[bslot as usize];
+                if uplink { &mut b.mbr_ul } else { &mut b.mbr_dl }.allow(ip_len, now)
+            }
+        {
             Some(DropReason::MbrExceeded)
         } else {
             None
         };
+        let c = &self.counters;
+        let bc = &c.bearers[bslot as usize];
         if let Some(why) = why {
-            bump(&bc.ul_dropped, 1);
-            return self.drop(buf, why);
+            bump(
+                if uplink {
+                    &bc.ul_dropped
+                } else {
+                    &bc.dl_dropped
+                },
+                1,
+            );
+            self.drop(buf, why);
+            return false;
         }
-        count_bearer(bc, true, ip_len, now);
+        count_bearer(bc, uplink, ip_len, now);
         if let (Some(set), Some(r)) = (rule_set, decision.rule) {
-            count_rule(c.rule(set, r), true, ip_len);
+            count_rule(c.rule(set, r), uplink, ip_len);
         }
-        bump(&c.ul_forwarded, 1);
-        to_sgi(buf, hdr, ip_len);
+        bump(
+            if uplink {
+                &c.ul_forwarded
+            } else {
+                &c.dl_forwarded
+            },
+            1,
+        );
+        true
     }
 
     /// Stage 3 for a structured/exception TEID: the bearer's hot record, or the packet
@@ -941,27 +987,20 @@ impl DataPlane {
             let req = DpRequest::DownlinkData { ue_slot: s.slot };
             return self.buffer(buf, s.slot, false, req, now);
         }
-        let c = &self.counters;
-        let bc = &c.bearers[bslot as usize];
-        let why = if !decision.forward {
-            Some(self.policy_drop_reason(Some(rule_set), decision))
-        } else if !self.ue_hot[ue_slot].ambr.allow(false, ip_len, now) {
-            Some(DropReason::AmbrExceeded)
-        } else if mbr && !self.bearer_cold[bslot as usize].mbr_dl.allow(ip_len, now) {
-            Some(DropReason::MbrExceeded)
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            bump(&bc.dl_dropped, 1);
-            return self.drop(buf, why);
+        let rule_set = Some(rule_set);
+        if self.qos_and_count(
+            buf,
+            false,
+            ue_slot as u32,
+            bslot,
+            mbr,
+            rule_set,
+            decision,
+            ip_len,
+            now,
+        ) {
+            self.to_s1u(buf, ip_len, teid, addr);
         }
-        count_bearer(bc, false, ip_len, now);
-        if let Some(r) = decision.rule {
-            count_rule(c.rule(rule_set, r), false, ip_len);
-        }
-        bump(&c.dl_forwarded, 1);
-        self.to_s1u(buf, ip_len, teid, addr);
     }
 
     /// PDN index of a downlink destination outside the hot PDN, from the cold record.
