@@ -18,6 +18,10 @@ use pepc_slice::context::{
 use pepc_slice::control::{AttachParams, BearerParams, ControlEvent, ControlPlane, PdnParams};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+
+/// The MME's maps: keys are small integers (some chosen by UEs or eNBs, e.g. IMSI and
+/// eNB UE S1AP ID), so a fast hash with a per-map random seed instead of SipHash.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -200,12 +204,13 @@ pub struct Mme {
     cfg: MmeConfig,
     hss: Arc<Hss>,
     rand: Box<dyn FnMut() -> [u8; 16] + Send>,
-    enbs: HashMap<AssocId, Enb>,
-    enb_by_gid: HashMap<GlobalEnbId, AssocId>,
-    ues: HashMap<u32, Ue>,
-    by_conn: HashMap<(AssocId, u32), u32>,
-    by_imsi: HashMap<u64, u32>,
-    by_tmsi: HashMap<u32, u32>,
+    enbs: Map<AssocId, Enb>,
+    enb_by_gid: Map<GlobalEnbId, AssocId>,
+    /// Boxed: a UE context is large and the map moves its values when it grows.
+    ues: Map<u32, Box<Ue>>,
+    by_conn: Map<(AssocId, u32), u32>,
+    by_imsi: Map<u64, u32>,
+    by_tmsi: Map<u32, u32>,
     next_id: u32,
     next_tmsi: u32,
     timers: BinaryHeap<Reverse<(Instant, u32, u64, u8)>>,
@@ -224,12 +229,12 @@ impl Mme {
             cfg,
             hss,
             rand,
-            enbs: HashMap::new(),
-            enb_by_gid: HashMap::new(),
-            ues: HashMap::new(),
-            by_conn: HashMap::new(),
-            by_imsi: HashMap::new(),
-            by_tmsi: HashMap::new(),
+            enbs: Map::default(),
+            enb_by_gid: Map::default(),
+            ues: Map::default(),
+            by_conn: Map::default(),
+            by_imsi: Map::default(),
+            by_tmsi: Map::default(),
             next_id: 1,
             next_tmsi: 0x1000_0001,
             timers: BinaryHeap::new(),
@@ -694,7 +699,7 @@ impl Mme {
         self.next_id = self.next_id.wrapping_add(1).max(1);
         self.ues.insert(
             id,
-            Ue {
+            Box::new(Ue {
                 imsi: None,
                 emm: Emm_::Deregistered,
                 conn: Some((assoc, enb_ue_id)),
@@ -727,7 +732,7 @@ impl Mme {
                 arp_priority: 9,
                 next_ksi: 0,
                 pending_bearers: vec![],
-            },
+            }),
         );
         self.by_conn.insert((assoc, enb_ue_id), id);
         id
