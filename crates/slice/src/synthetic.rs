@@ -121,6 +121,10 @@ impl Synthetic {
         let mut p = AttachParams::new(imsi);
         p.enb_addr = addr;
         p.enb_teid = teid;
+        // A real subscription's UE-AMBR, so the benchmark runs the AMBR token buckets
+        // on every packet (high enough that the benchmark's per-UE rates never hit it).
+        p.ambr_ul = 1_000_000_000;
+        p.ambr_dl = 1_000_000_000;
         p
     }
 
