@@ -55,6 +55,11 @@ pub struct MmeConfig {
     /// QCIs a UE may ask for in Bearer Resource Allocation Request (TS 24.301 §6.5.3);
     /// others get Bearer Resource Allocation Reject #30 (refused by the P-GW policy).
     pub ue_requested_qcis: Vec<u8>,
+    /// Security contexts of detached UEs kept for a GUTI re-attach without identity
+    /// and AKA (0 keeps none); the oldest is evicted at the bound.
+    pub parked_contexts: usize,
+    /// How long a detached UE's security context is kept.
+    pub parked_context_ttl: Duration,
 }
 
 impl Default for MmeConfig {
@@ -84,6 +89,8 @@ impl Default for MmeConfig {
             default_ambr: (100_000_000, 100_000_000),
             extra_apns: vec!["ims".into()],
             ue_requested_qcis: (1..=9).collect(),
+            parked_contexts: 65_536,
+            parked_context_ttl: Duration::from_secs(3600),
         }
     }
 }

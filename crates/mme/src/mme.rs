@@ -17,7 +17,7 @@ use pepc_slice::context::{
 };
 use pepc_slice::control::{AttachParams, BearerParams, ControlEvent, ControlPlane, PdnParams};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 /// The MME's maps: keys are small integers (some chosen by UEs or eNBs, e.g. IMSI and
 /// eNB UE S1AP ID), so a fast hash with a per-map random seed instead of SipHash.
@@ -101,6 +101,9 @@ pub struct MmeStats {
     pub pdn_disconnect_rejects: u64,
     pub bearer_resource_allocations: u64,
     pub bearer_resource_rejects: u64,
+    /// Attaches accepted under the parked EPS security context of a detached UE
+    /// (no identity request, no AKA).
+    pub parked_contexts_reused: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,6 +201,18 @@ struct Ue {
     arp_priority: u8,
     next_ksi: u8,
     pending_bearers: Vec<u8>,
+    /// The current security context was taken from `Mme::parked` by a verified
+    /// Attach Request: the attach goes on without identity and AKA.
+    resumed: bool,
+}
+
+/// The EPS security context of a UE that detached, kept under the M-TMSI of the GUTI
+/// we gave it: its next Attach Request, integrity protected with this context (TS
+/// 24.301 §5.5.1.2.2, §4.4.4.3), is verified and accepted without identity and AKA.
+struct Parked {
+    imsi: u64,
+    sec: SecCtx,
+    until: Instant,
 }
 
 pub struct Mme {
@@ -215,6 +230,10 @@ pub struct Mme {
     next_tmsi: u32,
     timers: BinaryHeap<Reverse<(Instant, u32, u64, u8)>>,
     last_now: Option<Instant>,
+    /// Parked security contexts by M-TMSI, bounded by `cfg.parked_contexts`.
+    parked: Map<u32, Parked>,
+    /// (expiry, M-TMSI) in parking order: expiry and eviction of the oldest.
+    parked_order: VecDeque<(Instant, u32)>,
     pub stats: MmeStats,
 }
 
@@ -239,6 +258,8 @@ impl Mme {
             next_tmsi: 0x1000_0001,
             timers: BinaryHeap::new(),
             last_now: None,
+            parked: Map::default(),
+            parked_order: VecDeque::new(),
             stats: MmeStats::default(),
         }
     }
@@ -325,7 +346,7 @@ impl Mme {
                     u.reach_timer = None;
                     self.stats.implicit_detaches += 1;
                     log(out, LogLevel::Info, format!("implicit detach of UE {id}"));
-                    self.remove_ue(id, cp);
+                    self.remove_ue(id, false, cp);
                 }
                 _ => {}
             }
@@ -661,7 +682,7 @@ impl Mme {
                 self.arm(id, TimerKind::Reachable, at);
             }
         } else {
-            self.remove_ue(id, cp);
+            self.remove_ue(id, true, cp);
         }
     }
 
@@ -669,10 +690,17 @@ impl Mme {
         self.last_now
     }
 
-    fn remove_ue(&mut self, id: u32, cp: &mut ControlPlane) {
-        let Some(u) = self.ues.remove(&id) else {
+    /// Drop a UE context. `park`: the UE detached (or was rejected) and keeps its EPS
+    /// security context, so we keep it too for a GUTI re-attach.
+    fn remove_ue(&mut self, id: u32, park: bool, cp: &mut ControlPlane) {
+        let Some(mut u) = self.ues.remove(&id) else {
             return;
         };
+        if park && u.emm == Emm_::Deregistered && u.m_tmsi != 0 {
+            if let (Some(sec), Some(imsi), Some(now)) = (u.sec.take(), u.imsi, self.last_now) {
+                self.park(now, u.m_tmsi, imsi, sec);
+            }
+        }
         if let Some(c) = u.conn {
             self.by_conn.remove(&c);
         }
@@ -690,6 +718,74 @@ impl Mme {
         if let Some(s) = u.slot {
             let _ = cp.detach(s);
         }
+    }
+
+    /// Keep the security context of a UE that detached under its M-TMSI, evicting
+    /// expired entries and, at the bound, the oldest.
+    fn park(&mut self, now: Instant, m_tmsi: u32, imsi: u64, sec: SecCtx) {
+        self.expire_parked(now);
+        if self.cfg.parked_contexts == 0 {
+            return;
+        }
+        while self.parked.len() >= self.cfg.parked_contexts {
+            let Some((until, t)) = self.parked_order.pop_front() else {
+                break;
+            };
+            if self.parked.get(&t).is_some_and(|p| p.until == until) {
+                self.parked.remove(&t);
+            }
+        }
+        let until = now + self.cfg.parked_context_ttl;
+        self.parked.insert(m_tmsi, Parked { imsi, sec, until });
+        self.parked_order.push_back((until, m_tmsi));
+    }
+
+    fn expire_parked(&mut self, now: Instant) {
+        while let Some(&(until, t)) = self.parked_order.front() {
+            if until > now && self.parked_order.len() <= 2 * self.parked.len().max(1) {
+                break;
+            }
+            self.parked_order.pop_front();
+            if until <= now && self.parked.get(&t).is_some_and(|p| p.until == until) {
+                self.parked.remove(&t);
+            }
+        }
+    }
+
+    /// Security contexts parked for detached UEs (for metrics and tests).
+    pub fn parked_count(&self) -> usize {
+        self.parked.len()
+    }
+
+    /// An integrity-protected (not ciphered) Attach Request from a UE without a
+    /// context here: if its GUTI is ours, a context is parked under it with the same
+    /// KSI and the MAC verifies with it, the context becomes the UE's current one.
+    /// Anything else leaves the parked context alone (`None`: identification goes on).
+    fn unpark(&mut self, id: u32, bytes: &[u8]) -> Option<NasEpsMessage> {
+        let now = self.last_now?;
+        let NasEpsMessage::Emm(_, Emm::AttachRequest(r)) = nasx::unverified_inner(bytes)? else {
+            return None;
+        };
+        let Identity::Guti(plmn, g, c, t) = nasx::parse_identity(&r.eps_mobile_identity.value)
+        else {
+            return None;
+        };
+        if (plmn, g, c) != (self.cfg.plmn.0, self.cfg.mme_group_id, self.cfg.mme_code) {
+            return None;
+        }
+        let ksi = r.nas_key_set_identifier.value;
+        let p = self.parked.get_mut(&t)?;
+        // Native context (TSC 0) with the KSI we assigned, not expired.
+        if ksi & 0x08 != 0 || ksi & 0x07 != p.sec.ksi || p.until <= now {
+            return None;
+        }
+        let m = p.sec.unprotect(bytes, Direction::Uplink).ok()?;
+        let p = self.parked.remove(&t)?;
+        let u = self.ues.get_mut(&id)?;
+        u.sec = Some(p.sec);
+        u.imsi = Some(p.imsi);
+        u.resumed = true;
+        Some(m)
     }
 
     // ---------------------------------------------------------------- NAS plumbing
@@ -732,6 +828,7 @@ impl Mme {
                 arp_priority: 9,
                 next_ksi: 0,
                 pending_bearers: vec![],
+                resumed: false,
             }),
         );
         self.by_conn.insert((assoc, enb_ue_id), id);
@@ -946,6 +1043,12 @@ impl Mme {
                         None
                     }
                 };
+            }
+            // No context: an Attach Request may verify with a parked one.
+            if sht == 1 {
+                if let Some(m) = self.unpark(id, bytes) {
+                    return Some((m, true));
+                }
             }
             // No context: only the messages of §4.4.4.3 are taken, unverified. A ciphered
             // PDU is unreadable here (e.g. a UE answering with the context we dropped at
@@ -1177,7 +1280,8 @@ impl Mme {
         loop {
             let t = self.next_tmsi;
             self.next_tmsi = self.next_tmsi.wrapping_add(0x9e37_79b9) | 1;
-            if !self.by_tmsi.contains_key(&t) {
+            // A parked context keeps its M-TMSI until it expires.
+            if !self.by_tmsi.contains_key(&t) && !self.parked.contains_key(&t) {
                 return t;
             }
         }
@@ -1214,6 +1318,18 @@ impl Mme {
             self.attach_reject(id, 96, out);
             return;
         }
+        // Verified with a parked context: the subscriber is known and the UE holds the
+        // keys, so identity, AKA and SMC are skipped (TS 24.301 §5.5.1.2.3).
+        let u = self.ues.get_mut(&id).expect("present");
+        if std::mem::take(&mut u.resumed) {
+            if let (true, Some(imsi)) = (_verified, u.imsi) {
+                self.stats.parked_contexts_reused += 1;
+                if self.adopt_subscriber(id, imsi, cp, out) {
+                    self.security_established(now, id, cp, out);
+                }
+                return;
+            }
+        }
         match nasx::parse_identity(&r.eps_mobile_identity.value) {
             Identity::Imsi(imsi) => self.start_auth(now, id, imsi, cp, out),
             Identity::Guti(plmn, g, c, t) => {
@@ -1247,6 +1363,20 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        if self.adopt_subscriber(id, imsi, cp, out) {
+            self.send_auth_request(now, id, imsi, out);
+        }
+    }
+
+    /// Make `id` the context of subscriber `imsi` (superseding an older one) and load
+    /// its profile; `false` when the subscriber is unknown (the attach was rejected).
+    fn adopt_subscriber(
+        &mut self,
+        id: u32,
+        imsi: u64,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> bool {
         // An older context of the same subscriber is superseded.
         if let Some(old) = self.by_imsi.get(&imsi).copied() {
             if old != id {
@@ -1271,7 +1401,7 @@ impl Mme {
                         );
                     }
                 }
-                self.remove_ue(old, cp);
+                self.remove_ue(old, false, cp);
             }
         }
         self.by_imsi.insert(imsi, id);
@@ -1281,7 +1411,7 @@ impl Mme {
                 self.ues.get_mut(&id).expect("present").imsi = Some(imsi);
                 // Unknown subscriber (TS 29.272 USER_UNKNOWN → EMM #8).
                 self.attach_reject(id, 8, out);
-                return;
+                return false;
             }
         };
         let u = self.ues.get_mut(&id).expect("present");
@@ -1296,7 +1426,7 @@ impl Mme {
         if u.apn.is_empty() && !u.pending_bearers.contains(&0xff) {
             u.apn = sub.apn.clone();
         }
-        self.send_auth_request(now, id, imsi, out);
+        true
     }
 
     fn send_auth_request(&mut self, now: Instant, id: u32, imsi: u64, out: &mut Vec<Output>) {
@@ -1484,6 +1614,19 @@ impl Mme {
         u.nas_timer = None;
         u.retx = None;
         u.sec = u.new_sec.take();
+        self.security_established(now, id, cp, out);
+    }
+
+    /// NAS security is in place for an attach: ESM information if wanted, then the
+    /// session.
+    fn security_established(
+        &mut self,
+        now: Instant,
+        id: u32,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let u = self.ues.get_mut(&id).expect("present");
         let want_info = self.cfg.esm_info_request || u.pending_bearers.contains(&0xff);
         u.pending_bearers.retain(|b| *b != 0xff);
         if want_info {
@@ -1838,7 +1981,7 @@ impl Mme {
                 let remove = matches!(u.wait, Wait::ReleaseComplete { then_remove: true })
                     || u.emm == Emm_::Deregistered;
                 if remove {
-                    self.remove_ue(id, cp);
+                    self.remove_ue(id, true, cp);
                 } else {
                     self.make_idle(id, cp, out);
                 }
@@ -2081,7 +2224,7 @@ impl Mme {
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
         if self.ues[&id].conn.is_none() {
             self.stats.detaches += 1;
-            self.remove_ue(id, cp);
+            self.remove_ue(id, false, cp);
             return Ok(());
         }
         self.ues.get_mut(&id).expect("present").wait = Wait::DetachAccept;

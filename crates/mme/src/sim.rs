@@ -283,6 +283,33 @@ impl SimUe {
         NasEpsMessage::new_emm(r).encode().expect("encodes")
     }
 
+    /// Attach Request by the GUTI `m_tmsi` from this MME, integrity protected (not
+    /// ciphered) with the UE's current EPS security context and its KSI, as a UE that
+    /// kept its context after detach sends it (TS 24.301 §4.4.5, §5.5.1.2.2).
+    pub fn attach_request_protected(&mut self, m_tmsi: u32) -> Vec<u8> {
+        let ksi = self.sec.as_ref().expect("security context").ksi;
+        let r = nasx::NasAttachRequest::new(
+            nasx::NasEpsAttachType::new(1),
+            nasx::NasKeySetIdentifier::new(ksi),
+            nasx::NasEpsMobileIdentity::new(nasx::guti_value([0x00, 0xf1, 0x10], 1, 1, m_tmsi)),
+            nasx::NasUeNetworkCapability::new(self.net_cap.clone()),
+            nasx::NasEsmMessageContainer::from_esm_message(&self.pdn_request(false)).expect("ESM"),
+        );
+        let b = self
+            .sec
+            .as_mut()
+            .expect("security context")
+            .ctx
+            .protect(
+                &NasEpsMessage::new_emm(r),
+                nasx::NasEpsSecurityHeaderType::IntegrityProtected,
+                Direction::Uplink,
+            )
+            .expect("protects");
+        self.up_count();
+        b
+    }
+
     pub fn protect(&mut self, m: &NasEpsMessage) -> Vec<u8> {
         let b = self
             .sec

@@ -1104,3 +1104,133 @@ fn ciphered_answer_without_a_context_is_counted_not_silently_lost() {
         .iter()
         .any(|l| l.contains("without a security context")));
 }
+
+/// Attach by GUTI with an integrity-protected Attach Request; returns the S1AP names.
+fn guti_reattach(h: &mut Harness, ue: &mut SimUe, enb_ue_id: u32, nas: Vec<u8>) -> Vec<String> {
+    ue.enb_ue_id = enb_ue_id;
+    ue.mme_ue_id = None;
+    let r = h.send(1, initial_ue(h, ue, nas, None));
+    pump(h, ue, 1, r).unwrap()
+}
+
+#[test]
+fn guti_reattach_after_detach_reuses_the_parked_security_context() {
+    for switch_off in [false, true] {
+        let (mut h, mut ue) = attached();
+        let old_tmsi = ue.m_tmsi.unwrap();
+        let ksi = ue.sec.as_ref().unwrap().ksi;
+        let nas = ue.detach_request(switch_off);
+        let r = ul_nas(&mut h, &ue, nas);
+        pump(&mut h, &mut ue, 1, r).unwrap();
+        assert_eq!(h.mme.ue_count(), 0);
+        assert_eq!(h.mme.parked_count(), 1);
+
+        // The UE comes back with its GUTI and the context it kept: no Identity
+        // Request, no AKA, no SMC; the ICS carries the KeNB of the attach's COUNT.
+        ue.received.clear();
+        let nas = ue.attach_request_protected(old_tmsi);
+        let seen = guti_reattach(&mut h, &mut ue, 20, nas);
+        assert!(
+            seen.contains(&"InitialContextSetupRequest".to_string()),
+            "{seen:?} {:?}",
+            h.logs
+        );
+        assert!(
+            !ue.received.iter().any(|m| m.starts_with("IdentityRequest")
+                || m.starts_with("AuthenticationRequest")
+                || m.starts_with("SecurityModeCommand")),
+            "{:?}",
+            ue.received
+        );
+        assert!(
+            ue.received.iter().any(|r| r == "AttachAccept"),
+            "{:?}",
+            ue.received
+        );
+        assert_eq!(h.mme.stats.attaches, 2);
+        assert_eq!(h.mme.stats.parked_contexts_reused, 1);
+        assert_eq!(h.mme.parked_count(), 0);
+        assert_eq!(ue.sec.as_ref().unwrap().ksi, ksi);
+        assert!(h.mme.is_connected(IMSI_N));
+        assert!(ue.ue_ip.is_some());
+        // The context is live: a protected uplink message after the attach verifies.
+        let nas = ue.detach_request(false);
+        let r = ul_nas(&mut h, &ue, nas);
+        assert_eq!(
+            names(&r),
+            vec!["DownlinkNASTransport", "UEContextReleaseCommand"]
+        );
+    }
+}
+
+#[test]
+fn guti_reattach_with_wrong_ksi_or_bad_mac_falls_back_to_identification() {
+    let (mut h, mut ue) = attached();
+    let old_tmsi = ue.m_tmsi.unwrap();
+    let nas = ue.detach_request(true);
+    let r = ul_nas(&mut h, &ue, nas);
+    pump(&mut h, &mut ue, 1, r).unwrap();
+    assert_eq!(h.mme.parked_count(), 1);
+
+    // A forged MAC: the parked context is neither used nor dropped.
+    let mut forged = ue.attach_request_protected(old_tmsi);
+    forged[1] ^= 0xff;
+    ue.enb_ue_id = 21;
+    let r = h.send(1, initial_ue(&h, &ue, forged, None));
+    assert_eq!(names(&r), vec!["DownlinkNASTransport"]);
+    assert_eq!(h.mme.stats.parked_contexts_reused, 0);
+    assert_eq!(h.mme.parked_count(), 1);
+
+    // Another KSI than the parked one: identification as for an unknown GUTI.
+    let real_ksi = ue.sec.as_ref().unwrap().ksi;
+    ue.sec.as_mut().unwrap().ksi = (real_ksi + 1) % 7;
+    let nas = ue.attach_request_protected(old_tmsi);
+    ue.enb_ue_id = 22;
+    let r = h.send(1, initial_ue(&h, &ue, nas, None));
+    assert_eq!(names(&r), vec!["DownlinkNASTransport"]);
+    assert_eq!(h.mme.stats.parked_contexts_reused, 0);
+    assert_eq!(h.mme.parked_count(), 1);
+}
+
+#[test]
+fn parked_contexts_are_bounded_and_expire() {
+    let cfg = MmeConfig {
+        parked_contexts: 1,
+        parked_context_ttl: Duration::from_secs(60),
+        ..Default::default()
+    };
+    let mut h = Harness::new(100, cfg);
+    let imsis = ["001010000000001", "001010000000002"];
+    for i in imsis {
+        h.hss.add(&subscriber(i)).unwrap();
+    }
+    h.enb_setup(1, 1, 1);
+    let mut ues = Vec::new();
+    for (n, i) in imsis.iter().enumerate() {
+        let mut ue = SimUe::new(i, 40 + n as u32);
+        attach(&mut h, &mut ue, 1).unwrap();
+        ues.push(ue);
+    }
+    for ue in ues.iter_mut() {
+        let nas = ue.detach_request(true);
+        let r = ul_nas(&mut h, ue, nas);
+        pump(&mut h, ue, 1, r).unwrap();
+        assert_eq!(h.mme.parked_count(), 1, "bounded to one");
+    }
+    // The first UE's context was evicted: its GUTI re-attach needs identification.
+    let t0 = ues[0].m_tmsi.unwrap();
+    let nas = ues[0].attach_request_protected(t0);
+    ues[0].enb_ue_id = 50;
+    let r = h.send(1, initial_ue(&h, &ues[0], nas, None));
+    assert_eq!(names(&r), vec!["DownlinkNASTransport"]);
+    assert_eq!(h.mme.stats.parked_contexts_reused, 0);
+
+    // The second one's expires after the TTL.
+    h.advance(Duration::from_secs(61));
+    let t1 = ues[1].m_tmsi.unwrap();
+    let nas = ues[1].attach_request_protected(t1);
+    ues[1].enb_ue_id = 51;
+    let r = h.send(1, initial_ue(&h, &ues[1], nas, None));
+    assert_eq!(names(&r), vec!["DownlinkNASTransport"]);
+    assert_eq!(h.mme.stats.parked_contexts_reused, 0);
+}
