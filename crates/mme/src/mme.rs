@@ -322,6 +322,8 @@ impl Mme {
 
     pub fn handle_timeout(&mut self, now: Instant, cp: &mut ControlPlane, out: &mut Vec<Output>) {
         self.last_now = Some(now);
+        // Keys of expired parked contexts do not outlive their TTL by more than a tick.
+        self.expire_parked(now);
         while let Some(Reverse((t, id, gen, kind))) = self.timers.peek().copied() {
             if t > now {
                 break;
@@ -740,13 +742,15 @@ impl Mme {
         self.parked_order.push_back((until, m_tmsi));
     }
 
+    /// Drop expired parked contexts and the order records of contexts already taken.
     fn expire_parked(&mut self, now: Instant) {
         while let Some(&(until, t)) = self.parked_order.front() {
-            if until > now && self.parked_order.len() <= 2 * self.parked.len().max(1) {
+            let live = self.parked.get(&t).is_some_and(|p| p.until == until);
+            if live && until > now {
                 break;
             }
             self.parked_order.pop_front();
-            if until <= now && self.parked.get(&t).is_some_and(|p| p.until == until) {
+            if live {
                 self.parked.remove(&t);
             }
         }

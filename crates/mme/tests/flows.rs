@@ -1225,8 +1225,9 @@ fn parked_contexts_are_bounded_and_expire() {
     assert_eq!(names(&r), vec!["DownlinkNASTransport"]);
     assert_eq!(h.mme.stats.parked_contexts_reused, 0);
 
-    // The second one's expires after the TTL.
+    // The second one's expires after the TTL: dropped at the next timer tick.
     h.advance(Duration::from_secs(61));
+    assert_eq!(h.mme.parked_count(), 0);
     let t1 = ues[1].m_tmsi.unwrap();
     let nas = ues[1].attach_request_protected(t1);
     ues[1].enb_ue_id = 51;
