@@ -85,6 +85,8 @@ pub const READ_AHEAD: usize = 256;
 
 /// A subscriber with a live SQN lease.
 struct Leased {
+    /// The decoded profile, so `get` on a leased subscriber needs no read or decode.
+    profile: Subscriber,
     mil: Arc<Milenage>,
     amf: [u8; 2],
     /// Last SQN handed out.
@@ -216,6 +218,13 @@ impl Hss {
 
     /// The subscriber with its current SQN, or `None`.
     pub fn get(&self, imsi: &str) -> Result<Option<Subscriber>, HssError> {
+        // A leased subscriber's profile is in memory (the attach path asks for it
+        // right before its vectors).
+        if let Some(l) = self.leases().get(imsi) {
+            let mut s = l.profile.clone();
+            s.sqn = l.issued;
+            return Ok(Some(s));
+        }
         let tx = self.db.begin_read()?;
         let t = tx.open_table(SUBSCRIBERS)?;
         let q = tx.open_table(SQN)?;
@@ -393,6 +402,7 @@ impl Hss {
                 Ok(Some(Leased {
                     mil: Arc::new(milenage_of(&sub)),
                     amf: sub.amf,
+                    profile: sub,
                     issued,
                     reserved,
                 }))

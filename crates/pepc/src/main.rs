@@ -183,7 +183,19 @@ struct SweepArgs {
     scale_down: u32,
 }
 
+/// Grow the allocator's heaps in large steps and keep freed memory: control threads
+/// allocate per message (codecs) and per UE, and small heap steps cost page faults and
+/// mprotect calls on the signaling path (measured ~13% of the MME thread).
+fn tune_allocator() {
+    // SAFETY: mallopt only sets glibc allocator parameters; called before any thread.
+    unsafe {
+        libc::mallopt(libc::M_TOP_PAD, 64 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+    }
+}
+
 fn main() -> ExitCode {
+    tune_allocator();
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Run(a) => run_node(&a),
