@@ -47,6 +47,8 @@ pub enum Input {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogLevel {
+    /// Per-message diagnostics (printed only by verbose drivers).
+    Debug,
     Info,
     Warn,
 }
@@ -204,6 +206,9 @@ struct Ue {
     /// The current security context was taken from `Mme::parked` by a verified
     /// Attach Request: the attach goes on without identity and AKA.
     resumed: bool,
+    /// A newer context of the same subscriber replaced this one; it only waits for the
+    /// UE Context Release Complete of its S1 connection.
+    superseded: bool,
 }
 
 /// The EPS security context of a UE that detached, kept under the M-TMSI of the GUTI
@@ -418,14 +423,23 @@ impl Mme {
         }
     }
 
+    /// `what` names the message that triggered it, for the log (IDs only, no keys).
     fn error_indication(
         &mut self,
         assoc: AssocId,
+        what: &str,
         mme: Option<u32>,
         enb: Option<u32>,
         cause: Cause,
         out: &mut Vec<Output>,
     ) {
+        log(
+            out,
+            LogLevel::Debug,
+            format!(
+                "assoc {assoc}: Error Indication {cause:?} for {what} (MME-UE-S1AP-ID {mme:?}, eNB-UE-S1AP-ID {enb:?})"
+            ),
+        );
         self.send(
             assoc,
             None,
@@ -466,7 +480,7 @@ impl Mme {
                     LogLevel::Warn,
                     format!("assoc {assoc}: undecodable S1AP: {e}"),
                 );
-                self.error_indication(assoc, None, None, cause, out);
+                self.error_indication(assoc, "undecodable S1AP", None, None, cause, out);
                 return;
             }
         };
@@ -503,6 +517,7 @@ impl Mme {
                     self.stats.unknown_ue_ids += 1;
                     self.error_indication(
                         assoc,
+                        other.name(),
                         Some(mme_id),
                         enb_id,
                         Cause::UNKNOWN_MME_UE_S1AP_ID,
@@ -526,6 +541,7 @@ impl Mme {
                     self.stats.unknown_ue_ids += 1;
                     self.error_indication(
                         assoc,
+                        other.name(),
                         Some(mme_id),
                         enb_id,
                         Cause::UNKNOWN_ENB_UE_S1AP_ID,
@@ -833,6 +849,7 @@ impl Mme {
                 next_ksi: 0,
                 pending_bearers: vec![],
                 resumed: false,
+                superseded: false,
             }),
         );
         self.by_conn.insert((assoc, enb_ue_id), id);
@@ -1372,6 +1389,73 @@ impl Mme {
         }
     }
 
+    /// Retire the older context `old` of a subscriber that attaches again. Without an
+    /// S1 connection it goes at once. With one, its MME UE S1AP ID stays valid until the
+    /// eNB answers the release (TS 36.413 §8.3.3): the UE Context Release Complete, on
+    /// another SCTP stream than the new Initial UE Message, may well arrive after it,
+    /// and must not meet an Error Indication (unknown MME UE S1AP ID). A release already
+    /// under way (switch-off detach, then re-attach) is not commanded twice.
+    fn supersede(&mut self, old: u32, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+        let Some(o) = self.ues.get_mut(&old) else {
+            return;
+        };
+        if let Some(s) = o.slot.take() {
+            let _ = cp.detach(s);
+        }
+        let Some((assoc, enb_ue_id)) = o.conn else {
+            self.remove_ue(old, false, cp);
+            return;
+        };
+        let commanded = matches!(o.wait, Wait::ReleaseComplete { .. });
+        o.superseded = true;
+        o.emm = Emm_::Deregistered;
+        o.wait = Wait::ReleaseComplete { then_remove: true };
+        // Nothing of the subscriber stays here: no keys (so nothing is parked at the
+        // release), no timers, no identities that could find this context again.
+        o.sec = None;
+        o.new_sec = None;
+        o.vector = None;
+        o.nh = None;
+        o.retx = None;
+        o.ho = None;
+        o.nas_timer = None;
+        o.paging_timer = None;
+        o.reach_timer = None;
+        o.pending_bearers.clear();
+        let imsi = o.imsi.take();
+        let tmsis = [Some(std::mem::take(&mut o.m_tmsi)), o.pending_tmsi.take()];
+        if let Some(i) = imsi {
+            if self.by_imsi.get(&i) == Some(&old) {
+                self.by_imsi.remove(&i);
+            }
+        }
+        for t in tmsis.into_iter().flatten() {
+            if self.by_tmsi.get(&t) == Some(&old) {
+                self.by_tmsi.remove(&t);
+            }
+        }
+        log(
+            out,
+            LogLevel::Debug,
+            format!("UE {old} superseded by a new attach; awaiting its release complete"),
+        );
+        if !commanded {
+            self.send(
+                assoc,
+                Some(old),
+                UeContextReleaseCommand {
+                    ids: UeS1apIds::Pair {
+                        mme_ue_id: old,
+                        enb_ue_id,
+                    },
+                    cause: Cause::NAS_NORMAL_RELEASE,
+                }
+                .into(),
+                out,
+            );
+        }
+    }
+
     /// Make `id` the context of subscriber `imsi` (superseding an older one) and load
     /// its profile; `false` when the subscriber is unknown (the attach was rejected).
     fn adopt_subscriber(
@@ -1384,28 +1468,7 @@ impl Mme {
         // An older context of the same subscriber is superseded.
         if let Some(old) = self.by_imsi.get(&imsi).copied() {
             if old != id {
-                let slot = self.ues.get_mut(&old).and_then(|o| o.slot.take());
-                if let Some(s) = slot {
-                    let _ = cp.detach(s);
-                }
-                if let Some(o) = self.ues.get(&old) {
-                    if let Some((a, e)) = o.conn {
-                        self.send(
-                            a,
-                            Some(old),
-                            UeContextReleaseCommand {
-                                ids: UeS1apIds::Pair {
-                                    mme_ue_id: old,
-                                    enb_ue_id: e,
-                                },
-                                cause: Cause::NAS_NORMAL_RELEASE,
-                            }
-                            .into(),
-                            out,
-                        );
-                    }
-                }
-                self.remove_ue(old, false, cp);
+                self.supersede(old, cp, out);
             }
         }
         self.by_imsi.insert(imsi, id);
@@ -1934,6 +1997,18 @@ impl Mme {
     ) {
         self.last_now = Some(now);
         use S1apMessage as M;
+        if self.ues.get(&id).is_some_and(|u| u.superseded)
+            && !matches!(msg, M::UeContextReleaseComplete(_))
+        {
+            // The context only waits for its release: whatever crossed our command
+            // (NAS, a Release Request, responses) has nobody to go to.
+            log(
+                out,
+                LogLevel::Debug,
+                format!("UE {id} superseded: ignoring {}", msg.name()),
+            );
+            return;
+        }
         match msg {
             M::UplinkNasTransport(m) => {
                 if let Some(u) = self.ues.get_mut(&id) {
@@ -1973,6 +2048,11 @@ impl Mme {
                     self.release(id, Cause::RADIO_UNSPECIFIED, false, out);
                 }
             }
+            // A Release Request crossing our Release Command (TS 36.413 §8.3.2): the
+            // command in flight answers it; a second one would be answered with a
+            // second Release Complete for an already removed context.
+            M::UeContextReleaseRequest(_)
+                if matches!(self.ues[&id].wait, Wait::ReleaseComplete { .. }) => {}
             M::UeContextReleaseRequest(m) => self.release(id, m.cause, false, out),
             M::UeContextReleaseComplete(m) => {
                 let u = self.ues.get_mut(&id).expect("present");
@@ -2996,6 +3076,7 @@ impl Mme {
             self.stats.unknown_ue_ids += 1;
             self.error_indication(
                 assoc,
+                "Handover Request Acknowledge",
                 Some(id),
                 Some(m.enb_ue_id),
                 Cause::UNKNOWN_MME_UE_S1AP_ID,

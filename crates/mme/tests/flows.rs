@@ -1235,3 +1235,176 @@ fn parked_contexts_are_bounded_and_expire() {
     assert_eq!(names(&r), vec!["DownlinkNASTransport"]);
     assert_eq!(h.mme.stats.parked_contexts_reused, 0);
 }
+
+fn release_commands_for(r: &[(u64, S1apMessage)], mme_ue_id: u32) -> usize {
+    r.iter()
+        .filter(|(_, m)| {
+            matches!(m, S1apMessage::UeContextReleaseCommand(c)
+                if matches!(c.ids, pepc_s1ap::UeS1apIds::Pair { mme_ue_id: i, .. } if i == mme_ue_id))
+        })
+        .count()
+}
+
+fn error_indications(r: &[(u64, S1apMessage)]) -> usize {
+    r.iter()
+        .filter(|(_, m)| matches!(m, S1apMessage::ErrorIndication(_)))
+        .count()
+}
+
+/// The race seen in `pepc demo` (Error Indication, unknown MME UE S1AP ID): a
+/// switch-off detach is answered by a Release Command; the eNB releases, answers and
+/// the UE attaches again at once by GUTI. The new Initial UE Message goes on another
+/// SCTP stream than the UE Context Release Complete and reaches the MME first. The
+/// MME must neither command the release a second time nor forget the old MME UE S1AP
+/// ID before the Release Complete arrives.
+#[test]
+fn reattach_overtaking_the_release_complete_of_the_detach() {
+    let (mut h, mut ue) = attached();
+    let old_id = ue.mme_ue_id.unwrap();
+    let old_enb = ue.enb_ue_id;
+    let old_tmsi = ue.m_tmsi.unwrap();
+    let nas = ue.detach_request(true);
+    let r = ul_nas(&mut h, &ue, nas);
+    assert_eq!(release_commands_for(&r, old_id), 1, "{:?}", names(&r));
+
+    // Re-attach on a new S1 connection before the Release Complete is in.
+    ue.received.clear();
+    let nas = ue.attach_request_protected(old_tmsi);
+    ue.enb_ue_id = old_enb + 1;
+    ue.mme_ue_id = None;
+    let r = h.send(1, initial_ue(&h, &ue, nas, None));
+    assert_eq!(
+        release_commands_for(&r, old_id),
+        0,
+        "the old connection is already being released: {:?}",
+        names(&r)
+    );
+    let seen = pump(&mut h, &mut ue, 1, r).unwrap();
+    assert!(
+        seen.contains(&"InitialContextSetupRequest".to_string()),
+        "{seen:?} {:?}",
+        h.logs
+    );
+    assert!(ue.received.iter().any(|r| r == "AttachAccept"));
+    let new_id = ue.mme_ue_id.unwrap();
+    assert_ne!(new_id, old_id);
+
+    // The delayed Release Complete of the detach: quietly accepted.
+    let unknown = h.mme.stats.unknown_ue_ids;
+    let r = h.send(
+        1,
+        UeContextReleaseComplete {
+            mme_ue_id: old_id,
+            enb_ue_id: old_enb,
+        },
+    );
+    assert_eq!(error_indications(&r), 0, "{:?}", names(&r));
+    assert!(r.is_empty(), "{:?}", names(&r));
+    assert_eq!(h.mme.stats.unknown_ue_ids, unknown);
+    assert_eq!(h.mme.ue_count(), 1, "the old context is gone");
+    assert_eq!(
+        h.mme.parked_count(),
+        0,
+        "a superseded context is not parked"
+    );
+    assert!(h.mme.is_connected(IMSI_N));
+    assert_eq!(h.mme.stats.attaches, 2);
+
+    // The new context is untouched: its uplink verifies and its detach works.
+    let nas = ue.detach_request(false);
+    let r = ul_nas(&mut h, &ue, nas);
+    assert_eq!(
+        names(&r),
+        vec!["DownlinkNASTransport", "UEContextReleaseCommand"]
+    );
+    assert_eq!(release_commands_for(&r, new_id), 1);
+}
+
+/// An attach by IMSI from a UE whose old connection is still up (e.g. a UE that
+/// restarted): the old connection is released once, and its MME UE S1AP ID stays
+/// known until the eNB confirms, whatever crosses the command meanwhile.
+#[test]
+fn superseded_connection_stays_known_until_its_release_complete() {
+    let (mut h, ue) = attached();
+    let old_id = ue.mme_ue_id.unwrap();
+    let old_enb = ue.enb_ue_id;
+
+    let mut ue2 = SimUe::new(IMSI, old_enb + 5);
+    ue2.sqn_max = ue.sqn_max;
+    let nas = ue2.attach_request(None, false);
+    let r = h.send(1, initial_ue(&h, &ue2, nas, None));
+    assert_eq!(release_commands_for(&r, old_id), 1, "{:?}", names(&r));
+    let r: Vec<_> = r
+        .into_iter()
+        .filter(|(_, m)| !matches!(m, S1apMessage::UeContextReleaseCommand(_)))
+        .collect();
+    let seen = pump(&mut h, &mut ue2, 1, r).unwrap();
+    assert!(
+        seen.contains(&"InitialContextSetupRequest".to_string()),
+        "{seen:?} {:?}",
+        h.logs
+    );
+
+    // The eNB asked for a release before our command reached it, then completes.
+    let unknown = h.mme.stats.unknown_ue_ids;
+    let r = h.send(
+        1,
+        UeContextReleaseRequest {
+            mme_ue_id: old_id,
+            enb_ue_id: old_enb,
+            cause: Cause::USER_INACTIVITY,
+        },
+    );
+    assert!(r.is_empty(), "{:?}", names(&r));
+    let r = h.send(
+        1,
+        UeContextReleaseComplete {
+            mme_ue_id: old_id,
+            enb_ue_id: old_enb,
+        },
+    );
+    assert!(r.is_empty(), "{:?}", names(&r));
+    assert_eq!(h.mme.stats.unknown_ue_ids, unknown);
+    assert_eq!(h.mme.ue_count(), 1);
+    assert!(h.mme.is_connected(IMSI_N));
+
+    // Only now is the old ID unknown.
+    let r = h.send(
+        1,
+        UeContextReleaseComplete {
+            mme_ue_id: old_id,
+            enb_ue_id: old_enb,
+        },
+    );
+    assert_eq!(error_indications(&r), 1);
+}
+
+/// A UE Context Release Request crossing the Release Command of a detach: one command
+/// only, so the eNB answers once and no Release Complete meets a removed context.
+#[test]
+fn release_request_crossing_the_detach_release_command() {
+    let (mut h, mut ue) = attached();
+    let id = ue.mme_ue_id.unwrap();
+    let nas = ue.detach_request(false);
+    let r = ul_nas(&mut h, &ue, nas);
+    assert_eq!(release_commands_for(&r, id), 1);
+    let r = h.send(
+        1,
+        UeContextReleaseRequest {
+            mme_ue_id: id,
+            enb_ue_id: ue.enb_ue_id,
+            cause: Cause::USER_INACTIVITY,
+        },
+    );
+    assert_eq!(release_commands_for(&r, id), 0, "{:?}", names(&r));
+    let r = h.send(
+        1,
+        UeContextReleaseComplete {
+            mme_ue_id: id,
+            enb_ue_id: ue.enb_ue_id,
+        },
+    );
+    assert!(r.is_empty(), "{:?}", names(&r));
+    assert_eq!(h.mme.ue_count(), 0);
+    assert_eq!(h.mme.stats.unknown_ue_ids, 0);
+}
