@@ -198,6 +198,11 @@ struct Ue {
     ho: Option<HoState>,
     /// Source connection of a finished handover awaiting its release complete.
     old_conn: Option<(AssocId, u32)>,
+    /// Source connection of the last X2 handover and until when it stays known. The
+    /// source eNB answers over its own SCTP association, which has no ordering with the
+    /// target's: its responses to what we sent before the Path Switch can arrive after
+    /// it. The target releases the source over X2, so no Release Complete ends this.
+    x2_source: Option<((AssocId, u32), Instant)>,
     ambr: (u64, u64),
     qci: u8,
     arp_priority: u8,
@@ -533,8 +538,12 @@ impl Mme {
                     h.target_assoc == assoc
                         && (h.target_enb_ue_id == enb_id || h.target_enb_ue_id.is_none())
                 });
+                let from_x2_source = ue
+                    .x2_source
+                    .is_some_and(|(c, until)| known(Some(c)) && now < until);
                 let ok = known(ue.conn)
                     || known(ue.old_conn)
+                    || from_x2_source
                     || from_target
                     || matches!(other, M::PathSwitchRequest(_));
                 if !ok {
@@ -686,6 +695,7 @@ impl Mme {
         if let Some(c) = u.old_conn.take() {
             self.by_conn.remove(&c);
         }
+        u.x2_source = None;
         u.ho = None;
         u.wait = Wait::None;
         u.retx = None;
@@ -843,6 +853,7 @@ impl Mme {
                 gen: 0,
                 ho: None,
                 old_conn: None,
+                x2_source: None,
                 ambr: self.cfg.default_ambr,
                 qci: 9,
                 arp_priority: 9,
@@ -2009,6 +2020,14 @@ impl Mme {
             );
             return;
         }
+        let enb_id = msg.enb_ue_id();
+        let from_x2_source = self.ues.get(&id).is_some_and(|u| {
+            let pair = enb_id.map(|e| (assoc, e));
+            pair.is_some() && u.conn != pair && u.x2_source.map(|(c, _)| c) == pair
+        });
+        if from_x2_source {
+            return self.x2_source_message(now, id, msg, cp, out);
+        }
         match msg {
             M::UplinkNasTransport(m) => {
                 if let Some(u) = self.ues.get_mut(&id) {
@@ -2147,6 +2166,45 @@ impl Mme {
                 out,
                 LogLevel::Info,
                 format!("UE {id}: ignoring {}", other.name()),
+            ),
+        }
+    }
+
+    /// What the source eNB of an X2 handover sent before it handed the UE over, arriving
+    /// after the target's Path Switch Request. The Path Switch is newer: it decided every
+    /// bearer (switched ones have the target's tunnel, the others were released), and
+    /// the UE's location is the target cell.
+    fn x2_source_message(
+        &mut self,
+        now: Instant,
+        id: u32,
+        msg: S1apMessage,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        use S1apMessage as M;
+        match msg {
+            // NAS the UE sent through the source: integrity and COUNT checks as usual.
+            M::UplinkNasTransport(m) => self.nas_in(now, id, &m.nas_pdu, cp, out),
+            // Bearers the source set up keep the tunnel the Path Switch gave them (or
+            // stay released); those it failed to set up are gone.
+            M::ERabSetupResponse(m) => {
+                if let Some(s) = self.ues[&id].slot {
+                    for f in &m.failed {
+                        let _ = cp.remove_bearer(s, f.id);
+                    }
+                }
+            }
+            M::ERabModifyResponse(_)
+            | M::ERabReleaseResponse(_)
+            | M::UeContextModificationResponse(_)
+            | M::NasNonDeliveryIndication(_) => {}
+            // Anything else (a Release Request, a handover) concerns a connection the
+            // UE has left.
+            other => log(
+                out,
+                LogLevel::Debug,
+                format!("UE {id}: ignoring {} from the X2 source", other.name()),
             ),
         }
     }
@@ -2955,11 +3013,24 @@ impl Mme {
         let Some(released) = release_unlisted(cp, slot, &switched) else {
             return fail(self, out, Cause::RADIO_UNSPECIFIED);
         };
+        // A late accept of a released bearer (through the source) completes nothing.
+        self.ues
+            .get_mut(&id)
+            .expect("present")
+            .pending_bearers
+            .retain(|b| !released.contains(b));
         let old = self.ues[&id].conn;
         if let Some(c) = old {
             self.by_conn.remove(&c);
         }
         self.attach_conn(id, assoc, m.enb_ue_id, m.tai, m.ecgi);
+        // Not in `by_conn`: the source frees its eNB UE S1AP ID at the X2 release and
+        // may give it to a new UE; late messages carry our MME UE S1AP ID anyway.
+        let now = self.now_hint();
+        let u = self.ues.get_mut(&id).expect("present");
+        u.x2_source = old
+            .filter(|c| *c != (assoc, m.enb_ue_id))
+            .zip(now.map(|n| n + X2_SOURCE_GRACE));
         let loc = self.location(&self.ues[&id]);
         let _ = cp.set_location(slot, loc);
         let Some(sc) = self.next_nh(id) else {
@@ -3211,6 +3282,10 @@ fn release_unlisted(cp: &mut ControlPlane, slot: u32, kept: &[u8]) -> Option<Vec
 fn free_ebi(ctx: &pepc_slice::context::UeContext) -> Option<u8> {
     (pepc_slice::context::FIRST_EBI..=15).find(|e| ctx.bearer(*e).is_none())
 }
+
+/// How long the source connection of an X2 handover stays known after the Path Switch:
+/// far longer than messages in flight on another association can lag.
+const X2_SOURCE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn log(out: &mut Vec<Output>, lvl: LogLevel, s: String) {
     out.push(Output::Log(lvl, s));

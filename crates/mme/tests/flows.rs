@@ -1408,3 +1408,178 @@ fn release_request_crossing_the_detach_release_command() {
     assert_eq!(h.mme.ue_count(), 0);
     assert_eq!(h.mme.stats.unknown_ue_ids, 0);
 }
+
+/// A PDN connection to "ims" whose E-RAB Setup Request reached the source eNB; the UE
+/// answered, then moved by X2 at once. Returns the source's answers, not yet delivered
+/// (E-RAB Setup Response, Uplink NAS with the Activate Default EPS Bearer Accept).
+fn ims_setup_answered_at_source(h: &mut Harness, ue: &mut SimUe) -> Vec<S1apMessage> {
+    let nas = ue.pdn_connectivity_request(Some("ims"));
+    let r = ul_nas(h, ue, nas);
+    let req = match &r[..] {
+        [(1, S1apMessage::ERabSetupRequest(q))] => q.clone(),
+        o => panic!("{o:?} {:?}", h.logs),
+    };
+    let accept = ue
+        .on_downlink(req.erabs[0].nas_pdu.as_ref().unwrap())
+        .unwrap()
+        .reply
+        .expect("the UE accepts");
+    let plmn = h.mme.config().plmn;
+    vec![
+        ERabSetupResponse {
+            mme_ue_id: req.mme_ue_id,
+            enb_ue_id: ue.enb_ue_id,
+            setup: vec![pepc_s1ap::ERabTunnel {
+                id: 6,
+                transport: ENB_ADDR,
+                teid: enb_teid(ue.enb_ue_id, 6),
+            }],
+            failed: vec![],
+        }
+        .into(),
+        UplinkNasTransport {
+            mme_ue_id: req.mme_ue_id,
+            enb_ue_id: ue.enb_ue_id,
+            nas_pdu: accept,
+            ecgi: pepc_s1ap::Ecgi {
+                plmn,
+                cell_id: 0x101,
+            },
+            tai: pepc_s1ap::Tai { plmn, tac: 1 },
+        }
+        .into(),
+    ]
+}
+
+fn x2_path_switch(h: &mut Harness, id: u32, ebis: &[u8]) -> PathSwitchRequestAcknowledge {
+    let plmn = h.mme.config().plmn;
+    let r = h.send(
+        2,
+        PathSwitchRequest {
+            enb_ue_id: 50,
+            erabs: ebis
+                .iter()
+                .map(|e| pepc_s1ap::ERabTunnel {
+                    id: *e,
+                    transport: Ipv4Addr::new(127, 0, 0, 3),
+                    teid: 0x70 + *e as u32,
+                })
+                .collect(),
+            source_mme_ue_id: id,
+            ecgi: pepc_s1ap::Ecgi {
+                plmn,
+                cell_id: 0x202,
+            },
+            tai: pepc_s1ap::Tai { plmn, tac: 1 },
+            ue_security_capabilities: pepc_s1ap::UeSecurityCapabilities {
+                eea: 0xc000,
+                eia: 0xc000,
+            },
+        },
+    );
+    match &r[..] {
+        [(2, S1apMessage::PathSwitchRequestAcknowledge(a))] => a.clone(),
+        o => panic!("{o:?} {:?}", h.logs),
+    }
+}
+
+/// The race seen in `pepc demo` (Error Indication, unknown eNB UE S1AP ID): the target
+/// eNB's Path Switch Request, on its own SCTP association, overtakes the source eNB's
+/// E-RAB Setup Response and Uplink NAS. They complete the procedure on the UE's
+/// context; the Path Switch, being newer, keeps deciding the tunnels.
+#[test]
+fn x2_source_answers_overtaken_by_the_path_switch() {
+    let (mut h, mut ue) = attached();
+    assert!(matches!(
+        h.enb_setup(2, 2, 1),
+        S1apMessage::S1SetupResponse(_)
+    ));
+    let id = ue.mme_ue_id.unwrap();
+    let late = ims_setup_answered_at_source(&mut h, &mut ue);
+    let ack = x2_path_switch(&mut h, id, &[5, 6]);
+    assert!(ack.erabs_to_release.is_empty());
+    let mut r = vec![];
+    for m in late.clone() {
+        r.extend(h.send(1, m));
+    }
+    assert_eq!(error_indications(&r), 0, "{r:?} {:?}", h.logs);
+    assert!(r.is_empty(), "{r:?}");
+    assert_eq!(h.mme.stats.unknown_ue_ids, 0);
+    assert_eq!(h.mme.stats.pdn_connects, 1, "{:?}", h.logs);
+    // The source's tunnel does not override the one the target switched to.
+    let (_, slot) = h.cp.find_imsi(IMSI_N).unwrap();
+    let b = h.cp.ue(slot).unwrap().bearer(6).unwrap();
+    assert_eq!(
+        (b.enb_addr, b.enb_teid),
+        (Ipv4Addr::new(127, 0, 0, 3), 0x76)
+    );
+    // NAS through the source is still checked: the same message again is a replay.
+    let replays = h.mme.stats.nas_replays;
+    let r = h.send(1, late[1].clone());
+    assert!(r.is_empty(), "{r:?}");
+    assert_eq!(h.mme.stats.nas_replays, replays + 1);
+    // A Release Request from the source concerns a connection the UE has left.
+    let r = h.send(
+        1,
+        UeContextReleaseRequest {
+            mme_ue_id: id,
+            enb_ue_id: ue.enb_ue_id,
+            cause: Cause::RADIO_UNSPECIFIED,
+        },
+    );
+    assert!(r.is_empty(), "{r:?}");
+    assert!(h.mme.is_connected(IMSI_N));
+    // After the grace period the source connection is unknown again.
+    h.advance(Duration::from_secs(6));
+    let r = h.send(1, late[0].clone());
+    match &r[..] {
+        [(1, S1apMessage::ErrorIndication(e))] => {
+            assert_eq!(e.cause, Some(Cause::UNKNOWN_ENB_UE_S1AP_ID))
+        }
+        o => panic!("{o:?}"),
+    }
+    // The target connection works as before.
+    ue.enb_ue_id = 50;
+    let r = h.send(
+        2,
+        UeContextReleaseRequest {
+            mme_ue_id: id,
+            enb_ue_id: 50,
+            cause: Cause::USER_INACTIVITY,
+        },
+    );
+    assert_eq!(release_commands_for(&r, id), 1, "{r:?}");
+}
+
+/// Same race, but the target did not switch the new bearer: the Path Switch released
+/// it, and the late answers from the source neither bring it back nor count a PDN
+/// connection.
+#[test]
+fn x2_source_answers_for_a_bearer_the_target_did_not_switch() {
+    let (mut h, mut ue) = attached();
+    assert!(matches!(
+        h.enb_setup(2, 2, 1),
+        S1apMessage::S1SetupResponse(_)
+    ));
+    let id = ue.mme_ue_id.unwrap();
+    let late = ims_setup_answered_at_source(&mut h, &mut ue);
+    let ack = x2_path_switch(&mut h, id, &[5]);
+    assert_eq!(
+        ack.erabs_to_release
+            .iter()
+            .map(|e| e.id)
+            .collect::<Vec<_>>(),
+        vec![6]
+    );
+    let mut r = vec![];
+    for m in late {
+        r.extend(h.send(1, m));
+    }
+    assert_eq!(error_indications(&r), 0, "{r:?} {:?}", h.logs);
+    assert_eq!(h.mme.stats.unknown_ue_ids, 0);
+    assert_eq!(h.mme.stats.pdn_connects, 0);
+    let (_, slot) = h.cp.find_imsi(IMSI_N).unwrap();
+    let ctx = h.cp.ue(slot).unwrap();
+    assert!(ctx.bearer(6).is_none());
+    assert_eq!(ctx.pdns.len(), 1);
+}
