@@ -845,8 +845,9 @@ impl Emulator {
         }
         for _ in 0..n {
             let u = self.active[self.rng.below(self.active.len())];
-            // A UE that went busy since the refresh (handover, release) waits.
-            if self.ues[u].busy() || !self.ues[u].is_connected() {
+            // A UE that went busy since the refresh (handover, release) waits; one that
+            // lost its PDN connections since (detach, re-attach under way) is skipped.
+            if self.ues[u].busy() || !self.ues[u].is_connected() || self.ues[u].pdns().is_empty() {
                 continue;
             }
             let pdns = self.ues[u].pdns();
