@@ -60,6 +60,9 @@ impl Capture {
             }
             Err(_) => panic!("dumpcap did not start capturing within 10 s"),
         }
+        // dumpcap announces the capture a moment before its filter is attached on a
+        // busy machine (a run missed the S1 Setup): give it time before traffic starts.
+        std::thread::sleep(Duration::from_secs(1));
         Capture { child, path }
     }
 
