@@ -1113,8 +1113,14 @@ impl Emulator {
         *last = Instant::now();
         let attached = self.ues.iter().filter(|u| u.is_registered()).count();
         let a = self.metrics.ok(Procedure::Attach);
+        let failed = self.metrics.total_failures() + self.metrics.errors.values().sum::<u64>();
+        // A 20-cell bar of the UEs registered right now.
+        let filled = (attached * 20).checked_div(self.ues.len()).unwrap_or(0);
+        let bar: String = (0..20)
+            .map(|i| if i < filled { '#' } else { '.' })
+            .collect();
         eprintln!(
-            "[{:>6.1}s] attached {attached}/{}  attach/s {:.0}  ul {:.0} pps  dl {:.0} pps",
+            "[{:>6.1}s] [{bar}] attached {attached}/{}  attach/s {:.0}  ul {:.0} pps  dl {:.0} pps  failures {failed}",
             self.start.elapsed().as_secs_f64(),
             self.ues.len(),
             (a - prev.0) as f64 / dt,

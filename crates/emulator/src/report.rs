@@ -50,6 +50,11 @@ impl Metrics {
         self.lat_us.get(&p).map_or(0, |v| v.len() as u64)
     }
 
+    /// Failed procedures of every type so far (for live progress).
+    pub fn total_failures(&self) -> u64 {
+        self.failed.values().sum()
+    }
+
     pub fn failures(&self, p: Procedure) -> u64 {
         self.failed.get(&p).copied().unwrap_or(0)
     }
