@@ -101,6 +101,7 @@ pub struct MmeStats {
     pub pdn_connect_rejects: u64,
     pub pdn_disconnects: u64,
     pub pdn_disconnect_rejects: u64,
+    /// UE-requested bearer resource allocation and modification requests (§6.5.3/4).
     pub bearer_resource_allocations: u64,
     pub bearer_resource_rejects: u64,
     /// Attaches accepted under the parked EPS security context of a detached UE
@@ -2784,6 +2785,21 @@ impl Mme {
         Ok(())
     }
 
+    /// Checks shared by UE-requested bearer resource allocation and modification:
+    /// counts the request; the UE must be connected (#31 otherwise) and the PTI
+    /// assigned (#81, TS 24.301 §7.3.1). Returns the UE's slice slot.
+    fn bearer_request_slot(&mut self, id: u32, pti: u8) -> Result<u32, u8> {
+        self.stats.bearer_resource_allocations += 1;
+        let u = &self.ues[&id];
+        let (Some(slot), Some(_)) = (u.slot, u.conn) else {
+            return Err(31);
+        };
+        if pti == 0 || pti == 0xff {
+            return Err(81);
+        }
+        Ok(slot)
+    }
+
     /// UE-requested bearer resource allocation (TS 24.301 §6.5.3): a dedicated bearer
     /// with the requested QoS and the aggregate's packet filters, activated with the
     /// request's PTI. `Err` is the ESM cause of the Bearer Resource Allocation Reject.
@@ -2795,14 +2811,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), u8> {
-        self.stats.bearer_resource_allocations += 1;
-        let u = &self.ues[&id];
-        let (Some(slot), Some(_)) = (u.slot, u.conn) else {
-            return Err(31);
-        };
-        if pti == 0 || pti == 0xff {
-            return Err(81);
-        }
+        let slot = self.bearer_request_slot(id, pti)?;
         let linked = r.linked_eps_bearer_identity.bearer_identity();
         let ctx = cp.ue(slot).ok_or(31)?;
         if ctx.pdn_by_default_ebi(linked).is_none() {
@@ -2854,14 +2863,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), u8> {
-        self.stats.bearer_resource_allocations += 1;
-        let u = &self.ues[&id];
-        let (Some(slot), Some(_)) = (u.slot, u.conn) else {
-            return Err(31);
-        };
-        if pti == 0 || pti == 0xff {
-            return Err(81);
-        }
+        let slot = self.bearer_request_slot(id, pti)?;
         let ebi = r.eps_bearer_identity_for_packet_filter.bearer_identity();
         let ctx = cp.ue(slot).ok_or(31)?;
         if ctx.bearer(ebi).is_none() {
