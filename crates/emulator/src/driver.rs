@@ -261,6 +261,9 @@ pub struct Emulator {
     teids: HashMap<u32, UeId>,
     tmsi: HashMap<u32, UeId>,
     reattach: Vec<bool>,
+    /// Idle UEs sent downlink (paging event) that have not been connected since: the
+    /// EPC holds their packets, so a detach now would discard them by design.
+    awaiting_dl: Vec<bool>,
     s1ho_target: HashMap<UeId, usize>,
     /// PDN connections about to be disconnected: (UE, default EBI, when). Traffic on
     /// them stops first so no packet is in flight when the EPC removes the PDN (a
@@ -352,6 +355,7 @@ impl Emulator {
             teids: HashMap::new(),
             tmsi: HashMap::new(),
             reattach: vec![false; n],
+            awaiting_dl: vec![false; n],
             s1ho_target: HashMap::new(),
             closing: Vec::new(),
             paged: Vec::new(),
@@ -655,6 +659,11 @@ impl Emulator {
                     result,
                 } => {
                     let took = now.saturating_sub(started_ns) / 1000;
+                    // Connected again (Service Request, active TAU): the EPC has
+                    // delivered what it held.
+                    if self.ues[u].is_connected() {
+                        self.awaiting_dl[u] = false;
+                    }
                     self.metrics.record(procedure, took, &result);
                     if procedure == Procedure::Attach && result.is_ok() {
                         self.ever_attached[u] = true;
@@ -792,6 +801,7 @@ impl Emulator {
         let Some(&(_, addr)) = self.ues[u].pdns().first() else {
             return;
         };
+        self.awaiting_dl[u] = true;
         for _ in 0..3 {
             self.seq = self.seq.wrapping_add(1);
             let seq = self.seq;
@@ -915,6 +925,16 @@ impl Emulator {
         }
     }
 
+    /// Like `pick_ue`, for a filter that needs emulator state beyond the UE itself.
+    fn pick_ue_where(&mut self, f: impl Fn(&Emulator, usize) -> bool) -> Option<usize> {
+        let n = self.ues.len();
+        if n == 0 {
+            return None;
+        }
+        let start = self.rng.below(n);
+        (0..n).map(|i| (start + i) % n).find(|&u| f(self, u))
+    }
+
     fn pick_ue(&mut self, f: impl Fn(&Ue) -> bool) -> Option<usize> {
         let n = self.ues.len();
         if n == 0 {
@@ -962,8 +982,10 @@ impl Emulator {
                     self.ue_input(u, UeInput::Attach, now);
                     true
                 }
-                None => match self.pick_ue(idle) {
-                    // Detach (switch-off) then attach again once released.
+                // Detach (switch-off) then attach again once released. Not a UE the
+                // EPC holds paged downlink for: its Delete Session would discard the
+                // buffered packets, a drop by design the report would count as lost.
+                None => match self.pick_ue_where(|e, u| idle(&e.ues[u]) && !e.awaiting_dl[u]) {
                     Some(u) => {
                         self.ue_input(u, UeInput::Detach { switch_off: true }, now);
                         self.reattach[u] = true;
