@@ -132,7 +132,11 @@ pub fn run(ports: &DemoPorts, o: &DemoOpts) -> Result<Report, String> {
         ..Default::default()
     };
     let report = pepc_emulator::run(ecfg, scen).map_err(|e| format!("emulator: {e}"));
-    epc.stop();
+    // The node's own view (per-slice forwarding and drops by reason) beside the report.
+    let stats = epc.stop();
+    if o.progress {
+        eprint!("node: {stats}");
+    }
     report
 }
 
