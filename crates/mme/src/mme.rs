@@ -1751,14 +1751,7 @@ impl Mme {
                         format!("UE {id}: PDN connectivity rejected, ESM cause #{cause}"),
                     );
                     let rej = nasx::NasPdnConnectivityReject::new(nasx::NasEsmCause::new(cause));
-                    self.send_nas(
-                        now,
-                        id,
-                        NasEpsMessage::new_esm(rej, 0, pti),
-                        false,
-                        None,
-                        out,
-                    );
+                    self.send_esm_reject(now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
                 }
             }
             Esm::PdnDisconnectRequest(r) => {
@@ -1766,14 +1759,7 @@ impl Mme {
                 if let Err(cause) = self.pdn_disconnect(id, pti, linked, cp, out) {
                     self.stats.pdn_disconnect_rejects += 1;
                     let rej = nasx::NasPdnDisconnectReject::new(nasx::NasEsmCause::new(cause));
-                    self.send_nas(
-                        now,
-                        id,
-                        NasEpsMessage::new_esm(rej, 0, pti),
-                        false,
-                        None,
-                        out,
-                    );
+                    self.send_esm_reject(now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
                 }
             }
             Esm::BearerResourceAllocationRequest(r) => {
@@ -1781,14 +1767,7 @@ impl Mme {
                     self.stats.bearer_resource_rejects += 1;
                     let rej =
                         nasx::NasBearerResourceAllocationReject::new(nasx::NasEsmCause::new(cause));
-                    self.send_nas(
-                        now,
-                        id,
-                        NasEpsMessage::new_esm(rej, 0, pti),
-                        false,
-                        None,
-                        out,
-                    );
+                    self.send_esm_reject(now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
                 }
             }
             Esm::BearerResourceModificationRequest(r) => {
@@ -1797,14 +1776,7 @@ impl Mme {
                     let rej = nasx::NasBearerResourceModificationReject::new(
                         nasx::NasEsmCause::new(cause),
                     );
-                    self.send_nas(
-                        now,
-                        id,
-                        NasEpsMessage::new_esm(rej, 0, pti),
-                        false,
-                        None,
-                        out,
-                    );
+                    self.send_esm_reject(now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
                 }
             }
             Esm::ActivateDefaultEpsBearerContextAccept(_) => {
@@ -2783,6 +2755,11 @@ impl Mme {
             out,
         );
         Ok(())
+    }
+
+    /// An ESM reject to the UE: plain ESM inside the UE's protected NAS, no bearer.
+    fn send_esm_reject(&mut self, now: Instant, id: u32, m: NasEpsMessage, out: &mut Vec<Output>) {
+        self.send_nas(now, id, m, false, None, out);
     }
 
     /// Checks shared by UE-requested bearer resource allocation and modification:
