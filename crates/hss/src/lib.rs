@@ -1,21 +1,29 @@
 //! Embedded HSS: persistent subscriber store and EPS-AKA vector generation.
 //!
-//! Storage is `redb` (ACID, copy-on-write B-trees). Two tables:
-//! `subscribers` (IMSI -> JSON profile) and `sqn` (IMSI -> last issued SQN).
-//! The SQN lives apart so the hot path rewrites 8 bytes, not the profile.
+//! Storage is `redb` (ACID, copy-on-write B-trees). Tables: `subscribers` (IMSI ->
+//! binary profile record, see [`record`]), `sqn` (IMSI -> SQN high-water mark),
+//! `sqn_gen` (IMSI -> the generation that mark was written in) and `meta`
+//! (`generation`). The SQN lives apart so the hot path rewrites 8 bytes, not the
+//! profile.
 //!
 //! SQN policy (TS 33.102 Annex C.3.2): SQN = SEQ << 5 | IND. Each new vector
 //! takes SEQ + 1 and the next IND (mod 32), so SQNs strictly increase.
 //!
-//! SQN leases: the `sqn` table holds a per-subscriber *high-water mark*: no SQN at or
-//! below it will ever be issued again. Before a vector leaves the HSS, its SQN is
-//! covered by a high-water mark committed with `Durability::Immediate` (fsync). To
-//! keep fsyncs off the attach path, one commit reserves a lease of [`Hss::set_lease`]
-//! steps (32 by default) for the requested subscriber *and* for up to
-//! [`READ_AHEAD`] following subscribers in IMSI order that hold no lease yet; vectors
-//! within a lease come from memory (cached MILENAGE instance, no JSON decode, no
-//! transaction). A restart loses at most the unused rest of each lease: the next
-//! SQN is above the high-water mark, which the USIM accepts (SQN > SQN_MS, within Δ).
+//! SQN leases and generations. Every open of the database durably increments the
+//! *generation* G. A subscriber's stored pair (v, g) means: in generation g no SQN
+//! above v was issued, and in each later generation g' < G at most the *implicit
+//! lease* `(v + 32·(g'-g-1), v + 32·(g'-g)]` (in SQN steps) was. So in generation
+//! G > g the HSS may issue the implicit lease `(v + 32·(G-g-1), v + 32·(G-g)]` with
+//! **no write at all**: a restart moves to G + 1, whose implicit lease lies above.
+//! Only a subscriber that uses up its implicit lease within one generation needs a
+//! durable commit (`Durability::Immediate`), which reserves [`Hss::set_lease`]
+//! steps beyond the last SQN issued and records g = G. With `set_lease(1)` every
+//! vector is committed before it leaves (implicit leases are not used).
+//!
+//! So the attach path never waits for an fsync in the common case; profiles are
+//! read in batches ([`READ_AHEAD`] following subscribers in IMSI order, one read
+//! transaction) and kept with a ready MILENAGE instance. Each restart skips at most
+//! 32 SEQ values per subscriber, which the USIM accepts (SQN > SQN_MS, within Δ).
 //!
 //! Measured cost (`examples/hss_bench.rs`, release, shared 2-core VM, ext4 on
 //! virtio disk) before leases: `next_vector` ~230 µs/call on disk (fsync-bound,
@@ -23,17 +31,43 @@
 
 mod csv_import;
 mod model;
+pub mod record;
 
 pub use model::{OpKind, PdnType, Subscriber};
 
 use pepc_security::{generate_vector, resync_sqn, sqn_from_u64, AuthVector, Key128, Milenage};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use std::collections::HashMap;
+
+type LeaseMap = HashMap<u64, Leased, foldhash::fast::FixedState>;
+
+/// The lease table's key: the IMSI's digits as a number, with the digit count in the
+/// top byte so leading zeros stay significant. `None` for a string that is not 1-15
+/// digits (no stored subscriber has such an IMSI).
+fn imsi_key(imsi: &str) -> Option<u64> {
+    if imsi.is_empty() || imsi.len() > 15 {
+        return None;
+    }
+    let mut v = 0u64;
+    for b in imsi.bytes() {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + u64::from(b - b'0');
+    }
+    Some((imsi.len() as u64) << 56 | v)
+}
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 const SUBSCRIBERS: TableDefinition<&str, &[u8]> = TableDefinition::new("subscribers");
 const SQN: TableDefinition<&str, u64> = TableDefinition::new("sqn");
+const SQN_GEN: TableDefinition<&str, u64> = TableDefinition::new("sqn_gen");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// SQN steps of one implicit lease. Part of the stored format: past generations'
+/// implicit leases are recomputed with it, so it must never change.
+const IMPLICIT_STEPS: u64 = 32;
 
 /// SEQ increment unit: IND occupies the low 5 bits (TS 33.102 C.3.2).
 pub const IND_BITS: u32 = 5;
@@ -80,18 +114,20 @@ db_err!(
     redb::SetDurabilityError
 );
 
-/// Subscribers following one that needs a lease which get one in the same commit.
+/// Subscribers following one that is not in memory which are read in the same
+/// read transaction.
 pub const READ_AHEAD: usize = 256;
 
 /// A subscriber with a live SQN lease.
 struct Leased {
     /// The decoded profile, so `get` on a leased subscriber needs no read or decode.
-    profile: Subscriber,
-    mil: Arc<Milenage>,
+    profile: Arc<Subscriber>,
+    mil: Milenage,
     amf: [u8; 2],
     /// Last SQN handed out.
     issued: u64,
-    /// Durable high-water mark: SQNs up to here may be handed out without a commit.
+    /// SQNs up to here may be handed out without a commit (the implicit lease, or a
+    /// durable high-water mark).
     reserved: u64,
 }
 
@@ -99,20 +135,49 @@ struct Leased {
 /// the lease table by a mutex (the HSS is shared by the slices' control threads).
 pub struct Hss {
     db: Database,
-    leases: Mutex<HashMap<String, Leased>>,
+    leases: Mutex<LeaseMap>,
     lease_steps: std::sync::atomic::AtomicU32,
+    /// This process's generation (see the module docs).
+    generation: u64,
+    /// Durable commits made to extend a lease (operators watch this: each is an
+    /// fsync on the vector path).
+    lease_commits: std::sync::atomic::AtomicU64,
 }
 
-/// `sqn` advanced by `steps` SQN steps (saturating at the last valid SQN).
-fn advance(sqn: u64, steps: u32) -> u64 {
-    let mut s = sqn;
-    for _ in 0..steps {
-        match next_sqn(s) {
-            Some(n) => s = n,
-            None => break,
-        }
+/// HSS figures for operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HssStats {
+    /// This process's generation (opens of the database so far).
+    pub generation: u64,
+    /// Subscribers held in memory with a lease.
+    pub leased: usize,
+    /// Durable commits made on the vector path to extend a lease.
+    pub lease_commits: u64,
+}
+
+/// `sqn` advanced by `steps` SQN steps (saturating at the last valid SQN): SEQ
+/// grows by `steps`, IND by `steps` mod 32.
+fn advance(sqn: u64, steps: u64) -> u64 {
+    let seq = (sqn >> IND_BITS).saturating_add(steps);
+    let ind = (sqn & IND_MASK).wrapping_add(steps) & IND_MASK;
+    if seq > pepc_security::SQN_MAX >> IND_BITS {
+        // Only whole steps count: the last SQN reachable from `sqn`.
+        let left = (pepc_security::SQN_MAX >> IND_BITS) - (sqn >> IND_BITS);
+        return ((sqn >> IND_BITS) + left) << IND_BITS | ((sqn & IND_MASK) + left) & IND_MASK;
     }
-    s
+    seq << IND_BITS | ind
+}
+
+/// Where a subscriber stored as (v, g) stands in generation `now`: the highest SQN
+/// that may already have been issued, and the end of this generation's implicit
+/// lease (equal to the first when g = now: the mark was written in this process).
+fn implicit_lease(v: u64, g: u64, now: u64) -> (u64, u64) {
+    if g >= now {
+        return (v, v);
+    }
+    let before = now - g - 1;
+    let start = advance(v, IMPLICIT_STEPS.saturating_mul(before));
+    (start, advance(start, IMPLICIT_STEPS))
 }
 
 impl core::fmt::Debug for Hss {
@@ -137,15 +202,9 @@ fn milenage_of(s: &Subscriber) -> Milenage {
 }
 
 fn decode(imsi: &str, bytes: &[u8]) -> Result<Subscriber, HssError> {
-    serde_json::from_slice(bytes).map_err(|e| HssError::Corrupt {
+    record::decode(bytes).map_err(|what| HssError::Corrupt {
         imsi: imsi.to_string(),
-        // Category and position only: serde messages can quote field values (keys).
-        what: format!(
-            "{:?} error at line {} column {}",
-            e.classify(),
-            e.line(),
-            e.column()
-        ),
+        what,
     })
 }
 
@@ -161,14 +220,25 @@ impl Hss {
     }
 
     fn init(db: Database) -> Result<Hss, HssError> {
-        let tx = db.begin_write()?;
+        let mut tx = db.begin_write()?;
+        tx.set_durability(Durability::Immediate)?;
         tx.open_table(SUBSCRIBERS)?;
         tx.open_table(SQN)?;
+        tx.open_table(SQN_GEN)?;
+        // A new generation before any vector of this process leaves.
+        let generation = {
+            let mut m = tx.open_table(META)?;
+            let g = m.get("generation")?.map(|v| v.value()).unwrap_or(0) + 1;
+            m.insert("generation", g)?;
+            g
+        };
         tx.commit()?;
         Ok(Hss {
             db,
-            leases: Mutex::new(HashMap::new()),
+            leases: Mutex::new(LeaseMap::default()),
             lease_steps: std::sync::atomic::AtomicU32::new(32),
+            generation,
+            lease_commits: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -179,7 +249,18 @@ impl Hss {
             .store(steps.max(1), std::sync::atomic::Ordering::Relaxed);
     }
 
-    fn leases(&self) -> std::sync::MutexGuard<'_, HashMap<String, Leased>> {
+    /// Current figures.
+    pub fn stats(&self) -> HssStats {
+        HssStats {
+            generation: self.generation,
+            leased: self.leases().len(),
+            lease_commits: self
+                .lease_commits
+                .load(std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
+    fn leases(&self) -> std::sync::MutexGuard<'_, LeaseMap> {
         // A poisoned lock only means another thread panicked mid-call; the map holds
         // no partial state (entries are replaced whole), so keep serving.
         self.leases.lock().unwrap_or_else(|p| p.into_inner())
@@ -199,62 +280,81 @@ impl Hss {
         {
             let mut t = tx.open_table(SUBSCRIBERS)?;
             let mut q = tx.open_table(SQN)?;
+            let mut qg = tx.open_table(SQN_GEN)?;
             for s in subs {
-                let json = serde_json::to_vec(s).map_err(|e| HssError::Invalid {
-                    field: "subscriber",
-                    what: e.to_string(),
-                })?;
-                t.insert(s.imsi.as_str(), json.as_slice())?;
+                t.insert(s.imsi.as_str(), record::encode(s).as_slice())?;
+                // Marked as of the previous generation: nothing above `sqn` was
+                // issued, so this generation's implicit lease starts right after it.
                 q.insert(s.imsi.as_str(), s.sqn)?;
+                qg.insert(s.imsi.as_str(), self.generation - 1)?;
             }
         }
         tx.commit()?;
         let mut leases = self.leases();
         for s in subs {
-            leases.remove(&s.imsi);
+            if let Some(k) = imsi_key(&s.imsi) {
+                leases.remove(&k);
+            }
         }
         Ok(())
     }
 
     /// The subscriber with its current SQN, or `None`.
     pub fn get(&self, imsi: &str) -> Result<Option<Subscriber>, HssError> {
-        // A leased subscriber's profile is in memory (the attach path asks for it
-        // right before its vectors).
-        if let Some(l) = self.leases().get(imsi) {
-            let mut s = l.profile.clone();
+        let Some(key) = imsi_key(imsi) else {
+            return Ok(None);
+        };
+        if let Some(l) = self.leases().get(&key) {
+            let mut s = Subscriber::clone(&l.profile);
             s.sqn = l.issued;
             return Ok(Some(s));
         }
         let tx = self.db.begin_read()?;
         let t = tx.open_table(SUBSCRIBERS)?;
         let q = tx.open_table(SQN)?;
+        let qg = tx.open_table(SQN_GEN)?;
         let Some(v) = t.get(imsi)? else {
             return Ok(None);
         };
         let mut s = decode(imsi, v.value())?;
-        s.sqn = q.get(imsi)?.map(|g| g.value()).unwrap_or(s.sqn);
-        if let Some(l) = self.leases().get(imsi) {
+        s.sqn = self.stored_mark(imsi, s.sqn, &q, &qg)?.0;
+        if let Some(l) = self.leases().get(&key) {
             s.sqn = l.issued;
         }
         Ok(Some(s))
     }
 
+    /// The subscriber's profile, shared. `sqn` in it is not live (use [`Hss::get`]
+    /// for that). This is what the attach path reads: a leased subscriber's profile
+    /// comes from memory with no copy; otherwise it is read and decoded.
+    pub fn profile(&self, imsi: &str) -> Result<Option<Arc<Subscriber>>, HssError> {
+        let Some(key) = imsi_key(imsi) else {
+            return Ok(None);
+        };
+        if let Some(l) = self.leases().get(&key) {
+            return Ok(Some(l.profile.clone()));
+        }
+        Ok(self.get(imsi)?.map(Arc::new))
+    }
+
     /// All subscribers, ordered by IMSI. `sqn` is the last SQN issued when this
-    /// process holds the subscriber's lease, else the durable high-water mark.
+    /// process holds the subscriber's lease, else the highest SQN that may have
+    /// been issued before (the durable mark plus past generations' implicit leases).
     pub fn list(&self) -> Result<Vec<Subscriber>, HssError> {
         let tx = self.db.begin_read()?;
         let t = tx.open_table(SUBSCRIBERS)?;
         let q = tx.open_table(SQN)?;
+        let qg = tx.open_table(SQN_GEN)?;
         let mut out = Vec::new();
         for item in t.iter()? {
             let (k, v) = item?;
             let mut s = decode(k.value(), v.value())?;
-            s.sqn = q.get(k.value())?.map(|g| g.value()).unwrap_or(s.sqn);
+            s.sqn = self.stored_mark(k.value(), s.sqn, &q, &qg)?.0;
             out.push(s);
         }
         let leases = self.leases();
         for s in &mut out {
-            if let Some(l) = leases.get(&s.imsi) {
+            if let Some(l) = imsi_key(&s.imsi).and_then(|k| leases.get(&k)) {
                 s.sqn = l.issued;
             }
         }
@@ -268,11 +368,14 @@ impl Hss {
             let mut t = tx.open_table(SUBSCRIBERS)?;
             let mut q = tx.open_table(SQN)?;
             q.remove(imsi)?;
+            tx.open_table(SQN_GEN)?.remove(imsi)?;
             let existed = t.remove(imsi)?.is_some();
             existed
         };
         tx.commit()?;
-        self.leases().remove(imsi);
+        if let Some(k) = imsi_key(imsi) {
+            self.leases().remove(&k);
+        }
         Ok(existed)
     }
 
@@ -314,9 +417,10 @@ impl Hss {
     }
 
     /// `n` vectors for each of several subscribers, with at most one durable commit
-    /// (none when every subscriber's lease covers `n` more SQNs). Per-IMSI failures
-    /// (unknown IMSI, exhausted SQN) are returned in place and do not abort the
-    /// others; database errors abort the whole batch and release nothing.
+    /// (none when every subscriber's lease covers `n` more SQNs, the usual case).
+    /// Per-IMSI failures (unknown IMSI, exhausted SQN) are returned in place and do
+    /// not abort the others; database errors abort the whole batch and release
+    /// nothing.
     pub fn next_vector_batch(
         &self,
         imsis: &[&str],
@@ -324,22 +428,28 @@ impl Hss {
         n: usize,
         rand_source: &mut impl FnMut() -> [u8; 16],
     ) -> Result<Vec<Result<Vec<AuthVector>, HssError>>, HssError> {
-        let steps = self
-            .lease_steps
-            .load(std::sync::atomic::Ordering::Relaxed)
-            .max(n as u32);
+        let steps = u64::from(
+            self.lease_steps
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .max(n as u32),
+        );
         let mut leases = self.leases();
-        let needs_lease = |leases: &HashMap<String, Leased>, imsi: &str| {
-            leases
-                .get(imsi)
-                .is_none_or(|l| advance(l.issued, n as u32) > l.reserved)
-        };
-        if imsis.iter().any(|i| needs_lease(&leases, i)) {
-            self.extend_leases(&mut leases, imsis, n, steps)?;
+        if imsis
+            .iter()
+            .any(|i| imsi_key(i).is_some_and(|k| !leases.contains_key(&k)))
+        {
+            self.load(&mut leases, imsis)?;
+        }
+        let short = |l: &Leased| advance(l.issued, n as u64) > l.reserved;
+        if imsis
+            .iter()
+            .any(|i| imsi_key(i).and_then(|k| leases.get(&k)).is_some_and(short))
+        {
+            self.extend_leases(&mut leases, imsis, n as u64, steps)?;
         }
         let mut out = Vec::with_capacity(imsis.len());
         for &imsi in imsis {
-            let Some(l) = leases.get_mut(imsi) else {
+            let Some(l) = imsi_key(imsi).and_then(|k| leases.get_mut(&k)) else {
                 out.push(Err(HssError::UnknownImsi(imsi.to_string())));
                 continue;
             };
@@ -370,77 +480,116 @@ impl Hss {
         Ok(out)
     }
 
-    /// One durable commit that (re)leases `imsis` and reads ahead to subscribers
-    /// without a lease that follow the first one in IMSI order.
+    /// A subscriber's stored (v, g) seen from this generation: (highest SQN that may
+    /// already be issued, end of this generation's implicit lease).
+    fn stored_mark(
+        &self,
+        imsi: &str,
+        profile_sqn: u64,
+        q: &impl ReadableTable<&'static str, u64>,
+        qg: &impl ReadableTable<&'static str, u64>,
+    ) -> Result<(u64, u64), HssError> {
+        let v = q.get(imsi)?.map(|g| g.value()).unwrap_or(profile_sqn);
+        // No generation stored: a mark written before generations existed, when
+        // every mark was durable before use.
+        let g = qg.get(imsi)?.map(|g| g.value()).unwrap_or(0);
+        Ok(implicit_lease(v, g, self.generation))
+    }
+
+    /// Read `imsis` that are not in memory, and up to [`READ_AHEAD`] subscribers
+    /// following the first in IMSI order, in one read transaction; each gets this
+    /// generation's implicit lease (no write).
+    fn load(&self, leases: &mut LeaseMap, imsis: &[&str]) -> Result<(), HssError> {
+        let strict = self.lease_steps.load(std::sync::atomic::Ordering::Relaxed) <= 1;
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(SUBSCRIBERS)?;
+        let q = tx.open_table(SQN)?;
+        let qg = tx.open_table(SQN_GEN)?;
+        let add =
+            |leases: &mut LeaseMap, key: u64, imsi: &str, raw: &[u8]| -> Result<(), HssError> {
+                let sub = decode(imsi, raw)?;
+                let (issued, end) = self.stored_mark(imsi, sub.sqn, &q, &qg)?;
+                leases.insert(
+                    key,
+                    Leased {
+                        mil: milenage_of(&sub),
+                        amf: sub.amf,
+                        profile: Arc::new(sub),
+                        issued,
+                        // Strict policy: every vector is committed first.
+                        reserved: if strict { issued } else { end },
+                    },
+                );
+                Ok(())
+            };
+        for &imsi in imsis {
+            let Some(key) = imsi_key(imsi) else { continue };
+            if leases.contains_key(&key) {
+                continue;
+            }
+            if let Some(raw) = t.get(imsi)? {
+                add(leases, key, imsi, raw.value())?;
+            }
+        }
+        if let Some(&first) = imsis.first() {
+            let mut ahead = 0;
+            for item in t.range(first..)?.skip(1) {
+                if ahead >= READ_AHEAD {
+                    break;
+                }
+                let (k, v) = item?;
+                let imsi = k.value();
+                let Some(key) = imsi_key(imsi) else { continue };
+                if leases.contains_key(&key) {
+                    continue;
+                }
+                ahead += 1;
+                add(leases, key, imsi, v.value())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One durable commit reserving `steps` SQN steps beyond the last issued for
+    /// each of `imsis` whose lease does not cover `n` more (marked with this
+    /// generation, so the next generation starts above it).
     fn extend_leases(
         &self,
-        leases: &mut HashMap<String, Leased>,
+        leases: &mut LeaseMap,
         imsis: &[&str],
-        n: usize,
-        steps: u32,
+        n: u64,
+        steps: u64,
     ) -> Result<(), HssError> {
         let mut tx = self.db.begin_write()?;
         tx.set_durability(Durability::Immediate)?;
-        let mut fresh: Vec<(String, Leased)> = Vec::new();
+        let mut fresh = Vec::new();
         {
-            let t = tx.open_table(SUBSCRIBERS)?;
             let mut q = tx.open_table(SQN)?;
-            let lease = |imsi: &str,
-                         raw: &[u8],
-                         q: &mut redb::Table<&str, u64>,
-                         leases: &HashMap<String, Leased>|
-             -> Result<Option<Leased>, HssError> {
-                let sub = decode(imsi, raw)?;
-                // Start after whatever is durable or already issued here.
-                let stored = q.get(imsi)?.map(|g| g.value()).unwrap_or(sub.sqn);
-                let issued = leases.get(imsi).map_or(stored, |l| l.issued.max(stored));
-                let reserved = advance(issued, steps);
-                if reserved == issued {
-                    return Ok(None); // SQN space exhausted: next_vector_batch reports it
-                }
-                q.insert(imsi, reserved)?;
-                Ok(Some(Leased {
-                    mil: Arc::new(milenage_of(&sub)),
-                    amf: sub.amf,
-                    profile: sub,
-                    issued,
-                    reserved,
-                }))
-            };
+            let mut qg = tx.open_table(SQN_GEN)?;
             for &imsi in imsis {
-                let covered = leases
-                    .get(imsi)
-                    .is_some_and(|l| advance(l.issued, n as u32) <= l.reserved);
-                if covered {
+                let Some(key) = imsi_key(imsi) else { continue };
+                let Some(l) = leases.get(&key) else { continue };
+                if advance(l.issued, n) <= l.reserved {
                     continue;
                 }
-                let Some(raw) = t.get(imsi)? else { continue };
-                let raw = raw.value().to_vec();
-                if let Some(l) = lease(imsi, &raw, &mut q, leases)? {
-                    fresh.push((imsi.to_string(), l));
+                let reserved = advance(l.issued, steps);
+                if reserved == l.issued {
+                    continue; // SQN space exhausted: next_vector_batch reports it
                 }
-            }
-            if let Some(&first) = imsis.first() {
-                let mut ahead = Vec::new();
-                for item in t.range(first..)?.skip(1) {
-                    if ahead.len() >= READ_AHEAD {
-                        break;
-                    }
-                    let (k, v) = item?;
-                    if !leases.contains_key(k.value()) && !imsis.contains(&k.value()) {
-                        ahead.push((k.value().to_string(), v.value().to_vec()));
-                    }
-                }
-                for (imsi, raw) in ahead {
-                    if let Some(l) = lease(&imsi, &raw, &mut q, leases)? {
-                        fresh.push((imsi, l));
-                    }
-                }
+                q.insert(imsi, reserved)?;
+                qg.insert(imsi, self.generation)?;
+                fresh.push((key, reserved));
             }
         }
         tx.commit()?;
+        self.lease_commits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Only now, with the high-water marks durable, may these SQNs be used.
-        leases.extend(fresh);
+        for (key, reserved) in fresh {
+            if let Some(l) = leases.get_mut(&key) {
+                l.reserved = reserved;
+            }
+        }
         Ok(())
     }
 
@@ -452,6 +601,7 @@ impl Hss {
         {
             let t = tx.open_table(SUBSCRIBERS)?;
             let mut q = tx.open_table(SQN)?;
+            let mut qg = tx.open_table(SQN_GEN)?;
             let sub = match t.get(imsi)? {
                 Some(raw) => decode(imsi, raw.value())?,
                 None => return Err(HssError::UnknownImsi(imsi.to_string())),
@@ -459,13 +609,70 @@ impl Hss {
             let sqn_ms = resync_sqn(&milenage_of(&sub), rand, auts)
                 .map_err(|_| HssError::ResyncMacFailure(imsi.to_string()))?;
             q.insert(imsi, pepc_security::sqn_to_u64(sqn_ms))?;
+            // As of the previous generation: the implicit lease follows SQN_MS.
+            qg.insert(imsi, self.generation - 1)?;
         }
         tx.commit()?;
         // The next vector must follow SQN_MS: drop the lease so it is re-read.
-        self.leases().remove(imsi);
+        if let Some(k) = imsi_key(imsi) {
+            self.leases().remove(&k);
+        }
         Ok(())
     }
 }
 
 /// Re-exported so users can build subscribers without depending on pepc-security.
 pub type SubscriberKey = Key128;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advance_matches_stepping_and_saturates() {
+        for start in [0u64, 5, 31, 32, 33, 1000, 0xABCDEF] {
+            for steps in [0u64, 1, 31, 32, 33, 100] {
+                let mut s = start;
+                for _ in 0..steps {
+                    s = next_sqn(s).unwrap();
+                }
+                assert_eq!(advance(start, steps), s, "{start} + {steps}");
+            }
+        }
+        let near_end = pepc_security::SQN_MAX - 3 * 32;
+        let last = advance(near_end, 1 << 40);
+        assert!(last <= pepc_security::SQN_MAX);
+        assert_eq!(next_sqn(last), None, "saturates at the last reachable SQN");
+        assert_eq!(advance(last, 5), last);
+    }
+
+    #[test]
+    fn implicit_leases_of_successive_generations_do_not_overlap() {
+        let v = 1000;
+        assert_eq!(
+            implicit_lease(v, 7, 7),
+            (v, v),
+            "written in this generation"
+        );
+        let mut prev_end = v;
+        for now in 8..20 {
+            let (start, end) = implicit_lease(v, 7, now);
+            assert_eq!(
+                start,
+                prev_end,
+                "generation {now} starts where {} ended",
+                now - 1
+            );
+            assert_eq!(end, advance(start, IMPLICIT_STEPS));
+            prev_end = end;
+        }
+    }
+
+    #[test]
+    fn imsi_keys_keep_leading_zeros_apart() {
+        assert_ne!(imsi_key("001010000000001"), imsi_key("01010000000001"));
+        assert_eq!(imsi_key("12a"), None);
+        assert_eq!(imsi_key(""), None);
+        assert_eq!(imsi_key("1234567890123456"), None);
+    }
+}

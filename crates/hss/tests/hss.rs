@@ -125,30 +125,86 @@ fn lease_of_one_commits_every_vector() {
 }
 
 #[test]
-fn one_commit_leases_the_following_subscribers_too() {
+fn first_vectors_need_no_commit_and_a_restart_skips_their_lease() {
     let dir = TempDir::new("readahead");
     let path = dir.0.join("hss.redb");
     let imsis: Vec<String> = (1..=10).map(|i| format!("9997000000000{i:02}")).collect();
     let mut rand = counter_rand();
+    let mut issued = Vec::new();
     {
         let hss = Hss::open(&path).unwrap();
         for i in &imsis {
             hss.add(&sub(i)).unwrap();
         }
-        hss.next_vector(&imsis[0], PLMN, &mut rand).unwrap();
-        // The others are leased (durable high-water mark) but nothing issued yet.
+        for i in &imsis[..5] {
+            let v = hss.next_vector(i, PLMN, &mut rand).unwrap();
+            issued.push(usim_check(&ue(), v.rand, v.autn, 0).unwrap().sqn);
+        }
+        let st = hss.stats();
+        assert_eq!(st.lease_commits, 0, "implicit leases: no fsync per attach");
+        assert_eq!(
+            st.leased, 10,
+            "one read loaded the following subscribers too"
+        );
+        // Read ahead but nothing issued yet.
         assert_eq!(hss.get(&imsis[5]).unwrap().unwrap().sqn, 0);
     }
     let hss = Hss::open(&path).unwrap();
-    for i in &imsis[1..] {
+    for (n, i) in imsis.iter().enumerate() {
         let hw = hss.get(i).unwrap().unwrap().sqn;
-        assert!(hw > 0, "{i} was read ahead: its lease is on disk");
+        assert!(
+            hw >= 32 * 32,
+            "{i}: the last generation's whole lease counts as issued"
+        );
+        if let Some(&s) = issued.get(n) {
+            assert!(hw >= s);
+        }
         let v = hss.next_vector(i, PLMN, &mut rand).unwrap();
         let s = usim_check(&ue(), v.rand, v.autn, 0).unwrap().sqn;
         assert!(
             s > hw,
             "{i}: after a restart vectors start above the old lease"
         );
+    }
+    assert_eq!(hss.stats().lease_commits, 0);
+}
+
+#[test]
+fn sqn_increases_over_many_restarts_with_and_without_use() {
+    let dir = TempDir::new("generations");
+    let path = dir.0.join("hss.redb");
+    let (busy, idle) = ("999700000000001", "999700000000002");
+    let mut rand = counter_rand();
+    {
+        let hss = Hss::open(&path).unwrap();
+        hss.add(&sub(busy)).unwrap();
+        hss.add(&sub(idle)).unwrap();
+    }
+    let mut last_busy = 0;
+    let mut last_idle = 0;
+    for round in 0..6u64 {
+        let hss = Hss::open(&path).unwrap();
+        // `busy` uses more than one implicit lease in some generations, forcing a
+        // durable extension; `idle` authenticates only every third generation.
+        let n = if round % 2 == 0 { 40 } else { 3 };
+        for _ in 0..n {
+            let v = hss.next_vector(busy, PLMN, &mut rand).unwrap();
+            last_busy = usim_check(&ue(), v.rand, v.autn, last_busy)
+                .unwrap_or_else(|e| panic!("round {round}: {e:?}"))
+                .sqn;
+        }
+        if round % 2 == 0 {
+            assert!(
+                hss.stats().lease_commits >= 1,
+                "40 vectors outgrow the 32-step lease"
+            );
+        }
+        if round % 3 == 0 {
+            let v = hss.next_vector(idle, PLMN, &mut rand).unwrap();
+            last_idle = usim_check(&ue(), v.rand, v.autn, last_idle)
+                .unwrap_or_else(|e| panic!("round {round}: {e:?}"))
+                .sqn;
+        }
     }
 }
 

@@ -1484,7 +1484,7 @@ impl Mme {
             }
         }
         self.by_imsi.insert(imsi, id);
-        let sub = match self.hss.get(&nasx::imsi_string(imsi)) {
+        let sub = match self.hss.profile(&nasx::imsi_string(imsi)) {
             Ok(Some(s)) => s,
             _ => {
                 self.ues.get_mut(&id).expect("present").imsi = Some(imsi);
@@ -2612,7 +2612,7 @@ impl Mme {
             .map(|a| nasx::apn_string(&a.value))
             .filter(|a| !a.is_empty())
             .unwrap_or_else(|| self.cfg.default_apn.clone());
-        let sub = self.hss.get(&nasx::imsi_string(imsi)).ok().flatten();
+        let sub = self.hss.profile(&nasx::imsi_string(imsi)).ok().flatten();
         let subscribed = sub
             .as_ref()
             .is_some_and(|s| s.apn.eq_ignore_ascii_case(&apn));
