@@ -8,6 +8,7 @@
 
 pub mod container;
 mod enums;
+mod fast;
 pub mod msg;
 mod types;
 

@@ -154,14 +154,32 @@ fn handover_type_raw(v: u8) -> R<raw::HandoverType> {
 
 macro_rules! message {
     ($ty:ident, $dir:ident, $code:expr, $name:literal) => {
+        message!(@common $ty, $dir, $code, $name);
         impl $ty {
-            pub const PROCEDURE_CODE: u8 = $code;
-            pub const DIRECTION: Direction = Direction::$dir;
-            pub const NAME: &'static str = $name;
             /// Build and encode in one step.
             pub fn encode(&self) -> R<Vec<u8>> {
                 crate::encode(&self.to_pdu()?)
             }
+        }
+    };
+    // A message with a hand-written encoder (`encode_fast`, see `fast`).
+    ($ty:ident, $dir:ident, $code:expr, $name:literal, fast) => {
+        message!(@common $ty, $dir, $code, $name);
+        impl $ty {
+            /// Encode: the hand-written path where it applies, else the generic one.
+            pub fn encode(&self) -> R<Vec<u8>> {
+                match self.encode_fast() {
+                    Some(b) => Ok(b),
+                    None => crate::encode(&self.to_pdu()?),
+                }
+            }
+        }
+    };
+    (@common $ty:ident, $dir:ident, $code:expr, $name:literal) => {
+        impl $ty {
+            pub const PROCEDURE_CODE: u8 = $code;
+            pub const DIRECTION: Direction = Direction::$dir;
+            pub const NAME: &'static str = $name;
             /// Decode octets as this message.
             pub fn decode(bytes: &[u8]) -> R<Self> {
                 Self::try_from(&crate::decode(bytes)?)
@@ -487,9 +505,15 @@ message!(
     DownlinkNasTransport,
     Initiating,
     proc_code::DOWNLINK_NAS_TRANSPORT,
-    "DownlinkNASTransport"
+    "DownlinkNASTransport",
+    fast
 );
 impl DownlinkNasTransport {
+    /// The hand-written encoder (see `fast`); `None` where it defers to `to_pdu`.
+    fn encode_fast(&self) -> Option<Vec<u8>> {
+        crate::fast::downlink_nas_transport(self.mme_ue_id, self.enb_ue_id, &self.nas_pdu)
+    }
+
     pub fn to_pdu(&self) -> R<S1apPdu> {
         pdu!(
             DownlinkNASTransport,
@@ -2339,6 +2363,9 @@ impl S1apMessage {
     }
 
     pub fn encode(&self) -> R<Vec<u8>> {
+        if let S1apMessage::DownlinkNasTransport(m) = self {
+            return m.encode();
+        }
         crate::encode(&self.to_pdu()?)
     }
 
