@@ -508,47 +508,73 @@ impl Hss {
         let t = tx.open_table(SUBSCRIBERS)?;
         let q = tx.open_table(SQN)?;
         let qg = tx.open_table(SQN_GEN)?;
-        let add =
-            |leases: &mut LeaseMap, key: u64, imsi: &str, raw: &[u8]| -> Result<(), HssError> {
-                let sub = decode(imsi, raw)?;
-                let (issued, end) = self.stored_mark(imsi, sub.sqn, &q, &qg)?;
-                leases.insert(
-                    key,
-                    Leased {
-                        mil: milenage_of(&sub),
-                        amf: sub.amf,
-                        profile: Arc::new(sub),
-                        issued,
-                        // Strict policy: every vector is committed first.
-                        reserved: if strict { issued } else { end },
-                    },
-                );
-                Ok(())
-            };
+        let lease = |sub: Subscriber, (issued, end): (u64, u64)| Leased {
+            mil: milenage_of(&sub),
+            amf: sub.amf,
+            profile: Arc::new(sub),
+            issued,
+            // Strict policy: every vector is committed first.
+            reserved: if strict { issued } else { end },
+        };
         for &imsi in imsis {
             let Some(key) = imsi_key(imsi) else { continue };
             if leases.contains_key(&key) {
                 continue;
             }
             if let Some(raw) = t.get(imsi)? {
-                add(leases, key, imsi, raw.value())?;
+                let sub = decode(imsi, raw.value())?;
+                let mark = self.stored_mark(imsi, sub.sqn, &q, &qg)?;
+                leases.insert(key, lease(sub, mark));
             }
         }
-        if let Some(&first) = imsis.first() {
-            let mut ahead = 0;
-            for item in t.range(first..)?.skip(1) {
-                if ahead >= READ_AHEAD {
-                    break;
-                }
-                let (k, v) = item?;
-                let imsi = k.value();
-                let Some(key) = imsi_key(imsi) else { continue };
-                if leases.contains_key(&key) {
-                    continue;
-                }
-                ahead += 1;
-                add(leases, key, imsi, v.value())?;
+        let Some(&first) = imsis.first() else {
+            return Ok(());
+        };
+        // The read-ahead walks the three tables side by side in IMSI order (a merge:
+        // a subscriber may lack an `sqn` or `sqn_gen` row), rather than two B-tree
+        // lookups per subscriber.
+        let mut marks = q.range(first..)?.peekable();
+        let mut gens = qg.range(first..)?.peekable();
+        let mut ahead = 0;
+        for item in t.range(first..)?.skip(1) {
+            if ahead >= READ_AHEAD {
+                break;
             }
+            let (k, v) = item?;
+            let imsi = k.value();
+            let Some(key) = imsi_key(imsi) else { continue };
+            if leases.contains_key(&key) {
+                continue;
+            }
+            ahead += 1;
+            let sub = decode(imsi, v.value())?;
+            let mut stored = sub.sqn;
+            while let Some(Ok((mk, mv))) = marks.peek() {
+                match mk.value().cmp(imsi) {
+                    std::cmp::Ordering::Less => {}
+                    std::cmp::Ordering::Equal => stored = mv.value(),
+                    std::cmp::Ordering::Greater => break,
+                }
+                marks.next();
+            }
+            let mut generation = 0;
+            while let Some(Ok((gk, gv))) = gens.peek() {
+                match gk.value().cmp(imsi) {
+                    std::cmp::Ordering::Less => {}
+                    std::cmp::Ordering::Equal => generation = gv.value(),
+                    std::cmp::Ordering::Greater => break,
+                }
+                gens.next();
+            }
+            // A storage error in either side table surfaces here.
+            if let Some(Err(_)) = marks.peek() {
+                marks.next().transpose()?;
+            }
+            if let Some(Err(_)) = gens.peek() {
+                gens.next().transpose()?;
+            }
+            let mark = implicit_lease(stored, generation, self.generation);
+            leases.insert(key, lease(sub, mark));
         }
         Ok(())
     }
@@ -668,6 +694,65 @@ mod tests {
             );
             assert_eq!(end, advance(start, IMPLICIT_STEPS));
             prev_end = end;
+        }
+    }
+
+    #[test]
+    fn read_ahead_merge_matches_per_subscriber_lookups() {
+        let hss = Hss::in_memory().unwrap();
+        let subs: Vec<Subscriber> = (0..40u64)
+            .map(|i| Subscriber {
+                imsi: format!("00101{:010}", i * 3),
+                k: Key128::from_hex("465B5CE8B199B49FAA5F0A2EE238A6BC").unwrap(),
+                op_kind: model::OpKind::Opc([7; 16]),
+                amf: [0x80, 0],
+                sqn: i * 100,
+                msisdn: String::new(),
+                apn: "internet".into(),
+                pdn_type: model::PdnType::Ipv4,
+                qci: 9,
+                arp_priority: 8,
+                ambr_ul_bps: 1,
+                ambr_dl_bps: 1,
+            })
+            .collect();
+        hss.add_many(&subs).unwrap();
+        // Rows as several histories leave them: a legacy mark with no generation, a
+        // mark written in this generation, marks from older generations, no mark.
+        let tx = hss.db.begin_write().unwrap();
+        {
+            let mut q = tx.open_table(SQN).unwrap();
+            let mut qg = tx.open_table(SQN_GEN).unwrap();
+            for (i, s) in subs.iter().enumerate() {
+                match i % 5 {
+                    0 => {
+                        qg.remove(s.imsi.as_str()).unwrap();
+                    }
+                    1 => {
+                        qg.insert(s.imsi.as_str(), hss.generation).unwrap();
+                    }
+                    2 => {
+                        q.insert(s.imsi.as_str(), 5000 + i as u64).unwrap();
+                    }
+                    3 => {
+                        q.remove(s.imsi.as_str()).unwrap();
+                        qg.remove(s.imsi.as_str()).unwrap();
+                    }
+                    _ => {}
+                }
+            }
+        }
+        tx.commit().unwrap();
+        let mut leases = LeaseMap::default();
+        hss.load(&mut leases, &[subs[0].imsi.as_str()]).unwrap();
+        assert_eq!(leases.len(), subs.len());
+        let tx = hss.db.begin_read().unwrap();
+        let q = tx.open_table(SQN).unwrap();
+        let qg = tx.open_table(SQN_GEN).unwrap();
+        for s in &subs {
+            let want = hss.stored_mark(&s.imsi, s.sqn, &q, &qg).unwrap();
+            let l = &leases[&imsi_key(&s.imsi).unwrap()];
+            assert_eq!((l.issued, l.reserved), want, "{}", s.imsi);
         }
     }
 
