@@ -1,20 +1,30 @@
-//! Hand-written aligned-PER encoders for the S1AP PDUs the MME sends most: every
-//! attach sends two DownlinkNASTransport messages (Authentication Request, Security
-//! Mode Command), and each later NAS exchange one more. The generic builder encodes
-//! each IE into its own buffer and then the container (≈ 5K instructions and a
-//! dozen allocations per PDU); this writes the same octets straight into one buffer.
+//! Hand-written aligned-PER encoders for the S1AP PDUs the MME sends on every
+//! attach: two DownlinkNASTransport (Authentication Request, Security Mode Command)
+//! and one InitialContextSetupRequest. The generic builder encodes each IE into its
+//! own buffer and then the container (5-7K instructions and a dozen allocations per
+//! PDU); these write the same octets straight into one buffer.
 //!
 //! The output is byte-identical to the generic encoder for every input it accepts
 //! (tested below over boundary values); anything it does not handle (an eNB UE S1AP
 //! ID out of range, a NAS PDU needing fragmentation) returns `None` and the caller
 //! uses the generic path, which reports the error.
 
-/// Procedure code of DownlinkNASTransport (TS 36.413 §9.3.7).
+use crate::{Ambr, ERab, Key256, UeSecurityCapabilities};
+
+/// Procedure codes (TS 36.413 §9.3.7).
 const DOWNLINK_NAS_TRANSPORT: u8 = 11;
+const INITIAL_CONTEXT_SETUP: u8 = 9;
 /// ProtocolIE-IDs (TS 36.413 §9.3.6).
 const ID_MME_UE_S1AP_ID: u16 = 0;
 const ID_ENB_UE_S1AP_ID: u16 = 8;
 const ID_NAS_PDU: u16 = 26;
+const ID_E_RAB_TO_BE_SETUP_LIST_CTXT_SU_REQ: u16 = 24;
+const ID_E_RAB_TO_BE_SETUP_ITEM_CTXT_SU_REQ: u16 = 52;
+const ID_UE_AGGREGATE_MAXIMUM_BITRATE: u16 = 66;
+const ID_UE_SECURITY_CAPABILITIES: u16 = 107;
+const ID_SECURITY_KEY: u16 = 73;
+/// BitRate ::= INTEGER (0..10,000,000,000).
+const BIT_RATE_MAX: u64 = 10_000_000_000;
 /// Criticality values, in the top two bits of their octet (X.691 aligned).
 const REJECT: u8 = 0x00;
 const IGNORE: u8 = 0x40;
@@ -47,6 +57,176 @@ fn ie(out: &mut Vec<u8>, id: u16, criticality: u8, value: &[&[u8]]) {
     for v in value {
         out.extend_from_slice(v);
     }
+}
+
+/// MSB-first bit writer with octet alignment, for the few IEs whose fields do not
+/// fall on octet boundaries.
+struct Bits {
+    out: Vec<u8>,
+    /// Bits used in the last octet (0 = aligned).
+    used: u8,
+}
+
+impl Bits {
+    fn new(cap: usize) -> Self {
+        Bits {
+            out: Vec::with_capacity(cap),
+            used: 0,
+        }
+    }
+    fn put(&mut self, value: u64, n: u8) {
+        for i in (0..n).rev() {
+            if self.used == 0 {
+                self.out.push(0);
+            }
+            let bit = ((value >> i) & 1) as u8;
+            let last = self.out.len() - 1;
+            self.out[last] |= bit << (7 - self.used);
+            self.used = (self.used + 1) % 8;
+        }
+    }
+    fn align(&mut self) {
+        self.used = 0;
+    }
+    fn octets(&mut self, b: &[u8]) {
+        self.align();
+        self.out.extend_from_slice(b);
+    }
+    /// BitRate: octet count (1..5) in 3 bits, then the value, aligned.
+    fn bit_rate(&mut self, v: u64) {
+        let octets = (8 - v.leading_zeros() as usize / 8).max(1);
+        self.put(octets as u64 - 1, 3);
+        self.octets(&v.to_be_bytes()[8 - octets..]);
+    }
+    fn finish(self) -> Vec<u8> {
+        self.out
+    }
+}
+
+/// One ProtocolIE-Field whose value is already encoded.
+fn ie_octets(out: &mut Vec<u8>, id: u16, criticality: u8, value: &[u8]) -> Option<()> {
+    if value.len() >= 16384 {
+        return None;
+    }
+    ie(out, id, criticality, &[value]);
+    Some(())
+}
+
+/// E-RABToBeSetupItemCtxtSUReq (TS 36.413 §9.1.4.1).
+fn ctxt_item(e: &ERab) -> Option<Vec<u8>> {
+    let nas_len = e.nas_pdu.as_ref().map_or(0, |n| n.len());
+    if e.id > 15 || e.arp.priority_level > 15 || nas_len >= 16384 {
+        return None;
+    }
+    let mut b = Bits::new(24 + nas_len);
+    b.put(0, 1); // extension
+    b.put(u64::from(e.nas_pdu.is_some()), 1);
+    b.put(0, 1); // iE-Extensions absent
+    b.put(0, 1); // E-RAB-ID: extension
+    b.put(u64::from(e.id), 4);
+    // E-RABLevelQoSParameters: extension, gbrQosInformation?, iE-Extensions?
+    b.put(0, 1);
+    b.put(u64::from(e.gbr.is_some()), 1);
+    b.put(0, 1);
+    b.octets(&[e.qci]);
+    // AllocationAndRetentionPriority: extension, iE-Extensions?, level, cap, vuln.
+    b.put(0, 2);
+    b.put(u64::from(e.arp.priority_level), 4);
+    b.put(u64::from(e.arp.pre_emption_capability), 1);
+    b.put(u64::from(e.arp.pre_emption_vulnerability), 1);
+    if let Some(g) = e.gbr {
+        if [g.mbr_dl, g.mbr_ul, g.gbr_dl, g.gbr_ul]
+            .iter()
+            .any(|&r| r > BIT_RATE_MAX)
+        {
+            return None;
+        }
+        b.put(0, 2); // extension, iE-Extensions absent
+        b.bit_rate(g.mbr_dl);
+        b.bit_rate(g.mbr_ul);
+        b.bit_rate(g.gbr_dl);
+        b.bit_rate(g.gbr_ul);
+    }
+    // TransportLayerAddress BIT STRING (SIZE (1..160, ...)): extension, length - 1.
+    b.put(0, 1);
+    b.put(32 - 1, 8);
+    b.octets(&e.transport.octets());
+    b.octets(&e.teid.to_be_bytes());
+    if let Some(nas) = &e.nas_pdu {
+        b.align();
+        length(&mut b.out, nas.len());
+        b.out.extend_from_slice(nas);
+    }
+    Some(b.finish())
+}
+
+/// InitialContextSetupRequest with the six mandatory IEs.
+pub(crate) fn initial_context_setup_request(
+    mme_ue_id: u32,
+    enb_ue_id: u32,
+    ambr: Ambr,
+    erabs: &[ERab],
+    caps: UeSecurityCapabilities,
+    key: &Key256,
+) -> Option<Vec<u8>> {
+    if enb_ue_id > 0x00FF_FFFF
+        || ambr.dl > BIT_RATE_MAX
+        || ambr.ul > BIT_RATE_MAX
+        || erabs.is_empty()
+        || erabs.len() > 256
+    {
+        return None;
+    }
+    let mut v = Vec::with_capacity(
+        160 + erabs
+            .iter()
+            .map(|e| e.nas_pdu.as_ref().map_or(0, |n| n.len()))
+            .sum::<usize>(),
+    );
+    v.extend_from_slice(&[0x00, 0x00, 0x06]);
+    let (mme, mme_len) = wide_integer(mme_ue_id);
+    ie(&mut v, ID_MME_UE_S1AP_ID, REJECT, &[&mme[..mme_len]]);
+    let (enb, enb_len) = wide_integer(enb_ue_id);
+    ie(&mut v, ID_ENB_UE_S1AP_ID, REJECT, &[&enb[..enb_len]]);
+    // UEAggregateMaximumBitrate: extension, iE-Extensions?, downlink, uplink.
+    let mut b = Bits::new(16);
+    b.put(0, 2);
+    b.bit_rate(ambr.dl);
+    b.bit_rate(ambr.ul);
+    ie_octets(&mut v, ID_UE_AGGREGATE_MAXIMUM_BITRATE, REJECT, &b.finish())?;
+    // E-RABToBeSetupListCtxtSUReq: count - 1 in one octet, then single containers.
+    let mut list = vec![(erabs.len() - 1) as u8];
+    for e in erabs {
+        let item = ctxt_item(e)?;
+        ie_octets(
+            &mut list,
+            ID_E_RAB_TO_BE_SETUP_ITEM_CTXT_SU_REQ,
+            REJECT,
+            &item,
+        )?;
+    }
+    ie_octets(&mut v, ID_E_RAB_TO_BE_SETUP_LIST_CTXT_SU_REQ, REJECT, &list)?;
+    // UESecurityCapabilities: extension, iE-Extensions?, then each BIT STRING
+    // (SIZE (16, ...)): its extension bit and 16 bits, unaligned.
+    let mut b = Bits::new(5);
+    b.put(0, 2);
+    b.put(0, 1);
+    b.put(u64::from(caps.eea), 16);
+    b.put(0, 1);
+    b.put(u64::from(caps.eia), 16);
+    ie_octets(&mut v, ID_UE_SECURITY_CAPABILITIES, REJECT, &b.finish())?;
+    // SecurityKey BIT STRING (SIZE (256)): fixed, octet-aligned.
+    ie_octets(&mut v, ID_SECURITY_KEY, REJECT, &key.0)?;
+    if v.len() >= 16384 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(v.len() + 6);
+    out.push(0x00);
+    out.push(INITIAL_CONTEXT_SETUP);
+    out.push(REJECT);
+    length(&mut out, v.len());
+    out.extend_from_slice(&v);
+    Some(out)
 }
 
 /// DownlinkNASTransport with exactly the three mandatory IEs.
@@ -134,6 +314,78 @@ mod tests {
             }
         }
         assert!(checked > 800, "{checked}");
+    }
+
+    #[test]
+    fn initial_context_setup_request_byte_identical() {
+        use crate::msg::InitialContextSetupRequest;
+        use crate::{Ambr, Arp, ERab, GbrQos, Key256, UeSecurityCapabilities};
+        let rates = [
+            0u64,
+            1,
+            255,
+            256,
+            65_535,
+            1_000_000,
+            1 << 32,
+            10_000_000_000,
+        ];
+        let mut checked = 0;
+        for (i, &r) in rates.iter().enumerate() {
+            for nerabs in 1..=3usize {
+                for &nas_len in &[0usize, 5, 127, 128, 600] {
+                    let erabs: Vec<ERab> = (0..nerabs)
+                        .map(|k| ERab {
+                            id: (5 + k + i) as u8 % 16,
+                            qci: [9u8, 1, 5, 255][(k + i) % 4],
+                            arp: Arp {
+                                priority_level: ((i * 3 + k) % 16) as u8,
+                                pre_emption_capability: (k + i) % 2 == 0,
+                                pre_emption_vulnerability: (k + i) % 3 == 0,
+                            },
+                            gbr: (k % 2 == 1).then_some(GbrQos {
+                                mbr_dl: r,
+                                mbr_ul: rates[(i + 1) % rates.len()],
+                                gbr_dl: rates[(i + 2) % rates.len()],
+                                gbr_ul: 0,
+                            }),
+                            transport: std::net::Ipv4Addr::new(10, k as u8, i as u8, 1),
+                            teid: 0x0100_0000u32.wrapping_mul((i + k + 1) as u32),
+                            nas_pdu: (k == 0 && nas_len > 0)
+                                .then(|| (0..nas_len).map(|x| x as u8).collect()),
+                        })
+                        .collect();
+                    let m = InitialContextSetupRequest {
+                        mme_ue_id: [0u32, 300, 70_000, u32::MAX][i % 4],
+                        enb_ue_id: [0u32, 1, 0x00FF_FFFF, 65_536][(i + nerabs) % 4],
+                        ue_ambr: Ambr {
+                            dl: r,
+                            ul: rates[(i + 3) % rates.len()],
+                        },
+                        erabs,
+                        ue_security_capabilities: UeSecurityCapabilities {
+                            eea: 0xE000 ^ (i as u16),
+                            eia: 0x6000 | (nerabs as u16),
+                        },
+                        security_key: Key256([i as u8; 32]),
+                    };
+                    let want = crate::encode(&m.to_pdu().unwrap()).unwrap();
+                    let got = super::initial_context_setup_request(
+                        m.mme_ue_id,
+                        m.enb_ue_id,
+                        m.ue_ambr,
+                        &m.erabs,
+                        m.ue_security_capabilities,
+                        &m.security_key,
+                    )
+                    .expect("handled");
+                    assert_eq!(got, want, "rate {r} erabs {nerabs} nas {nas_len}");
+                    assert_eq!(m.encode().unwrap(), want);
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, rates.len() * 3 * 5);
     }
 
     #[test]

@@ -613,9 +613,22 @@ message!(
     InitialContextSetupRequest,
     Initiating,
     proc_code::INITIAL_CONTEXT_SETUP,
-    "InitialContextSetupRequest"
+    "InitialContextSetupRequest",
+    fast
 );
 impl InitialContextSetupRequest {
+    /// The hand-written encoder (see `fast`); `None` where it defers to `to_pdu`.
+    fn encode_fast(&self) -> Option<Vec<u8>> {
+        crate::fast::initial_context_setup_request(
+            self.mme_ue_id,
+            self.enb_ue_id,
+            self.ue_ambr,
+            &self.erabs,
+            self.ue_security_capabilities,
+            &self.security_key,
+        )
+    }
+
     pub fn to_pdu(&self) -> R<S1apPdu> {
         let items = self.erabs.iter().map(ctxt_item).collect::<R<Vec<_>>>()?;
         pdu!(
@@ -2363,8 +2376,10 @@ impl S1apMessage {
     }
 
     pub fn encode(&self) -> R<Vec<u8>> {
-        if let S1apMessage::DownlinkNasTransport(m) = self {
-            return m.encode();
+        match self {
+            S1apMessage::DownlinkNasTransport(m) => return m.encode(),
+            S1apMessage::InitialContextSetupRequest(m) => return m.encode(),
+            _ => {}
         }
         crate::encode(&self.to_pdu()?)
     }
