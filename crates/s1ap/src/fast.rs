@@ -8,11 +8,19 @@
 //! (tested below over boundary values); anything it does not handle (an eNB UE S1AP
 //! ID out of range, a NAS PDU needing fragmentation) returns `None` and the caller
 //! uses the generic path, which reports the error.
+//!
+//! One decoder too, for the PDU the MME receives most (UplinkNASTransport, three per
+//! attach). It accepts only the canonical form an eNB sends (the five mandatory IEs,
+//! minimal lengths, no extensions) and returns `None` for anything else, which then
+//! goes through the generic decoder; a differential test checks that whatever it
+//! accepts, the generic decoder decodes to the same message.
 
-use crate::{Ambr, ERab, Key256, UeSecurityCapabilities};
+use crate::msg::UplinkNasTransport;
+use crate::{Ambr, ERab, Ecgi, Key256, Plmn, Tai, UeSecurityCapabilities};
 
 /// Procedure codes (TS 36.413 §9.3.7).
 const DOWNLINK_NAS_TRANSPORT: u8 = 11;
+const UPLINK_NAS_TRANSPORT: u8 = 13;
 const INITIAL_CONTEXT_SETUP: u8 = 9;
 /// ProtocolIE-IDs (TS 36.413 §9.3.6).
 const ID_MME_UE_S1AP_ID: u16 = 0;
@@ -23,6 +31,8 @@ const ID_E_RAB_TO_BE_SETUP_ITEM_CTXT_SU_REQ: u16 = 52;
 const ID_UE_AGGREGATE_MAXIMUM_BITRATE: u16 = 66;
 const ID_UE_SECURITY_CAPABILITIES: u16 = 107;
 const ID_SECURITY_KEY: u16 = 73;
+const ID_EUTRAN_CGI: u16 = 100;
+const ID_TAI: u16 = 67;
 /// BitRate ::= INTEGER (0..10,000,000,000).
 const BIT_RATE_MAX: u64 = 10_000_000_000;
 /// Criticality values, in the top two bits of their octet (X.691 aligned).
@@ -265,6 +275,102 @@ pub(crate) fn downlink_nas_transport(
     Some(out)
 }
 
+/// Reads an unconstrained length determinant (short or long form; fragmentation is
+/// left to the generic decoder) and returns (length, octets consumed).
+fn read_length(b: &[u8]) -> Option<(usize, usize)> {
+    match *b.first()? {
+        n if n & 0x80 == 0 => Some((usize::from(n), 1)),
+        n if n & 0xC0 == 0x80 => Some(((usize::from(n & 0x3F) << 8) | usize::from(*b.get(1)?), 2)),
+        _ => None,
+    }
+}
+
+/// Splits `b` into (content of a length-prefixed field, rest).
+fn take_length_prefixed(b: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (n, used) = read_length(b)?;
+    let rest = b.get(used..)?;
+    (rest.len() >= n).then(|| rest.split_at(n))
+}
+
+/// A wide constrained INTEGER (see `wide_integer`) in minimal form, of at most
+/// `max_octets` octets, filling its whole open type.
+fn read_wide_integer(v: &[u8], max_octets: usize) -> Option<u32> {
+    let (&head, value) = v.split_first()?;
+    let octets = usize::from(head >> 6) + 1;
+    if head & 0x3F != 0 || octets > max_octets || value.len() != octets {
+        return None;
+    }
+    if octets > 1 && value[0] == 0 {
+        return None; // not minimal
+    }
+    Some(value.iter().fold(0u32, |a, &x| a << 8 | u32::from(x)))
+}
+
+/// UplinkNASTransport in the canonical form, or `None`.
+pub(crate) fn uplink_nas_transport(b: &[u8]) -> Option<UplinkNasTransport> {
+    if b.get(..3)? != [0x00, UPLINK_NAS_TRANSPORT, IGNORE] {
+        return None;
+    }
+    let (value, rest) = take_length_prefixed(&b[3..])?;
+    if !rest.is_empty() || value.get(..3)? != [0x00, 0x00, 0x05] {
+        return None;
+    }
+    let mut ies = &value[3..];
+    let (mut mme, mut enb, mut nas, mut ecgi, mut tai) = (None, None, None, None, None);
+    for _ in 0..5 {
+        let (head, after) = ies.split_at_checked(3)?;
+        let id = u16::from_be_bytes([head[0], head[1]]);
+        let (content, next) = take_length_prefixed(after)?;
+        ies = next;
+        match (id, head[2]) {
+            (ID_MME_UE_S1AP_ID, REJECT) if mme.is_none() => {
+                mme = Some(read_wide_integer(content, 4)?);
+            }
+            (ID_ENB_UE_S1AP_ID, REJECT) if enb.is_none() => {
+                enb = Some(read_wide_integer(content, 3)?);
+            }
+            (ID_NAS_PDU, REJECT) if nas.is_none() => {
+                let (pdu, tail) = take_length_prefixed(content)?;
+                if !tail.is_empty() {
+                    return None;
+                }
+                nas = Some(pdu.to_vec());
+            }
+            (ID_EUTRAN_CGI, IGNORE) if ecgi.is_none() => {
+                // No extension, no iE-Extensions, PLMN, 28-bit cell id + 4 zero bits.
+                if content.len() != 8 || content[0] != 0 || content[7] & 0x0F != 0 {
+                    return None;
+                }
+                let cell = u32::from_be_bytes([content[4], content[5], content[6], content[7]]);
+                ecgi = Some(Ecgi {
+                    plmn: Plmn([content[1], content[2], content[3]]),
+                    cell_id: cell >> 4,
+                });
+            }
+            (ID_TAI, IGNORE) if tai.is_none() => {
+                if content.len() != 6 || content[0] != 0 {
+                    return None;
+                }
+                tai = Some(Tai {
+                    plmn: Plmn([content[1], content[2], content[3]]),
+                    tac: u16::from_be_bytes([content[4], content[5]]),
+                });
+            }
+            _ => return None,
+        }
+    }
+    if !ies.is_empty() {
+        return None;
+    }
+    Some(UplinkNasTransport {
+        mme_ue_id: mme?,
+        enb_ue_id: enb?,
+        nas_pdu: nas?,
+        ecgi: ecgi?,
+        tai: tai?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use crate::msg::DownlinkNasTransport;
@@ -386,6 +492,82 @@ mod tests {
             }
         }
         assert_eq!(checked, rates.len() * 3 * 5);
+    }
+
+    fn uplink_samples() -> Vec<Vec<u8>> {
+        use crate::msg::UplinkNasTransport;
+        use crate::{Ecgi, Plmn, Tai};
+        let mut out = Vec::new();
+        for (i, &id) in [0u32, 1, 255, 256, 65_536, 0x00FF_FFFF, u32::MAX]
+            .iter()
+            .enumerate()
+        {
+            for &n in &[0usize, 1, 50, 127, 128, 300] {
+                let m = UplinkNasTransport {
+                    mme_ue_id: id,
+                    enb_ue_id: id & 0x00FF_FFFF,
+                    nas_pdu: (0..n).map(|x| (x * 13 + i) as u8).collect(),
+                    ecgi: Ecgi {
+                        plmn: Plmn([0x00, 0xf1, 0x10 + i as u8]),
+                        cell_id: (id & 0x0FFF_FFFF) ^ 0x0123_4567 & 0x0FFF_FFFF,
+                    },
+                    tai: Tai {
+                        plmn: Plmn([0x21, 0xf3, i as u8]),
+                        tac: (id as u16) ^ 0xBEEF,
+                    },
+                };
+                out.push(crate::encode(&m.to_pdu().unwrap()).unwrap());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn uplink_nas_transport_decodes_like_the_generic_decoder() {
+        use crate::msg::UplinkNasTransport;
+        for b in uplink_samples() {
+            let fast = super::uplink_nas_transport(&b).expect("canonical form");
+            let generic = UplinkNasTransport::try_from(&crate::decode(&b).unwrap()).unwrap();
+            assert_eq!(fast, generic);
+            assert_eq!(UplinkNasTransport::decode(&b).unwrap(), generic);
+        }
+    }
+
+    /// Differential fuzz: every truncation and single-octet corruption of valid
+    /// messages. Whatever the fast decoder accepts, the generic one must decode to
+    /// the same message; it never panics.
+    #[test]
+    fn uplink_fast_decoder_never_accepts_what_the_generic_one_reads_differently() {
+        use crate::msg::UplinkNasTransport;
+        let mut accepted_mutants = 0;
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        for b in uplink_samples() {
+            let mut cases: Vec<Vec<u8>> = (0..b.len()).map(|n| b[..n].to_vec()).collect();
+            for pos in 0..b.len() {
+                for _ in 0..3 {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let mut m = b.clone();
+                    m[pos] ^= (rng as u8).max(1);
+                    cases.push(m);
+                }
+            }
+            let mut longer = b.clone();
+            longer.push(0);
+            cases.push(longer);
+            for c in cases {
+                if let Some(fast) = super::uplink_nas_transport(&c) {
+                    let generic = crate::decode(&c)
+                        .and_then(|p| UplinkNasTransport::try_from(&p))
+                        .unwrap_or_else(|e| panic!("fast accepted what generic refuses: {e}"));
+                    assert_eq!(fast, generic);
+                    accepted_mutants += 1;
+                }
+            }
+        }
+        // Payload corruptions (NAS octets, PLMN, TAC, cell id) stay valid messages.
+        assert!(accepted_mutants > 1000, "{accepted_mutants}");
     }
 
     #[test]

@@ -175,15 +175,38 @@ macro_rules! message {
             }
         }
     };
-    (@common $ty:ident, $dir:ident, $code:expr, $name:literal) => {
+    // A message with a hand-written decoder (`decode_fast`, see `fast`).
+    ($ty:ident, $dir:ident, $code:expr, $name:literal, fast_decode) => {
+        message!(@consts $ty, $dir, $code, $name);
         impl $ty {
-            pub const PROCEDURE_CODE: u8 = $code;
-            pub const DIRECTION: Direction = Direction::$dir;
-            pub const NAME: &'static str = $name;
+            /// Build and encode in one step.
+            pub fn encode(&self) -> R<Vec<u8>> {
+                crate::encode(&self.to_pdu()?)
+            }
+            /// Decode octets as this message: the hand-written path for the
+            /// canonical form, else the generic decoder.
+            pub fn decode(bytes: &[u8]) -> R<Self> {
+                match Self::decode_fast(bytes) {
+                    Some(m) => Ok(m),
+                    None => Self::try_from(&crate::decode(bytes)?),
+                }
+            }
+        }
+    };
+    (@common $ty:ident, $dir:ident, $code:expr, $name:literal) => {
+        message!(@consts $ty, $dir, $code, $name);
+        impl $ty {
             /// Decode octets as this message.
             pub fn decode(bytes: &[u8]) -> R<Self> {
                 Self::try_from(&crate::decode(bytes)?)
             }
+        }
+    };
+    (@consts $ty:ident, $dir:ident, $code:expr, $name:literal) => {
+        impl $ty {
+            pub const PROCEDURE_CODE: u8 = $code;
+            pub const DIRECTION: Direction = Direction::$dir;
+            pub const NAME: &'static str = $name;
         }
         impl TryFrom<&S1apPdu> for $ty {
             type Error = S1apError;
@@ -459,9 +482,14 @@ message!(
     UplinkNasTransport,
     Initiating,
     proc_code::UPLINK_NAS_TRANSPORT,
-    "UplinkNASTransport"
+    "UplinkNASTransport",
+    fast_decode
 );
 impl UplinkNasTransport {
+    /// The hand-written decoder (see `fast`); `None` where it defers.
+    fn decode_fast(bytes: &[u8]) -> Option<Self> {
+        crate::fast::uplink_nas_transport(bytes)
+    }
     pub fn to_pdu(&self) -> R<S1apPdu> {
         pdu!(
             UplinkNASTransport,
@@ -2372,6 +2400,9 @@ s1ap_message_enum!(
 impl S1apMessage {
     /// Decode octets into a typed message.
     pub fn decode(bytes: &[u8]) -> R<Self> {
+        if let Some(m) = crate::fast::uplink_nas_transport(bytes) {
+            return Ok(S1apMessage::UplinkNasTransport(m));
+        }
         Self::from_pdu(&crate::decode(bytes)?)
     }
 
