@@ -15,7 +15,7 @@ use pepc_s1ap::msg::{
     InitialContextSetupResponse, InitialUeMessage, S1SetupRequest, S1apMessage, UplinkNasTransport,
 };
 use pepc_s1ap::{ERabTunnel, Ecgi, EnbId, GlobalEnbId, SupportedTa, Tai};
-use pepc_slice::slice::{build, SliceConfig};
+use pepc_slice::slice::{build, pin_current_thread, SliceConfig};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -152,9 +152,17 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
 
     let (to_mme, mme_rx) = mpsc::channel::<Batch>();
     let (mme_tx, from_mme) = mpsc::channel::<Batch>();
+    // The MME gets a core of its own where there are two or more (the RAN and the
+    // data thread share the others), as a slice's control thread would.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mme_join = std::thread::Builder::new()
         .name("bench-mme".into())
-        .spawn(move || mme_thread(mme, cp, mme_rx, mme_tx))
+        .spawn(move || {
+            if cores >= 2 {
+                pin_current_thread(cores - 1);
+            }
+            mme_thread(mme, cp, mme_rx, mme_tx)
+        })
         .map_err(|e| e.to_string())?;
 
     let tai = Tai { plmn, tac: 1 };

@@ -85,14 +85,19 @@ impl Bits {
         }
     }
     fn put(&mut self, value: u64, n: u8) {
-        for i in (0..n).rev() {
+        // Fill the current octet, then whole octets, MSB first.
+        let mut left = n;
+        while left > 0 {
             if self.used == 0 {
                 self.out.push(0);
             }
-            let bit = ((value >> i) & 1) as u8;
+            let room = 8 - self.used;
+            let take = room.min(left);
+            let chunk = ((value >> (left - take)) & ((1u64 << take) - 1)) as u8;
             let last = self.out.len() - 1;
-            self.out[last] |= bit << (7 - self.used);
-            self.used = (self.used + 1) % 8;
+            self.out[last] |= chunk << (room - take);
+            self.used = (self.used + take) % 8;
+            left -= take;
         }
     }
     fn align(&mut self) {
