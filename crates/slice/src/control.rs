@@ -206,7 +206,9 @@ impl ControlPlane {
             cfg.bearer_slots.min(cfg.layout.max_bearer_slots()) as u32,
         );
         ControlPlane {
-            ues: Vec::new(),
+            // Reserved (virtual; pages are touched as slots are used) so that attaches
+            // never move the whole table to grow it.
+            ues: Vec::with_capacity(ue_alloc.limit() as usize),
             iot_ues: Vec::new(),
             iot_free: VecDeque::new(),
             iot_next: 0,

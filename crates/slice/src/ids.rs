@@ -242,8 +242,14 @@ impl SlotAllocator {
             next_fresh: first,
             limit,
             free: VecDeque::new(),
-            gens: Vec::new(),
+            // Virtual until used: growing it would copy it on the attach path.
+            gens: Vec::with_capacity(limit as usize),
         }
+    }
+
+    /// One past the highest slot this allocator can hand out.
+    pub fn limit(&self) -> u32 {
+        self.limit
     }
 
     /// Allocate a slot; returns (slot, generation).
