@@ -9,18 +9,19 @@
 //! ID out of range, a NAS PDU needing fragmentation) returns `None` and the caller
 //! uses the generic path, which reports the error.
 //!
-//! One decoder too, for the PDU the MME receives most (UplinkNASTransport, three per
-//! attach). It accepts only the canonical form an eNB sends (the five mandatory IEs,
-//! minimal lengths, no extensions) and returns `None` for anything else, which then
-//! goes through the generic decoder; a differential test checks that whatever it
-//! accepts, the generic decoder decodes to the same message.
+//! Decoders too, for the PDUs that start and carry every attach (InitialUEMessage,
+//! UplinkNASTransport three times). They accept only the canonical form an eNB sends
+//! (the mandatory IEs, minimal lengths, no extensions) and return `None` for
+//! anything else, which then goes through the generic decoder; differential tests
+//! check that whatever they accept, the generic decoder decodes to the same message.
 
-use crate::msg::UplinkNasTransport;
+use crate::msg::{InitialUeMessage, UplinkNasTransport};
 use crate::{Ambr, ERab, Ecgi, Key256, Plmn, Tai, UeSecurityCapabilities};
 
 /// Procedure codes (TS 36.413 §9.3.7).
 const DOWNLINK_NAS_TRANSPORT: u8 = 11;
 const UPLINK_NAS_TRANSPORT: u8 = 13;
+const INITIAL_UE_MESSAGE: u8 = 12;
 const INITIAL_CONTEXT_SETUP: u8 = 9;
 /// ProtocolIE-IDs (TS 36.413 §9.3.6).
 const ID_MME_UE_S1AP_ID: u16 = 0;
@@ -33,6 +34,7 @@ const ID_UE_SECURITY_CAPABILITIES: u16 = 107;
 const ID_SECURITY_KEY: u16 = 73;
 const ID_EUTRAN_CGI: u16 = 100;
 const ID_TAI: u16 = 67;
+const ID_RRC_ESTABLISHMENT_CAUSE: u16 = 134;
 /// BitRate ::= INTEGER (0..10,000,000,000).
 const BIT_RATE_MAX: u64 = 10_000_000_000;
 /// Criticality values, in the top two bits of their octet (X.691 aligned).
@@ -311,56 +313,71 @@ fn read_wide_integer(v: &[u8], max_octets: usize) -> Option<u32> {
     Some(value.iter().fold(0u32, |a, &x| a << 8 | u32::from(x)))
 }
 
-/// UplinkNASTransport in the canonical form, or `None`.
-pub(crate) fn uplink_nas_transport(b: &[u8]) -> Option<UplinkNasTransport> {
-    if b.get(..3)? != [0x00, UPLINK_NAS_TRANSPORT, IGNORE] {
+/// The IE list of an initiating message with procedure code `code` and message
+/// criticality `crit`, holding exactly `count` IEs and nothing after the PDU.
+fn initiating_ies(b: &[u8], code: u8, crit: u8, count: u8) -> Option<&[u8]> {
+    if b.get(..3)? != [0x00, code, crit] {
         return None;
     }
     let (value, rest) = take_length_prefixed(&b[3..])?;
-    if !rest.is_empty() || value.get(..3)? != [0x00, 0x00, 0x05] {
+    if !rest.is_empty() || value.get(..3)? != [0x00, 0x00, count] {
         return None;
     }
-    let mut ies = &value[3..];
+    Some(&value[3..])
+}
+
+/// The next ProtocolIE-Field: (id, criticality octet, value).
+fn next_ie<'a>(ies: &mut &'a [u8]) -> Option<(u16, u8, &'a [u8])> {
+    let (head, after) = ies.split_at_checked(3)?;
+    let (content, next) = take_length_prefixed(after)?;
+    *ies = next;
+    Some((u16::from_be_bytes([head[0], head[1]]), head[2], content))
+}
+
+/// NAS-PDU: its own length determinant filling the open type.
+fn read_nas(content: &[u8]) -> Option<Vec<u8>> {
+    let (pdu, tail) = take_length_prefixed(content)?;
+    tail.is_empty().then(|| pdu.to_vec())
+}
+
+/// EUTRAN-CGI: no extension or iE-Extensions, PLMN, 28-bit cell id + 4 zero bits.
+fn read_ecgi(c: &[u8]) -> Option<Ecgi> {
+    if c.len() != 8 || c[0] != 0 || c[7] & 0x0F != 0 {
+        return None;
+    }
+    Some(Ecgi {
+        plmn: Plmn([c[1], c[2], c[3]]),
+        cell_id: u32::from_be_bytes([c[4], c[5], c[6], c[7]]) >> 4,
+    })
+}
+
+/// TAI: no extension or iE-Extensions, PLMN, TAC.
+fn read_tai(c: &[u8]) -> Option<Tai> {
+    if c.len() != 6 || c[0] != 0 {
+        return None;
+    }
+    Some(Tai {
+        plmn: Plmn([c[1], c[2], c[3]]),
+        tac: u16::from_be_bytes([c[4], c[5]]),
+    })
+}
+
+/// UplinkNASTransport in the canonical form, or `None`.
+pub(crate) fn uplink_nas_transport(b: &[u8]) -> Option<UplinkNasTransport> {
+    let mut ies = initiating_ies(b, UPLINK_NAS_TRANSPORT, IGNORE, 5)?;
     let (mut mme, mut enb, mut nas, mut ecgi, mut tai) = (None, None, None, None, None);
     for _ in 0..5 {
-        let (head, after) = ies.split_at_checked(3)?;
-        let id = u16::from_be_bytes([head[0], head[1]]);
-        let (content, next) = take_length_prefixed(after)?;
-        ies = next;
-        match (id, head[2]) {
+        let (id, crit, content) = next_ie(&mut ies)?;
+        match (id, crit) {
             (ID_MME_UE_S1AP_ID, REJECT) if mme.is_none() => {
-                mme = Some(read_wide_integer(content, 4)?);
+                mme = Some(read_wide_integer(content, 4)?)
             }
             (ID_ENB_UE_S1AP_ID, REJECT) if enb.is_none() => {
-                enb = Some(read_wide_integer(content, 3)?);
+                enb = Some(read_wide_integer(content, 3)?)
             }
-            (ID_NAS_PDU, REJECT) if nas.is_none() => {
-                let (pdu, tail) = take_length_prefixed(content)?;
-                if !tail.is_empty() {
-                    return None;
-                }
-                nas = Some(pdu.to_vec());
-            }
-            (ID_EUTRAN_CGI, IGNORE) if ecgi.is_none() => {
-                // No extension, no iE-Extensions, PLMN, 28-bit cell id + 4 zero bits.
-                if content.len() != 8 || content[0] != 0 || content[7] & 0x0F != 0 {
-                    return None;
-                }
-                let cell = u32::from_be_bytes([content[4], content[5], content[6], content[7]]);
-                ecgi = Some(Ecgi {
-                    plmn: Plmn([content[1], content[2], content[3]]),
-                    cell_id: cell >> 4,
-                });
-            }
-            (ID_TAI, IGNORE) if tai.is_none() => {
-                if content.len() != 6 || content[0] != 0 {
-                    return None;
-                }
-                tai = Some(Tai {
-                    plmn: Plmn([content[1], content[2], content[3]]),
-                    tac: u16::from_be_bytes([content[4], content[5]]),
-                });
-            }
+            (ID_NAS_PDU, REJECT) if nas.is_none() => nas = Some(read_nas(content)?),
+            (ID_EUTRAN_CGI, IGNORE) if ecgi.is_none() => ecgi = Some(read_ecgi(content)?),
+            (ID_TAI, IGNORE) if tai.is_none() => tai = Some(read_tai(content)?),
             _ => return None,
         }
     }
@@ -373,6 +390,47 @@ pub(crate) fn uplink_nas_transport(b: &[u8]) -> Option<UplinkNasTransport> {
         nas_pdu: nas?,
         ecgi: ecgi?,
         tai: tai?,
+    })
+}
+
+/// InitialUEMessage with only its five mandatory IEs (no S-TMSI, no GUMMEI), or
+/// `None`.
+pub(crate) fn initial_ue_message(b: &[u8]) -> Option<InitialUeMessage> {
+    let mut ies = initiating_ies(b, INITIAL_UE_MESSAGE, IGNORE, 5)?;
+    let (mut enb, mut nas, mut tai, mut ecgi, mut cause) = (None, None, None, None, None);
+    for _ in 0..5 {
+        let (id, crit, content) = next_ie(&mut ies)?;
+        match (id, crit) {
+            (ID_ENB_UE_S1AP_ID, REJECT) if enb.is_none() => {
+                enb = Some(read_wide_integer(content, 3)?)
+            }
+            (ID_NAS_PDU, REJECT) if nas.is_none() => nas = Some(read_nas(content)?),
+            (ID_TAI, REJECT) if tai.is_none() => tai = Some(read_tai(content)?),
+            (ID_EUTRAN_CGI, IGNORE) if ecgi.is_none() => ecgi = Some(read_ecgi(content)?),
+            (ID_RRC_ESTABLISHMENT_CAUSE, IGNORE) if cause.is_none() => {
+                // Extensible ENUMERATED: five root values in 3 bits, or the extension
+                // bit and a small index (the three extension values known here).
+                let [v] = content else { return None };
+                cause = Some(match *v {
+                    v if v & 0x8F == 0 && v >> 4 <= 4 => v >> 4,
+                    v if v & 0xC0 == 0x80 && v & 0x3F <= 2 => 5 + (v & 0x3F),
+                    _ => return None,
+                });
+            }
+            _ => return None,
+        }
+    }
+    if !ies.is_empty() {
+        return None;
+    }
+    Some(InitialUeMessage {
+        enb_ue_id: enb?,
+        nas_pdu: nas?,
+        tai: tai?,
+        ecgi: ecgi?,
+        rrc_cause: cause?,
+        s_tmsi: None,
+        gummei: None,
     })
 }
 
@@ -538,15 +596,72 @@ mod tests {
         }
     }
 
-    /// Differential fuzz: every truncation and single-octet corruption of valid
-    /// messages. Whatever the fast decoder accepts, the generic one must decode to
-    /// the same message; it never panics.
+    fn initial_ue_samples() -> Vec<Vec<u8>> {
+        use crate::msg::InitialUeMessage;
+        use crate::{Ecgi, Plmn, Tai};
+        let mut out = Vec::new();
+        for (i, &id) in [0u32, 1, 255, 256, 65_536, 0x00FF_FFFF].iter().enumerate() {
+            for &n in &[0usize, 1, 50, 127, 128, 300] {
+                for cause in 0..=7u8 {
+                    let m = InitialUeMessage {
+                        enb_ue_id: id,
+                        nas_pdu: (0..n).map(|x| (x * 5 + i) as u8).collect(),
+                        tai: Tai {
+                            plmn: Plmn([0x13, 0x00, 0x14 + i as u8]),
+                            tac: (id as u16) ^ 0x0101,
+                        },
+                        ecgi: Ecgi {
+                            plmn: Plmn([0x00, 0xf1, 0x10]),
+                            cell_id: id & 0x0FFF_FFFF,
+                        },
+                        rrc_cause: cause,
+                        s_tmsi: None,
+                        gummei: None,
+                    };
+                    out.push(crate::encode(&m.to_pdu().unwrap()).unwrap());
+                }
+            }
+        }
+        out
+    }
+
     #[test]
-    fn uplink_fast_decoder_never_accepts_what_the_generic_one_reads_differently() {
-        use crate::msg::UplinkNasTransport;
+    fn initial_ue_message_decodes_like_the_generic_decoder() {
+        use crate::msg::InitialUeMessage;
+        for b in initial_ue_samples() {
+            let fast = super::initial_ue_message(&b).expect("canonical form");
+            let generic = InitialUeMessage::try_from(&crate::decode(&b).unwrap()).unwrap();
+            assert_eq!(fast, generic);
+        }
+        // With S-TMSI the generic decoder takes over.
+        let m = InitialUeMessage {
+            enb_ue_id: 9,
+            nas_pdu: vec![7; 20],
+            tai: Default::default(),
+            ecgi: Default::default(),
+            rrc_cause: 3,
+            s_tmsi: Some(crate::STmsi {
+                mmec: 1,
+                m_tmsi: 0xdead_beef,
+            }),
+            gummei: None,
+        };
+        let b = m.encode().unwrap();
+        assert!(super::initial_ue_message(&b).is_none());
+        assert_eq!(InitialUeMessage::decode(&b).unwrap(), m);
+    }
+
+    /// Every truncation, one extra octet, and three random single-octet corruptions
+    /// per position of each sample: whatever `fast` accepts, `generic` must decode to
+    /// the same message. Returns how many mutants `fast` accepted.
+    fn differential<T: PartialEq + core::fmt::Debug>(
+        samples: Vec<Vec<u8>>,
+        fast: impl Fn(&[u8]) -> Option<T>,
+        generic: impl Fn(&[u8]) -> Result<T, crate::S1apError>,
+    ) -> usize {
         let mut accepted_mutants = 0;
         let mut rng = 0x2545_F491_4F6C_DD1Du64;
-        for b in uplink_samples() {
+        for b in samples {
             let mut cases: Vec<Vec<u8>> = (0..b.len()).map(|n| b[..n].to_vec()).collect();
             for pos in 0..b.len() {
                 for _ in 0..3 {
@@ -562,17 +677,28 @@ mod tests {
             longer.push(0);
             cases.push(longer);
             for c in cases {
-                if let Some(fast) = super::uplink_nas_transport(&c) {
-                    let generic = crate::decode(&c)
-                        .and_then(|p| UplinkNasTransport::try_from(&p))
+                if let Some(f) = fast(&c) {
+                    let g = generic(&c)
                         .unwrap_or_else(|e| panic!("fast accepted what generic refuses: {e}"));
-                    assert_eq!(fast, generic);
+                    assert_eq!(f, g);
                     accepted_mutants += 1;
                 }
             }
         }
+        accepted_mutants
+    }
+
+    #[test]
+    fn fast_decoders_never_accept_what_the_generic_one_reads_differently() {
+        use crate::msg::{InitialUeMessage, UplinkNasTransport};
+        let ul = differential(uplink_samples(), super::uplink_nas_transport, |c| {
+            crate::decode(c).and_then(|p| UplinkNasTransport::try_from(&p))
+        });
+        let iu = differential(initial_ue_samples(), super::initial_ue_message, |c| {
+            crate::decode(c).and_then(|p| InitialUeMessage::try_from(&p))
+        });
         // Payload corruptions (NAS octets, PLMN, TAC, cell id) stay valid messages.
-        assert!(accepted_mutants > 1000, "{accepted_mutants}");
+        assert!(ul > 1000 && iu > 1000, "{ul} {iu}");
     }
 
     #[test]

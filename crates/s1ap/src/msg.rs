@@ -423,9 +423,14 @@ message!(
     InitialUeMessage,
     Initiating,
     proc_code::INITIAL_UE_MESSAGE,
-    "InitialUEMessage"
+    "InitialUEMessage",
+    fast_decode
 );
 impl InitialUeMessage {
+    /// The hand-written decoder (see `fast`); `None` where it defers.
+    fn decode_fast(bytes: &[u8]) -> Option<Self> {
+        crate::fast::initial_ue_message(bytes)
+    }
     pub fn to_pdu(&self) -> R<S1apPdu> {
         let mut ies: Ies = vec![
             build_s1ap_ie!(InitialUEMessage, eNB_UE_S1AP_ID(self.enb_ue_id))?,
@@ -2402,6 +2407,9 @@ impl S1apMessage {
     pub fn decode(bytes: &[u8]) -> R<Self> {
         if let Some(m) = crate::fast::uplink_nas_transport(bytes) {
             return Ok(S1apMessage::UplinkNasTransport(m));
+        }
+        if let Some(m) = crate::fast::initial_ue_message(bytes) {
+            return Ok(S1apMessage::InitialUeMessage(m));
         }
         Self::from_pdu(&crate::decode(bytes)?)
     }
