@@ -45,6 +45,29 @@ pub struct AttachResult {
     /// S1AP messages the MME decoded per attach (in-process only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub s1ap_messages_per_attach: Option<f64>,
+    /// With `--repeat N`: `attaches_per_mme_core_s` of every run, sorted; the other
+    /// fields are those of the median run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_core_runs: Vec<f64>,
+}
+
+/// Run `f` `n` times and keep the median run by `attaches_per_mme_core_s`, with all
+/// runs' figures in `per_core_runs` (a shared machine's noise shows in their spread).
+pub fn median_of(
+    n: u32,
+    mut f: impl FnMut() -> Result<AttachResult, String>,
+) -> Result<AttachResult, String> {
+    let mut runs = (0..n.max(1)).map(|_| f()).collect::<Result<Vec<_>, _>>()?;
+    runs.sort_by(|a, b| {
+        a.attaches_per_mme_core_s
+            .total_cmp(&b.attaches_per_mme_core_s)
+    });
+    let all: Vec<f64> = runs.iter().map(|r| r.attaches_per_mme_core_s).collect();
+    let mut median = runs.swap_remove(runs.len() / 2);
+    if all.len() > 1 {
+        median.per_core_runs = all;
+    }
+    Ok(median)
 }
 
 /// CPU time of the calling thread.
@@ -344,6 +367,7 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         completion_us_p50: q(0.5),
         completion_us_p99: q(0.99),
         s1ap_messages_per_attach: Some(msgs as f64 / n as f64),
+        per_core_runs: vec![],
     })
 }
 

@@ -214,5 +214,6 @@ pub fn bench_attach_udp(
         completion_us_p50: p50 as f64,
         completion_us_p99: p99 as f64,
         s1ap_messages_per_attach: None,
+        per_core_runs: vec![],
     })
 }

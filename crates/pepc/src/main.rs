@@ -98,6 +98,10 @@ struct AttachArgs {
     /// Attach rate offered by the emulator (udp), per second.
     #[arg(long, default_value_t = 1_000_000.0)]
     rate: f64,
+    /// Run each transport this many times and report the median run (by attaches
+    /// per MME core-second), with every run's figure in `per_core_runs`.
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
     /// Print one JSON object per transport.
     #[arg(long)]
     json: bool,
@@ -240,20 +244,19 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
             ))
         }
     };
+    use pepc_bench::attach::median_of;
     if inproc {
-        results.push(pepc_bench::attach::run_inprocess(
-            &pepc_bench::attach::AttachOpts {
+        results.push(median_of(a.repeat, || {
+            pepc_bench::attach::run_inprocess(&pepc_bench::attach::AttachOpts {
                 attaches: a.attaches,
                 window: a.window,
-            },
-        )?);
+            })
+        })?);
     }
     if udp {
-        results.push(pepc::demo::bench_attach_udp(
-            &pepc::demo::DemoPorts::default(),
-            a.attaches,
-            a.rate,
-        )?);
+        results.push(median_of(a.repeat, || {
+            pepc::demo::bench_attach_udp(&pepc::demo::DemoPorts::default(), a.attaches, a.rate)
+        })?);
     }
     for r in results {
         if a.json {
