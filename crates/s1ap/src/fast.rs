@@ -10,13 +10,13 @@
 //! uses the generic path, which reports the error.
 //!
 //! Decoders too, for the PDUs that start and carry every attach (InitialUEMessage,
-//! UplinkNASTransport three times). They accept only the canonical form an eNB sends
+//! UplinkNASTransport three times, InitialContextSetupResponse). They accept only the canonical form an eNB sends
 //! (the mandatory IEs, minimal lengths, no extensions) and return `None` for
 //! anything else, which then goes through the generic decoder; differential tests
 //! check that whatever they accept, the generic decoder decodes to the same message.
 
-use crate::msg::{InitialUeMessage, UplinkNasTransport};
-use crate::{Ambr, ERab, Ecgi, Key256, Plmn, Tai, UeSecurityCapabilities};
+use crate::msg::{InitialContextSetupResponse, InitialUeMessage, UplinkNasTransport};
+use crate::{Ambr, ERab, ERabTunnel, Ecgi, Key256, Plmn, Tai, UeSecurityCapabilities};
 
 /// Procedure codes (TS 36.413 §9.3.7).
 const DOWNLINK_NAS_TRANSPORT: u8 = 11;
@@ -35,6 +35,8 @@ const ID_SECURITY_KEY: u16 = 73;
 const ID_EUTRAN_CGI: u16 = 100;
 const ID_TAI: u16 = 67;
 const ID_RRC_ESTABLISHMENT_CAUSE: u16 = 134;
+const ID_E_RAB_SETUP_LIST_CTXT_SU_RES: u16 = 51;
+const ID_E_RAB_SETUP_ITEM_CTXT_SU_RES: u16 = 50;
 /// BitRate ::= INTEGER (0..10,000,000,000).
 const BIT_RATE_MAX: u64 = 10_000_000_000;
 /// Criticality values, in the top two bits of their octet (X.691 aligned).
@@ -316,7 +318,13 @@ fn read_wide_integer(v: &[u8], max_octets: usize) -> Option<u32> {
 /// The IE list of an initiating message with procedure code `code` and message
 /// criticality `crit`, holding exactly `count` IEs and nothing after the PDU.
 fn initiating_ies(b: &[u8], code: u8, crit: u8, count: u8) -> Option<&[u8]> {
-    if b.get(..3)? != [0x00, code, crit] {
+    pdu_ies(b, 0x00, code, crit, count)
+}
+
+/// The same for any S1AP-PDU choice: `choice` is its first octet (0x00 initiating,
+/// 0x20 successful, 0x40 unsuccessful outcome).
+fn pdu_ies(b: &[u8], choice: u8, code: u8, crit: u8, count: u8) -> Option<&[u8]> {
+    if b.get(..3)? != [choice, code, crit] {
         return None;
     }
     let (value, rest) = take_length_prefixed(&b[3..])?;
@@ -431,6 +439,61 @@ pub(crate) fn initial_ue_message(b: &[u8]) -> Option<InitialUeMessage> {
         rrc_cause: cause?,
         s_tmsi: None,
         gummei: None,
+    })
+}
+
+/// InitialContextSetupResponse with its three mandatory IEs, IPv4 transport
+/// addresses, and no failed list or criticality diagnostics; else `None`.
+pub(crate) fn initial_context_setup_response(b: &[u8]) -> Option<InitialContextSetupResponse> {
+    let mut ies = pdu_ies(b, 0x20, INITIAL_CONTEXT_SETUP, REJECT, 3)?;
+    let (mut mme, mut enb, mut erabs) = (None, None, None);
+    for _ in 0..3 {
+        let (id, crit, content) = next_ie(&mut ies)?;
+        match (id, crit) {
+            (ID_MME_UE_S1AP_ID, IGNORE) if mme.is_none() => {
+                mme = Some(read_wide_integer(content, 4)?)
+            }
+            (ID_ENB_UE_S1AP_ID, IGNORE) if enb.is_none() => {
+                enb = Some(read_wide_integer(content, 3)?)
+            }
+            (ID_E_RAB_SETUP_LIST_CTXT_SU_RES, IGNORE) if erabs.is_none() => {
+                let (&count, mut items) = content.split_first()?;
+                let mut list = Vec::with_capacity(usize::from(count) + 1);
+                for _ in 0..=count {
+                    let (item_id, item_crit, v) = next_ie(&mut items)?;
+                    // E-RABSetupItemCtxtSURes: extension and iE-Extensions bits clear,
+                    // E-RAB-ID (extension bit, 4 bits), TransportLayerAddress
+                    // (extension bit, length - 1 = 31: IPv4), aligned address, TEID.
+                    if item_id != ID_E_RAB_SETUP_ITEM_CTXT_SU_RES
+                        || item_crit != IGNORE
+                        || v.len() != 10
+                        || v[0] & 0xE1 != 0
+                        || v[1] != 31
+                    {
+                        return None;
+                    }
+                    list.push(ERabTunnel {
+                        id: v[0] >> 1,
+                        transport: std::net::Ipv4Addr::new(v[2], v[3], v[4], v[5]),
+                        teid: u32::from_be_bytes([v[6], v[7], v[8], v[9]]),
+                    });
+                }
+                if !items.is_empty() {
+                    return None;
+                }
+                erabs = Some(list);
+            }
+            _ => return None,
+        }
+    }
+    if !ies.is_empty() {
+        return None;
+    }
+    Some(InitialContextSetupResponse {
+        mme_ue_id: mme?,
+        enb_ue_id: enb?,
+        erabs: erabs?,
+        failed: vec![],
     })
 }
 
@@ -688,9 +751,50 @@ mod tests {
         accepted_mutants
     }
 
+    fn ics_response_samples() -> Vec<Vec<u8>> {
+        use crate::msg::InitialContextSetupResponse;
+        use crate::ERabTunnel;
+        let mut out = Vec::new();
+        for (i, &id) in [0u32, 1, 255, 65_536, 0x00FF_FFFF].iter().enumerate() {
+            for n in 1..=4usize {
+                let m = InitialContextSetupResponse {
+                    mme_ue_id: id ^ 0x8000_0000,
+                    enb_ue_id: id,
+                    erabs: (0..n)
+                        .map(|k| ERabTunnel {
+                            id: ((5 + k + i) % 16) as u8,
+                            transport: std::net::Ipv4Addr::new(192, 168, i as u8, k as u8),
+                            teid: (id ^ 0x1234_5678).wrapping_add(k as u32),
+                        })
+                        .collect(),
+                    failed: vec![],
+                };
+                out.push(crate::encode(&m.to_pdu().unwrap()).unwrap());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn ics_response_decodes_like_the_generic_decoder() {
+        use crate::msg::InitialContextSetupResponse;
+        for b in ics_response_samples() {
+            let fast = super::initial_context_setup_response(&b).expect("canonical form");
+            let generic =
+                InitialContextSetupResponse::try_from(&crate::decode(&b).unwrap()).unwrap();
+            assert_eq!(fast, generic);
+        }
+    }
+
     #[test]
     fn fast_decoders_never_accept_what_the_generic_one_reads_differently() {
-        use crate::msg::{InitialUeMessage, UplinkNasTransport};
+        use crate::msg::{InitialContextSetupResponse, InitialUeMessage, UplinkNasTransport};
+        let ics = differential(
+            ics_response_samples(),
+            super::initial_context_setup_response,
+            |c| crate::decode(c).and_then(|p| InitialContextSetupResponse::try_from(&p)),
+        );
+        assert!(ics > 100, "{ics}");
         let ul = differential(uplink_samples(), super::uplink_nas_transport, |c| {
             crate::decode(c).and_then(|p| UplinkNasTransport::try_from(&p))
         });

@@ -734,9 +734,15 @@ message!(
     InitialContextSetupResponse,
     Successful,
     proc_code::INITIAL_CONTEXT_SETUP,
-    "InitialContextSetupResponse"
+    "InitialContextSetupResponse",
+    fast_decode
 );
 impl InitialContextSetupResponse {
+    /// The hand-written decoder (see `fast`); `None` where it defers.
+    fn decode_fast(bytes: &[u8]) -> Option<Self> {
+        crate::fast::initial_context_setup_response(bytes)
+    }
+
     pub fn to_pdu(&self) -> R<S1apPdu> {
         let items = self
             .erabs
@@ -2410,6 +2416,9 @@ impl S1apMessage {
         }
         if let Some(m) = crate::fast::initial_ue_message(bytes) {
             return Ok(S1apMessage::InitialUeMessage(m));
+        }
+        if let Some(m) = crate::fast::initial_context_setup_response(bytes) {
+            return Ok(S1apMessage::InitialContextSetupResponse(m));
         }
         Self::from_pdu(&crate::decode(bytes)?)
     }
