@@ -8,18 +8,29 @@ use pepc_slice::control::ControlPlane;
 use pepc_slice::datapath::DataPlane;
 use pepc_slice::slice::pin_current_thread;
 use pepc_wire::{Batch, Verdict};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// What runs on a slice's control thread.
 pub trait ControlDriver: Send {
-    /// Do whatever is due; return false when idle (the thread then waits a little).
+    /// Do whatever is due; return false when idle (the thread then calls
+    /// [`ControlDriver::wait_idle`]).
     fn run_once(&mut self, cp: &mut ControlPlane, now: Instant) -> bool;
-    /// How long the thread may sleep when idle.
+    /// How long the default [`ControlDriver::wait_idle`] sleeps.
     fn idle_wait(&self) -> Duration {
         Duration::from_micros(200)
+    }
+    /// Called when `run_once` found nothing to do: wait at most `max` for work. A
+    /// driver with a descriptor blocks on it and on `wake` (readable when the data
+    /// thread posted requests, e.g. paging) and returns as soon as either has
+    /// something; what it read itself stays for the next `run_once`. The default
+    /// sleeps [`ControlDriver::idle_wait`] (at most `max`).
+    fn wait_idle(&mut self, cp: &ControlPlane, max: Duration, wake: Option<RawFd>) {
+        let _ = (cp, wake);
+        std::thread::sleep(self.idle_wait().min(max));
     }
     /// Slices per node this driver can serve (None: any). A driver that owns a
     /// node-wide resource (the S1-MME association) without a signaling demux says 1.
@@ -28,13 +39,124 @@ pub trait ControlDriver: Send {
     }
 }
 
+/// Lets the data thread wake the control thread out of its idle wait when it has
+/// posted requests (promotion, paging) to the control plane's ring, which has no
+/// descriptor of its own. The data thread publishes a running count of requesting
+/// events after its pushes; the control thread waits only if the count did not move
+/// since before it last read the ring (a Dekker handshake on `waiting`/`posted`).
+pub struct IdleWake {
+    /// Non-blocking eventfd.
+    fd: OwnedFd,
+    waiting: AtomicBool,
+    posted: AtomicU64,
+}
+
+impl IdleWake {
+    pub fn new() -> std::io::Result<IdleWake> {
+        // SAFETY: plain eventfd(2).
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(IdleWake {
+            // SAFETY: a fresh descriptor we own.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            waiting: AtomicBool::new(false),
+            posted: AtomicU64::new(0),
+        })
+    }
+
+    /// Readable while a wake-up is pending.
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Data thread: requests counted up to `seq` are in the ring.
+    pub fn post(&self, seq: u64) {
+        self.posted.store(seq, Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) {
+            let one = 1u64.to_ne_bytes();
+            // SAFETY: 8-byte write to our eventfd. EAGAIN (counter full) still wakes.
+            unsafe { libc::write(self.fd(), one.as_ptr() as *const libc::c_void, 8) };
+        }
+    }
+
+    /// What was posted so far: read before the control thread reads the ring.
+    pub fn posted(&self) -> u64 {
+        self.posted.load(Ordering::SeqCst)
+    }
+
+    /// Control thread, about to wait: false if requests were posted since `mark`
+    /// (then it must not wait).
+    pub fn begin_wait(&self, mark: u64) -> bool {
+        self.waiting.store(true, Ordering::SeqCst);
+        if self.posted.load(Ordering::SeqCst) != mark {
+            self.waiting.store(false, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// Control thread, after the wait: clears a pending wake-up.
+    pub fn end_wait(&self) {
+        self.waiting.store(false, Ordering::SeqCst);
+        let mut b = [0u8; 8];
+        // SAFETY: 8-byte read from our non-blocking eventfd.
+        unsafe { libc::read(self.fd(), b.as_mut_ptr() as *mut libc::c_void, 8) };
+    }
+}
+
+/// Waits until one of `fds` is readable or `wait` passes (ns resolution, unlike
+/// poll(2)'s milliseconds). Returns whether any is readable.
+pub fn wait_readable(fds: &[RawFd], wait: Duration) -> std::io::Result<bool> {
+    let mut p = [libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }; 4];
+    let n = fds.len().min(p.len());
+    for (slot, &fd) in p.iter_mut().zip(&fds[..n]) {
+        slot.fd = fd;
+        slot.events = libc::POLLIN;
+    }
+    let ts = libc::timespec {
+        tv_sec: wait.as_secs() as libc::time_t,
+        tv_nsec: wait.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `n` valid pollfds, a valid timespec, no signal mask.
+    let r = unsafe { libc::ppoll(p.as_mut_ptr(), n as libc::nfds_t, &ts, std::ptr::null()) };
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(r > 0)
+}
+
 /// The data thread's loop. Returns the data plane when `stop` is set.
 pub fn data_loop(
+    dp: DataPlane,
+    s1u: Box<dyn PacketIo>,
+    sgi: Box<dyn PacketIo>,
+    stop: Arc<AtomicBool>,
+) -> DataPlane {
+    data_loop_waking(dp, s1u, sgi, stop, None)
+}
+
+/// [`data_loop`] that posts to `wake` whenever it may have pushed requests.
+pub fn data_loop_waking(
     mut dp: DataPlane,
     mut s1u: Box<dyn PacketIo>,
     mut sgi: Box<dyn PacketIo>,
     stop: Arc<AtomicBool>,
+    wake: Option<Arc<IdleWake>>,
 ) -> DataPlane {
+    let counters = dp.counters().clone();
+    // Every promotion/paging request comes with buffered packets (GTP-U Error
+    // Indication reports do not, and wait for the control thread's next wake).
+    let mut requested = counters.buffered.load(Ordering::Relaxed);
     let mut ul = Batch::default();
     let mut dl = Batch::default();
     let t0 = crate::io::now_ns();
@@ -74,6 +196,13 @@ pub fn data_loop(
                 let _ = s1u.send_batch(&dl, Verdict::ToS1u);
             }
         }
+        if let Some(w) = &wake {
+            let b = counters.buffered.load(Ordering::Relaxed);
+            if b != requested {
+                requested = b;
+                w.post(b);
+            }
+        }
         if busy {
             idle = 0;
         } else {
@@ -109,6 +238,24 @@ impl SliceThreads {
     }
 }
 
+/// The control thread's first idle wait. Later ones in a row double up to
+/// [`IDLE_WAIT_MAX`], so a long-idle thread wakes ~125 times a second only. The data
+/// thread's requests wake it through [`IdleWake`]; the cap bounds what does not
+/// (requests retried from the data thread's backlog, Error Indication reports, stop).
+pub const IDLE_WAIT_FIRST: Duration = Duration::from_micros(500);
+/// The longest idle wait of the control thread (bounds paging latency and stop).
+pub const IDLE_WAIT_MAX: Duration = Duration::from_millis(8);
+
+/// The control thread's idle wait while updates wait for room in the ring.
+const BACKLOG_RETRY: Duration = Duration::from_micros(200);
+
+/// The cap on the control thread's wait after `rounds` idle rounds in a row.
+pub fn idle_wait_cap(rounds: u32) -> Duration {
+    IDLE_WAIT_FIRST
+        .saturating_mul(1u32 << rounds.min(8))
+        .min(IDLE_WAIT_MAX)
+}
+
 /// Start a slice's two threads.
 pub fn spawn_slice(
     mut cp: ControlPlane,
@@ -121,13 +268,16 @@ pub fn spawn_slice(
 ) -> std::io::Result<SliceThreads> {
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
+    // Without an eventfd the control thread still sees requests within its cap.
+    let wake = IdleWake::new().ok().map(Arc::new);
+    let w = wake.clone();
     let data = std::thread::Builder::new()
         .name("pepc-data".into())
         .spawn(move || {
             if let Some(c) = data_core {
                 pin_current_thread(c);
             }
-            data_loop(dp, s1u, sgi, s)
+            data_loop_waking(dp, s1u, sgi, s, w)
         })?;
     let s = stop.clone();
     let control = std::thread::Builder::new()
@@ -136,11 +286,30 @@ pub fn spawn_slice(
             if let Some(c) = control_core {
                 pin_current_thread(c);
             }
+            let mut idle_rounds = 0u32;
             while !s.load(Ordering::Relaxed) {
+                let mark = wake.as_ref().map_or(0, |w| w.posted());
                 let busy = driver.run_once(&mut cp, Instant::now());
-                cp.flush();
-                if !busy {
-                    std::thread::sleep(driver.idle_wait());
+                let backlog = cp.flush();
+                if busy {
+                    idle_rounds = 0;
+                    continue;
+                }
+                let max = if backlog > 0 {
+                    // Updates the ring could not take: retry soon.
+                    BACKLOG_RETRY
+                } else {
+                    idle_wait_cap(idle_rounds)
+                };
+                idle_rounds = idle_rounds.saturating_add(1);
+                match &wake {
+                    Some(w) => {
+                        if w.begin_wait(mark) {
+                            driver.wait_idle(&cp, max, Some(w.fd()));
+                            w.end_wait();
+                        }
+                    }
+                    None => driver.wait_idle(&cp, max, None),
                 }
             }
             cp
@@ -178,5 +347,19 @@ impl ControlDriver for SyntheticDriver {
         let r = cp.poll_requests(&mut self.events);
         // Synthetic UEs are never idle-with-paging; a page request means nothing to do.
         n + r > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_wait_cap_doubles_up_to_the_max() {
+        assert_eq!(idle_wait_cap(0), IDLE_WAIT_FIRST);
+        assert_eq!(idle_wait_cap(1), Duration::from_millis(1));
+        assert_eq!(idle_wait_cap(2), Duration::from_millis(2));
+        assert_eq!(idle_wait_cap(4), IDLE_WAIT_MAX);
+        assert_eq!(idle_wait_cap(u32::MAX), IDLE_WAIT_MAX);
     }
 }

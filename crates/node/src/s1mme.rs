@@ -2,10 +2,11 @@
 //! (PPID 18) and the sans-IO MME, feeds the MME the data thread's requests (paging),
 //! and fires its timers. The MME itself owns no socket or clock.
 
-use crate::runtime::ControlDriver;
+use crate::runtime::{wait_readable, ControlDriver};
 use pepc_mme::{Input, LogLevel, Mme, Output};
 use pepc_sctp::transport::{S1Transport, TransportEvent, S1AP_PPID};
 use pepc_slice::control::{ControlEvent, ControlPlane};
+use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 pub struct MmeDriver {
@@ -55,9 +56,12 @@ impl MmeDriver {
 
 impl ControlDriver for MmeDriver {
     fn run_once(&mut self, cp: &mut ControlPlane, now: Instant) -> bool {
-        self.events.clear();
-        if let Err(e) = self.transport.poll(Duration::ZERO, &mut self.events) {
-            eprintln!("s1-mme: poll failed: {e}");
+        // Events read by `wait_idle` are the newest there are: handle them first
+        // (in order) and skip the poll, which would only find nothing.
+        if self.events.is_empty() {
+            if let Err(e) = self.transport.poll(Duration::ZERO, &mut self.events) {
+                eprintln!("s1-mme: poll failed: {e}");
+            }
         }
         let mut busy = !self.events.is_empty();
         let events = std::mem::take(&mut self.events);
@@ -89,6 +93,7 @@ impl ControlDriver for MmeDriver {
             self.mme.handle(now, input, cp, &mut self.out);
         }
         self.events = events;
+        self.events.clear();
         self.control.clear();
         if cp.poll_requests(&mut self.control) > 0 {
             busy = true;
@@ -104,8 +109,43 @@ impl ControlDriver for MmeDriver {
         busy
     }
 
-    fn idle_wait(&self) -> Duration {
-        Duration::from_micros(100)
+    /// Blocks until S1-MME input arrives, the data thread wakes us, the MME's or the
+    /// transport's next timer is due, or `max` passes. With a pollable transport the
+    /// next `run_once` reads the input; otherwise the transport's own `poll` waits
+    /// and what it returns stays in `events` for the next `run_once`.
+    fn wait_idle(&mut self, _cp: &ControlPlane, max: Duration, wake: Option<RawFd>) {
+        if !self.events.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut deadline = now + max;
+        if let Some(t) = self.mme.next_timeout() {
+            deadline = deadline.min(t);
+        }
+        if let Some(fd) = self.transport.wait_fd() {
+            if let Some(t) = self.transport.next_deadline() {
+                deadline = deadline.min(t);
+            }
+            let wait = deadline.saturating_duration_since(now);
+            if wait.is_zero() {
+                return;
+            }
+            let fds = [fd, wake.unwrap_or(-1)];
+            let n = if wake.is_some() { 2 } else { 1 };
+            if let Err(e) = wait_readable(&fds[..n], wait) {
+                eprintln!("s1-mme: wait failed: {e}");
+                std::thread::sleep(wait); // do not spin on a broken descriptor
+            }
+            return;
+        }
+        let wait = deadline.saturating_duration_since(now);
+        if wait.is_zero() {
+            return;
+        }
+        if let Err(e) = self.transport.poll(wait, &mut self.events) {
+            eprintln!("s1-mme: poll failed: {e}");
+            std::thread::sleep(wait); // do not spin on a broken socket
+        }
     }
 
     /// The association carries every UE's signaling and the MME is one slice's; there

@@ -56,6 +56,18 @@ pub trait S1Transport: Send {
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
+    /// A descriptor that turns readable when `poll` has input, for a caller that waits
+    /// on it beside other sources and then calls `poll` with a zero timeout. None:
+    /// only `poll` can wait.
+    #[cfg(unix)]
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+    /// When `poll` must run again even if that descriptor stays quiet (protocol
+    /// timers, events already held back). None: not before input arrives.
+    fn next_deadline(&mut self) -> Option<Instant> {
+        None
+    }
 }
 
 /// Which backend [`open_server`] uses.
@@ -141,8 +153,9 @@ pub struct UdpSctpTransport {
     known: HashSet<AssocHandle>,
     dirty: Vec<AssocHandle>,
     held: Vec<TransportEvent>,
-    txbuf: Vec<u8>,
-    rxbuf: Box<[u8]>,
+    /// Packets of the current flush, sent together (one `sendmmsg` on Linux).
+    tx: TxBatch,
+    rx: RxBuffers,
     /// Optional tap of every SCTP packet (outgoing = true) for captures in tests.
     tap: Option<Tap>,
 }
@@ -155,6 +168,8 @@ impl UdpSctpTransport {
     ) -> io::Result<UdpSctpTransport> {
         let socket = UdpSocket::bind(udp_addr)?;
         socket.set_nonblocking(true)?;
+        #[cfg(target_os = "linux")]
+        grow_receive_buffer(&socket);
         let local = socket.local_addr()?;
         let endpoint = Endpoint::new(
             Instant::now(),
@@ -171,8 +186,8 @@ impl UdpSctpTransport {
             known: HashSet::new(),
             dirty: Vec::new(),
             held: Vec::new(),
-            txbuf: Vec::with_capacity(2048),
-            rxbuf: vec![0u8; 65536].into_boxed_slice(),
+            tx: TxBatch::default(),
+            rx: RxBuffers::new(),
             tap: None,
         })
     }
@@ -247,25 +262,36 @@ impl UdpSctpTransport {
         }
     }
 
-    fn send_raw(&mut self, to: SocketAddr, pkt: &[u8]) -> io::Result<()> {
+    /// Queues one packet of the current flush (the tap sees it now, in send order).
+    fn queue_raw(&mut self, to: SocketAddr, pkt: &[u8]) {
         if let Some(tap) = self.tap.as_mut() {
             tap(true, to, pkt);
         }
-        match self.socket.send_to(pkt, to) {
-            Ok(_) => Ok(()),
-            // A full socket buffer is a lost packet: SCTP retransmits.
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
-            // ICMP port unreachable from an earlier datagram; SCTP timers handle it.
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(()),
-            Err(e) => Err(e),
-        }
+        let start = self.tx.data.len();
+        self.tx.data.extend_from_slice(pkt);
+        self.tx.pkts.push((to, start, pkt.len()));
+    }
+
+    /// Puts the queued packets on the wire and empties the batch.
+    fn send_queued(&mut self) -> io::Result<()> {
+        let r = self.tx.send(&self.socket);
+        self.tx.data.clear();
+        self.tx.pkts.clear();
+        r
     }
 
     /// Sends everything the endpoint and the touched associations have queued, and
     /// collects their events.
     fn flush_all(&mut self, now: Instant, events: &mut Vec<TransportEvent>) -> io::Result<()> {
+        let r = self.collect_all(now, events);
+        // Whatever was queued goes out even if collecting stopped early.
+        let s = self.send_queued();
+        r.and(s)
+    }
+
+    fn collect_all(&mut self, now: Instant, events: &mut Vec<TransportEvent>) -> io::Result<()> {
         while let Some((to, p)) = self.endpoint.poll_transmit() {
-            self.send_raw(to, &p)?;
+            self.queue_raw(to, &p);
         }
         while let Some(h) = self.endpoint.poll_touched() {
             self.mark(h);
@@ -275,18 +301,21 @@ impl UdpSctpTransport {
             let Some(peer) = self.endpoint.peer_addr(h) else {
                 continue;
             };
-            let mut buf = std::mem::take(&mut self.txbuf);
-            loop {
-                buf.clear();
-                let Some(a) = self.endpoint.association(h) else {
-                    break;
-                };
-                if !a.poll_transmit_into(now, &mut buf) {
+            while let Some(a) = self.endpoint.association(h) {
+                let start = self.tx.data.len();
+                if !a.poll_transmit_into(now, &mut self.tx.data) {
+                    self.tx.data.truncate(start);
                     break;
                 }
-                self.send_raw(peer, &buf)?;
+                let len = self.tx.data.len() - start;
+                if let Some(tap) = self.tap.as_mut() {
+                    tap(true, peer, &self.tx.data[start..]);
+                }
+                self.tx.pkts.push((peer, start, len));
+                if self.tx.pkts.len() >= TX_BATCH_MAX {
+                    self.send_queued()?;
+                }
             }
-            self.txbuf = buf;
             let mut drained = false;
             if let Some(a) = self.endpoint.association(h) {
                 while let Some(e) = a.poll_event() {
@@ -330,34 +359,45 @@ impl UdpSctpTransport {
         Ok(())
     }
 
-    /// Reads every datagram waiting on the socket. Returns how many.
+    /// Reads every datagram waiting on the socket (in batches: one `recvmmsg` per
+    /// batch on Linux). Returns how many.
     fn drain_socket(&mut self, now: Instant) -> io::Result<usize> {
         let mut n = 0;
         loop {
-            match self.socket.recv_from(&mut self.rxbuf) {
-                Ok((len, from)) => {
-                    n += 1;
-                    let pkt = &self.rxbuf[..len];
-                    if let Some(tap) = self.tap.as_mut() {
-                        tap(false, from, pkt);
-                    }
-                    if let Some(h) = self.endpoint.handle_packet(now, from, pkt) {
-                        if !self.dirty.contains(&h) {
-                            self.dirty.push(h);
-                        }
-                    }
-                    if n >= 1024 {
-                        return Ok(n);
-                    }
-                }
+            let got = match self.rx.recv(&self.socket) {
+                Ok(k) => k,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(n),
+                // ICMP errors from earlier datagrams: SCTP timers handle them.
                 Err(e)
-                    if e.kind() == io::ErrorKind::ConnectionRefused
-                        || e.kind() == io::ErrorKind::ConnectionReset =>
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::ConnectionRefused
+                            | io::ErrorKind::ConnectionReset
+                            | io::ErrorKind::Interrupted
+                    ) =>
                 {
                     continue
                 }
                 Err(e) => return Err(e),
+            };
+            for i in 0..got {
+                let Some((from, pkt)) = self.rx.get(i) else {
+                    continue;
+                };
+                n += 1;
+                if let Some(tap) = self.tap.as_mut() {
+                    tap(false, from, pkt);
+                }
+                if let Some(h) = self.endpoint.handle_packet(now, from, pkt) {
+                    if !self.dirty.contains(&h) {
+                        self.dirty.push(h);
+                    }
+                }
+            }
+            // A short batch means the socket was empty: no need for a call that
+            // would only say so.
+            if n >= 1024 || got < RxBuffers::BATCH {
+                return Ok(n);
             }
         }
     }
@@ -424,6 +464,272 @@ impl S1Transport for UdpSctpTransport {
         let r = self.flush_all(Instant::now(), &mut ev);
         self.held = ev; // reported by the next poll
         r
+    }
+
+    #[cfg(unix)]
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        Some(self.socket.as_raw_fd())
+    }
+
+    fn next_deadline(&mut self) -> Option<Instant> {
+        if !self.held.is_empty() {
+            return Some(Instant::now());
+        }
+        self.endpoint.poll_timeout()
+    }
+}
+
+/// Asks for a receive buffer that holds a burst of many associations' packets: the
+/// 208 KiB default overflows in an attach storm, and every datagram lost there
+/// costs an SCTP retransmission timeout (1 s). Best effort: the kernel caps it at
+/// net.core.rmem_max.
+#[cfg(target_os = "linux")]
+fn grow_receive_buffer(socket: &UdpSocket) {
+    use std::os::fd::AsRawFd;
+    const WANT: libc::c_int = 4 << 20;
+    // SAFETY: setsockopt with a valid int option buffer.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &WANT as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// Packets of one flush kept in one buffer, so they can leave in one system call.
+#[derive(Default)]
+struct TxBatch {
+    data: Vec<u8>,
+    /// (destination, offset in `data`, length), in send order.
+    pkts: Vec<(SocketAddr, usize, usize)>,
+    #[cfg(target_os = "linux")]
+    names: Vec<(libc::sockaddr_storage, libc::socklen_t)>,
+}
+
+/// Flush this many packets at once at most (bounds the batch buffer).
+const TX_BATCH_MAX: usize = 256;
+
+/// What to do about a failed datagram send.
+fn tx_error_is_loss(e: &io::Error) -> bool {
+    // A full socket buffer is a lost packet: SCTP retransmits. ICMP port unreachable
+    // from an earlier datagram: SCTP timers handle it.
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused
+    )
+}
+
+impl TxBatch {
+    #[cfg(not(target_os = "linux"))]
+    fn send(&mut self, socket: &UdpSocket) -> io::Result<()> {
+        for &(to, off, len) in &self.pkts {
+            match socket.send_to(&self.data[off..off + len], to) {
+                Ok(_) => {}
+                Err(e) if tx_error_is_loss(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// `sendmmsg` in chunks; a datagram that fails with a loss-like error is skipped
+    /// (as one `sendto` each would have lost it) and the rest still go.
+    #[cfg(target_os = "linux")]
+    fn send(&mut self, socket: &UdpSocket) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        const CHUNK: usize = 64;
+        if self.pkts.is_empty() {
+            return Ok(());
+        }
+        self.names.clear();
+        self.names
+            .extend(self.pkts.iter().map(|&(to, _, _)| sockaddr(to)));
+        let base = self.data.as_ptr();
+        let mut i = 0;
+        while i < self.pkts.len() {
+            let k = (self.pkts.len() - i).min(CHUNK);
+            // SAFETY: iovec and mmsghdr are plain data; zero is a valid value.
+            let mut iov: [libc::iovec; CHUNK] = unsafe { std::mem::zeroed() };
+            let mut hdr: [libc::mmsghdr; CHUNK] = unsafe { std::mem::zeroed() };
+            for j in 0..k {
+                let (_, off, len) = self.pkts[i + j];
+                let (name, nlen) = &self.names[i + j];
+                iov[j] = libc::iovec {
+                    // SAFETY: off + len is within `data` (recorded when queued).
+                    iov_base: unsafe { base.add(off) } as *mut libc::c_void,
+                    iov_len: len,
+                };
+                let h = &mut hdr[j].msg_hdr;
+                h.msg_name = name as *const _ as *mut libc::c_void;
+                h.msg_namelen = *nlen;
+                h.msg_iov = &mut iov[j];
+                h.msg_iovlen = 1;
+            }
+            // SAFETY: hdr[..k] point at live buffers (data, names, iov) for the call;
+            // the kernel only reads them.
+            let r = unsafe { libc::sendmmsg(socket.as_raw_fd(), hdr.as_mut_ptr(), k as _, 0) };
+            if r > 0 {
+                i += r as usize;
+                continue;
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            if !tx_error_is_loss(&e) {
+                return Err(e);
+            }
+            i += 1; // this datagram is lost; go on with the next
+        }
+        Ok(())
+    }
+}
+
+/// Receive buffers for a batch of datagrams.
+struct RxBuffers {
+    buf: Box<[u8]>,
+    /// (source, length) of each datagram of the last batch.
+    got: Vec<(Option<SocketAddr>, usize)>,
+}
+
+impl RxBuffers {
+    #[cfg(target_os = "linux")]
+    const BATCH: usize = 32;
+    #[cfg(not(target_os = "linux"))]
+    const BATCH: usize = 1;
+    /// Room for the largest UDP datagram.
+    const SLOT: usize = 65536;
+    /// Slots are not a power of two apart, so their starts do not share cache sets.
+    const STRIDE: usize = Self::SLOT + 64;
+
+    fn new() -> Self {
+        RxBuffers {
+            buf: vec![0u8; Self::BATCH * Self::STRIDE].into_boxed_slice(),
+            got: Vec::with_capacity(Self::BATCH),
+        }
+    }
+
+    /// Datagram `i` of the last batch (None if its source address was unreadable).
+    fn get(&self, i: usize) -> Option<(SocketAddr, &[u8])> {
+        let (from, len) = *self.got.get(i)?;
+        let off = i * Self::STRIDE;
+        Some((from?, &self.buf[off..off + len]))
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn recv(&mut self, socket: &UdpSocket) -> io::Result<usize> {
+        self.got.clear();
+        let (len, from) = socket.recv_from(&mut self.buf[..Self::SLOT])?;
+        self.got.push((Some(from), len));
+        Ok(1)
+    }
+
+    /// One `recvmmsg` without waiting. Returns how many datagrams it read (at least
+    /// one; WouldBlock when there were none).
+    #[cfg(target_os = "linux")]
+    fn recv(&mut self, socket: &UdpSocket) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        const B: usize = RxBuffers::BATCH;
+        self.got.clear();
+        // SAFETY: these are plain data; zero is a valid value.
+        let mut names: [libc::sockaddr_storage; B] = unsafe { std::mem::zeroed() };
+        let mut iov: [libc::iovec; B] = unsafe { std::mem::zeroed() };
+        let mut hdr: [libc::mmsghdr; B] = unsafe { std::mem::zeroed() };
+        let base = self.buf.as_mut_ptr();
+        for j in 0..B {
+            iov[j] = libc::iovec {
+                // SAFETY: slot j lies within `buf` (BATCH * STRIDE bytes).
+                iov_base: unsafe { base.add(j * Self::STRIDE) } as *mut libc::c_void,
+                iov_len: Self::SLOT,
+            };
+            let h = &mut hdr[j].msg_hdr;
+            h.msg_name = &mut names[j] as *mut _ as *mut libc::c_void;
+            h.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_iov = &mut iov[j];
+            h.msg_iovlen = 1;
+        }
+        // SAFETY: hdr points at live, writable buffers for the duration of the call.
+        let r = unsafe {
+            libc::recvmmsg(
+                socket.as_raw_fd(),
+                hdr.as_mut_ptr(),
+                B as _,
+                libc::MSG_DONTWAIT as _,
+                std::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let r = r as usize;
+        for j in 0..r {
+            self.got
+                .push((from_sockaddr(&names[j]), hdr[j].msg_len as usize));
+        }
+        Ok(r)
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain old data; zero is a valid value.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_in fits in sockaddr_storage.
+            unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in, sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: sockaddr_in6 fits in sockaddr_storage.
+            unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in6, sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (ss, len as libc::socklen_t)
+}
+
+#[cfg(target_os = "linux")]
+fn from_sockaddr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match ss.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: family says sockaddr_in.
+            let sin = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
+            Some(SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes())),
+                u16::from_be(sin.sin_port),
+            ))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: family says sockaddr_in6.
+            let sin6 = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
+            Some(SocketAddr::new(
+                IpAddr::V6(std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr)),
+                u16::from_be(sin6.sin6_port),
+            ))
+        }
+        _ => None,
     }
 }
 
@@ -523,63 +829,6 @@ mod kernel {
         local: SocketAddr,
         rxbuf: Vec<u8>,
         peers: std::collections::HashMap<i32, SocketAddr>,
-    }
-
-    fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-        // SAFETY: sockaddr_storage is plain old data; zero is a valid value.
-        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let len = match addr {
-            SocketAddr::V4(a) => {
-                let sin = libc::sockaddr_in {
-                    sin_family: libc::AF_INET as libc::sa_family_t,
-                    sin_port: a.port().to_be(),
-                    sin_addr: libc::in_addr {
-                        s_addr: u32::from_ne_bytes(a.ip().octets()),
-                    },
-                    sin_zero: [0; 8],
-                };
-                // SAFETY: sockaddr_in fits in sockaddr_storage.
-                unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in, sin) };
-                std::mem::size_of::<libc::sockaddr_in>()
-            }
-            SocketAddr::V6(a) => {
-                let sin6 = libc::sockaddr_in6 {
-                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                    sin6_port: a.port().to_be(),
-                    sin6_flowinfo: a.flowinfo(),
-                    sin6_addr: libc::in6_addr {
-                        s6_addr: a.ip().octets(),
-                    },
-                    sin6_scope_id: a.scope_id(),
-                };
-                // SAFETY: sockaddr_in6 fits in sockaddr_storage.
-                unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in6, sin6) };
-                std::mem::size_of::<libc::sockaddr_in6>()
-            }
-        };
-        (ss, len as libc::socklen_t)
-    }
-
-    fn from_sockaddr(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
-        match ss.ss_family as libc::c_int {
-            libc::AF_INET => {
-                // SAFETY: family says sockaddr_in.
-                let sin = unsafe { &*(ss as *const _ as *const libc::sockaddr_in) };
-                Some(SocketAddr::new(
-                    IpAddr::V4(Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes())),
-                    u16::from_be(sin.sin_port),
-                ))
-            }
-            libc::AF_INET6 => {
-                // SAFETY: family says sockaddr_in6.
-                let sin6 = unsafe { &*(ss as *const _ as *const libc::sockaddr_in6) };
-                Some(SocketAddr::new(
-                    IpAddr::V6(std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr)),
-                    u16::from_be(sin6.sin6_port),
-                ))
-            }
-            _ => None,
-        }
     }
 
     fn check(r: libc::c_int) -> io::Result<libc::c_int> {
@@ -839,6 +1088,11 @@ mod kernel {
 
         fn local_addr(&self) -> SocketAddr {
             self.local
+        }
+
+        /// The kernel runs the SCTP timers: only input needs a `poll`.
+        fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+            Some(self.fd.as_raw_fd())
         }
     }
 }
