@@ -1297,9 +1297,14 @@ impl Emulator {
             self.turn(tick)?;
             self.progress(&mut last, &mut prev);
         }
-        // Let procedures and packets in flight finish.
+        // Let procedures and packets in flight finish, and paged downlink be delivered
+        // (its UE's Service Request done) before the final detach, which would make the
+        // EPC discard it by design.
         let drain = Instant::now() + Duration::from_secs_f64(self.scen.drain_s.max(0.0));
-        while Instant::now() < drain || (!self.all_idle() && Instant::now() < drain + timeout) {
+        while Instant::now() < drain
+            || ((!self.all_idle() || self.awaiting_dl.iter().any(|&a| a))
+                && Instant::now() < drain + timeout)
+        {
             self.turn(tick)?;
         }
 
