@@ -171,6 +171,29 @@ fn advance(sqn: u64, steps: u64) -> u64 {
     seq << IND_BITS | ind
 }
 
+/// Advances a side table's IMSI-ordered range iterator past `imsi` and returns the
+/// value stored for it, if any (a merge step: the main table drives the walk).
+fn merged_value<'a>(
+    rows: &mut std::iter::Peekable<redb::Range<'a, &'static str, u64>>,
+    imsi: &str,
+) -> Result<Option<u64>, HssError> {
+    let mut found = None;
+    loop {
+        match rows.peek() {
+            Some(Ok((k, v))) => match k.value().cmp(imsi) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => found = Some(v.value()),
+                std::cmp::Ordering::Greater => return Ok(found),
+            },
+            Some(Err(_)) => {
+                rows.next().transpose()?;
+            }
+            None => return Ok(found),
+        }
+        rows.next();
+    }
+}
+
 /// Where a subscriber stored as (v, g) stands in generation `now`: the highest SQN
 /// that may already have been issued, and the end of this generation's implicit
 /// lease (equal to the first when g = now: the mark was written in this process).
@@ -548,31 +571,8 @@ impl Hss {
             }
             ahead += 1;
             let sub = decode(imsi, v.value())?;
-            let mut stored = sub.sqn;
-            while let Some(Ok((mk, mv))) = marks.peek() {
-                match mk.value().cmp(imsi) {
-                    std::cmp::Ordering::Less => {}
-                    std::cmp::Ordering::Equal => stored = mv.value(),
-                    std::cmp::Ordering::Greater => break,
-                }
-                marks.next();
-            }
-            let mut generation = 0;
-            while let Some(Ok((gk, gv))) = gens.peek() {
-                match gk.value().cmp(imsi) {
-                    std::cmp::Ordering::Less => {}
-                    std::cmp::Ordering::Equal => generation = gv.value(),
-                    std::cmp::Ordering::Greater => break,
-                }
-                gens.next();
-            }
-            // A storage error in either side table surfaces here.
-            if let Some(Err(_)) = marks.peek() {
-                marks.next().transpose()?;
-            }
-            if let Some(Err(_)) = gens.peek() {
-                gens.next().transpose()?;
-            }
+            let stored = merged_value(&mut marks, imsi)?.unwrap_or(sub.sqn);
+            let generation = merged_value(&mut gens, imsi)?.unwrap_or(0);
             let mark = implicit_lease(stored, generation, self.generation);
             leases.insert(key, lease(sub, mark));
         }
