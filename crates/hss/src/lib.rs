@@ -42,7 +42,8 @@ use pepc_security::{generate_vector, resync_sqn, sqn_from_u64, AuthVector, Key12
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use std::collections::HashMap;
 
-type LeaseMap = HashMap<u64, Leased, foldhash::fast::FixedState>;
+/// Boxed entries: growing the map moves 16-byte slots, not whole leases.
+type LeaseMap = HashMap<u64, Box<Leased>, foldhash::fast::FixedState>;
 
 /// The lease table's key: the IMSI's digits as a number, with the digit count in the
 /// top byte so leading zeros stay significant. `None` for a string that is not 1-15
@@ -467,10 +468,11 @@ impl Hss {
             self.load(&mut leases, imsis)?;
         }
         let short = |l: &Leased| advance(l.issued, n as u64) > l.reserved;
-        if imsis
-            .iter()
-            .any(|i| imsi_key(i).and_then(|k| leases.get(&k)).is_some_and(short))
-        {
+        if imsis.iter().any(|i| {
+            imsi_key(i)
+                .and_then(|k| leases.get(&k))
+                .is_some_and(|l| short(l))
+        }) {
             self.extend_leases(&mut leases, imsis, n as u64, steps)?;
         }
         let mut out = Vec::with_capacity(imsis.len());
@@ -531,13 +533,15 @@ impl Hss {
         let t = tx.open_table(SUBSCRIBERS)?;
         let q = tx.open_table(SQN)?;
         let qg = tx.open_table(SQN_GEN)?;
-        let lease = |sub: Subscriber, (issued, end): (u64, u64)| Leased {
-            mil: milenage_of(&sub),
-            amf: sub.amf,
-            profile: Arc::new(sub),
-            issued,
-            // Strict policy: every vector is committed first.
-            reserved: if strict { issued } else { end },
+        let lease = |sub: Subscriber, (issued, end): (u64, u64)| {
+            Box::new(Leased {
+                mil: milenage_of(&sub),
+                amf: sub.amf,
+                profile: Arc::new(sub),
+                issued,
+                // Strict policy: every vector is committed first.
+                reserved: if strict { issued } else { end },
+            })
         };
         for &imsi in imsis {
             let Some(key) = imsi_key(imsi) else { continue };
