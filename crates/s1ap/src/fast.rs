@@ -63,30 +63,58 @@ fn wide_integer(v: u32) -> ([u8; 5], usize) {
     (b, 1 + octets)
 }
 
-/// One ProtocolIE-Field: id, criticality, and the value as an open type.
-fn ie(out: &mut Vec<u8>, id: u16, criticality: u8, value: &[&[u8]]) {
-    out.extend_from_slice(&id.to_be_bytes());
-    out.push(criticality);
-    length(out, value.iter().map(|v| v.len()).sum());
-    for v in value {
-        out.extend_from_slice(v);
+/// Writes an open type in place: a length placeholder, the value `f` writes, then
+/// the length (one octet, or two if the value reached 128 octets). `None` if the
+/// value needs fragmentation (16K octets or more) or `f` refuses.
+fn open_type(out: &mut Vec<u8>, f: impl FnOnce(&mut Vec<u8>) -> Option<()>) -> Option<()> {
+    let at = out.len();
+    out.push(0);
+    f(out)?;
+    let n = out.len() - at - 1;
+    if n < 128 {
+        out[at] = n as u8;
+    } else if n < 16384 {
+        out[at] = 0x80 | (n >> 8) as u8;
+        out.insert(at + 1, n as u8);
+    } else {
+        return None;
     }
+    Some(())
 }
 
-/// MSB-first bit writer with octet alignment, for the few IEs whose fields do not
-/// fall on octet boundaries.
-struct Bits {
-    out: Vec<u8>,
+/// One ProtocolIE-Field: id, criticality, and the value (written by `f`) as an
+/// open type.
+fn ie(
+    out: &mut Vec<u8>,
+    id: u16,
+    criticality: u8,
+    f: impl FnOnce(&mut Vec<u8>) -> Option<()>,
+) -> Option<()> {
+    out.extend_from_slice(&id.to_be_bytes());
+    out.push(criticality);
+    open_type(out, f)
+}
+
+/// A ProtocolIE-Field holding a wide constrained INTEGER (UE S1AP IDs).
+fn ie_id(out: &mut Vec<u8>, id: u16, criticality: u8, v: u32) -> Option<()> {
+    let (b, n) = wide_integer(v);
+    ie(out, id, criticality, |o| {
+        o.extend_from_slice(&b[..n]);
+        Some(())
+    })
+}
+
+/// MSB-first bit writer over the end of a buffer, with octet alignment, for the few
+/// IEs whose fields do not fall on octet boundaries.
+struct Bits<'a> {
+    out: &'a mut Vec<u8>,
     /// Bits used in the last octet (0 = aligned).
     used: u8,
 }
 
-impl Bits {
-    fn new(cap: usize) -> Self {
-        Bits {
-            out: Vec::with_capacity(cap),
-            used: 0,
-        }
+impl<'a> Bits<'a> {
+    fn new(out: &'a mut Vec<u8>) -> Self {
+        Bits { out, used: 0 }
     }
     fn put(&mut self, value: u64, n: u8) {
         // Fill the current octet, then whole octets, MSB first.
@@ -117,27 +145,15 @@ impl Bits {
         self.put(octets as u64 - 1, 3);
         self.octets(&v.to_be_bytes()[8 - octets..]);
     }
-    fn finish(self) -> Vec<u8> {
-        self.out
-    }
 }
 
-/// One ProtocolIE-Field whose value is already encoded.
-fn ie_octets(out: &mut Vec<u8>, id: u16, criticality: u8, value: &[u8]) -> Option<()> {
-    if value.len() >= 16384 {
-        return None;
-    }
-    ie(out, id, criticality, &[value]);
-    Some(())
-}
-
-/// E-RABToBeSetupItemCtxtSUReq (TS 36.413 §9.1.4.1).
-fn ctxt_item(e: &ERab) -> Option<Vec<u8>> {
+/// E-RABToBeSetupItemCtxtSUReq (TS 36.413 §9.1.4.1), appended to `out`.
+fn ctxt_item(out: &mut Vec<u8>, e: &ERab) -> Option<()> {
     let nas_len = e.nas_pdu.as_ref().map_or(0, |n| n.len());
     if e.id > 15 || e.arp.priority_level > 15 || nas_len >= 16384 {
         return None;
     }
-    let mut b = Bits::new(24 + nas_len);
+    let mut b = Bits::new(out);
     b.put(0, 1); // extension
     b.put(u64::from(e.nas_pdu.is_some()), 1);
     b.put(0, 1); // iE-Extensions absent
@@ -173,10 +189,10 @@ fn ctxt_item(e: &ERab) -> Option<Vec<u8>> {
     b.octets(&e.teid.to_be_bytes());
     if let Some(nas) = &e.nas_pdu {
         b.align();
-        length(&mut b.out, nas.len());
-        b.out.extend_from_slice(nas);
+        length(out, nas.len());
+        out.extend_from_slice(nas);
     }
-    Some(b.finish())
+    Some(())
 }
 
 /// InitialContextSetupRequest with the six mandatory IEs.
@@ -196,55 +212,51 @@ pub(crate) fn initial_context_setup_request(
     {
         return None;
     }
-    let mut v = Vec::with_capacity(
-        160 + erabs
-            .iter()
-            .map(|e| e.nas_pdu.as_ref().map_or(0, |n| n.len()))
-            .sum::<usize>(),
-    );
-    v.extend_from_slice(&[0x00, 0x00, 0x06]);
-    let (mme, mme_len) = wide_integer(mme_ue_id);
-    ie(&mut v, ID_MME_UE_S1AP_ID, REJECT, &[&mme[..mme_len]]);
-    let (enb, enb_len) = wide_integer(enb_ue_id);
-    ie(&mut v, ID_ENB_UE_S1AP_ID, REJECT, &[&enb[..enb_len]]);
-    // UEAggregateMaximumBitrate: extension, iE-Extensions?, downlink, uplink.
-    let mut b = Bits::new(16);
-    b.put(0, 2);
-    b.bit_rate(ambr.dl);
-    b.bit_rate(ambr.ul);
-    ie_octets(&mut v, ID_UE_AGGREGATE_MAXIMUM_BITRATE, REJECT, &b.finish())?;
-    // E-RABToBeSetupListCtxtSUReq: count - 1 in one octet, then single containers.
-    let mut list = vec![(erabs.len() - 1) as u8];
-    for e in erabs {
-        let item = ctxt_item(e)?;
-        ie_octets(
-            &mut list,
-            ID_E_RAB_TO_BE_SETUP_ITEM_CTXT_SU_REQ,
-            REJECT,
-            &item,
-        )?;
-    }
-    ie_octets(&mut v, ID_E_RAB_TO_BE_SETUP_LIST_CTXT_SU_REQ, REJECT, &list)?;
-    // UESecurityCapabilities: extension, iE-Extensions?, then each BIT STRING
-    // (SIZE (16, ...)): its extension bit and 16 bits, unaligned.
-    let mut b = Bits::new(5);
-    b.put(0, 2);
-    b.put(0, 1);
-    b.put(u64::from(caps.eea), 16);
-    b.put(0, 1);
-    b.put(u64::from(caps.eia), 16);
-    ie_octets(&mut v, ID_UE_SECURITY_CAPABILITIES, REJECT, &b.finish())?;
-    // SecurityKey BIT STRING (SIZE (256)): fixed, octet-aligned.
-    ie_octets(&mut v, ID_SECURITY_KEY, REJECT, &key.0)?;
-    if v.len() >= 16384 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(v.len() + 6);
-    out.push(0x00);
-    out.push(INITIAL_CONTEXT_SETUP);
-    out.push(REJECT);
-    length(&mut out, v.len());
-    out.extend_from_slice(&v);
+    let nas: usize = erabs
+        .iter()
+        .map(|e| e.nas_pdu.as_ref().map_or(0, |n| n.len()))
+        .sum();
+    let mut out = Vec::with_capacity(128 + 32 * erabs.len() + nas);
+    out.extend_from_slice(&[0x00, INITIAL_CONTEXT_SETUP, REJECT]);
+    open_type(&mut out, |v| {
+        v.extend_from_slice(&[0x00, 0x00, 0x06]);
+        ie_id(v, ID_MME_UE_S1AP_ID, REJECT, mme_ue_id)?;
+        ie_id(v, ID_ENB_UE_S1AP_ID, REJECT, enb_ue_id)?;
+        // UEAggregateMaximumBitrate: extension, iE-Extensions?, downlink, uplink.
+        ie(v, ID_UE_AGGREGATE_MAXIMUM_BITRATE, REJECT, |v| {
+            let mut b = Bits::new(v);
+            b.put(0, 2);
+            b.bit_rate(ambr.dl);
+            b.bit_rate(ambr.ul);
+            Some(())
+        })?;
+        // E-RABToBeSetupListCtxtSUReq: count - 1 in one octet, then single containers.
+        ie(v, ID_E_RAB_TO_BE_SETUP_LIST_CTXT_SU_REQ, REJECT, |v| {
+            v.push((erabs.len() - 1) as u8);
+            for e in erabs {
+                ie(v, ID_E_RAB_TO_BE_SETUP_ITEM_CTXT_SU_REQ, REJECT, |v| {
+                    ctxt_item(v, e)
+                })?;
+            }
+            Some(())
+        })?;
+        // UESecurityCapabilities: extension, iE-Extensions?, then each BIT STRING
+        // (SIZE (16, ...)): its extension bit and 16 bits, unaligned.
+        ie(v, ID_UE_SECURITY_CAPABILITIES, REJECT, |v| {
+            let mut b = Bits::new(v);
+            b.put(0, 2);
+            b.put(0, 1);
+            b.put(u64::from(caps.eea), 16);
+            b.put(0, 1);
+            b.put(u64::from(caps.eia), 16);
+            Some(())
+        })?;
+        // SecurityKey BIT STRING (SIZE (256)): fixed, octet-aligned.
+        ie(v, ID_SECURITY_KEY, REJECT, |v| {
+            v.extend_from_slice(&key.0);
+            Some(())
+        })
+    })?;
     Some(out)
 }
 
@@ -254,33 +266,23 @@ pub(crate) fn downlink_nas_transport(
     enb_ue_id: u32,
     nas: &[u8],
 ) -> Option<Vec<u8>> {
-    if enb_ue_id > 0x00FF_FFFF || nas.len() >= 16384 - 8 {
+    if enb_ue_id > 0x00FF_FFFF || nas.len() >= 16384 {
         return None;
     }
-    let (mme, mme_len) = wide_integer(mme_ue_id);
-    let (enb, enb_len) = wide_integer(enb_ue_id);
-    let mut nas_len = Vec::with_capacity(2);
-    length(&mut nas_len, nas.len());
-    // The message value: extension bit + padding, IE count, the three IEs.
-    let value_len = 3
-        + (4 + mme_len)
-        + (4 + enb_len)
-        + (4 + usize::from(nas_len.len() + nas.len() >= 128) + nas_len.len() + nas.len());
-    if value_len >= 16384 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(value_len + 6);
+    let mut out = Vec::with_capacity(nas.len() + 32);
     // S1AP-PDU: extension bit 0, choice index 0 (initiatingMessage), padding.
-    out.push(0x00);
-    out.push(DOWNLINK_NAS_TRANSPORT);
-    out.push(IGNORE);
-    length(&mut out, value_len);
-    let start = out.len();
-    out.extend_from_slice(&[0x00, 0x00, 0x03]);
-    ie(&mut out, ID_MME_UE_S1AP_ID, REJECT, &[&mme[..mme_len]]);
-    ie(&mut out, ID_ENB_UE_S1AP_ID, REJECT, &[&enb[..enb_len]]);
-    ie(&mut out, ID_NAS_PDU, REJECT, &[&nas_len, nas]);
-    debug_assert_eq!(out.len() - start, value_len);
+    out.extend_from_slice(&[0x00, DOWNLINK_NAS_TRANSPORT, IGNORE]);
+    open_type(&mut out, |v| {
+        // Extension bit + padding, IE count, the three IEs.
+        v.extend_from_slice(&[0x00, 0x00, 0x03]);
+        ie_id(v, ID_MME_UE_S1AP_ID, REJECT, mme_ue_id)?;
+        ie_id(v, ID_ENB_UE_S1AP_ID, REJECT, enb_ue_id)?;
+        ie(v, ID_NAS_PDU, REJECT, |v| {
+            length(v, nas.len());
+            v.extend_from_slice(nas);
+            Some(())
+        })
+    })?;
     Some(out)
 }
 
@@ -538,7 +540,7 @@ mod tests {
                             assert_eq!(got, want, "mme {mme_ue_id} enb {enb_ue_id} nas {n}");
                             checked += 1;
                         }
-                        None => assert!(n >= 16384 - 8, "fell back for nas {n}"),
+                        None => assert!(n >= 16000, "fell back for nas {n}"),
                     }
                     // And the public encoder (whichever path it takes) agrees.
                     assert_eq!(m.encode().unwrap(), want);
