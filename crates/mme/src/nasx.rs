@@ -67,17 +67,18 @@ pub fn imsi_string(imsi: u64) -> String {
 
 /// GUTI identity value.
 pub fn guti_value(plmn: [u8; 3], mmegi: u16, mmec: u8, m_tmsi: u32) -> Vec<u8> {
-    let mut v = vec![0xf6, plmn[0], plmn[1], plmn[2]];
-    v.extend_from_slice(&mmegi.to_be_bytes());
-    v.push(mmec);
-    v.extend_from_slice(&m_tmsi.to_be_bytes());
-    v
+    let [g0, g1] = mmegi.to_be_bytes();
+    let [t0, t1, t2, t3] = m_tmsi.to_be_bytes();
+    vec![
+        0xf6, plmn[0], plmn[1], plmn[2], g0, g1, mmec, t0, t1, t2, t3,
+    ]
 }
 
 /// TAI list, type 0 (one PLMN, non-consecutive TACs), TS 24.301 9.9.3.33.
 pub fn tai_list_value(plmn: [u8; 3], tacs: &[u16]) -> Vec<u8> {
     let n = tacs.len().clamp(1, 16);
-    let mut v = vec![(n - 1) as u8, plmn[0], plmn[1], plmn[2]];
+    let mut v = Vec::with_capacity(4 + 2 * n);
+    v.extend_from_slice(&[(n - 1) as u8, plmn[0], plmn[1], plmn[2]]);
     for t in tacs.iter().take(16) {
         v.extend_from_slice(&t.to_be_bytes());
     }
@@ -149,7 +150,7 @@ pub fn eps_qos_value(qci: u8, gbr: Option<(u64, u64, u64, u64)>) -> Vec<u8> {
 
 /// APN as DNS labels (TS 23.003 9.1).
 pub fn apn_value(apn: &str) -> Vec<u8> {
-    let mut v = Vec::new();
+    let mut v = Vec::with_capacity(apn.len() + 1);
     for l in apn.split('.').filter(|l| !l.is_empty()) {
         v.push(l.len().min(63) as u8);
         v.extend_from_slice(&l.as_bytes()[..l.len().min(63)]);
@@ -174,7 +175,8 @@ pub fn apn_string(v: &[u8]) -> String {
 
 /// Network name IE value in UCS2 (TS 24.008 10.5.3.5a).
 pub fn network_name_value(name: &str) -> Vec<u8> {
-    let mut v = vec![0x90];
+    let mut v = Vec::with_capacity(1 + 2 * name.len());
+    v.push(0x90);
     for u in name.encode_utf16() {
         v.extend_from_slice(&u.to_be_bytes());
     }
