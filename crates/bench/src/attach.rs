@@ -45,6 +45,12 @@ pub struct AttachResult {
     /// S1AP messages the MME decoded per attach (in-process only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub s1ap_messages_per_attach: Option<f64>,
+    /// Minor page faults the MME thread took per attach (fresh memory for new UEs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mme_page_faults_per_attach: Option<f64>,
+    /// Share of the MME thread's CPU time spent in the kernel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mme_kernel_share: Option<f64>,
     /// With `--repeat N`: `attaches_per_mme_core_s` of every run, sorted; the other
     /// fields are those of the median run.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -68,6 +74,19 @@ pub fn median_of(
         median.per_core_runs = all;
     }
     Ok(median)
+}
+
+/// (minor page faults, system CPU seconds) of the calling thread so far.
+fn thread_faults_sys() -> (u64, f64) {
+    // SAFETY: getrusage writes into the rusage we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return (0, 0.0);
+    }
+    (
+        ru.ru_minflt as u64,
+        ru.ru_stime.tv_sec as f64 + ru.ru_stime.tv_usec as f64 * 1e-6,
+    )
 }
 
 /// CPU time of the calling thread.
@@ -99,8 +118,9 @@ fn mme_thread(
     mut cp: pepc_slice::control::ControlPlane,
     rx: mpsc::Receiver<Batch>,
     tx: mpsc::Sender<Batch>,
-) -> (f64, u64) {
+) -> (f64, u64, u64, f64) {
     let cpu0 = thread_cpu_s();
+    let (faults0, sys0) = thread_faults_sys();
     let mut out = Vec::with_capacity(64);
     let mut msgs = 0u64;
     let now = Instant::now();
@@ -138,7 +158,9 @@ fn mme_thread(
             break;
         }
     }
-    (thread_cpu_s() - cpu0, msgs)
+    let cpu = thread_cpu_s() - cpu0;
+    let (faults, sys) = thread_faults_sys();
+    (cpu, msgs, faults - faults0, sys - sys0)
 }
 
 struct Pending {
@@ -346,7 +368,7 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
     }
     let seconds = t0.elapsed().as_secs_f64();
     drop(to_mme);
-    let (mme_cpu_s, msgs) = mme_join.join().map_err(|_| "MME thread panicked")?;
+    let (mme_cpu_s, msgs, faults, sys_s) = mme_join.join().map_err(|_| "MME thread panicked")?;
     stop.store(true, Ordering::Relaxed);
     let _ = data.join();
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
@@ -367,6 +389,8 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         completion_us_p50: q(0.5),
         completion_us_p99: q(0.99),
         s1ap_messages_per_attach: Some(msgs as f64 / n as f64),
+        mme_page_faults_per_attach: Some(faults as f64 / n as f64),
+        mme_kernel_share: Some(sys_s / mme_cpu_s.max(1e-9)),
         per_core_runs: vec![],
     })
 }

@@ -214,6 +214,8 @@ pub fn bench_attach_udp(
         completion_us_p50: p50 as f64,
         completion_us_p99: p99 as f64,
         s1ap_messages_per_attach: None,
+        mme_page_faults_per_attach: None,
+        mme_kernel_share: None,
         per_core_runs: vec![],
     })
 }
