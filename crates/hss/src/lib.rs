@@ -22,7 +22,10 @@
 //!
 //! So the attach path never waits for an fsync in the common case; profiles are
 //! read in batches ([`READ_AHEAD`] following subscribers in IMSI order, one read
-//! transaction) and kept with a ready MILENAGE instance. Each restart skips at most
+//! transaction) and kept with a ready MILENAGE instance, for at most
+//! [`Hss::set_max_leased`] subscribers ([`MAX_LEASED`] by default): beyond it the least
+//! recently used are dropped, after a durable mark for any SQN they issued above
+//! where a reload would start. Each restart skips at most
 //! 32 SEQ values per subscriber, which the USIM accepts (SQN > SQN_MS, within Δ).
 //!
 //! Measured cost (`cargo run --release -p pepc-hss --example hss_bench /tmp`, shared
@@ -133,6 +136,11 @@ struct Leased {
     /// SQNs up to here may be handed out without a commit (the implicit lease, or a
     /// durable high-water mark).
     reserved: u64,
+    /// Where a reload from the database in this generation would start: SQNs issued
+    /// above it must be made durable before the entry may be dropped.
+    reload_start: u64,
+    /// Last use (the HSS's call counter), for evicting the least recently used.
+    touched: u64,
 }
 
 /// The subscriber store. `Hss` is `Send + Sync`; writes are serialised by redb and
@@ -146,7 +154,15 @@ pub struct Hss {
     /// Durable commits made to extend a lease (operators watch this: each is an
     /// fsync on the vector path).
     lease_commits: std::sync::atomic::AtomicU64,
+    /// Most subscribers kept in memory; beyond it the least recently used are dropped.
+    max_leased: std::sync::atomic::AtomicUsize,
+    /// Calls served so far (the clock of `Leased::touched`).
+    tick: std::sync::atomic::AtomicU64,
+    evicted: std::sync::atomic::AtomicU64,
 }
+
+/// Subscribers kept in memory by default (about 400 bytes each).
+pub const MAX_LEASED: usize = 1 << 20;
 
 /// HSS figures for operators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +173,8 @@ pub struct HssStats {
     pub leased: usize,
     /// Durable commits made on the vector path to extend a lease.
     pub lease_commits: u64,
+    /// Subscribers dropped from memory to stay within the bound.
+    pub evicted: u64,
 }
 
 /// `sqn` advanced by `steps` SQN steps (saturating at the last valid SQN): SEQ
@@ -266,6 +284,9 @@ impl Hss {
             lease_steps: std::sync::atomic::AtomicU32::new(32),
             generation,
             lease_commits: std::sync::atomic::AtomicU64::new(0),
+            max_leased: std::sync::atomic::AtomicUsize::new(MAX_LEASED),
+            tick: std::sync::atomic::AtomicU64::new(0),
+            evicted: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -284,7 +305,16 @@ impl Hss {
             lease_commits: self
                 .lease_commits
                 .load(std::sync::atomic::Ordering::Relaxed),
+            evicted: self.evicted.load(std::sync::atomic::Ordering::Relaxed),
         }
+    }
+
+    /// Most subscribers kept in memory (at least 2; default [`MAX_LEASED`]). Beyond it
+    /// the least recently used are dropped; one that has issued SQNs not yet covered
+    /// by a durable mark gets its mark written first, in one commit per eviction round.
+    pub fn set_max_leased(&self, n: usize) {
+        self.max_leased
+            .store(n.max(2), std::sync::atomic::Ordering::Relaxed);
     }
 
     fn leases(&self) -> std::sync::MutexGuard<'_, LeaseMap> {
@@ -461,10 +491,12 @@ impl Hss {
                 .max(n as u32),
         );
         let mut leases = self.leases();
+        let tick = self.tick.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         if imsis
             .iter()
             .any(|i| imsi_key(i).is_some_and(|k| !leases.contains_key(&k)))
         {
+            self.make_room(&mut leases, imsis)?;
             self.load(&mut leases, imsis)?;
         }
         let short = |l: &Leased| advance(l.issued, n as u64) > l.reserved;
@@ -481,6 +513,7 @@ impl Hss {
                 out.push(Err(HssError::UnknownImsi(imsi.to_string())));
                 continue;
             };
+            l.touched = tick;
             let mut vs = Vec::with_capacity(n);
             let mut sqn = l.issued;
             for _ in 0..n {
@@ -524,6 +557,63 @@ impl Hss {
         Ok(implicit_lease(v, g, self.generation))
     }
 
+    /// Drops the least recently used subscribers when loading `imsis` (plus some
+    /// read-ahead) would pass the bound. Those that issued SQNs above where a reload
+    /// would start get that SQN written as their mark first (one durable commit), so
+    /// nothing is ever issued twice.
+    fn make_room(&self, leases: &mut LeaseMap, imsis: &[&str]) -> Result<(), HssError> {
+        let max = self.max_leased.load(std::sync::atomic::Ordering::Relaxed);
+        let need = imsis.len() + READ_AHEAD.min(max / 8);
+        if leases.len() + need <= max {
+            return Ok(());
+        }
+        // Evict down to 7/8 of the bound so rounds stay rare.
+        let count = (leases.len() + need)
+            .saturating_sub(max - max / 8)
+            .min(leases.len());
+        let keep: Vec<u64> = imsis.iter().filter_map(|i| imsi_key(i)).collect();
+        let mut by_age: Vec<(u64, u64)> = leases
+            .iter()
+            .filter(|(k, _)| !keep.contains(k))
+            .map(|(&k, l)| (l.touched, k))
+            .collect();
+        let count = count.min(by_age.len());
+        if count == 0 {
+            return Ok(());
+        }
+        by_age.select_nth_unstable(count - 1);
+        let victims = &by_age[..count];
+        let dirty: Vec<(u64, u64)> = victims
+            .iter()
+            .filter_map(|&(_, k)| {
+                let l = &leases[&k];
+                (l.issued > l.reload_start).then_some((k, l.issued))
+            })
+            .collect();
+        if !dirty.is_empty() {
+            let mut tx = self.db.begin_write()?;
+            tx.set_durability(Durability::Immediate)?;
+            {
+                let mut q = tx.open_table(SQN)?;
+                let mut qg = tx.open_table(SQN_GEN)?;
+                for &(k, issued) in &dirty {
+                    let imsi = leases[&k].profile.imsi.as_str();
+                    q.insert(imsi, issued)?;
+                    qg.insert(imsi, self.generation)?;
+                }
+            }
+            tx.commit()?;
+            self.lease_commits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        for &(_, k) in victims {
+            leases.remove(&k);
+        }
+        self.evicted
+            .fetch_add(count as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Read `imsis` that are not in memory, and up to [`READ_AHEAD`] subscribers
     /// following the first in IMSI order, in one read transaction; each gets this
     /// generation's implicit lease (no write).
@@ -533,6 +623,7 @@ impl Hss {
         let t = tx.open_table(SUBSCRIBERS)?;
         let q = tx.open_table(SQN)?;
         let qg = tx.open_table(SQN_GEN)?;
+        let touched = self.tick.load(std::sync::atomic::Ordering::Relaxed);
         let lease = |sub: Subscriber, (issued, end): (u64, u64)| {
             Box::new(Leased {
                 mil: milenage_of(&sub),
@@ -541,6 +632,8 @@ impl Hss {
                 issued,
                 // Strict policy: every vector is committed first.
                 reserved: if strict { issued } else { end },
+                reload_start: issued,
+                touched,
             })
         };
         for &imsi in imsis {
@@ -562,9 +655,13 @@ impl Hss {
         // lookups per subscriber.
         let mut marks = q.range(first..)?.peekable();
         let mut gens = qg.range(first..)?.peekable();
+        let room = self
+            .max_leased
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .saturating_sub(leases.len());
         let mut ahead = 0;
         for item in t.range(first..)?.skip(1) {
-            if ahead >= READ_AHEAD {
+            if ahead >= READ_AHEAD.min(room) {
                 break;
             }
             let (k, v) = item?;
@@ -621,6 +718,8 @@ impl Hss {
         for (key, reserved) in fresh {
             if let Some(l) = leases.get_mut(&key) {
                 l.reserved = reserved;
+                // A reload now starts at the durable mark.
+                l.reload_start = reserved;
             }
         }
         Ok(())

@@ -209,6 +209,43 @@ fn sqn_increases_over_many_restarts_with_and_without_use() {
 }
 
 #[test]
+fn bounded_lease_table_never_reissues_an_sqn() {
+    let dir = TempDir::new("evict");
+    let path = dir.0.join("hss.redb");
+    let imsis: Vec<String> = (1..=12).map(|i| format!("9997000000001{i:02}")).collect();
+    let mut rand = counter_rand();
+    let mut last = vec![0u64; imsis.len()];
+    for restart in 0..3 {
+        let hss = Hss::open(&path).unwrap();
+        if restart == 0 {
+            for i in &imsis {
+                hss.add(&sub(i)).unwrap();
+            }
+        }
+        hss.set_max_leased(4);
+        // Round-robin over 12 subscribers with room for 4: every subscriber is
+        // evicted and reloaded again and again, most with SQNs issued in between.
+        for round in 0..5 {
+            for (n, i) in imsis.iter().enumerate() {
+                for _ in 0..(1 + (n + round) % 3) {
+                    let v = hss.next_vector(i, PLMN, &mut rand).unwrap();
+                    last[n] = usim_check(&ue(), v.rand, v.autn, last[n])
+                        .unwrap_or_else(|e| panic!("{i} restart {restart}: {e:?}"))
+                        .sqn;
+                }
+            }
+            assert!(hss.stats().leased <= 4, "{:?}", hss.stats());
+        }
+        let st = hss.stats();
+        assert!(st.evicted >= 50, "{st:?}");
+        assert!(
+            st.lease_commits >= 1,
+            "dirty evictions are committed: {st:?}"
+        );
+    }
+}
+
+#[test]
 fn crud_and_batch_across_subscribers() {
     let hss = Hss::in_memory().unwrap();
     hss.add(&sub("001010000000002")).unwrap();
