@@ -817,6 +817,15 @@ pub struct AttachBenchResult {
 /// Full in-process attaches (all messages encoded and decoded, AKA and NAS security on
 /// both sides, vectors from an in-memory HSS), one after the other.
 pub fn run_inprocess_attaches(n: usize) -> AttachBenchResult {
+    run_inprocess_attaches_keep(n, |_, _| {})
+}
+
+/// The same, calling `inspect` with the harness before the first attach (`false`) and
+/// at the end, every UE still attached (`true`).
+pub fn run_inprocess_attaches_keep(
+    n: usize,
+    mut inspect: impl FnMut(&Harness, bool),
+) -> AttachBenchResult {
     let mut h = Harness::new(n + 16, MmeConfig::default());
     let subs: Vec<Subscriber> = (0..n)
         .map(|i| subscriber(&format!("00101{:010}", i + 1)))
@@ -824,6 +833,7 @@ pub fn run_inprocess_attaches(n: usize) -> AttachBenchResult {
     h.hss.add_many(&subs).expect("HSS add");
     h.enb_setup(1, 1, 1);
     let mut lat = Vec::with_capacity(n);
+    inspect(&h, false);
     let t0 = Instant::now();
     for i in 0..n {
         let mut ue = SimUe::new(&format!("00101{:010}", i + 1), i as u32 + 1);
@@ -835,6 +845,8 @@ pub fn run_inprocess_attaches(n: usize) -> AttachBenchResult {
         }
     }
     let total = t0.elapsed().as_secs_f64();
+    h.sync();
+    inspect(&h, true);
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     let q = |p: f64| {
         lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
