@@ -106,35 +106,6 @@ impl IdleWake {
     }
 }
 
-/// Waits until one of `fds` is readable or `wait` passes (ns resolution, unlike
-/// poll(2)'s milliseconds). Returns whether any is readable.
-pub fn wait_readable(fds: &[RawFd], wait: Duration) -> std::io::Result<bool> {
-    let mut p = [libc::pollfd {
-        fd: -1,
-        events: 0,
-        revents: 0,
-    }; 4];
-    let n = fds.len().min(p.len());
-    for (slot, &fd) in p.iter_mut().zip(&fds[..n]) {
-        slot.fd = fd;
-        slot.events = libc::POLLIN;
-    }
-    let ts = libc::timespec {
-        tv_sec: wait.as_secs() as libc::time_t,
-        tv_nsec: wait.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: `n` valid pollfds, a valid timespec, no signal mask.
-    let r = unsafe { libc::ppoll(p.as_mut_ptr(), n as libc::nfds_t, &ts, std::ptr::null()) };
-    if r < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() == std::io::ErrorKind::Interrupted {
-            return Ok(false);
-        }
-        return Err(e);
-    }
-    Ok(r > 0)
-}
-
 /// The data thread's loop. Returns the data plane when `stop` is set.
 pub fn data_loop(
     dp: DataPlane,

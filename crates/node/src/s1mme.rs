@@ -2,7 +2,8 @@
 //! (PPID 18) and the sans-IO MME, feeds the MME the data thread's requests (paging),
 //! and fires its timers. The MME itself owns no socket or clock.
 
-use crate::runtime::{wait_readable, ControlDriver};
+use crate::io::wait_any_readable;
+use crate::runtime::ControlDriver;
 use pepc_mme::{Input, LogLevel, Mme, Output};
 use pepc_sctp::transport::{S1Transport, TransportEvent, S1AP_PPID};
 use pepc_slice::control::{ControlEvent, ControlPlane};
@@ -132,7 +133,7 @@ impl ControlDriver for MmeDriver {
             }
             let fds = [fd, wake.unwrap_or(-1)];
             let n = if wake.is_some() { 2 } else { 1 };
-            if let Err(e) = wait_readable(&fds[..n], wait) {
+            if let Err(e) = wait_any_readable(&fds[..n], wait) {
                 eprintln!("s1-mme: wait failed: {e}");
                 std::thread::sleep(wait); // do not spin on a broken descriptor
             }

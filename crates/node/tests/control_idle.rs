@@ -305,7 +305,7 @@ impl ControlDriver for Promoter {
     }
     fn wait_idle(&mut self, _cp: &ControlPlane, max: Duration, wake: Option<RawFd>) {
         let fd = wake.expect("the node gives its control thread a wake-up descriptor");
-        pepc_node::runtime::wait_readable(&[fd], max).unwrap();
+        pepc_node::io::wait_any_readable(&[fd], max).unwrap();
     }
 }
 

@@ -44,7 +44,7 @@ pub fn poll_one(fd: RawFd, events: libc::c_short, timeout: Duration) -> io::Resu
     Ok(r > 0)
 }
 
-/// poll(2) on up to 8 descriptors for `events`. Ok(false) on timeout or EINTR.
+/// ppoll(2) on up to 8 descriptors for `events`. Ok(false) on timeout or EINTR.
 pub fn poll_many(fds: &[RawFd], events: libc::c_short, timeout: Duration) -> io::Result<bool> {
     let mut p = [libc::pollfd {
         fd: -1,
@@ -56,9 +56,13 @@ pub fn poll_many(fds: &[RawFd], events: libc::c_short, timeout: Duration) -> io:
         slot.fd = fd;
         slot.events = events;
     }
-    let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as libc::c_int;
-    // SAFETY: `n` valid pollfds in a live array.
-    let r = unsafe { libc::poll(p.as_mut_ptr(), n as libc::nfds_t, ms) };
+    // ppoll: nanosecond timeouts (the control thread waits fractions of a millisecond).
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `n` valid pollfds in a live array, a valid timespec, no signal mask.
+    let r = unsafe { libc::ppoll(p.as_mut_ptr(), n as libc::nfds_t, &ts, std::ptr::null()) };
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {
