@@ -12,9 +12,10 @@
 use pepc_mme::sim::{subscriber, SimUe, ENB_ADDR};
 use pepc_mme::{AssocId, Input, Mme, MmeConfig, Output};
 use pepc_s1ap::msg::{
-    InitialContextSetupResponse, InitialUeMessage, S1SetupRequest, S1apMessage, UplinkNasTransport,
+    InitialContextSetupResponse, InitialUeMessage, S1SetupRequest, S1apMessage,
+    UeContextReleaseComplete, UplinkNasTransport,
 };
-use pepc_s1ap::{ERabTunnel, Ecgi, EnbId, GlobalEnbId, SupportedTa, Tai};
+use pepc_s1ap::{ERabTunnel, Ecgi, EnbId, GlobalEnbId, SupportedTa, Tai, UeS1apIds};
 use pepc_slice::slice::{build, pin_current_thread, SliceConfig};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,11 +29,19 @@ pub struct AttachOpts {
     pub attaches: u32,
     /// Attaches in flight at once.
     pub window: u32,
+    /// Steady state: every UE first attaches and switch-off detaches once, unmeasured;
+    /// then the measured pass re-attaches them all (by IMSI, full AKA) on a warm
+    /// node (HSS profiles cached, memory already faulted in). Otherwise every measured
+    /// attach is its UE's first since the node started (cold).
+    pub reattach: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct AttachResult {
     pub transport: String,
+    /// "cold" (each UE's first attach since start) or "reattach" (steady state).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
     pub attaches: u64,
     pub failed: u64,
     pub seconds: f64,
@@ -119,8 +128,8 @@ fn mme_thread(
     rx: mpsc::Receiver<Batch>,
     tx: mpsc::Sender<Batch>,
 ) -> (f64, u64, u64, f64) {
-    let cpu0 = thread_cpu_s();
-    let (faults0, sys0) = thread_faults_sys();
+    let mut cpu0 = thread_cpu_s();
+    let (mut faults0, mut sys0) = thread_faults_sys();
     let mut out = Vec::with_capacity(64);
     let mut msgs = 0u64;
     let now = Instant::now();
@@ -135,6 +144,16 @@ fn mme_thread(
     );
     out.clear();
     while let Ok(batch) = rx.recv() {
+        if batch.is_empty() {
+            // Marker: measure from here (the passes before it are warm-up).
+            cpu0 = thread_cpu_s();
+            (faults0, sys0) = thread_faults_sys();
+            msgs = 0;
+            if tx.send(vec![]).is_err() {
+                break;
+            }
+            continue;
+        }
         let mut reply = Vec::with_capacity(batch.len() * 2);
         for bytes in batch {
             msgs += 1;
@@ -166,6 +185,242 @@ fn mme_thread(
 struct Pending {
     ue: SimUe,
     started: Instant,
+}
+
+/// The eNB side of the in-process benchmark: feeds the MME thread batches of S1AP
+/// and answers what it sends, keeping `window` procedures in flight.
+struct Ran {
+    to_mme: mpsc::Sender<Batch>,
+    from_mme: mpsc::Receiver<Batch>,
+    tai: Tai,
+    ecgi: Ecgi,
+    window: u32,
+    /// Batches sent whose reply has not come back.
+    outstanding: u64,
+}
+
+fn enc(m: S1apMessage) -> Result<Vec<u8>, String> {
+    m.encode().map_err(|e| format!("encode: {e}"))
+}
+
+impl Ran {
+    fn send(&mut self, b: Batch) -> Result<(), String> {
+        self.to_mme.send(b).map_err(|_| "MME thread gone")?;
+        self.outstanding += 1;
+        Ok(())
+    }
+
+    fn recv(&mut self, what: &str) -> Result<Batch, String> {
+        let b = self
+            .from_mme
+            .recv_timeout(Duration::from_secs(10))
+            .map_err(|_| format!("MME silent for 10 s during {what}"))?;
+        self.outstanding -= 1;
+        Ok(b)
+    }
+
+    /// Waits for every batch in flight to be answered (answers are dropped).
+    fn settle(&mut self) -> Result<(), String> {
+        while self.outstanding > 0 {
+            self.recv("settling")?;
+        }
+        Ok(())
+    }
+
+    /// Tells the MME thread to start measuring here.
+    fn marker(&mut self) -> Result<(), String> {
+        self.settle()?;
+        self.send(vec![])?;
+        self.settle()
+    }
+
+    /// `n` attaches by IMSI; eNB UE S1AP IDs from `base + 1`. Returns completion
+    /// latencies (µs), failures, and the attached UEs.
+    fn attach_pass(&mut self, n: u32, base: u32) -> Result<(Vec<f64>, u64, Vec<SimUe>), String> {
+        let (tai, ecgi) = (self.tai, self.ecgi);
+        let mut pending: Vec<Option<Pending>> = (0..n).map(|_| None).collect();
+        let mut done: Vec<SimUe> = Vec::with_capacity(n as usize);
+        let mut lat = Vec::with_capacity(n as usize);
+        let mut next = 0u32;
+        let mut in_flight = 0u32;
+        let mut failed = 0u64;
+        let start_one = |i: u32, pending: &mut Vec<Option<Pending>>| -> Result<Vec<u8>, String> {
+            let ue = SimUe::new(&imsi(i), base + i + 1);
+            let nas = ue.attach_request(None, false);
+            pending[i as usize] = Some(Pending {
+                ue,
+                started: Instant::now(),
+            });
+            enc(InitialUeMessage {
+                enb_ue_id: base + i + 1,
+                nas_pdu: nas,
+                tai,
+                ecgi,
+                rrc_cause: 3,
+                s_tmsi: None,
+                gummei: None,
+            }
+            .into())
+        };
+        let mut batch = Vec::new();
+        while next < n && in_flight < self.window {
+            batch.push(start_one(next, &mut pending)?);
+            next += 1;
+            in_flight += 1;
+        }
+        self.send(batch)?;
+        while in_flight > 0 {
+            let replies = self.recv("attach")?;
+            let mut up = Vec::with_capacity(replies.len() * 2);
+            for bytes in replies {
+                let m =
+                    S1apMessage::decode(&bytes).map_err(|e| format!("MME sent bad S1AP: {e}"))?;
+                match m {
+                    S1apMessage::DownlinkNasTransport(d) => {
+                        let Some(p) = (d.enb_ue_id as usize)
+                            .checked_sub(base as usize + 1)
+                            .and_then(|i| pending.get_mut(i))
+                            .and_then(|p| p.as_mut())
+                        else {
+                            continue; // EMM Information after completion
+                        };
+                        p.ue.mme_ue_id = Some(d.mme_ue_id);
+                        let step = p.ue.on_downlink(&d.nas_pdu)?;
+                        if let Some(r) = step.reply {
+                            up.push(enc(UplinkNasTransport {
+                                mme_ue_id: d.mme_ue_id,
+                                enb_ue_id: d.enb_ue_id,
+                                nas_pdu: r,
+                                ecgi,
+                                tai,
+                            }
+                            .into())?);
+                        }
+                    }
+                    S1apMessage::InitialContextSetupRequest(r) => {
+                        let Some(mut p) = (r.enb_ue_id as usize)
+                            .checked_sub(base as usize + 1)
+                            .and_then(|i| pending.get_mut(i))
+                            .and_then(|p| p.take())
+                        else {
+                            return Err(format!("ICS for unknown eNB UE {}", r.enb_ue_id));
+                        };
+                        let nas = r.erabs.first().and_then(|e| e.nas_pdu.clone());
+                        let reply = match nas {
+                            Some(nas) => p.ue.on_downlink(&nas)?.reply,
+                            None => None,
+                        };
+                        up.push(enc(InitialContextSetupResponse {
+                            mme_ue_id: r.mme_ue_id,
+                            enb_ue_id: r.enb_ue_id,
+                            erabs: r
+                                .erabs
+                                .iter()
+                                .map(|e| ERabTunnel {
+                                    id: e.id,
+                                    transport: ENB_ADDR,
+                                    teid: 0x1000_0000 | r.enb_ue_id << 4 | u32::from(e.id & 0xf),
+                                })
+                                .collect(),
+                            failed: vec![],
+                        }
+                        .into())?);
+                        match reply {
+                            Some(b) => {
+                                up.push(enc(UplinkNasTransport {
+                                    mme_ue_id: r.mme_ue_id,
+                                    enb_ue_id: r.enb_ue_id,
+                                    nas_pdu: b,
+                                    ecgi,
+                                    tai,
+                                }
+                                .into())?);
+                                lat.push(p.started.elapsed().as_secs_f64() * 1e6);
+                                done.push(p.ue);
+                            }
+                            None => failed += 1,
+                        }
+                        in_flight -= 1;
+                        if next < n {
+                            up.push(start_one(next, &mut pending)?);
+                            next += 1;
+                            in_flight += 1;
+                        }
+                    }
+                    other => {
+                        // Attach Reject and friends end the attempt.
+                        return Err(format!("unexpected {} during attach", other.name()));
+                    }
+                }
+            }
+            if !up.is_empty() {
+                self.send(up)?;
+            }
+            if self.outstanding == 0 && in_flight > 0 {
+                return Err(format!("{in_flight} attaches stalled"));
+            }
+        }
+        // Let the last Attach Completes be processed.
+        self.settle()?;
+        Ok((lat, failed, done))
+    }
+
+    /// Switch-off detach of every UE in `ues`, each answered with UE Context Release
+    /// Complete, `window` at a time.
+    fn detach_pass(&mut self, ues: Vec<SimUe>) -> Result<(), String> {
+        let (tai, ecgi) = (self.tai, self.ecgi);
+        let mut left = ues.into_iter();
+        let mut in_flight = 0u32;
+        let detach = |ue: &mut SimUe| -> Result<Vec<u8>, String> {
+            let mme_ue_id = ue.mme_ue_id.ok_or("UE without an MME UE S1AP ID")?;
+            enc(UplinkNasTransport {
+                mme_ue_id,
+                enb_ue_id: ue.enb_ue_id,
+                nas_pdu: ue.detach_request(true),
+                ecgi,
+                tai,
+            }
+            .into())
+        };
+        let mut batch = Vec::new();
+        for mut ue in left.by_ref().take(self.window as usize) {
+            batch.push(detach(&mut ue)?);
+            in_flight += 1;
+        }
+        self.send(batch)?;
+        while in_flight > 0 {
+            let replies = self.recv("detach")?;
+            let mut up = Vec::new();
+            for bytes in replies {
+                if let Ok(S1apMessage::UeContextReleaseCommand(c)) = S1apMessage::decode(&bytes) {
+                    let UeS1apIds::Pair {
+                        mme_ue_id,
+                        enb_ue_id,
+                    } = c.ids
+                    else {
+                        continue;
+                    };
+                    up.push(enc(UeContextReleaseComplete {
+                        mme_ue_id,
+                        enb_ue_id,
+                    }
+                    .into())?);
+                    in_flight -= 1;
+                    if let Some(mut ue) = left.next() {
+                        up.push(detach(&mut ue)?);
+                        in_flight += 1;
+                    }
+                }
+            }
+            if !up.is_empty() {
+                self.send(up)?;
+            }
+            if self.outstanding == 0 && in_flight > 0 {
+                return Err(format!("{in_flight} detaches stalled"));
+            }
+        }
+        self.settle()
+    }
 }
 
 /// Run the in-process attach benchmark.
@@ -215,7 +470,6 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         plmn,
         cell_id: 0x101,
     };
-    let enc = |m: S1apMessage| m.encode().map_err(|e| format!("encode: {e}"));
     // S1 Setup first.
     to_mme
         .send(vec![enc(S1SetupRequest {
@@ -238,136 +492,25 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         other => return Err(format!("S1 Setup not accepted: {other:?}")),
     }
 
-    let mut pending: Vec<Option<Pending>> = (0..n).map(|_| None).collect();
-    let mut lat = Vec::with_capacity(n as usize);
-    let mut next = 0u32;
-    let mut in_flight = 0u32;
-    let mut failed = 0u64;
-    let t0 = Instant::now();
-    let start_one = |i: u32, pending: &mut Vec<Option<Pending>>| -> Result<Vec<u8>, String> {
-        let ue = SimUe::new(&imsi(i), i + 1);
-        let nas = ue.attach_request(None, false);
-        pending[i as usize] = Some(Pending {
-            ue,
-            started: Instant::now(),
-        });
-        enc(InitialUeMessage {
-            enb_ue_id: i + 1,
-            nas_pdu: nas,
-            tai,
-            ecgi,
-            rrc_cause: 3,
-            s_tmsi: None,
-            gummei: None,
-        }
-        .into())
+    let mut ran = Ran {
+        to_mme,
+        from_mme,
+        tai,
+        ecgi,
+        window: o.window.max(1),
+        outstanding: 0,
     };
-    let mut batch = Vec::new();
-    while next < n && in_flight < o.window.max(1) {
-        batch.push(start_one(next, &mut pending)?);
-        next += 1;
-        in_flight += 1;
+    if o.reattach {
+        let ues = ran.attach_pass(n, 0)?.2;
+        ran.detach_pass(ues)?;
     }
-    to_mme.send(batch).map_err(|_| "MME thread gone")?;
-    let mut outstanding_batches = 1u64;
-    while in_flight > 0 {
-        let replies = from_mme
-            .recv_timeout(Duration::from_secs(10))
-            .map_err(|_| format!("MME silent for 10 s with {in_flight} attaches in flight"))?;
-        outstanding_batches -= 1;
-        let mut up = Vec::with_capacity(replies.len() * 2);
-        for bytes in replies {
-            let m = S1apMessage::decode(&bytes).map_err(|e| format!("MME sent bad S1AP: {e}"))?;
-            match m {
-                S1apMessage::DownlinkNasTransport(d) => {
-                    let Some(p) = pending
-                        .get_mut(d.enb_ue_id as usize - 1)
-                        .and_then(|p| p.as_mut())
-                    else {
-                        continue; // EMM Information after completion
-                    };
-                    p.ue.mme_ue_id = Some(d.mme_ue_id);
-                    let step = p.ue.on_downlink(&d.nas_pdu)?;
-                    if let Some(r) = step.reply {
-                        up.push(enc(UplinkNasTransport {
-                            mme_ue_id: d.mme_ue_id,
-                            enb_ue_id: d.enb_ue_id,
-                            nas_pdu: r,
-                            ecgi,
-                            tai,
-                        }
-                        .into())?);
-                    }
-                }
-                S1apMessage::InitialContextSetupRequest(r) => {
-                    let idx = r.enb_ue_id as usize - 1;
-                    let Some(mut p) = pending.get_mut(idx).and_then(|p| p.take()) else {
-                        return Err(format!("ICS for unknown eNB UE {}", r.enb_ue_id));
-                    };
-                    let nas = r.erabs.first().and_then(|e| e.nas_pdu.clone());
-                    let reply = match nas {
-                        Some(nas) => p.ue.on_downlink(&nas)?.reply,
-                        None => None,
-                    };
-                    up.push(enc(InitialContextSetupResponse {
-                        mme_ue_id: r.mme_ue_id,
-                        enb_ue_id: r.enb_ue_id,
-                        erabs: r
-                            .erabs
-                            .iter()
-                            .map(|e| ERabTunnel {
-                                id: e.id,
-                                transport: ENB_ADDR,
-                                teid: 0x1000_0000 | r.enb_ue_id << 4 | u32::from(e.id & 0xf),
-                            })
-                            .collect(),
-                        failed: vec![],
-                    }
-                    .into())?);
-                    match reply {
-                        Some(b) => {
-                            up.push(enc(UplinkNasTransport {
-                                mme_ue_id: r.mme_ue_id,
-                                enb_ue_id: r.enb_ue_id,
-                                nas_pdu: b,
-                                ecgi,
-                                tai,
-                            }
-                            .into())?);
-                            lat.push(p.started.elapsed().as_secs_f64() * 1e6);
-                        }
-                        None => failed += 1,
-                    }
-                    in_flight -= 1;
-                    if next < n {
-                        up.push(start_one(next, &mut pending)?);
-                        next += 1;
-                        in_flight += 1;
-                    }
-                }
-                other => {
-                    // Attach Reject and friends end the attempt.
-                    return Err(format!("unexpected {} during attach", other.name()));
-                }
-            }
-        }
-        if !up.is_empty() {
-            to_mme.send(up).map_err(|_| "MME thread gone")?;
-            outstanding_batches += 1;
-        }
-        if outstanding_batches == 0 && in_flight > 0 {
-            return Err(format!("{in_flight} attaches stalled"));
-        }
-    }
-    // Let the last Attach Completes be processed before measuring.
-    while outstanding_batches > 0 {
-        if from_mme.recv_timeout(Duration::from_secs(10)).is_err() {
-            break;
-        }
-        outstanding_batches -= 1;
-    }
+    // Everything before the marker is warm-up; the MME thread measures from it.
+    ran.marker()?;
+    let t0 = Instant::now();
+    let base = if o.reattach { n } else { 0 };
+    let (mut lat, failed, _) = ran.attach_pass(n, base)?;
     let seconds = t0.elapsed().as_secs_f64();
-    drop(to_mme);
+    drop(ran);
     let (mme_cpu_s, msgs, faults, sys_s) = mme_join.join().map_err(|_| "MME thread panicked")?;
     stop.store(true, Ordering::Relaxed);
     let _ = data.join();
@@ -380,6 +523,7 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
     let ok = lat.len() as u64;
     Ok(AttachResult {
         transport: "inprocess".into(),
+        state: Some(if o.reattach { "reattach" } else { "cold" }.into()),
         attaches: ok,
         failed,
         seconds,
@@ -402,6 +546,7 @@ mod tests {
     #[test]
     fn inprocess_attaches_all_complete() {
         let r = run_inprocess(&AttachOpts {
+            reattach: false,
             attaches: 50,
             window: 8,
         })
@@ -411,5 +556,22 @@ mod tests {
         // S1 Setup + Initial UE + Auth Resp + SMC Complete + ICS Resp + Attach Complete.
         assert!(r.s1ap_messages_per_attach.unwrap() >= 5.0, "{r:?}");
         assert!(r.mme_cpu_s > 0.0);
+    }
+
+    #[test]
+    fn reattach_pass_measures_only_the_second_attach_of_each_ue() {
+        let r = run_inprocess(&AttachOpts {
+            reattach: true,
+            attaches: 40,
+            window: 8,
+        })
+        .unwrap();
+        assert_eq!(r.state.as_deref(), Some("reattach"));
+        assert_eq!(r.attaches, 40, "{r:?}");
+        assert_eq!(r.failed, 0);
+        // Counted from the marker: the re-attaches only (5 S1AP messages each), not
+        // the first attaches, detaches and releases before it.
+        let m = r.s1ap_messages_per_attach.unwrap();
+        assert!((5.0..5.5).contains(&m), "{r:?}");
     }
 }

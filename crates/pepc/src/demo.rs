@@ -204,6 +204,7 @@ pub fn bench_attach_udp(
         .unwrap_or_default();
     let seconds = r.duration_s;
     Ok(pepc_bench::attach::AttachResult {
+        state: None,
         transport: "sctp-udp".into(),
         attaches: ok,
         failed,

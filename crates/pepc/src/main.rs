@@ -98,6 +98,10 @@ struct AttachArgs {
     /// Attach rate offered by the emulator (udp), per second.
     #[arg(long, default_value_t = 1_000_000.0)]
     rate: f64,
+    /// inprocess: measure UEs re-attaching (each first attached and switch-off
+    /// detached once, unmeasured) instead of each UE's first attach since start.
+    #[arg(long)]
+    reattach: bool,
     /// Run each transport this many times and report the median run (by attaches
     /// per MME core-second), with every run's figure in `per_core_runs`.
     #[arg(long, default_value_t = 1)]
@@ -250,6 +254,7 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
             pepc_bench::attach::run_inprocess(&pepc_bench::attach::AttachOpts {
                 attaches: a.attaches,
                 window: a.window,
+                reattach: a.reattach,
             })
         })?);
     }
