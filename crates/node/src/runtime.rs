@@ -124,10 +124,9 @@ pub fn data_loop_waking(
     stop: Arc<AtomicBool>,
     wake: Option<Arc<IdleWake>>,
 ) -> DataPlane {
-    let counters = dp.counters().clone();
-    // Every promotion/paging request comes with buffered packets (GTP-U Error
-    // Indication reports do not, and wait for the control thread's next wake).
-    let mut requested = counters.buffered.load(Ordering::Relaxed);
+    // Every request the data path pushes (promotion, paging, Error Indication
+    // reports, backlog retries) wakes an idle control thread.
+    let mut requested = dp.requests_pushed();
     let mut ul = Batch::default();
     let mut dl = Batch::default();
     let t0 = crate::io::now_ns();
@@ -168,7 +167,7 @@ pub fn data_loop_waking(
             }
         }
         if let Some(w) = &wake {
-            let b = counters.buffered.load(Ordering::Relaxed);
+            let b = dp.requests_pushed();
             if b != requested {
                 requested = b;
                 w.post(b);
@@ -210,9 +209,9 @@ impl SliceThreads {
 }
 
 /// The control thread's first idle wait. Later ones in a row double up to
-/// [`IDLE_WAIT_MAX`], so a long-idle thread wakes ~125 times a second only. The data
-/// thread's requests wake it through [`IdleWake`]; the cap bounds what does not
-/// (requests retried from the data thread's backlog, Error Indication reports, stop).
+/// [`IDLE_WAIT_MAX`], so a long-idle thread wakes ~125 times a second only. Every
+/// request the data thread pushes wakes it through [`IdleWake`]; the cap bounds what
+/// does not (stop, and updates waiting for room in the ring).
 pub const IDLE_WAIT_FIRST: Duration = Duration::from_micros(500);
 /// The longest idle wait of the control thread (bounds paging latency and stop).
 pub const IDLE_WAIT_MAX: Duration = Duration::from_millis(8);

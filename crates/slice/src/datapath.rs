@@ -176,6 +176,9 @@ pub struct DataPlane {
     requests: Producer<DpRequest>,
     /// Requests that did not fit in the ring, retried at the next sync.
     request_backlog: Vec<DpRequest>,
+    /// Requests that reached the ring so far (a driver compares it to wake the
+    /// control thread).
+    requests_pushed: u64,
     pending: Vec<PendingUe>,
     pool: Vec<PacketBuf>,
     pool_free: Vec<u16>,
@@ -268,6 +271,7 @@ impl DataPlane {
             updates,
             requests,
             request_backlog: Vec::with_capacity(64),
+            requests_pushed: 0,
             pending: Vec::with_capacity(PENDING_UES),
             pool: (0..PENDING_POOL).map(|_| PacketBuf::new()).collect(),
             pool_free: (0..PENDING_POOL as u16).rev().collect(),
@@ -282,6 +286,12 @@ impl DataPlane {
 
     pub fn counters(&self) -> &Arc<SliceCounters> {
         &self.counters
+    }
+
+    /// Requests (promotion, paging, Error Indication reports) pushed to the control
+    /// thread so far, retries from the backlog included.
+    pub fn requests_pushed(&self) -> u64 {
+        self.requests_pushed
     }
 
     /// Set the rule set applied to stateless-IoT traffic.
@@ -303,8 +313,9 @@ impl DataPlane {
         if !self.request_backlog.is_empty() {
             let backlog = std::mem::take(&mut self.request_backlog);
             for r in backlog {
-                if let Err(r) = self.requests.push(r) {
-                    self.request_backlog.push(r);
+                match self.requests.push(r) {
+                    Ok(()) => self.requests_pushed += 1,
+                    Err(r) => self.request_backlog.push(r),
                 }
             }
         }
@@ -1052,9 +1063,12 @@ impl DataPlane {
     // ------------------------------------------------------ promotion buffering
 
     fn request(&mut self, r: DpRequest) {
-        if let Err(r) = self.requests.push(r) {
-            if self.request_backlog.len() < 4096 {
-                self.request_backlog.push(r);
+        match self.requests.push(r) {
+            Ok(()) => self.requests_pushed += 1,
+            Err(r) => {
+                if self.request_backlog.len() < 4096 {
+                    self.request_backlog.push(r);
+                }
             }
         }
     }

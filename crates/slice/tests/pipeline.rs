@@ -237,6 +237,8 @@ fn idle_ue_downlink_is_buffered_paged_and_drained_after_service_request() {
         .iter()
         .all(|p| p.meta.verdict == Verdict::Consumed));
     assert_eq!(dp.buffered_now(), 5);
+    // One request reached the ring (what wakes an idle control thread).
+    assert_eq!(dp.requests_pushed(), 1);
     // The control thread is asked once and pages the UE.
     let mut ev = Vec::new();
     cp.poll_requests(&mut ev);
