@@ -1,7 +1,8 @@
 //! Hand-run cost measurement (not a test):
 //! `cargo run --release -p pepc-hss --example hss_bench [DIR]`
 //! Measures next_vector (served from implicit leases: no fsync), next_vectors(32)
-//! (a durable lease extension per call) and next_vector_batch, on disk and in memory.
+//! (a durable lease extension per call) and next_vector_batch, on disk and in memory,
+//! and the first vector of subscribers not yet in memory, in IMSI and shuffled order.
 
 use pepc_hss::{Hss, OpKind, PdnType, Subscriber};
 use pepc_security::{generate_vector, sqn_from_u64, Key128};
@@ -69,6 +70,41 @@ fn run(label: &str, hss: &Hss) {
     );
 }
 
+/// First vector of each of 20,000 subscribers (nothing in memory yet), asked in IMSI
+/// order (the read-ahead serves 256 per read) and in a shuffled order (one read each).
+fn first_vectors(label: &str, hss_of: impl Fn() -> Hss) {
+    let n = 20_000;
+    let subs: Vec<Subscriber> = (0..n).map(sub).collect();
+    for shuffled in [false, true] {
+        let hss = hss_of();
+        hss.add_many(&subs).unwrap();
+        let mut order: Vec<usize> = (0..n).collect();
+        if shuffled {
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            for i in (1..n).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                order.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+        }
+        let mut r = 0u128;
+        let mut rand = || {
+            r += 1;
+            r.to_be_bytes()
+        };
+        let t = Instant::now();
+        for &i in &order {
+            hss.next_vector(&subs[i].imsi, PLMN, &mut rand).unwrap();
+        }
+        let per = t.elapsed() / n as u32;
+        println!(
+            "{label}: first vector, {:8} {per:>10.2?}/subscriber",
+            if shuffled { "shuffled" } else { "in order" }
+        );
+    }
+}
+
 fn main() {
     let dir = std::env::args()
         .nth(1)
@@ -81,6 +117,7 @@ fn main() {
     }
     let _ = std::fs::remove_file(&path);
     run("memory", &Hss::in_memory().unwrap());
+    first_vectors("memory", || Hss::in_memory().unwrap());
 
     // Pure crypto cost (Milenage + KASME) for reference.
     let mil = pepc_security::Milenage::new_with_opc(&Key128::new([0x46; 16]), [0xe8; 16]);

@@ -121,9 +121,14 @@ db_err!(
     redb::SetDurabilityError
 );
 
-/// Subscribers following one that is not in memory which are read in the same
-/// read transaction.
+/// Most subscribers following one that is not in memory which are read in the same
+/// read transaction. The read-ahead adapts between [`READ_AHEAD_MIN`] and this: it
+/// doubles while most of what it read was then asked for (subscribers attaching in
+/// IMSI order, as after a mass provisioning or in a test), and halves when little was
+/// (random order, where reading ahead is wasted work).
 pub const READ_AHEAD: usize = 256;
+/// The smallest read-ahead, kept so that a sequential pattern is noticed again.
+pub const READ_AHEAD_MIN: usize = 4;
 
 /// A subscriber with a live SQN lease.
 struct Leased {
@@ -141,6 +146,8 @@ struct Leased {
     reload_start: u64,
     /// Last use (the HSS's call counter), for evicting the least recently used.
     touched: u64,
+    /// Read ahead and not asked for yet (counts a read-ahead hit when it is).
+    prefetched: bool,
 }
 
 /// The subscriber store. `Hss` is `Send + Sync`; writes are serialised by redb and
@@ -159,6 +166,11 @@ pub struct Hss {
     /// Calls served so far (the clock of `Leased::touched`).
     tick: std::sync::atomic::AtomicU64,
     evicted: std::sync::atomic::AtomicU64,
+    /// Read-ahead state, changed under the lease lock: current size, subscribers the
+    /// last read-ahead loaded, and how many of them have been asked for since.
+    ahead: std::sync::atomic::AtomicUsize,
+    ahead_loaded: std::sync::atomic::AtomicUsize,
+    ahead_hits: std::sync::atomic::AtomicUsize,
 }
 
 /// Subscribers kept in memory by default (about 400 bytes each).
@@ -287,6 +299,9 @@ impl Hss {
             max_leased: std::sync::atomic::AtomicUsize::new(MAX_LEASED),
             tick: std::sync::atomic::AtomicU64::new(0),
             evicted: std::sync::atomic::AtomicU64::new(0),
+            ahead: std::sync::atomic::AtomicUsize::new(READ_AHEAD),
+            ahead_loaded: std::sync::atomic::AtomicUsize::new(0),
+            ahead_hits: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -514,6 +529,11 @@ impl Hss {
                 continue;
             };
             l.touched = tick;
+            if l.prefetched {
+                l.prefetched = false;
+                self.ahead_hits
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             let mut vs = Vec::with_capacity(n);
             let mut sqn = l.issued;
             for _ in 0..n {
@@ -563,7 +583,11 @@ impl Hss {
     /// nothing is ever issued twice.
     fn make_room(&self, leases: &mut LeaseMap, imsis: &[&str]) -> Result<(), HssError> {
         let max = self.max_leased.load(std::sync::atomic::Ordering::Relaxed);
-        let need = imsis.len() + READ_AHEAD.min(max / 8);
+        let need = imsis.len()
+            + self
+                .ahead
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .min(max / 8);
         if leases.len() + need <= max {
             return Ok(());
         }
@@ -634,6 +658,7 @@ impl Hss {
                 reserved: if strict { issued } else { end },
                 reload_start: issued,
                 touched,
+                prefetched: false,
             })
         };
         for &imsi in imsis {
@@ -659,9 +684,10 @@ impl Hss {
             .max_leased
             .load(std::sync::atomic::Ordering::Relaxed)
             .saturating_sub(leases.len());
+        let size = self.adapt_read_ahead().min(room);
         let mut ahead = 0;
         for item in t.range(first..)?.skip(1) {
-            if ahead >= READ_AHEAD.min(room) {
+            if ahead >= size {
                 break;
             }
             let (k, v) = item?;
@@ -675,9 +701,34 @@ impl Hss {
             let stored = merged_value(&mut marks, imsi)?.unwrap_or(sub.sqn);
             let generation = merged_value(&mut gens, imsi)?.unwrap_or(0);
             let mark = implicit_lease(stored, generation, self.generation);
-            leases.insert(key, lease(sub, mark));
+            let mut l = lease(sub, mark);
+            l.prefetched = true;
+            leases.insert(key, l);
         }
+        self.ahead_loaded
+            .store(ahead, std::sync::atomic::Ordering::Relaxed);
+        self.ahead_hits
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The read-ahead size for the next load, from how much of the last one was used:
+    /// doubled when at least half was, halved when less (see [`READ_AHEAD`]).
+    fn adapt_read_ahead(&self) -> usize {
+        use std::sync::atomic::Ordering::Relaxed;
+        let size = self.ahead.load(Relaxed);
+        let loaded = self.ahead_loaded.load(Relaxed);
+        if loaded == 0 {
+            return size;
+        }
+        let hits = self.ahead_hits.load(Relaxed);
+        let next = if hits * 2 >= loaded {
+            (size * 2).min(READ_AHEAD)
+        } else {
+            (size / 2).max(READ_AHEAD_MIN)
+        };
+        self.ahead.store(next, Relaxed);
+        next
     }
 
     /// One durable commit reserving `steps` SQN steps beyond the last issued for
@@ -857,6 +908,47 @@ mod tests {
             let l = &leases[&imsi_key(&s.imsi).unwrap()];
             assert_eq!((l.issued, l.reserved), want, "{}", s.imsi);
         }
+    }
+
+    #[test]
+    fn read_ahead_shrinks_for_random_order_and_grows_back_for_imsi_order() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let hss = Hss::in_memory().unwrap();
+        let subs: Vec<Subscriber> = (0..4000u64)
+            .map(|i| Subscriber {
+                imsi: format!("00101{i:010}"),
+                k: Key128::from_hex("465B5CE8B199B49FAA5F0A2EE238A6BC").unwrap(),
+                op_kind: model::OpKind::Opc([7; 16]),
+                amf: [0x80, 0],
+                sqn: 0,
+                msisdn: String::new(),
+                apn: "internet".into(),
+                pdn_type: model::PdnType::Ipv4,
+                qci: 9,
+                arp_priority: 8,
+                ambr_ul_bps: 1,
+                ambr_dl_bps: 1,
+            })
+            .collect();
+        hss.add_many(&subs).unwrap();
+        let mut r = 0u128;
+        let mut rand = || {
+            r += 1;
+            r.to_be_bytes()
+        };
+        // Far apart: each read-ahead goes unused.
+        for k in 0..12 {
+            let i = (k * 997 + 13) % 2000;
+            hss.next_vector(&subs[i].imsi, [0, 0xf1, 0x10], &mut rand)
+                .unwrap();
+        }
+        assert_eq!(hss.ahead.load(Relaxed), READ_AHEAD_MIN);
+        // Then in IMSI order from 2000: the read-ahead is used and grows back.
+        for s in &subs[2000..4000] {
+            hss.next_vector(&s.imsi, [0, 0xf1, 0x10], &mut rand)
+                .unwrap();
+        }
+        assert_eq!(hss.ahead.load(Relaxed), READ_AHEAD);
     }
 
     #[test]
