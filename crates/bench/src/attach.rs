@@ -34,6 +34,9 @@ pub struct AttachOpts {
     /// node (HSS profiles cached, memory already faulted in). Otherwise every measured
     /// attach is its UE's first since the node started (cold).
     pub reattach: bool,
+    /// UEs attach in a shuffled IMSI order (as real subscribers do) instead of in
+    /// IMSI order, which the HSS read-ahead favours.
+    pub shuffle: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -197,6 +200,23 @@ struct Ran {
     window: u32,
     /// Batches sent whose reply has not come back.
     outstanding: u64,
+    /// Subscriber index of the i-th UE to attach.
+    order: Vec<u32>,
+}
+
+/// 0..n, or a fixed pseudo-random permutation of it.
+fn attach_order(n: u32, shuffle: bool) -> Vec<u32> {
+    let mut v: Vec<u32> = (0..n).collect();
+    if shuffle {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in (1..v.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+    }
+    v
 }
 
 fn enc(m: S1apMessage) -> Result<Vec<u8>, String> {
@@ -244,8 +264,9 @@ impl Ran {
         let mut next = 0u32;
         let mut in_flight = 0u32;
         let mut failed = 0u64;
+        let order = self.order.clone();
         let start_one = |i: u32, pending: &mut Vec<Option<Pending>>| -> Result<Vec<u8>, String> {
-            let ue = SimUe::new(&imsi(i), base + i + 1);
+            let ue = SimUe::new(&imsi(order[i as usize]), base + i + 1);
             let nas = ue.attach_request(None, false);
             pending[i as usize] = Some(Pending {
                 ue,
@@ -499,6 +520,7 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         ecgi,
         window: o.window.max(1),
         outstanding: 0,
+        order: attach_order(n, o.shuffle),
     };
     if o.reattach {
         let ues = ran.attach_pass(n, 0)?.2;
@@ -523,7 +545,15 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
     let ok = lat.len() as u64;
     Ok(AttachResult {
         transport: "inprocess".into(),
-        state: Some(if o.reattach { "reattach" } else { "cold" }.into()),
+        state: Some(
+            match (o.reattach, o.shuffle) {
+                (false, false) => "cold",
+                (false, true) => "cold-shuffled",
+                (true, false) => "reattach",
+                (true, true) => "reattach-shuffled",
+            }
+            .into(),
+        ),
         attaches: ok,
         failed,
         seconds,
@@ -546,6 +576,7 @@ mod tests {
     #[test]
     fn inprocess_attaches_all_complete() {
         let r = run_inprocess(&AttachOpts {
+            shuffle: false,
             reattach: false,
             attaches: 50,
             window: 8,
@@ -561,12 +592,13 @@ mod tests {
     #[test]
     fn reattach_pass_measures_only_the_second_attach_of_each_ue() {
         let r = run_inprocess(&AttachOpts {
+            shuffle: true,
             reattach: true,
             attaches: 40,
             window: 8,
         })
         .unwrap();
-        assert_eq!(r.state.as_deref(), Some("reattach"));
+        assert_eq!(r.state.as_deref(), Some("reattach-shuffled"));
         assert_eq!(r.attaches, 40, "{r:?}");
         assert_eq!(r.failed, 0);
         // Counted from the marker: the re-attaches only (5 S1AP messages each), not

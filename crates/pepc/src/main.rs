@@ -102,6 +102,9 @@ struct AttachArgs {
     /// detached once, unmeasured) instead of each UE's first attach since start.
     #[arg(long)]
     reattach: bool,
+    /// inprocess: UEs attach in a shuffled IMSI order instead of IMSI order.
+    #[arg(long)]
+    shuffle: bool,
     /// Run each transport this many times and report the median run (by attaches
     /// per MME core-second), with every run's figure in `per_core_runs`.
     #[arg(long, default_value_t = 1)]
@@ -255,6 +258,7 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
                 attaches: a.attaches,
                 window: a.window,
                 reattach: a.reattach,
+                shuffle: a.shuffle,
             })
         })?);
     }
