@@ -150,6 +150,16 @@ struct Leased {
     prefetched: bool,
 }
 
+/// A read snapshot of the three tables, kept between loads so that a subscriber
+/// not in memory costs one B-tree lookup rather than a new transaction and three
+/// table opens. Every commit of this process drops it (see [`Hss::invalidate`]), so
+/// a load never sees a mark older than one this process wrote.
+struct Snapshot {
+    subscribers: redb::ReadOnlyTable<&'static str, &'static [u8]>,
+    sqn: redb::ReadOnlyTable<&'static str, u64>,
+    sqn_gen: redb::ReadOnlyTable<&'static str, u64>,
+}
+
 /// The subscriber store. `Hss` is `Send + Sync`; writes are serialised by redb and
 /// the lease table by a mutex (the HSS is shared by the slices' control threads).
 pub struct Hss {
@@ -171,6 +181,7 @@ pub struct Hss {
     ahead: std::sync::atomic::AtomicUsize,
     ahead_loaded: std::sync::atomic::AtomicUsize,
     ahead_hits: std::sync::atomic::AtomicUsize,
+    snapshot: Mutex<Option<Arc<Snapshot>>>,
 }
 
 /// Subscribers kept in memory by default (about 400 bytes each).
@@ -302,6 +313,7 @@ impl Hss {
             ahead: std::sync::atomic::AtomicUsize::new(READ_AHEAD),
             ahead_loaded: std::sync::atomic::AtomicUsize::new(0),
             ahead_hits: std::sync::atomic::AtomicUsize::new(0),
+            snapshot: Mutex::new(None),
         })
     }
 
@@ -363,6 +375,7 @@ impl Hss {
         }
         tx.commit()?;
         let mut leases = self.leases();
+        self.invalidate();
         for s in subs {
             if let Some(k) = imsi_key(&s.imsi) {
                 leases.remove(&k);
@@ -445,8 +458,10 @@ impl Hss {
             existed
         };
         tx.commit()?;
+        let mut leases = self.leases();
+        self.invalidate();
         if let Some(k) = imsi_key(imsi) {
-            self.leases().remove(&k);
+            leases.remove(&k);
         }
         Ok(existed)
     }
@@ -577,6 +592,28 @@ impl Hss {
         Ok(implicit_lease(v, g, self.generation))
     }
 
+    /// The current read snapshot, opened if there is none.
+    fn snapshot(&self) -> Result<Arc<Snapshot>, HssError> {
+        let mut g = self.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = g.as_ref() {
+            return Ok(s.clone());
+        }
+        let tx = self.db.begin_read()?;
+        let s = Arc::new(Snapshot {
+            subscribers: tx.open_table(SUBSCRIBERS)?,
+            sqn: tx.open_table(SQN)?,
+            sqn_gen: tx.open_table(SQN_GEN)?,
+        });
+        *g = Some(s.clone());
+        Ok(s)
+    }
+
+    /// Drops the read snapshot: called right after every commit, before the lease
+    /// table is used again.
+    fn invalidate(&self) {
+        *self.snapshot.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
     /// Drops the least recently used subscribers when loading `imsis` (plus some
     /// read-ahead) would pass the bound. Those that issued SQNs above where a reload
     /// would start get that SQN written as their mark first (one durable commit), so
@@ -627,6 +664,7 @@ impl Hss {
                 }
             }
             tx.commit()?;
+            self.invalidate();
             self.lease_commits
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
@@ -643,10 +681,8 @@ impl Hss {
     /// generation's implicit lease (no write).
     fn load(&self, leases: &mut LeaseMap, imsis: &[&str]) -> Result<(), HssError> {
         let strict = self.lease_steps.load(std::sync::atomic::Ordering::Relaxed) <= 1;
-        let tx = self.db.begin_read()?;
-        let t = tx.open_table(SUBSCRIBERS)?;
-        let q = tx.open_table(SQN)?;
-        let qg = tx.open_table(SQN_GEN)?;
+        let snap = self.snapshot()?;
+        let (t, q, qg) = (&snap.subscribers, &snap.sqn, &snap.sqn_gen);
         let touched = self.tick.load(std::sync::atomic::Ordering::Relaxed);
         let lease = |sub: Subscriber, (issued, end): (u64, u64)| {
             Box::new(Leased {
@@ -668,7 +704,7 @@ impl Hss {
             }
             if let Some(raw) = t.get(imsi)? {
                 let sub = decode(imsi, raw.value())?;
-                let mark = self.stored_mark(imsi, sub.sqn, &q, &qg)?;
+                let mark = self.stored_mark(imsi, sub.sqn, q, qg)?;
                 leases.insert(key, lease(sub, mark));
             }
         }
@@ -763,6 +799,7 @@ impl Hss {
             }
         }
         tx.commit()?;
+        self.invalidate();
         self.lease_commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Only now, with the high-water marks durable, may these SQNs be used.
@@ -797,8 +834,10 @@ impl Hss {
         }
         tx.commit()?;
         // The next vector must follow SQN_MS: drop the lease so it is re-read.
+        let mut leases = self.leases();
+        self.invalidate();
         if let Some(k) = imsi_key(imsi) {
-            self.leases().remove(&k);
+            leases.remove(&k);
         }
         Ok(())
     }
