@@ -452,6 +452,8 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
     for chunk in subs.chunks(10_000) {
         hss.add_many(chunk).map_err(|e| e.to_string())?;
     }
+    // As the node does when it starts (`Epc::start`).
+    hss.preload().map_err(|e| e.to_string())?;
     let cfg = MmeConfig::default();
     let plmn = cfg.plmn;
     let (cp, mut dp) = build(&SliceConfig::for_users(n as usize + 1024));

@@ -246,6 +246,36 @@ fn bounded_lease_table_never_reissues_an_sqn() {
 }
 
 #[test]
+fn preload_reads_every_subscriber_and_keeps_sqns_fresh_across_restarts() {
+    let dir = TempDir::new("preload");
+    let path = dir.0.join("hss.redb");
+    let imsis: Vec<String> = (1..=30).map(|i| format!("9997000000002{i:02}")).collect();
+    let mut rand = counter_rand();
+    let mut last = vec![0u64; imsis.len()];
+    for restart in 0..3 {
+        let hss = Hss::open(&path).unwrap();
+        if restart == 0 {
+            for i in &imsis {
+                hss.add(&sub(i)).unwrap();
+            }
+        }
+        assert_eq!(hss.preload().unwrap(), imsis.len());
+        assert_eq!(hss.stats().leased, imsis.len());
+        for (n, i) in imsis.iter().enumerate().rev() {
+            let v = hss.next_vector(i, PLMN, &mut rand).unwrap();
+            last[n] = usim_check(&ue(), v.rand, v.autn, last[n])
+                .unwrap_or_else(|e| panic!("{i} restart {restart}: {e:?}"))
+                .sqn;
+        }
+        assert_eq!(hss.stats().lease_commits, 0);
+    }
+    // Bounded: only as many as the table may hold.
+    let hss = Hss::open(&path).unwrap();
+    hss.set_max_leased(7);
+    assert_eq!(hss.preload().unwrap(), 7);
+}
+
+#[test]
 fn crud_and_batch_across_subscribers() {
     let hss = Hss::in_memory().unwrap();
     hss.add(&sub("001010000000002")).unwrap();
