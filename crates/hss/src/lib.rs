@@ -9,8 +9,9 @@
 //! SQN policy (TS 33.102 Annex C.3.2): SQN = SEQ << 5 | IND. Each new vector
 //! takes SEQ + 1 and the next IND (mod 32), so SQNs strictly increase.
 //!
-//! SQN leases and generations. Every open of the database durably increments the
-//! *generation* G. A subscriber's stored pair (v, g) means: in generation g no SQN
+//! SQN leases and generations. Every process that issues vectors durably increments
+//! the *generation* G before its first one (opens that only manage subscribers do
+//! not). A subscriber's stored pair (v, g) means: in generation g no SQN
 //! above v was issued, and in each later generation g' < G at most the *implicit
 //! lease* `(v + 32·(g'-g-1), v + 32·(g'-g)]` (in SQN steps) was. So in generation
 //! G > g the HSS may issue the implicit lease `(v + 32·(G-g-1), v + 32·(G-g)]` with
@@ -185,6 +186,8 @@ pub struct Hss {
     ahead_loaded: std::sync::atomic::AtomicUsize,
     ahead_hits: std::sync::atomic::AtomicUsize,
     snapshot: Mutex<Option<Arc<Snapshot>>>,
+    /// Whether `generation` is durable yet (see `claim_generation`).
+    claimed: std::sync::atomic::AtomicBool,
 }
 
 /// Subscribers kept in memory by default (about 400 bytes each).
@@ -193,7 +196,7 @@ pub const MAX_LEASED: usize = 1 << 20;
 /// HSS figures for operators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HssStats {
-    /// This process's generation (opens of the database so far).
+    /// This process's generation (one more than the last process that issued vectors).
     pub generation: u64,
     /// Subscribers held in memory with a lease.
     pub leased: usize,
@@ -296,13 +299,15 @@ impl Hss {
         tx.open_table(SUBSCRIBERS)?;
         tx.open_table(SQN)?;
         tx.open_table(SQN_GEN)?;
-        // A new generation before any vector of this process leaves.
-        let generation = {
-            let mut m = tx.open_table(META)?;
-            let g = m.get("generation")?.map(|v| v.value()).unwrap_or(0) + 1;
-            m.insert("generation", g)?;
-            g
-        };
+        // This process's generation: made durable before its first vector leaves
+        // (`claim_generation`), so opens that issue none (subscriber management)
+        // do not move anyone's SQN.
+        let generation = tx
+            .open_table(META)?
+            .get("generation")?
+            .map(|v| v.value())
+            .unwrap_or(0)
+            + 1;
         tx.commit()?;
         Ok(Hss {
             db,
@@ -317,7 +322,29 @@ impl Hss {
             ahead_loaded: std::sync::atomic::AtomicUsize::new(0),
             ahead_hits: std::sync::atomic::AtomicUsize::new(0),
             snapshot: Mutex::new(None),
+            claimed: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Makes this process's generation durable, once, before any vector leaves: a
+    /// restart after that moves to the next generation and so above every implicit
+    /// lease of this one.
+    fn claim_generation(&self) -> Result<(), HssError> {
+        if self.claimed.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut tx = self.db.begin_write()?;
+        tx.set_durability(Durability::Immediate)?;
+        {
+            let mut m = tx.open_table(META)?;
+            let stored = m.get("generation")?.map(|v| v.value()).unwrap_or(0);
+            m.insert("generation", stored.max(self.generation))?;
+        }
+        tx.commit()?;
+        self.invalidate();
+        self.claimed
+            .store(true, std::sync::atomic::Ordering::Release);
+        Ok(())
     }
 
     /// SQN steps reserved per durable commit (1 = a commit per vector, the strictest
@@ -524,6 +551,7 @@ impl Hss {
                 .max(n as u32),
         );
         let mut leases = self.leases();
+        self.claim_generation()?;
         let tick = self.tick.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         if imsis
             .iter()

@@ -276,6 +276,36 @@ fn preload_reads_every_subscriber_and_keeps_sqns_fresh_across_restarts() {
 }
 
 #[test]
+fn opens_that_issue_no_vector_do_not_move_sqns() {
+    let dir = TempDir::new("lazygen");
+    let path = dir.0.join("hss.redb");
+    let imsi = "999700000000301";
+    let mut rand = counter_rand();
+    let first = {
+        let hss = Hss::open(&path).unwrap();
+        hss.add(&sub(imsi)).unwrap();
+        let v = hss.next_vector(imsi, PLMN, &mut rand).unwrap();
+        usim_check(&ue(), v.rand, v.autn, 0).unwrap().sqn
+    };
+    // Subscriber management (list, show, add another) opens the file many times.
+    let shown: Vec<u64> = (0..5)
+        .map(|k| {
+            let hss = Hss::open(&path).unwrap();
+            hss.add(&sub(&format!("9997000000004{k:02}"))).unwrap();
+            hss.get(imsi).unwrap().unwrap().sqn
+        })
+        .collect();
+    assert!(shown.iter().all(|&s| s == shown[0]), "{shown:?}");
+    assert!(shown[0] >= first);
+    // The next node run starts just above the last run's implicit lease.
+    let hss = Hss::open(&path).unwrap();
+    let v = hss.next_vector(imsi, PLMN, &mut rand).unwrap();
+    let next = usim_check(&ue(), v.rand, v.autn, first).unwrap().sqn;
+    assert!(next > shown[0]);
+    assert_eq!(next, pepc_hss::next_sqn(shown[0]).unwrap());
+}
+
+#[test]
 fn crud_and_batch_across_subscribers() {
     let hss = Hss::in_memory().unwrap();
     hss.add(&sub("001010000000002")).unwrap();
