@@ -908,6 +908,23 @@ pub type SubscriberKey = Key128;
 mod tests {
     use super::*;
 
+    fn test_subscriber(imsi: &str, sqn: u64) -> Subscriber {
+        Subscriber {
+            imsi: imsi.into(),
+            k: Key128::from_hex("465B5CE8B199B49FAA5F0A2EE238A6BC").unwrap(),
+            op_kind: model::OpKind::Opc([7; 16]),
+            amf: [0x80, 0],
+            sqn,
+            msisdn: String::new(),
+            apn: "internet".into(),
+            pdn_type: model::PdnType::Ipv4,
+            qci: 9,
+            arp_priority: 8,
+            ambr_ul_bps: 1,
+            ambr_dl_bps: 1,
+        }
+    }
+
     #[test]
     fn advance_matches_stepping_and_saturates() {
         for start in [0u64, 5, 31, 32, 33, 1000, 0xABCDEF] {
@@ -952,20 +969,7 @@ mod tests {
     fn read_ahead_merge_matches_per_subscriber_lookups() {
         let hss = Hss::in_memory().unwrap();
         let subs: Vec<Subscriber> = (0..40u64)
-            .map(|i| Subscriber {
-                imsi: format!("00101{:010}", i * 3),
-                k: Key128::from_hex("465B5CE8B199B49FAA5F0A2EE238A6BC").unwrap(),
-                op_kind: model::OpKind::Opc([7; 16]),
-                amf: [0x80, 0],
-                sqn: i * 100,
-                msisdn: String::new(),
-                apn: "internet".into(),
-                pdn_type: model::PdnType::Ipv4,
-                qci: 9,
-                arp_priority: 8,
-                ambr_ul_bps: 1,
-                ambr_dl_bps: 1,
-            })
+            .map(|i| test_subscriber(&format!("00101{:010}", i * 3), i * 100))
             .collect();
         hss.add_many(&subs).unwrap();
         // Rows as several histories leave them: a legacy mark with no generation, a
@@ -1012,20 +1016,7 @@ mod tests {
         use std::sync::atomic::Ordering::Relaxed;
         let hss = Hss::in_memory().unwrap();
         let subs: Vec<Subscriber> = (0..4000u64)
-            .map(|i| Subscriber {
-                imsi: format!("00101{i:010}"),
-                k: Key128::from_hex("465B5CE8B199B49FAA5F0A2EE238A6BC").unwrap(),
-                op_kind: model::OpKind::Opc([7; 16]),
-                amf: [0x80, 0],
-                sqn: 0,
-                msisdn: String::new(),
-                apn: "internet".into(),
-                pdn_type: model::PdnType::Ipv4,
-                qci: 9,
-                arp_priority: 8,
-                ambr_ul_bps: 1,
-                ambr_dl_bps: 1,
-            })
+            .map(|i| test_subscriber(&format!("00101{i:010}"), 0))
             .collect();
         hss.add_many(&subs).unwrap();
         let mut r = 0u128;

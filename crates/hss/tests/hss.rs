@@ -208,6 +208,22 @@ fn sqn_increases_over_many_restarts_with_and_without_use() {
     }
 }
 
+/// One vector for `imsis[n]`, checked by a USIM that last saw `last[n]` (so an SQN
+/// issued twice or out of order fails here).
+fn issue_checked(
+    hss: &Hss,
+    imsis: &[String],
+    n: usize,
+    last: &mut [u64],
+    rand: &mut impl FnMut() -> [u8; 16],
+    when: &str,
+) {
+    let v = hss.next_vector(&imsis[n], PLMN, rand).unwrap();
+    last[n] = usim_check(&ue(), v.rand, v.autn, last[n])
+        .unwrap_or_else(|e| panic!("{} {when}: {e:?}", imsis[n]))
+        .sqn;
+}
+
 #[test]
 fn bounded_lease_table_never_reissues_an_sqn() {
     let dir = TempDir::new("evict");
@@ -226,12 +242,16 @@ fn bounded_lease_table_never_reissues_an_sqn() {
         // Round-robin over 12 subscribers with room for 4: every subscriber is
         // evicted and reloaded again and again, most with SQNs issued in between.
         for round in 0..5 {
-            for (n, i) in imsis.iter().enumerate() {
+            for n in 0..imsis.len() {
                 for _ in 0..(1 + (n + round) % 3) {
-                    let v = hss.next_vector(i, PLMN, &mut rand).unwrap();
-                    last[n] = usim_check(&ue(), v.rand, v.autn, last[n])
-                        .unwrap_or_else(|e| panic!("{i} restart {restart}: {e:?}"))
-                        .sqn;
+                    issue_checked(
+                        &hss,
+                        &imsis,
+                        n,
+                        &mut last,
+                        &mut rand,
+                        &format!("restart {restart}"),
+                    );
                 }
             }
             assert!(hss.stats().leased <= 4, "{:?}", hss.stats());
@@ -261,11 +281,15 @@ fn preload_reads_every_subscriber_and_keeps_sqns_fresh_across_restarts() {
         }
         assert_eq!(hss.preload().unwrap(), imsis.len());
         assert_eq!(hss.stats().leased, imsis.len());
-        for (n, i) in imsis.iter().enumerate().rev() {
-            let v = hss.next_vector(i, PLMN, &mut rand).unwrap();
-            last[n] = usim_check(&ue(), v.rand, v.autn, last[n])
-                .unwrap_or_else(|e| panic!("{i} restart {restart}: {e:?}"))
-                .sqn;
+        for n in (0..imsis.len()).rev() {
+            issue_checked(
+                &hss,
+                &imsis,
+                n,
+                &mut last,
+                &mut rand,
+                &format!("restart {restart}"),
+            );
         }
         assert_eq!(hss.stats().lease_commits, 0);
     }
