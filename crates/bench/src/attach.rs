@@ -16,7 +16,7 @@ use pepc_s1ap::msg::{
     UeContextReleaseComplete, UplinkNasTransport,
 };
 use pepc_s1ap::{ERabTunnel, Ecgi, EnbId, GlobalEnbId, SupportedTa, Tai, UeS1apIds};
-use pepc_slice::slice::{build, pin_current_thread, SliceConfig};
+use pepc_slice::slice::{build, pin_current_thread, pin_current_thread_to, SliceConfig};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -37,6 +37,10 @@ pub struct AttachOpts {
     /// UEs attach in a shuffled IMSI order (as real subscribers do) instead of in
     /// IMSI order, which the HSS read-ahead favours.
     pub shuffle: bool,
+    /// Skip what a node does at start with `node.prewarm_users` = the UEs to attach
+    /// (maps sized, control-thread heap faulted in): memory then grows during the
+    /// measured pass, one page fault every few attaches.
+    pub no_prewarm: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -60,6 +64,9 @@ pub struct AttachResult {
     /// Minor page faults the MME thread took per attach (fresh memory for new UEs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mme_page_faults_per_attach: Option<f64>,
+    /// In-process: UEs the MME thread sized its state and heap for before the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prewarmed_users: Option<u64>,
     /// Share of the MME thread's CPU time spent in the kernel.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mme_kernel_share: Option<f64>,
@@ -444,50 +451,17 @@ impl Ran {
     }
 }
 
-/// Run the in-process attach benchmark.
-pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
-    let n = o.attaches.max(1);
-    let hss = Arc::new(pepc_hss::Hss::in_memory().map_err(|e| e.to_string())?);
-    let subs: Vec<_> = (0..n).map(|i| subscriber(&imsi(i))).collect();
-    for chunk in subs.chunks(10_000) {
-        hss.add_many(chunk).map_err(|e| e.to_string())?;
-    }
-    // As the node does when it starts (`Epc::start`).
-    hss.preload().map_err(|e| e.to_string())?;
-    let cfg = MmeConfig::default();
-    let plmn = cfg.plmn;
-    let (cp, mut dp) = build(&SliceConfig::for_users(n as usize + 1024));
-    let mme = Mme::new(cfg, hss, pepc_mme::mme::urandom());
-
-    // The data thread only applies the control thread's published updates here.
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    let data = std::thread::Builder::new()
-        .name("bench-data".into())
-        .spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                dp.sync(0);
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            dp.sync(0);
-        })
-        .map_err(|e| e.to_string())?;
-
-    let (to_mme, mme_rx) = mpsc::channel::<Batch>();
-    let (mme_tx, from_mme) = mpsc::channel::<Batch>();
-    // The MME gets a core of its own where there are two or more (the RAN and the
-    // data thread share the others), as a slice's control thread would.
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mme_join = std::thread::Builder::new()
-        .name("bench-mme".into())
-        .spawn(move || {
-            if cores >= 2 {
-                pin_current_thread(cores - 1);
-            }
-            mme_thread(mme, cp, mme_rx, mme_tx)
-        })
-        .map_err(|e| e.to_string())?;
-
+/// The eNB side: S1 Setup, the unmeasured passes, the marker, then the measured
+/// attach pass. Returns (completion latencies in µs, failures, seconds).
+fn ran_thread(
+    to_mme: mpsc::Sender<Batch>,
+    from_mme: mpsc::Receiver<Batch>,
+    plmn: pepc_s1ap::Plmn,
+    window: u32,
+    order: Vec<u32>,
+    reattach: bool,
+    n: u32,
+) -> Result<(Vec<f64>, u64, f64), String> {
     let tai = Tai { plmn, tac: 1 };
     let ecgi = Ecgi {
         plmn,
@@ -514,30 +488,102 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         Some(Ok(S1apMessage::S1SetupResponse(_))) => {}
         other => return Err(format!("S1 Setup not accepted: {other:?}")),
     }
-
     let mut ran = Ran {
         to_mme,
         from_mme,
         tai,
         ecgi,
-        window: o.window.max(1),
+        window,
         outstanding: 0,
-        order: attach_order(n, o.shuffle),
+        order,
     };
-    if o.reattach {
+    if reattach {
         let ues = ran.attach_pass(n, 0)?.2;
         ran.detach_pass(ues)?;
     }
     // Everything before the marker is warm-up; the MME thread measures from it.
     ran.marker()?;
     let t0 = Instant::now();
-    let base = if o.reattach { n } else { 0 };
-    let (mut lat, failed, _) = ran.attach_pass(n, base)?;
-    let seconds = t0.elapsed().as_secs_f64();
-    drop(ran);
-    let (mme_cpu_s, msgs, faults, sys_s) = mme_join.join().map_err(|_| "MME thread panicked")?;
+    let base = if reattach { n } else { 0 };
+    let (lat, failed, _) = ran.attach_pass(n, base)?;
+    Ok((lat, failed, t0.elapsed().as_secs_f64()))
+}
+
+/// Run the in-process attach benchmark.
+pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
+    let n = o.attaches.max(1);
+    let hss = Arc::new(pepc_hss::Hss::in_memory().map_err(|e| e.to_string())?);
+    let subs: Vec<_> = (0..n).map(|i| subscriber(&imsi(i))).collect();
+    for chunk in subs.chunks(10_000) {
+        hss.add_many(chunk).map_err(|e| e.to_string())?;
+    }
+    // As the node does when it starts (`Epc::start`).
+    hss.preload().map_err(|e| e.to_string())?;
+    let cfg = MmeConfig::default();
+    let plmn = cfg.plmn;
+    let (cp, mut dp) = build(&SliceConfig::for_users(n as usize + 1024));
+    let mut mme = Mme::new(cfg, hss, pepc_mme::mme::urandom());
+    let mut cp = cp;
+    let prewarm = !o.no_prewarm;
+
+    // The MME gets a core of its own where there are two or more; the RAN and the
+    // data thread share the others and never preempt it, as with a slice's control
+    // thread (a preempted MME pays the switch and refills its caches).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mme_core = cores - 1;
+    let pin_off_mme = move || {
+        if cores >= 2 {
+            pin_current_thread_to(0..mme_core);
+        }
+    };
+
+    // The data thread only applies the control thread's published updates here.
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let data = std::thread::Builder::new()
+        .name("bench-data".into())
+        .spawn(move || {
+            pin_off_mme();
+            while !s.load(Ordering::Relaxed) {
+                dp.sync(0);
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            dp.sync(0);
+        })
+        .map_err(|e| e.to_string())?;
+
+    let (to_mme, mme_rx) = mpsc::channel::<Batch>();
+    let (mme_tx, from_mme) = mpsc::channel::<Batch>();
+    let mme_join = std::thread::Builder::new()
+        .name("bench-mme".into())
+        .spawn(move || {
+            if cores >= 2 {
+                pin_current_thread(mme_core);
+            }
+            // As a node's control thread does at start with `node.prewarm_users`.
+            if prewarm {
+                mme.prewarm(n as usize);
+                cp.prewarm(n as usize);
+            }
+            mme_thread(mme, cp, mme_rx, mme_tx)
+        })
+        .map_err(|e| e.to_string())?;
+
+    let (window, order, reattach) = (o.window.max(1), attach_order(n, o.shuffle), o.reattach);
+    let ran_join = std::thread::Builder::new()
+        .name("bench-ran".into())
+        .spawn(move || {
+            pin_off_mme();
+            ran_thread(to_mme, from_mme, plmn, window, order, reattach, n)
+        })
+        .map_err(|e| e.to_string())?;
+    let ran_result = ran_join.join().map_err(|_| "RAN thread panicked")?;
+    // The RAN's queues are closed by now, so the MME thread ends either way.
+    let mme_result = mme_join.join().map_err(|_| "MME thread panicked");
     stop.store(true, Ordering::Relaxed);
     let _ = data.join();
+    let (mut lat, failed, seconds) = ran_result?;
+    let (mme_cpu_s, msgs, faults, sys_s) = mme_result?;
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     let q = |p: f64| {
         lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
@@ -567,6 +613,7 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         s1ap_messages_per_attach: Some(msgs as f64 / n as f64),
         mme_page_faults_per_attach: Some(faults as f64 / n as f64),
         mme_kernel_share: Some(sys_s / mme_cpu_s.max(1e-9)),
+        prewarmed_users: Some(if prewarm { u64::from(n) } else { 0 }),
         per_core_runs: vec![],
     })
 }
@@ -579,6 +626,7 @@ mod tests {
     fn inprocess_attaches_all_complete() {
         let r = run_inprocess(&AttachOpts {
             shuffle: false,
+            no_prewarm: false,
             reattach: false,
             attaches: 50,
             window: 8,
@@ -595,6 +643,7 @@ mod tests {
     fn reattach_pass_measures_only_the_second_attach_of_each_ue() {
         let r = run_inprocess(&AttachOpts {
             shuffle: true,
+            no_prewarm: true,
             reattach: true,
             attaches: 40,
             window: 8,

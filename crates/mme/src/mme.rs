@@ -277,6 +277,21 @@ impl Mme {
         }
     }
 
+    /// Heap a registered UE's MME state takes (context, security context, map
+    /// entries), rounded up from `cargo run --release --example mem_per_ue`.
+    pub const HEAP_PER_UE: usize = 2048;
+
+    /// Size the MME for `users` UEs at start rather than during their attaches: the
+    /// UE maps get their capacity (no rehash of a large table in a storm) and as much
+    /// heap as their contexts take is faulted in on this (the control) thread.
+    pub fn prewarm(&mut self, users: usize) {
+        self.ues.reserve(users);
+        self.by_conn.reserve(users);
+        self.by_imsi.reserve(users);
+        self.by_tmsi.reserve(users);
+        pepc_slice::mem::prewarm_heap(users.saturating_mul(Self::HEAP_PER_UE));
+    }
+
     pub fn config(&self) -> &MmeConfig {
         &self.cfg
     }

@@ -9,6 +9,9 @@
 //!                            # ue_pool); [] = the prefixes right after ue_pool
 //!                            # (10.64.0.0/10, 10.128.0.0/10, 10.192.0.0/10 by default)
 //! max_users = 1000000        # per slice (tables are committed lazily)
+//! prewarm_users = 0          # per slice: memory for this many UEs' control state is
+//!                            # faulted in when the slice starts (~2.5 KB each), so
+//!                            # an attach storm after a start takes no page faults
 //! pin = true                 # pin threads to cores when there is one core per thread
 //! demux = "auto"             # auto | thread | none: a demux thread owns S1-U/SGi and
 //!                            # steers packets to slices over rings (auto: thread when
@@ -47,6 +50,7 @@ pub struct NodeSection {
     pub ue_pool: String,
     pub pdn_pools: Vec<String>,
     pub max_users: usize,
+    pub prewarm_users: usize,
     pub pin: bool,
     pub demux: String,
     pub ring_batches: usize,
@@ -59,6 +63,7 @@ impl Default for NodeSection {
             ue_pool: "10.0.0.0/10".into(),
             pdn_pools: vec![],
             max_users: 1_000_000,
+            prewarm_users: 0,
             pin: true,
             demux: "auto".into(),
             ring_batches: 64,
@@ -115,6 +120,8 @@ pub struct Validated {
     /// Pools of PDN indexes 1.. (empty: the layout's defaults after `ue_pool`).
     pub pdn_pools: Vec<Ipv4Addr>,
     pub max_users: usize,
+    /// Per slice, faulted in at start (see `node.prewarm_users`).
+    pub prewarm_users: usize,
     pub pin: bool,
     /// Resolved from `node.demux` (never "auto").
     pub demux: DemuxMode,
@@ -203,6 +210,12 @@ impl NodeConfig {
         if n.max_users == 0 {
             return Err("config key `node.max_users`: must be > 0".into());
         }
+        if n.prewarm_users > n.max_users {
+            return Err(format!(
+                "config key `node.prewarm_users`: {} is more than node.max_users ({})",
+                n.prewarm_users, n.max_users
+            ));
+        }
         let sgi_mode = match self.sgi.mode.as_str() {
             "auto" => SgiMode::Auto,
             "tun" => SgiMode::Tun,
@@ -238,6 +251,7 @@ impl NodeConfig {
             ue_pool: (ip, len),
             pdn_pools,
             max_users: n.max_users,
+            prewarm_users: n.prewarm_users,
             pin: n.pin,
             demux,
             ring_batches: n.ring_batches,
@@ -282,6 +296,23 @@ mod tests {
         .validate()
         .unwrap();
         assert_eq!(v.pdn_pools, vec![std::net::Ipv4Addr::new(172, 16, 0, 0)]);
+    }
+
+    #[test]
+    fn prewarm_users_is_bounded_by_max_users() {
+        let v = NodeConfig::parse("[node]\nmax_users = 1000\nprewarm_users = 1000\n")
+            .unwrap()
+            .validate()
+            .unwrap();
+        assert_eq!(v.prewarm_users, 1000);
+        let e = NodeConfig::parse("[node]\nmax_users = 1000\nprewarm_users = 1001\n")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(
+            e.contains("node.prewarm_users") && e.contains("1001"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::demux::Demux;
 use crate::dispatch::{demux_loop, DemuxStage};
 use crate::io::{open_sgi, PacketIo, SgiConfig, UdpPort, UdpSinkPort};
 use crate::ring::{batch_ring, CountedPort, RingPort};
-use crate::runtime::{spawn_slice, ControlDriver, SliceThreads, SyntheticDriver};
+use crate::runtime::{spawn_slice, ControlDriver, SliceStart, SliceThreads, SyntheticDriver};
 use crate::stats::{DemuxCounters, NodeStats, PortCounters, SliceStats};
 use pepc_slice::control::ControlPlane;
 use pepc_slice::counters::SliceCounters;
@@ -185,8 +185,19 @@ impl Node {
                 let a: Box<dyn PacketIo> = Box::new(CountedPort::new(s1u, pc[0].clone()));
                 let b: Box<dyn PacketIo> = Box::new(CountedPort::new(sgi, pc[1].clone()));
                 slices.push(
-                    spawn_slice(cp, dp, a, b, driver, core(0), core(1))
-                        .map_err(|e| format!("starting slice 0: {e}"))?,
+                    spawn_slice(
+                        cp,
+                        dp,
+                        a,
+                        b,
+                        driver,
+                        SliceStart {
+                            control_core: core(0),
+                            data_core: core(1),
+                            prewarm_users: v.prewarm_users,
+                        },
+                    )
+                    .map_err(|e| format!("starting slice 0: {e}"))?,
                 );
             }
             DemuxMode::Thread => {
@@ -220,8 +231,11 @@ impl Node {
                             Box::new(a),
                             Box::new(b),
                             driver,
-                            core(c),
-                            core(c + 1),
+                            SliceStart {
+                                control_core: core(c),
+                                data_core: core(c + 1),
+                                prewarm_users: v.prewarm_users,
+                            },
                         )
                         .map_err(|e| format!("starting slice {s}: {e}"))?,
                     );

@@ -32,6 +32,11 @@ pub trait ControlDriver: Send {
         let _ = (cp, wake);
         std::thread::sleep(self.idle_wait().min(max));
     }
+    /// Size the slice's control state for `users` UEs before the first event (see
+    /// `node.prewarm_users`); runs on the control thread, whose heap it warms.
+    fn prewarm(&mut self, cp: &mut ControlPlane, users: usize) {
+        cp.prewarm(users);
+    }
     /// Slices per node this driver can serve (None: any). A driver that owns a
     /// node-wide resource (the S1-MME association) without a signaling demux says 1.
     fn max_slices(&self) -> Option<usize> {
@@ -227,15 +232,29 @@ pub fn idle_wait_cap(rounds: u32) -> Duration {
 }
 
 /// Start a slice's two threads.
+/// Where a slice's threads run and what its control thread does before its first
+/// event.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SliceStart {
+    pub control_core: Option<usize>,
+    pub data_core: Option<usize>,
+    /// UEs whose control state is sized and faulted in first (`node.prewarm_users`).
+    pub prewarm_users: usize,
+}
+
 pub fn spawn_slice(
     mut cp: ControlPlane,
     dp: DataPlane,
     s1u: Box<dyn PacketIo>,
     sgi: Box<dyn PacketIo>,
     mut driver: Box<dyn ControlDriver>,
-    control_core: Option<usize>,
-    data_core: Option<usize>,
+    start: SliceStart,
 ) -> std::io::Result<SliceThreads> {
+    let SliceStart {
+        control_core,
+        data_core,
+        prewarm_users,
+    } = start;
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     // Without an eventfd the control thread still sees requests within its cap.
@@ -255,6 +274,9 @@ pub fn spawn_slice(
         .spawn(move || {
             if let Some(c) = control_core {
                 pin_current_thread(c);
+            }
+            if prewarm_users > 0 {
+                driver.prewarm(&mut cp, prewarm_users);
             }
             let mut idle_rounds = 0u32;
             while !s.load(Ordering::Relaxed) {

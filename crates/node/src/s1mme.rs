@@ -56,6 +56,11 @@ impl MmeDriver {
 }
 
 impl ControlDriver for MmeDriver {
+    fn prewarm(&mut self, cp: &mut ControlPlane, users: usize) {
+        self.mme.prewarm(users);
+        cp.prewarm(users);
+    }
+
     fn run_once(&mut self, cp: &mut ControlPlane, now: Instant) -> bool {
         // Events read by `wait_idle` are the newest there are: handle them first
         // (in order) and skip the poll, which would only find nothing.

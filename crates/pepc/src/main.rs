@@ -105,6 +105,10 @@ struct AttachArgs {
     /// inprocess: UEs attach in a shuffled IMSI order instead of IMSI order.
     #[arg(long)]
     shuffle: bool,
+    /// inprocess: skip sizing the MME's state and faulting in its heap for the UEs
+    /// before the run (what a node does at start with `node.prewarm_users`).
+    #[arg(long)]
+    no_prewarm: bool,
     /// Run each transport this many times and report the median run (by attaches
     /// per MME core-second), with every run's figure in `per_core_runs`.
     #[arg(long, default_value_t = 1)]
@@ -200,7 +204,20 @@ struct SweepArgs {
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc's `purge_delay` (`mi_option_purge_delay` in mimalloc.h v2).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Memory freed by a slice stays with the process for the UEs that come next:
+/// returning it (madvise) costs a TLB shootdown that interrupts every core the
+/// process runs on, data threads included, and a page fault again on reuse. What a
+/// node holds is bounded by its configured UEs (`node.max_users`).
+fn keep_freed_memory() {
+    // SAFETY: sets a process-wide allocator option; read by mimalloc when it purges.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+}
+
 fn main() -> ExitCode {
+    keep_freed_memory();
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Run(a) => run_node(&a),
@@ -259,6 +276,7 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
                 window: a.window,
                 reattach: a.reattach,
                 shuffle: a.shuffle,
+                no_prewarm: a.no_prewarm,
             })
         })?);
     }

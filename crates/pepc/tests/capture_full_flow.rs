@@ -91,7 +91,8 @@ fn full_flow_capture_decodes_cleanly_in_tshark() {
 
     let ues = 8;
     let cfg = EpcConfig::parse(&format!(
-        "[node]\nmax_users = 4096\n\
+        // prewarm_users: the full flow also runs on a control thread sized at start.
+        "[node]\nmax_users = 4096\nprewarm_users = 4096\n\
          [s1u]\nbind = \"{NODE}:2152\"\n\
          [sgi]\nmode = \"udp\"\nsink_local = \"{NODE}:5202\"\nsink_peer = \"{NODE}:5201\"\n\
          [mme]\nt3413_s = 2\n\

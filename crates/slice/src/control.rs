@@ -191,6 +191,17 @@ pub struct ControlPlane {
     paging: HashMap<u32, ()>,
 }
 
+/// Into the ring, or behind what already waits for it (updates stay in order).
+fn publish_to(updates: &mut Producer<DpUpdate>, backlog: &mut VecDeque<DpUpdate>, u: DpUpdate) {
+    if backlog.is_empty() {
+        if let Err(u) = updates.push(u) {
+            backlog.push_back(u);
+        }
+    } else {
+        backlog.push_back(u);
+    }
+}
+
 impl ControlPlane {
     pub fn new(
         cfg: ControlConfig,
@@ -226,6 +237,17 @@ impl ControlPlane {
         }
     }
 
+    /// Size this control plane's memory for `users` UEs now rather than during
+    /// their attaches: the UE table's pages are faulted in and the lookup maps get
+    /// their capacity (so they never rehash under load). Run on the control thread.
+    pub fn prewarm(&mut self, users: usize) {
+        let users = users.min(self.ue_alloc.limit() as usize);
+        crate::mem::prefault_spare(&mut self.ues, users + 1);
+        self.by_imsi.reserve(users);
+        self.bearer_owner.reserve(users);
+        self.updates.prefault();
+    }
+
     pub fn config(&self) -> &ControlConfig {
         &self.cfg
     }
@@ -255,13 +277,7 @@ impl ControlPlane {
     }
 
     fn publish(&mut self, u: DpUpdate) {
-        if self.backlog.is_empty() {
-            if let Err(u) = self.updates.push(u) {
-                self.backlog.push_back(u);
-            }
-        } else {
-            self.backlog.push_back(u);
-        }
+        publish_to(&mut self.updates, &mut self.backlog, u);
     }
 
     /// Push updates that did not fit in the ring; returns how many are still waiting.
@@ -460,19 +476,20 @@ impl ControlPlane {
 
     /// Publish the UE and all its bearers into the primary table.
     pub fn promote(&mut self, ue_slot: u32) -> Result<(), CtrlError> {
-        let ue = self.ue_mut(ue_slot)?;
+        // Borrowed field by field: the UE is read while the ring is written.
+        let ue = self
+            .ues
+            .get_mut(ue_slot as usize)
+            .and_then(|u| u.as_mut())
+            .ok_or(CtrlError::UnknownUe(ue_slot))?;
         ue.in_primary = true;
-        let ue = self.ue(ue_slot).expect("checked above").clone();
+        let (updates, backlog) = (&mut self.updates, &mut self.backlog);
         for b in &ue.bearers {
-            self.publish(DpUpdate::Bearer {
-                slot: b.slot,
-                rec: ue.dp_bearer(b),
-            });
+            let rec = ue.dp_bearer(b);
+            publish_to(updates, backlog, DpUpdate::Bearer { slot: b.slot, rec });
         }
-        self.publish(DpUpdate::Ue {
-            slot: ue_slot,
-            rec: ue.dp_record(),
-        });
+        let rec = ue.dp_record();
+        publish_to(updates, backlog, DpUpdate::Ue { slot: ue_slot, rec });
         Ok(())
     }
 

@@ -90,21 +90,32 @@ pub fn build(cfg: &SliceConfig) -> (ControlPlane, DataPlane) {
 /// Pin the calling thread to `core`. Returns false if the OS refused (e.g. the core
 /// does not exist), in which case the thread keeps running unpinned.
 pub fn pin_current_thread(core: usize) -> bool {
+    pin_current_thread_to(std::iter::once(core))
+}
+
+/// Pin the calling thread to the set `cores` (e.g. every core but a control
+/// thread's, so that helpers never preempt it). False, and unpinned, if the OS
+/// refused or the set is empty.
+pub fn pin_current_thread_to(cores: impl IntoIterator<Item = usize>) -> bool {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: cpu_set_t is plain data; sched_setaffinity reads it.
         unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
-            if core >= libc::CPU_SETSIZE as usize {
-                return false;
+            let mut any = false;
+            for core in cores {
+                if core >= libc::CPU_SETSIZE as usize {
+                    return false;
+                }
+                libc::CPU_SET(core, &mut set);
+                any = true;
             }
-            libc::CPU_SET(core, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+            any && libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
         }
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = core;
+        let _ = cores;
         false
     }
 }
