@@ -53,9 +53,15 @@ pub struct AttachResult {
     pub failed: u64,
     pub seconds: f64,
     pub attaches_per_s: f64,
-    /// Attaches per CPU-second of the MME (control) thread.
+    /// Attaches per CPU-second of the MME (control) thread. In-process, the CPU the
+    /// thread spends blocked waiting for its next batch is not counted (see
+    /// `mme_wait_cpu_s`); over UDP it is the thread's whole CPU time.
     pub attaches_per_mme_core_s: f64,
     pub mme_cpu_s: f64,
+    /// In-process: CPU the MME thread spent blocking for its next batch (the RAN
+    /// thread is the slower side; a saturated control thread does not wait).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mme_wait_cpu_s: Option<f64>,
     pub completion_us_p50: f64,
     pub completion_us_p99: f64,
     /// S1AP messages the MME decoded per attach (in-process only).
@@ -67,7 +73,7 @@ pub struct AttachResult {
     /// In-process: UEs the MME thread sized its state and heap for before the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prewarmed_users: Option<u64>,
-    /// Share of the MME thread's CPU time spent in the kernel.
+    /// Share of the MME thread's CPU time (busy and waiting) spent in the kernel.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mme_kernel_share: Option<f64>,
     /// With `--repeat N`: `attaches_per_mme_core_s` of every run, sorted; the other
@@ -125,19 +131,43 @@ pub fn thread_cpu_s() -> f64 {
 /// One batch of S1AP PDUs between the RAN thread and the MME thread.
 type Batch = Vec<Vec<u8>>;
 
+/// A batch one way, with the buffers the receiver is done with going back to the
+/// thread that allocated them: each side frees only its own memory, as a driver
+/// with its own receive buffers does (a free into another thread's heap would pull
+/// that heap's cache lines across cores on every message).
+struct Hop {
+    msgs: Batch,
+    spent: Batch,
+}
+
 const ASSOC: AssocId = 1;
 
 fn imsi(i: u32) -> String {
     format!("00101{:010}", u64::from(i) + 1)
 }
 
+/// What the MME thread measured from the marker on.
+struct MmeRun {
+    /// CPU time handling batches: decode, procedures, encode, handing replies over.
+    busy_cpu_s: f64,
+    /// CPU time spent blocking for the next batch (futex sleep and wake-up): the
+    /// RAN thread is the slower side, so the MME goes idle between batches, which a
+    /// saturated control thread never does. Reported, not counted per attach.
+    wait_cpu_s: f64,
+    msgs: u64,
+    faults: u64,
+    /// System CPU time over busy and waiting time alike.
+    sys_s: f64,
+}
+
 /// The MME thread: decode, run procedures, encode; nothing else.
 fn mme_thread(
     mut mme: Mme,
     mut cp: pepc_slice::control::ControlPlane,
-    rx: mpsc::Receiver<Batch>,
-    tx: mpsc::Sender<Batch>,
-) -> (f64, u64, u64, f64) {
+    rx: mpsc::Receiver<Hop>,
+    tx: mpsc::Sender<Hop>,
+) -> MmeRun {
+    let mut waited = 0.0;
     let mut cpu0 = thread_cpu_s();
     let (mut faults0, mut sys0) = thread_faults_sys();
     let mut out = Vec::with_capacity(64);
@@ -153,43 +183,55 @@ fn mme_thread(
         &mut out,
     );
     out.clear();
-    while let Ok(batch) = rx.recv() {
+    loop {
+        let w0 = thread_cpu_s();
+        let Ok(Hop { msgs: batch, spent }) = rx.recv() else {
+            break;
+        };
+        waited += thread_cpu_s() - w0;
+        drop(spent);
         if batch.is_empty() {
             // Marker: measure from here (the passes before it are warm-up).
             cpu0 = thread_cpu_s();
             (faults0, sys0) = thread_faults_sys();
             msgs = 0;
-            if tx.send(vec![]).is_err() {
+            waited = 0.0;
+            let marker = Hop {
+                msgs: vec![],
+                spent: batch,
+            };
+            if tx.send(marker).is_err() {
                 break;
             }
             continue;
         }
         let mut reply = Vec::with_capacity(batch.len() * 2);
-        for bytes in batch {
+        for bytes in &batch {
             msgs += 1;
-            mme.handle(
-                now,
-                Input::S1ap {
-                    assoc: ASSOC,
-                    stream: 1,
-                    bytes,
-                },
-                &mut cp,
-                &mut out,
-            );
+            mme.handle_s1ap(now, ASSOC, 1, bytes, &mut cp, &mut out);
             for o in out.drain(..) {
                 if let Output::S1ap { bytes, .. } = o {
                     reply.push(bytes);
                 }
             }
         }
-        if tx.send(reply).is_err() {
+        let hop = Hop {
+            msgs: reply,
+            spent: batch,
+        };
+        if tx.send(hop).is_err() {
             break;
         }
     }
     let cpu = thread_cpu_s() - cpu0;
     let (faults, sys) = thread_faults_sys();
-    (cpu, msgs, faults - faults0, sys - sys0)
+    MmeRun {
+        busy_cpu_s: cpu - waited,
+        wait_cpu_s: waited,
+        msgs,
+        faults: faults - faults0,
+        sys_s: sys - sys0,
+    }
 }
 
 struct Pending {
@@ -200,8 +242,10 @@ struct Pending {
 /// The eNB side of the in-process benchmark: feeds the MME thread batches of S1AP
 /// and answers what it sends, keeping `window` procedures in flight.
 struct Ran {
-    to_mme: mpsc::Sender<Batch>,
-    from_mme: mpsc::Receiver<Batch>,
+    to_mme: mpsc::Sender<Hop>,
+    from_mme: mpsc::Receiver<Hop>,
+    /// Replies handled, going back to the MME thread with the next batch.
+    spent: Batch,
     tai: Tai,
     ecgi: Ecgi,
     window: u32,
@@ -232,24 +276,36 @@ fn enc(m: S1apMessage) -> Result<Vec<u8>, String> {
 
 impl Ran {
     fn send(&mut self, b: Batch) -> Result<(), String> {
-        self.to_mme.send(b).map_err(|_| "MME thread gone")?;
+        let hop = Hop {
+            msgs: b,
+            spent: std::mem::take(&mut self.spent),
+        };
+        self.to_mme.send(hop).map_err(|_| "MME thread gone")?;
         self.outstanding += 1;
         Ok(())
     }
 
+    /// The next batch of replies; the caller hands it to [`Ran::done_with`].
     fn recv(&mut self, what: &str) -> Result<Batch, String> {
-        let b = self
+        let Hop { msgs, spent } = self
             .from_mme
             .recv_timeout(Duration::from_secs(10))
             .map_err(|_| format!("MME silent for 10 s during {what}"))?;
         self.outstanding -= 1;
-        Ok(b)
+        drop(spent);
+        Ok(msgs)
+    }
+
+    /// Replies handled: back to the MME thread (their owner) with the next batch.
+    fn done_with(&mut self, replies: Batch) {
+        self.spent.extend(replies);
     }
 
     /// Waits for every batch in flight to be answered (answers are dropped).
     fn settle(&mut self) -> Result<(), String> {
         while self.outstanding > 0 {
-            self.recv("settling")?;
+            let replies = self.recv("settling")?;
+            self.done_with(replies);
         }
         Ok(())
     }
@@ -300,9 +356,9 @@ impl Ran {
         while in_flight > 0 {
             let replies = self.recv("attach")?;
             let mut up = Vec::with_capacity(replies.len() * 2);
-            for bytes in replies {
+            for bytes in &replies {
                 let m =
-                    S1apMessage::decode(&bytes).map_err(|e| format!("MME sent bad S1AP: {e}"))?;
+                    S1apMessage::decode(bytes).map_err(|e| format!("MME sent bad S1AP: {e}"))?;
                 match m {
                     S1apMessage::DownlinkNasTransport(d) => {
                         let Some(p) = (d.enb_ue_id as usize)
@@ -381,6 +437,7 @@ impl Ran {
                     }
                 }
             }
+            self.done_with(replies);
             if !up.is_empty() {
                 self.send(up)?;
             }
@@ -419,8 +476,8 @@ impl Ran {
         while in_flight > 0 {
             let replies = self.recv("detach")?;
             let mut up = Vec::new();
-            for bytes in replies {
-                if let Ok(S1apMessage::UeContextReleaseCommand(c)) = S1apMessage::decode(&bytes) {
+            for bytes in &replies {
+                if let Ok(S1apMessage::UeContextReleaseCommand(c)) = S1apMessage::decode(bytes) {
                     let UeS1apIds::Pair {
                         mme_ue_id,
                         enb_ue_id,
@@ -440,6 +497,7 @@ impl Ran {
                     }
                 }
             }
+            self.done_with(replies);
             if !up.is_empty() {
                 self.send(up)?;
             }
@@ -454,8 +512,8 @@ impl Ran {
 /// The eNB side: S1 Setup, the unmeasured passes, the marker, then the measured
 /// attach pass. Returns (completion latencies in µs, failures, seconds).
 fn ran_thread(
-    to_mme: mpsc::Sender<Batch>,
-    from_mme: mpsc::Receiver<Batch>,
+    to_mme: mpsc::Sender<Hop>,
+    from_mme: mpsc::Receiver<Hop>,
     plmn: pepc_s1ap::Plmn,
     window: u32,
     order: Vec<u32>,
@@ -468,8 +526,8 @@ fn ran_thread(
         cell_id: 0x101,
     };
     // S1 Setup first.
-    to_mme
-        .send(vec![enc(S1SetupRequest {
+    let setup = Hop {
+        msgs: vec![enc(S1SetupRequest {
             global_enb_id: GlobalEnbId {
                 plmn,
                 enb_id: EnbId::Macro(1),
@@ -481,16 +539,19 @@ fn ran_thread(
             }],
             paging_drx: Some(128),
         }
-        .into())?])
-        .map_err(|_| "MME thread gone")?;
+        .into())?],
+        spent: vec![],
+    };
+    to_mme.send(setup).map_err(|_| "MME thread gone")?;
     let setup = from_mme.recv().map_err(|_| "MME thread gone")?;
-    match setup.first().map(|b| S1apMessage::decode(b)) {
+    match setup.msgs.first().map(|b| S1apMessage::decode(b)) {
         Some(Ok(S1apMessage::S1SetupResponse(_))) => {}
         other => return Err(format!("S1 Setup not accepted: {other:?}")),
     }
     let mut ran = Ran {
         to_mme,
         from_mme,
+        spent: vec![],
         tai,
         ecgi,
         window,
@@ -552,8 +613,8 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         })
         .map_err(|e| e.to_string())?;
 
-    let (to_mme, mme_rx) = mpsc::channel::<Batch>();
-    let (mme_tx, from_mme) = mpsc::channel::<Batch>();
+    let (to_mme, mme_rx) = mpsc::channel::<Hop>();
+    let (mme_tx, from_mme) = mpsc::channel::<Hop>();
     let mme_join = std::thread::Builder::new()
         .name("bench-mme".into())
         .spawn(move || {
@@ -583,7 +644,13 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
     stop.store(true, Ordering::Relaxed);
     let _ = data.join();
     let (mut lat, failed, seconds) = ran_result?;
-    let (mme_cpu_s, msgs, faults, sys_s) = mme_result?;
+    let MmeRun {
+        busy_cpu_s: mme_cpu_s,
+        wait_cpu_s,
+        msgs,
+        faults,
+        sys_s,
+    } = mme_result?;
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     let q = |p: f64| {
         lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
@@ -612,7 +679,8 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         completion_us_p99: q(0.99),
         s1ap_messages_per_attach: Some(msgs as f64 / n as f64),
         mme_page_faults_per_attach: Some(faults as f64 / n as f64),
-        mme_kernel_share: Some(sys_s / mme_cpu_s.max(1e-9)),
+        mme_kernel_share: Some(sys_s / (mme_cpu_s + wait_cpu_s).max(1e-9)),
+        mme_wait_cpu_s: Some(wait_cpu_s),
         prewarmed_users: Some(if prewarm { u64::from(n) } else { 0 }),
         per_core_runs: vec![],
     })

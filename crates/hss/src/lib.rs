@@ -52,8 +52,32 @@ use std::ops::Bound;
 /// Boxed entries: growing the map moves 16-byte slots, not whole leases.
 type LeaseMap = HashMap<u64, Box<Leased>, foldhash::fast::FixedState>;
 
-/// The lease table's key: the IMSI's digits as a number, with the digit count in the
-/// top byte so leading zeros stay significant. `None` for a string that is not 1-15
+/// A subscriber's IMSI as the HSS keys it in memory: the digits as a number with the
+/// digit count in the top byte, so leading zeros stay significant. An MME that holds
+/// IMSIs as numbers looks subscribers up with it without formatting digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ImsiKey(u64);
+
+impl ImsiKey {
+    /// The key of an IMSI string of 1-15 digits.
+    pub fn parse(imsi: &str) -> Option<ImsiKey> {
+        imsi_key(imsi).map(ImsiKey)
+    }
+
+    /// The key of the 15-digit IMSI `imsi` (leading zeros implied), as an MME that
+    /// formats IMSIs with `{:015}` names it; `None` above 15 digits.
+    pub fn fifteen_digits(imsi: u64) -> Option<ImsiKey> {
+        (imsi < 1_000_000_000_000_000).then_some(ImsiKey(15 << 56 | imsi))
+    }
+
+    /// The IMSI's digits.
+    pub fn digits(self) -> String {
+        let len = (self.0 >> 56) as usize;
+        format!("{:0len$}", self.0 & ((1 << 56) - 1))
+    }
+}
+
+/// The lease table's key (see [`ImsiKey`]). `None` for a string that is not 1-15
 /// digits (no stored subscriber has such an IMSI).
 fn imsi_key(imsi: &str) -> Option<u64> {
     if imsi.is_empty() || imsi.len() > 15 {
@@ -507,6 +531,48 @@ impl Hss {
         let subs = csv_import::parse(file)?;
         self.add_many(&subs)?;
         Ok(subs.len())
+    }
+
+    /// [`Hss::profile`] by key: no digits to parse when the subscriber is in memory.
+    pub fn profile_of(&self, key: ImsiKey) -> Result<Option<Arc<Subscriber>>, HssError> {
+        if let Some(l) = self.leases().get(&key.0) {
+            return Ok(Some(l.profile.clone()));
+        }
+        self.profile(&key.digits())
+    }
+
+    /// [`Hss::next_vector`] by key. A subscriber in memory whose lease covers the
+    /// next SQN (the usual case) costs one lookup and no allocation; anything else
+    /// takes the general path.
+    pub fn next_vector_of(
+        &self,
+        key: ImsiKey,
+        plmn: [u8; 3],
+        rand_source: &mut impl FnMut() -> [u8; 16],
+    ) -> Result<AuthVector, HssError> {
+        {
+            let mut leases = self.leases();
+            self.claim_generation()?;
+            if let Some(l) = leases.get_mut(&key.0) {
+                if let Some(sqn) = next_sqn(l.issued).filter(|&q| q <= l.reserved) {
+                    l.touched = self.tick.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    if l.prefetched {
+                        l.prefetched = false;
+                        self.ahead_hits
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    l.issued = sqn;
+                    return Ok(generate_vector(
+                        &l.mil,
+                        sqn_from_u64(sqn),
+                        l.amf,
+                        rand_source(),
+                        plmn,
+                    ));
+                }
+            }
+        }
+        self.next_vector(&key.digits(), plmn, rand_source)
     }
 
     /// One authentication vector; the new SQN is durable before this returns.
@@ -1037,6 +1103,48 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(hss.ahead.load(Relaxed), READ_AHEAD);
+    }
+
+    #[test]
+    fn keyed_lookups_issue_what_the_string_path_issues() {
+        let imsi = "001010000000042";
+        let key = ImsiKey::parse(imsi).unwrap();
+        assert_eq!(ImsiKey::fifteen_digits(1_010_000_000_042), Some(key));
+        assert_eq!(key.digits(), imsi);
+        assert_eq!(ImsiKey::parse("0042").unwrap().digits(), "0042");
+        assert_eq!(ImsiKey::fifteen_digits(1_000_000_000_000_000), None);
+        let (a, b) = (Hss::in_memory().unwrap(), Hss::in_memory().unwrap());
+        for h in [&a, &b] {
+            h.add(&test_subscriber(imsi, 5)).unwrap();
+            // Short leases: the keyed path must hand over to the general one (which
+            // extends the lease with a commit) and come back.
+            h.set_lease(3);
+        }
+        assert_eq!(
+            a.profile_of(key).unwrap().unwrap().imsi,
+            b.profile(imsi).unwrap().unwrap().imsi
+        );
+        let rand = |seed: u8| {
+            let mut n = seed;
+            move || {
+                n = n.wrapping_add(1);
+                [n; 16]
+            }
+        };
+        let (mut ra, mut rb) = (rand(0), rand(0));
+        // More than one generation's implicit lease (32 steps).
+        for i in 0..80 {
+            let va = a.next_vector_of(key, [0, 0xf1, 0x10], &mut ra).unwrap();
+            let vb = b.next_vector(imsi, [0, 0xf1, 0x10], &mut rb).unwrap();
+            assert_eq!(va, vb, "vector {i}");
+        }
+        assert!(a.stats().lease_commits > 0, "leases were extended");
+        let unknown = ImsiKey::parse("001010000000043").unwrap();
+        assert!(a.profile_of(unknown).unwrap().is_none());
+        assert!(matches!(
+            a.next_vector_of(unknown, [0, 0xf1, 0x10], &mut ra),
+            Err(HssError::UnknownImsi(i)) if i == "001010000000043"
+        ));
     }
 
     #[test]

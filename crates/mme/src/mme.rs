@@ -5,7 +5,7 @@ use crate::nasx::{
     self, Direction, Identity, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, SecCtx,
     UnprotectError,
 };
-use pepc_hss::Hss;
+use pepc_hss::{Hss, ImsiKey};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::{
     Cause, Ecgi, GlobalEnbId, Key256 as S1Key, SecurityContext, ServedGummei, Tai, UeS1apIds,
@@ -381,6 +381,21 @@ impl Mme {
                 _ => {}
             }
         }
+    }
+
+    /// [`Mme::handle`] of an S1AP PDU the caller keeps: a driver that reuses its
+    /// receive buffers hands them over borrowed.
+    pub fn handle_s1ap(
+        &mut self,
+        now: Instant,
+        assoc: AssocId,
+        stream: u16,
+        bytes: &[u8],
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        self.last_now = Some(now);
+        self.on_s1ap(now, assoc, stream, bytes, cp, out);
     }
 
     pub fn handle(
@@ -1501,8 +1516,8 @@ impl Mme {
             }
         }
         self.by_imsi.insert(imsi, id);
-        let sub = match self.hss.profile(&nasx::imsi_string(imsi)) {
-            Ok(Some(s)) => s,
+        let sub = match ImsiKey::fifteen_digits(imsi).map(|k| self.hss.profile_of(k)) {
+            Some(Ok(Some(s))) => s,
             _ => {
                 self.ues.get_mut(&id).expect("present").imsi = Some(imsi);
                 // Unknown subscriber (TS 29.272 USER_UNKNOWN → EMM #8).
@@ -1526,13 +1541,10 @@ impl Mme {
     }
 
     fn send_auth_request(&mut self, now: Instant, id: u32, imsi: u64, out: &mut Vec<Output>) {
-        let v = match self.hss.next_vectors(
-            &nasx::imsi_string(imsi),
-            self.cfg.plmn.0,
-            1,
-            &mut self.rand,
-        ) {
-            Ok(mut v) if !v.is_empty() => v.remove(0),
+        let v = match ImsiKey::fifteen_digits(imsi)
+            .map(|k| self.hss.next_vector_of(k, self.cfg.plmn.0, &mut self.rand))
+        {
+            Some(Ok(v)) => v,
             _ => {
                 self.attach_reject(id, 8, out);
                 return;
@@ -1951,7 +1963,7 @@ impl Mme {
         else {
             return;
         };
-        let kenb = pepc_security::kenb(&sec.kasme, sec.last_ul_count);
+        let kenb = sec.kdf.kenb(sec.last_ul_count);
         // NH chain restarts from the new KeNB with NCC 0 (TS 33.401 §7.2.8.1.1).
         u.nh = Some(kenb.clone());
         u.ncc = 0;
@@ -2629,7 +2641,7 @@ impl Mme {
             .map(|a| nasx::apn_string(&a.value))
             .filter(|a| !a.is_empty())
             .unwrap_or_else(|| self.cfg.default_apn.clone());
-        let sub = self.hss.profile(&nasx::imsi_string(imsi)).ok().flatten();
+        let sub = ImsiKey::fifteen_digits(imsi).and_then(|k| self.hss.profile_of(k).ok().flatten());
         let subscribed = sub
             .as_ref()
             .is_some_and(|s| s.apn.eq_ignore_ascii_case(&apn));
@@ -2961,7 +2973,7 @@ impl Mme {
         let u = self.ues.get_mut(&id)?;
         let sec = u.sec.as_ref()?;
         let prev = u.nh.clone()?;
-        let nh = pepc_security::nh(&sec.kasme, &prev);
+        let nh = sec.kdf.nh(&prev);
         u.ncc = (u.ncc + 1) & 7;
         let sc = SecurityContext {
             ncc: u.ncc,

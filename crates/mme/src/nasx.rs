@@ -3,7 +3,7 @@
 //! swapped for `pepc-nas` without touching the procedures.
 
 pub use oxirush_nas::nas_eps::*;
-use pepc_security::Key256;
+use pepc_security::{KasmeKdf, Key256};
 
 /// NAS EPS identity as the MME sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,6 +240,8 @@ pub fn integrity(a: pepc_security::Eia) -> IntegrityAlgorithm {
 pub struct SecCtx {
     pub ctx: NasSecurityContext,
     pub kasme: Key256,
+    /// The KDF keyed with `kasme` (KeNB, NH).
+    pub kdf: KasmeKdf,
     pub ksi: u8,
     pub eea: pepc_security::Eea,
     pub eia: pepc_security::Eia,
@@ -275,8 +277,12 @@ impl SecCtx {
         eea: pepc_security::Eea,
         eia: pepc_security::Eia,
     ) -> Result<SecCtx, String> {
-        let ctx = NasSecurityContext::from_fresh_kasme(
-            &KAsme::new(kasme.as_bytes()),
+        // K_NASenc and K_NASint from one keyed KDF, which KeNB and NH reuse.
+        let kdf = KasmeKdf::new(&kasme);
+        let (enc, int) = kdf.nas_keys(eea as u8, eia as u8);
+        let ctx = NasSecurityContext::from_fresh_keys(
+            &KNasInt::new(int.as_bytes()),
+            &KNasEnc::new(enc.as_bytes()),
             integrity(eia),
             ciphering(eea),
         )
@@ -284,6 +290,7 @@ impl SecCtx {
         Ok(SecCtx {
             ctx,
             kasme,
+            kdf,
             ksi,
             eea,
             eia,

@@ -217,6 +217,7 @@ pub fn bench_attach_udp(
         s1ap_messages_per_attach: None,
         mme_page_faults_per_attach: None,
         mme_kernel_share: None,
+        mme_wait_cpu_s: None,
         prewarmed_users: None,
         per_core_runs: vec![],
     })

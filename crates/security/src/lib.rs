@@ -16,9 +16,9 @@ pub use aka::{
 };
 pub use alg::{eea_apply, eea_apply_bits, eia_mac, eia_mac_bits, AlgError, Eea, Eia};
 pub use kdf::{
-    algorithm_key, kasme, kenb, kenb_star, nas_keys, nh, FC_ALG_KEY, FC_KASME, FC_KENB,
-    FC_KENB_STAR, FC_NH, NAS_ENC_ALG, NAS_INT_ALG, RRC_ENC_ALG, RRC_INT_ALG, UP_ENC_ALG,
-    UP_INT_ALG,
+    algorithm_key, kasme, kenb, kenb_star, nas_keys, nh, HmacSha256, KasmeKdf, FC_ALG_KEY,
+    FC_KASME, FC_KENB, FC_KENB_STAR, FC_NH, NAS_ENC_ALG, NAS_INT_ALG, RRC_ENC_ALG, RRC_INT_ALG,
+    UP_ENC_ALG, UP_INT_ALG,
 };
 pub use keys::{Key128, Key256, KeyError};
 pub use milenage::Milenage;
