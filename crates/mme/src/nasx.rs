@@ -248,7 +248,7 @@ pub struct SecCtx {
     /// Uplink COUNT of the last verified message (KeNB input).
     pub last_ul_count: u32,
     /// (MAC, SN) of recently accepted uplink messages, to tell replays from forgeries.
-    pub recent: std::collections::VecDeque<[u8; 5]>,
+    pub recent: RecentTags,
 }
 
 impl core::fmt::Debug for SecCtx {
@@ -268,6 +268,29 @@ pub enum UnprotectError {
     BadMac,
     Replay,
     Malformed(String),
+}
+
+/// The (MAC, SN) tags of the last [`RecentTags::LEN`] accepted uplink messages, in
+/// place (no allocation per UE): a message that fails its MAC check but carries one
+/// of them is a replay, not a forgery.
+#[derive(Debug, Clone, Default)]
+pub struct RecentTags {
+    tags: [[u8; 5]; RecentTags::LEN],
+    /// Tags pushed so far (the oldest is overwritten once the ring is full).
+    pushed: usize,
+}
+
+impl RecentTags {
+    pub const LEN: usize = 16;
+
+    pub fn push(&mut self, tag: [u8; 5]) {
+        self.tags[self.pushed % Self::LEN] = tag;
+        self.pushed += 1;
+    }
+
+    pub fn contains(&self, tag: &[u8; 5]) -> bool {
+        self.tags[..self.pushed.min(Self::LEN)].contains(tag)
+    }
 }
 
 impl SecCtx {
@@ -333,10 +356,7 @@ impl SecCtx {
                     self.last_ul_count = v.count.get();
                 }
                 if let Some(t) = tag {
-                    if self.recent.len() >= 16 {
-                        self.recent.pop_front();
-                    }
-                    self.recent.push_back(t);
+                    self.recent.push(t);
                 }
                 Ok(v.message)
             }
@@ -366,7 +386,7 @@ impl SecCtx {
         match self.ctx.unprotect_service_request(sr) {
             Ok(c) => {
                 self.last_ul_count = c.get();
-                self.recent.push_back(tag);
+                self.recent.push(tag);
                 Ok(c.get())
             }
             Err(oxirush_nas::NasError::IntegrityCheckFailed) => {
@@ -392,5 +412,24 @@ pub fn unverified_inner(data: &[u8]) -> Option<NasEpsMessage> {
         }
         m @ NasEpsMessage::Emm(..) => Some(m),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RecentTags;
+
+    #[test]
+    fn recent_tags_keep_the_last_sixteen() {
+        let mut r = RecentTags::default();
+        assert!(
+            !r.contains(&[0; 5]),
+            "an empty ring holds no tag, not even zeros"
+        );
+        for i in 0..40u8 {
+            r.push([i; 5]);
+        }
+        assert!((24..40).all(|i| r.contains(&[i; 5])));
+        assert!((0..24).all(|i| !r.contains(&[i; 5])));
     }
 }

@@ -178,8 +178,10 @@ pub struct ControlPlane {
     iot_ues: Vec<Option<UeContext>>,
     iot_free: VecDeque<u32>,
     iot_next: u32,
-    bearer_owner: HashMap<u32, u32>,
-    by_imsi: HashMap<u64, (DeviceClass, u32)>,
+    /// UE slot owning each bearer slot (0: none; UE slot 0 is never handed out).
+    /// Dense and lazily committed, like the data thread's tables.
+    bearer_owner: Box<[u32]>,
+    by_imsi: Map<u64, (DeviceClass, u32)>,
     ue_alloc: SlotAllocator,
     bearer_alloc: SlotAllocator,
     updates: Producer<DpUpdate>,
@@ -188,8 +190,10 @@ pub struct ControlPlane {
     counters: Arc<SliceCounters>,
     evict_cursor: usize,
     /// UEs with paging outstanding (downlink waiting).
-    paging: HashMap<u32, ()>,
+    paging: Map<u32, ()>,
 }
+
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Into the ring, or behind what already waits for it (updates stay in order).
 fn publish_to(updates: &mut Producer<DpUpdate>, backlog: &mut VecDeque<DpUpdate>, u: DpUpdate) {
@@ -223,8 +227,8 @@ impl ControlPlane {
             iot_ues: Vec::new(),
             iot_free: VecDeque::new(),
             iot_next: 0,
-            bearer_owner: HashMap::new(),
-            by_imsi: HashMap::new(),
+            bearer_owner: crate::mem::zeroed_slice(bearer_alloc.limit() as usize + 1),
+            by_imsi: Map::default(),
             ue_alloc,
             bearer_alloc,
             updates,
@@ -232,7 +236,7 @@ impl ControlPlane {
             requests,
             counters,
             evict_cursor: 0,
-            paging: HashMap::new(),
+            paging: Map::default(),
             cfg,
         }
     }
@@ -244,7 +248,10 @@ impl ControlPlane {
         let users = users.min(self.ue_alloc.limit() as usize);
         crate::mem::prefault_spare(&mut self.ues, users + 1);
         self.by_imsi.reserve(users);
-        self.bearer_owner.reserve(users);
+        // A UE's default bearer, and as many again for dedicated ones.
+        let bearers = users.saturating_mul(2).min(self.bearer_owner.len());
+        self.bearer_owner[..bearers].fill(0);
+        std::hint::black_box(&self.bearer_owner);
         self.updates.prefault();
     }
 
@@ -274,6 +281,19 @@ impl ControlPlane {
             .get_mut(ue_slot as usize)
             .and_then(|u| u.as_mut())
             .ok_or(CtrlError::UnknownUe(ue_slot))
+    }
+
+    fn bearer_owner(&self, bearer_slot: u32) -> Option<u32> {
+        match self.bearer_owner.get(bearer_slot as usize) {
+            Some(&u) if u != 0 => Some(u),
+            _ => None,
+        }
+    }
+
+    fn set_bearer_owner(&mut self, bearer_slot: u32, ue_slot: u32) {
+        if let Some(o) = self.bearer_owner.get_mut(bearer_slot as usize) {
+            *o = ue_slot;
+        }
     }
 
     fn publish(&mut self, u: DpUpdate) {
@@ -382,7 +402,7 @@ impl ControlPlane {
         if self.ues.len() <= ue_slot as usize {
             self.ues.resize_with(ue_slot as usize + 1, || None);
         }
-        self.bearer_owner.insert(bslot, ue_slot);
+        self.set_bearer_owner(bslot, ue_slot);
         self.by_imsi.insert(p.imsi, (DeviceClass::Normal, ue_slot));
         self.publish(DpUpdate::UeExists {
             slot: ue_slot,
@@ -621,7 +641,7 @@ impl ControlPlane {
             pdn: index,
         });
         let pdns = ue.pdn_mask();
-        self.bearer_owner.insert(bslot, ue_slot);
+        self.set_bearer_owner(bslot, ue_slot);
         self.publish(DpUpdate::BearerExists {
             slot: bslot,
             teid: Some(teid_ul),
@@ -730,7 +750,7 @@ impl ControlPlane {
             charging_key: p.charging_key,
             pdn,
         });
-        self.bearer_owner.insert(bslot, ue_slot);
+        self.set_bearer_owner(bslot, ue_slot);
         self.publish(DpUpdate::BearerExists {
             slot: bslot,
             teid: Some(teid_ul),
@@ -778,7 +798,7 @@ impl ControlPlane {
     fn retire_bearer(&mut self, slot: u32) {
         self.publish(DpUpdate::EvictBearer { slot });
         self.publish(DpUpdate::BearerExists { slot, teid: None });
-        self.bearer_owner.remove(&slot);
+        self.set_bearer_owner(slot, 0);
         self.bearer_alloc.free(slot);
     }
 
@@ -867,7 +887,7 @@ impl ControlPlane {
             n += 1;
             match r {
                 DpRequest::PromoteBearer { slot, teid } => {
-                    let owner = self.bearer_owner.get(&slot).copied();
+                    let owner = self.bearer_owner(slot);
                     let ok = owner.and_then(|u| self.ue(u)).is_some_and(|ue| {
                         ue.ecm == EcmState::Connected
                             && ue
