@@ -10,7 +10,7 @@
 //!                            # (10.64.0.0/10, 10.128.0.0/10, 10.192.0.0/10 by default)
 //! max_users = 1000000        # per slice (tables are committed lazily)
 //! prewarm_users = 0          # per slice: memory for this many UEs' control state is
-//!                            # faulted in when the slice starts (~2.5 KB each), so
+//!                            # faulted in when the slice starts (~2 KB each), so
 //!                            # an attach storm after a start takes no page faults
 //! pin = true                 # pin threads to cores when there is one core per thread
 //! demux = "auto"             # auto | thread | none: a demux thread owns S1-U/SGi and

@@ -34,10 +34,11 @@ impl Default for DemoPorts {
 }
 
 impl DemoPorts {
-    /// The node's configuration for these ports (in-memory HSS, UDP-encapsulated SCTP).
-    pub fn config(&self, max_users: usize) -> Result<EpcConfig, String> {
+    /// The node's configuration for these ports (in-memory HSS, UDP-encapsulated SCTP),
+    /// with memory for `prewarm_users` UEs faulted in at start.
+    pub fn config(&self, max_users: usize, prewarm_users: usize) -> Result<EpcConfig, String> {
         EpcConfig::parse(&format!(
-            "[node]\nmax_users = {max_users}\n\
+            "[node]\nmax_users = {max_users}\nprewarm_users = {prewarm_users}\n\
              [s1u]\nbind = \"{}:2152\"\n\
              [sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:{}\"\nsink_peer = \"127.0.0.1:{}\"\n\
              [s1mme]\ntransport = \"udp\"\nudp_port = {}\n\
@@ -81,7 +82,8 @@ pub fn emulator_subscribers(keys: &SubscriberKeys, n: u32) -> Result<Vec<Subscri
 
 /// Start a demo node with the emulator's first `ues` subscribers provisioned.
 pub fn start_node(ports: &DemoPorts, ues: u32) -> Result<Epc, String> {
-    let cfg = ports.config((ues as usize).max(1024) * 2)?;
+    // Sized for the UEs it will serve, as an operator expecting them would.
+    let cfg = ports.config((ues as usize).max(1024) * 2, ues as usize)?;
     let hss = crate::epc::open_hss(&cfg.hss)?;
     let subs = emulator_subscribers(&SubscriberKeys::default(), ues)?;
     hss.add_many(&subs).map_err(|e| e.to_string())?;
