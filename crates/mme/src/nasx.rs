@@ -235,13 +235,12 @@ pub fn integrity(a: pepc_security::Eia) -> IntegrityAlgorithm {
     }
 }
 
-/// A NAS security context for one UE: the codec's context plus what we need
-/// alongside it. `Debug` shows no keys.
-pub struct SecCtx {
+/// The simulated UE's NAS security context: oxirush-nas's, an implementation
+/// independent of the MME's ([`SecCtx`], pepc-nas), so that every MME test and the
+/// attach benchmark check the two against each other. `Debug` shows no keys.
+pub struct UeSecCtx {
     pub ctx: NasSecurityContext,
     pub kasme: Key256,
-    /// The KDF keyed with `kasme` (KeNB, NH).
-    pub kdf: KasmeKdf,
     pub ksi: u8,
     pub eea: pepc_security::Eea,
     pub eia: pepc_security::Eia,
@@ -251,9 +250,9 @@ pub struct SecCtx {
     pub recent: RecentTags,
 }
 
-impl core::fmt::Debug for SecCtx {
+impl core::fmt::Debug for UeSecCtx {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("SecCtx")
+        f.debug_struct("UeSecCtx")
             .field("ksi", &self.ksi)
             .field("eea", &self.eea)
             .field("eia", &self.eia)
@@ -293,27 +292,23 @@ impl RecentTags {
     }
 }
 
-impl SecCtx {
+impl UeSecCtx {
     pub fn new(
         kasme: Key256,
         ksi: u8,
         eea: pepc_security::Eea,
         eia: pepc_security::Eia,
-    ) -> Result<SecCtx, String> {
-        // K_NASenc and K_NASint from one keyed KDF, which KeNB and NH reuse.
-        let kdf = KasmeKdf::new(&kasme);
-        let (enc, int) = kdf.nas_keys(eea as u8, eia as u8);
-        let ctx = NasSecurityContext::from_fresh_keys(
-            &KNasInt::new(int.as_bytes()),
-            &KNasEnc::new(enc.as_bytes()),
+    ) -> Result<UeSecCtx, String> {
+        // oxirush's own key derivation: the MME derives with ours.
+        let ctx = NasSecurityContext::from_fresh_kasme(
+            &KAsme::new(kasme.as_bytes()),
             integrity(eia),
             ciphering(eea),
         )
         .map_err(|e| e.to_string())?;
-        Ok(SecCtx {
+        Ok(UeSecCtx {
             ctx,
             kasme,
-            kdf,
             ksi,
             eea,
             eia,
@@ -401,6 +396,164 @@ impl SecCtx {
     }
 }
 
+/// The MME's NAS security context for one UE (pepc-nas framing, keys set up once),
+/// with what the procedures need beside it. `Debug` shows no keys.
+pub struct SecCtx {
+    pub ctx: pepc_nas::security::NasSecurityContext,
+    pub kasme: Key256,
+    /// The KDF keyed with `kasme` (K_NASint, K_NASenc, KeNB, NH).
+    pub kdf: KasmeKdf,
+    pub ksi: u8,
+    pub eea: pepc_security::Eea,
+    pub eia: pepc_security::Eia,
+    /// Uplink COUNT of the last verified message (KeNB input).
+    pub last_ul_count: u32,
+    /// (MAC, SN) of recently accepted uplink messages, to tell replays from forgeries.
+    pub recent: RecentTags,
+}
+
+impl core::fmt::Debug for SecCtx {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SecCtx")
+            .field("ksi", &self.ksi)
+            .field("eea", &self.eea)
+            .field("eia", &self.eia)
+            .field("last_ul_count", &self.last_ul_count)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SecCtx {
+    /// A fresh context for a new KASME (COUNTs at zero). EIA0 only goes with EEA0.
+    pub fn new(
+        kasme: Key256,
+        ksi: u8,
+        eea: pepc_security::Eea,
+        eia: pepc_security::Eia,
+    ) -> Result<SecCtx, String> {
+        if eia == pepc_security::Eia::Eia0 && eea != pepc_security::Eea::Eea0 {
+            return Err(format!(
+                "EIA0 with {eea:?}: null integrity goes with null ciphering only"
+            ));
+        }
+        let kdf = KasmeKdf::new(&kasme);
+        let (enc, int) = kdf.nas_keys(eea as u8, eia as u8);
+        let ctx = pepc_nas::security::NasSecurityContext::new(
+            pepc_nas::security::Role::Network,
+            int,
+            enc,
+            eia,
+            eea,
+            ksi,
+        );
+        Ok(SecCtx {
+            ctx,
+            kasme,
+            kdf,
+            ksi,
+            eea,
+            eia,
+            last_ul_count: 0,
+            recent: RecentTags::default(),
+        })
+    }
+
+    /// Protect (and cipher unless EEA0 or a new context) a plain downlink message.
+    pub fn protect(
+        &mut self,
+        msg: &NasEpsMessage,
+        new_ctx: bool,
+        dir: Direction,
+    ) -> Result<Vec<u8>, String> {
+        use pepc_nas::security::sht;
+        if dir != Direction::Downlink {
+            return Err("the MME's context protects downlink messages only".into());
+        }
+        if !matches!(msg, NasEpsMessage::Emm(..) | NasEpsMessage::Esm(..)) {
+            return Err("EPS security protects a plain EMM or ESM message".into());
+        }
+        let header = match (new_ctx, self.eea != pepc_security::Eea::Eea0) {
+            (true, _) => sht::INTEGRITY_NEW_CONTEXT,
+            (false, true) => sht::INTEGRITY_CIPHERED,
+            (false, false) => sht::INTEGRITY,
+        };
+        let plain = msg.encode().map_err(|e| e.to_string())?;
+        self.ctx.protect(&plain, header).map_err(|e| e.to_string())
+    }
+
+    /// Verify the MAC (before anything else), decipher and decode an uplink message.
+    pub fn unprotect(
+        &mut self,
+        data: &[u8],
+        dir: Direction,
+    ) -> Result<NasEpsMessage, UnprotectError> {
+        use pepc_nas::security::NasSecError;
+        if dir != Direction::Uplink {
+            return Err(UnprotectError::Malformed(
+                "the MME's context checks uplink messages only".into(),
+            ));
+        }
+        let tag: Option<[u8; 5]> = data.get(1..6).map(|s| s.try_into().unwrap_or([0; 5]));
+        match self.ctx.unprotect(data) {
+            Ok((plain, count)) => {
+                // Authentic: the COUNT is used whatever the content turns out to be.
+                self.last_ul_count = count;
+                if let Some(t) = tag {
+                    self.recent.push(t);
+                }
+                match NasEpsMessage::decode_with_direction(&plain, Direction::Uplink) {
+                    Ok(m @ (NasEpsMessage::Emm(..) | NasEpsMessage::Esm(..))) => Ok(m),
+                    Ok(_) => Err(UnprotectError::Malformed(
+                        "a security-protected PDU inside a protected PDU".into(),
+                    )),
+                    Err(e) => Err(UnprotectError::Malformed(e.to_string())),
+                }
+            }
+            Err(NasSecError::Replay { .. }) => Err(UnprotectError::Replay),
+            Err(NasSecError::BadMac { .. }) => {
+                if tag.is_some_and(|t| self.recent.contains(&t)) {
+                    Err(UnprotectError::Replay)
+                } else {
+                    Err(UnprotectError::BadMac)
+                }
+            }
+            Err(e) => Err(UnprotectError::Malformed(e.to_string())),
+        }
+    }
+
+    /// Verify a short SERVICE REQUEST; returns the NAS COUNT it used.
+    pub fn unprotect_service_request(
+        &mut self,
+        sr: &NasServiceRequest,
+    ) -> Result<u32, UnprotectError> {
+        use pepc_nas::security::{sht, NasSecError};
+        let [mac_hi, mac_lo] = sr.message_authentication_code.to_be_bytes();
+        let pdu = [
+            sht::SERVICE_REQUEST << 4 | 0x07,
+            sr.ksi_and_sequence_number,
+            mac_hi,
+            mac_lo,
+        ];
+        let tag = [0, 0, 0, sr.ksi_and_sequence_number, mac_lo];
+        match self.ctx.verify_service_request(&pdu) {
+            Ok(c) => {
+                self.last_ul_count = c;
+                self.recent.push(tag);
+                Ok(c)
+            }
+            Err(NasSecError::Replay { .. }) => Err(UnprotectError::Replay),
+            Err(NasSecError::BadMac { .. }) => {
+                if self.recent.contains(&tag) {
+                    Err(UnprotectError::Replay)
+                } else {
+                    Err(UnprotectError::BadMac)
+                }
+            }
+            Err(e) => Err(UnprotectError::Malformed(e.to_string())),
+        }
+    }
+}
+
 /// The inner message of an integrity-protected but unciphered PDU, unverified
 /// (TS 24.301 §4.4.4.3: some messages are processed without a known context).
 pub fn unverified_inner(data: &[u8]) -> Option<NasEpsMessage> {
@@ -417,7 +570,97 @@ pub fn unverified_inner(data: &[u8]) -> Option<NasEpsMessage> {
 
 #[cfg(test)]
 mod tests {
-    use super::RecentTags;
+    use super::*;
+    use pepc_security::{Eea, Eia};
+
+    fn pair(eea: Eea, eia: Eia) -> (SecCtx, UeSecCtx) {
+        let kasme = Key256::new(core::array::from_fn(|i| (i as u8).wrapping_mul(13) ^ 0x5c));
+        (
+            SecCtx::new(kasme.clone(), 3, eea, eia).unwrap(),
+            UeSecCtx::new(kasme, 3, eea, eia).unwrap(),
+        )
+    }
+
+    fn uplink(ue: &mut UeSecCtx) -> Vec<u8> {
+        ue.protect(
+            &NasEpsMessage::new_emm(NasTrackingAreaUpdateComplete::new()),
+            false,
+            Direction::Uplink,
+        )
+        .unwrap()
+    }
+
+    /// The MME's context (pepc-nas framing, our KDF and AES) against the simulated
+    /// UE's (oxirush-nas and oxirush-security throughout), both ways, for every pair
+    /// of algorithms and past a SEQ wrap.
+    #[test]
+    fn mme_context_interoperates_with_the_independent_ue_context() {
+        for eea in [Eea::Eea0, Eea::Eea1, Eea::Eea2, Eea::Eea3] {
+            for eia in [Eia::Eia1, Eia::Eia2, Eia::Eia3] {
+                let (mut mme, mut ue) = pair(eea, eia);
+                // Security Mode Command: integrity protected with the new context.
+                let smc = NasSecurityModeCommand::new(
+                    NasSecurityAlgorithms::new(((eea as u8) << 4) | eia as u8),
+                    NasKeySetIdentifier::new(3),
+                    NasUeSecurityCapability::new(vec![0xf0, 0xf0]),
+                );
+                let smc = mme
+                    .protect(&NasEpsMessage::new_emm(smc), true, Direction::Downlink)
+                    .unwrap();
+                assert_eq!(smc[0] >> 4, 3, "{eea:?}/{eia:?}: SMC header");
+                let took = ue.unprotect(&smc, Direction::Downlink);
+                assert!(took.is_ok(), "{eea:?}/{eia:?}: UE takes the SMC: {took:?}");
+                for i in 0..300u32 {
+                    let down = mme
+                        .protect(
+                            &NasEpsMessage::new_emm(NasEmmInformation::new()),
+                            false,
+                            Direction::Downlink,
+                        )
+                        .unwrap();
+                    let got = ue.unprotect(&down, Direction::Downlink);
+                    assert!(got.is_ok(), "{eea:?}/{eia:?}: downlink {i}: {got:?}");
+                    let up = uplink(&mut ue);
+                    match mme.unprotect(&up, Direction::Uplink) {
+                        Ok(NasEpsMessage::Emm(_, NasEmmMessage::TrackingAreaUpdateComplete(_))) => {
+                        }
+                        other => panic!("{eea:?}/{eia:?}: uplink {i}: {other:?}"),
+                    }
+                    assert_eq!(mme.last_ul_count, i, "{eea:?}/{eia:?}: uplink COUNT");
+                }
+                // A replayed uplink PDU is told from a forged one.
+                let up = uplink(&mut ue);
+                assert!(mme.unprotect(&up, Direction::Uplink).is_ok());
+                assert_eq!(
+                    mme.unprotect(&up, Direction::Uplink),
+                    Err(UnprotectError::Replay)
+                );
+                let mut forged = uplink(&mut ue);
+                forged[2] ^= 1;
+                assert_eq!(
+                    mme.unprotect(&forged, Direction::Uplink),
+                    Err(UnprotectError::BadMac)
+                );
+                // The short MAC of a SERVICE REQUEST.
+                let sr = ue.ctx.protect_service_request(3).unwrap();
+                let c = mme
+                    .unprotect_service_request(&sr)
+                    .expect("service request verifies");
+                assert_eq!(c, 302, "{eea:?}/{eia:?}: SR COUNT");
+                assert_eq!(
+                    mme.unprotect_service_request(&sr),
+                    Err(UnprotectError::Replay)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn mme_context_refuses_null_integrity_with_a_cipher() {
+        let k = Key256::new([1; 32]);
+        assert!(SecCtx::new(k.clone(), 0, Eea::Eea2, Eia::Eia0).is_err());
+        assert!(SecCtx::new(k, 0, Eea::Eea0, Eia::Eia0).is_ok());
+    }
 
     #[test]
     fn recent_tags_keep_the_last_sixteen() {

@@ -4,7 +4,7 @@
 
 use crate::mme::{AssocId, Input, Mme, Output};
 use crate::nasx::{
-    self, Direction, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, SecCtx,
+    self, Direction, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, UeSecCtx,
 };
 use crate::MmeConfig;
 use pepc_hss::{Hss, OpKind, PdnType, Subscriber};
@@ -156,7 +156,7 @@ pub struct SimUe {
     pub imsi: String,
     mil: Milenage,
     pub sqn_max: u64,
-    pub sec: Option<SecCtx>,
+    pub sec: Option<UeSecCtx>,
     kasme: Option<Key256>,
     pub enb_ue_id: u32,
     pub mme_ue_id: Option<u32>,
@@ -399,7 +399,7 @@ impl SimUe {
             let eea = pepc_security::Eea::try_from((algs >> 4) & 7).map_err(|e| e.to_string())?;
             let eia = pepc_security::Eia::try_from(algs & 7).map_err(|e| e.to_string())?;
             let kasme = self.kasme.clone().ok_or("SMC before AKA")?;
-            let mut ctx = SecCtx::new(kasme, c.nas_key_set_identifier.value & 7, eea, eia)?;
+            let mut ctx = UeSecCtx::new(kasme, c.nas_key_set_identifier.value & 7, eea, eia)?;
             let m = ctx
                 .unprotect(bytes, Direction::Downlink)
                 .map_err(|e| format!("SMC MAC: {e:?}"))?;

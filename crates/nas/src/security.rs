@@ -8,6 +8,7 @@
 //! first two octets.
 
 pub use pepc_security::{Eea, Eia, Key128};
+use pepc_security::{EeaKeyed, EiaKeyed};
 
 /// Security header types (TS 24.301 §9.3.1).
 pub mod sht {
@@ -63,14 +64,15 @@ impl core::fmt::Display for NasSecError {
 
 impl std::error::Error for NasSecError {}
 
-/// An EPS NAS security context. Debug never shows the keys.
+/// An EPS NAS security context. Debug never shows the keys. The keys are set up
+/// for their algorithms once (round keys, CMAC subkeys), not per message.
 #[derive(Clone)]
 pub struct NasSecurityContext {
     pub role: Role,
-    pub knas_int: Key128,
-    pub knas_enc: Key128,
-    pub eia: Eia,
-    pub eea: Eea,
+    int: EiaKeyed,
+    enc: EeaKeyed,
+    eia: Eia,
+    eea: Eea,
     /// eKSI this context belongs to (0..=6, TSC in bit 3).
     pub ksi: u8,
     /// Next uplink COUNT to send (UE) / one above the last accepted (network).
@@ -106,8 +108,8 @@ impl NasSecurityContext {
     ) -> Self {
         NasSecurityContext {
             role,
-            knas_int,
-            knas_enc,
+            int: EiaKeyed::new(eia, &knas_int),
+            enc: EeaKeyed::new(eea, &knas_enc),
             eia,
             eea,
             ksi,
@@ -127,6 +129,14 @@ impl NasSecurityContext {
     ) -> Self {
         let (enc, int) = pepc_security::nas_keys(kasme, eea as u8, eia as u8);
         Self::new(role, int, enc, eia, eea, ksi)
+    }
+
+    pub fn eia(&self) -> Eia {
+        self.eia
+    }
+
+    pub fn eea(&self) -> Eea {
+        self.eea
     }
 
     fn tx_dir(&self) -> u8 {
@@ -159,7 +169,7 @@ impl NasSecurityContext {
     }
 
     fn mac(&self, count: u32, dir: u8, data: &[u8]) -> [u8; 4] {
-        pepc_security::eia_mac(self.eia, &self.knas_int, count, 0, dir, data)
+        self.int.mac(count, 0, dir, data)
     }
 
     /// Protect a plain NAS message with the given security header type (1..=4) under
@@ -182,7 +192,7 @@ impl NasSecurityContext {
         out.push(count as u8);
         out.extend_from_slice(plain);
         if ciphered {
-            pepc_security::eea_apply(self.eea, &self.knas_enc, count, 0, dir, &mut out[6..]);
+            self.enc.apply(count, 0, dir, &mut out[6..]);
         }
         let mac = self.mac(count, dir, &out[5..]);
         out[1..5].copy_from_slice(&mac);
@@ -240,9 +250,7 @@ impl NasSecurityContext {
         let mac: [u8; 4] = [pdu[1], pdu[2], pdu[3], pdu[4]];
         let seq = u32::from(pdu[5]);
         let count = self.estimate(seq, 8);
-        let ok = |c: u32| {
-            pepc_security::eia_mac(self.eia, &self.knas_int, c, 0, rx_dir, &pdu[5..]) == mac
-        };
+        let ok = |c: u32| self.mac(c, rx_dir, &pdu[5..]) == mac;
         if !ok(count) {
             // Same SEQ one overflow back: an old COUNT, i.e. a replay, if the MAC fits it.
             let old = count.wrapping_sub(256) & 0x00ff_ffff;
@@ -256,7 +264,7 @@ impl NasSecurityContext {
         }
         let mut plain = pdu[6..].to_vec();
         if ciphered {
-            pepc_security::eea_apply(self.eea, &self.knas_enc, count, 0, rx_dir, &mut plain);
+            self.enc.apply(count, 0, rx_dir, &mut plain);
         }
         self.set_rx_count(count.wrapping_add(1) & 0x00ff_ffff);
         Ok((plain, count))
@@ -292,7 +300,7 @@ impl NasSecurityContext {
         let rx_dir = 1 - self.tx_dir();
         let count = self.estimate(u32::from(pdu[1] & 0x1f), 5);
         let short = |c: u32| {
-            let m = pepc_security::eia_mac(self.eia, &self.knas_int, c, 0, rx_dir, &pdu[..2]);
+            let m = self.mac(c, rx_dir, &pdu[..2]);
             [m[2], m[3]] == [pdu[2], pdu[3]]
         };
         if !short(count) {

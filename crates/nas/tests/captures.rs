@@ -250,7 +250,7 @@ fn testattach_aka_and_nas_security_verify() {
                 verified += 1;
                 service_ok += (sht == 12) as usize;
                 if sht != 12 {
-                    if matches!(sht, 2 | 4) && ctxs[k].net.eea != Eea::Eea0 {
+                    if matches!(sht, 2 | 4) && ctxs[k].net.eea() != Eea::Eea0 {
                         deciphered += 1;
                     }
                     decode_plain(&plain, dir, &what);

@@ -72,7 +72,7 @@ impl From<Eea> for u8 {
     }
 }
 
-fn ia(a: Eia) -> IntegrityAlgorithm {
+pub(crate) fn ia(a: Eia) -> IntegrityAlgorithm {
     match a {
         Eia::Eia0 => IntegrityAlgorithm::EIA0,
         Eia::Eia1 => IntegrityAlgorithm::EIA1,
@@ -81,7 +81,7 @@ fn ia(a: Eia) -> IntegrityAlgorithm {
     }
 }
 
-fn ea(a: Eea) -> CipheringAlgorithm {
+pub(crate) fn ea(a: Eea) -> CipheringAlgorithm {
     match a {
         Eea::Eea0 => CipheringAlgorithm::EEA0,
         Eea::Eea1 => CipheringAlgorithm::EEA1,

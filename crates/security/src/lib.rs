@@ -7,6 +7,7 @@
 mod aka;
 mod alg;
 mod kdf;
+mod keyed;
 mod keys;
 mod milenage;
 
@@ -20,5 +21,6 @@ pub use kdf::{
     FC_KASME, FC_KENB, FC_KENB_STAR, FC_NH, NAS_ENC_ALG, NAS_INT_ALG, RRC_ENC_ALG, RRC_INT_ALG,
     UP_ENC_ALG, UP_INT_ALG,
 };
+pub use keyed::{EeaKeyed, EiaKeyed};
 pub use keys::{Key128, Key256, KeyError};
 pub use milenage::Milenage;
