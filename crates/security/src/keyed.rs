@@ -126,7 +126,7 @@ fn cmac_head_msg(
             }
         }
         if last {
-            let full = total > 0 && total % 16 == 0;
+            let full = total > 0 && total.is_multiple_of(16);
             if !full {
                 block[total - start] = 0x80;
             }
