@@ -38,6 +38,16 @@ fn main() {
         .clone();
     let ctx = time(n, |_| SecCtx::new(kasme.clone(), 0, Eea::Eea2, Eia::Eia2));
     let kenb_ns = time(n, |i| kenb(&kasme, i));
+    let kdf_ns = time(n, |_| pepc_security::KasmeKdf::new(&kasme));
+    let kdf = pepc_security::KasmeKdf::new(&kasme);
+    let nas_keys_ns = time(n, |_| kdf.nas_keys(2, 2));
+    let (enc, int) = kdf.nas_keys(2, 2);
+    let keyed_ns = time(n, |_| {
+        (
+            pepc_security::EiaKeyed::new(Eia::Eia2, &int),
+            pepc_security::EeaKeyed::new(Eea::Eea2, &enc),
+        )
+    });
     let mut sec = SecCtx::new(kasme.clone(), 0, Eea::Eea2, Eia::Eia2).expect("context");
     let msg = nasx::NasEpsMessage::new_emm(nasx::NasEmmInformation::new());
     let protect = time(n, |_| {
@@ -45,6 +55,6 @@ fn main() {
             .expect("protect")
     });
     println!(
-        "{{\"vector_ns\":{vector:.0},\"nas_context_ns\":{ctx:.0},\"kenb_ns\":{kenb_ns:.0},\"protect_ns\":{protect:.0}}}"
+        "{{\"vector_ns\":{vector:.0},\"nas_context_ns\":{ctx:.0},\"kasme_kdf_ns\":{kdf_ns:.0},\"nas_keys_ns\":{nas_keys_ns:.0},\"eia2_eea2_setup_ns\":{keyed_ns:.0},\"kenb_ns\":{kenb_ns:.0},\"protect_ns\":{protect:.0}}}"
     );
 }

@@ -477,8 +477,13 @@ impl SecCtx {
             (false, true) => sht::INTEGRITY_CIPHERED,
             (false, false) => sht::INTEGRITY,
         };
-        let plain = msg.encode().map_err(|e| e.to_string())?;
-        self.ctx.protect(&plain, header).map_err(|e| e.to_string())
+        // Encoded after room for the security header: no copy of the message.
+        let mut out = Vec::with_capacity(64);
+        out.extend_from_slice(&[0; pepc_nas::security::HEADER_LEN]);
+        msg.encode_into(&mut out).map_err(|e| e.to_string())?;
+        self.ctx
+            .protect_in_place(out, header)
+            .map_err(|e| e.to_string())
     }
 
     /// Verify the MAC (before anything else), decipher and decode an uplink message.

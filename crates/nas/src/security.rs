@@ -22,6 +22,9 @@ pub mod sht {
 
 const PD_EMM: u8 = 0x07;
 
+/// Octets of a protected PDU before its message: SHT|PD, MAC (4), SEQ.
+pub const HEADER_LEN: usize = 6;
+
 /// Which side of the NAS link this context protects for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -179,18 +182,34 @@ impl NasSecurityContext {
         plain: &[u8],
         security_header_type: u8,
     ) -> Result<Vec<u8>, NasSecError> {
+        let mut out = Vec::with_capacity(plain.len() + HEADER_LEN);
+        out.extend_from_slice(&[0; HEADER_LEN]);
+        out.extend_from_slice(plain);
+        self.protect_in_place(out, security_header_type)
+    }
+
+    /// [`NasSecurityContext::protect`] of a message the caller encoded after
+    /// [`HEADER_LEN`] octets of room for the header (no copy of the message).
+    pub fn protect_in_place(
+        &mut self,
+        mut out: Vec<u8>,
+        security_header_type: u8,
+    ) -> Result<Vec<u8>, NasSecError> {
         let ciphered = match security_header_type {
             sht::INTEGRITY | sht::INTEGRITY_NEW_CONTEXT => false,
             sht::INTEGRITY_CIPHERED | sht::INTEGRITY_CIPHERED_NEW_CONTEXT => true,
             other => return Err(NasSecError::BadHeader(other << 4 | PD_EMM)),
         };
+        if out.len() < HEADER_LEN {
+            return Err(NasSecError::Truncated {
+                need: HEADER_LEN,
+                have: out.len(),
+            });
+        }
         let dir = self.tx_dir();
         let count = *self.tx_count();
-        let mut out = Vec::with_capacity(plain.len() + 6);
-        out.push(security_header_type << 4 | PD_EMM);
-        out.extend_from_slice(&[0; 4]);
-        out.push(count as u8);
-        out.extend_from_slice(plain);
+        out[0] = security_header_type << 4 | PD_EMM;
+        out[5] = count as u8;
         if ciphered {
             self.enc.apply(count, 0, dir, &mut out[6..]);
         }
