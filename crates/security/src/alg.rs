@@ -92,11 +92,11 @@ pub(crate) fn ea(a: Eea) -> CipheringAlgorithm {
 
 /// BEARER is 5 bits and DIRECTION 1 bit on the wire; higher bits are ignored
 /// so a caller cannot make these infallible functions fail.
-fn bearer(b: u8) -> Bearer {
+pub(crate) fn bearer(b: u8) -> Bearer {
     Bearer::try_from(b & 0x1f).unwrap_or(Bearer::ZERO)
 }
 
-fn direction(d: u8) -> Direction {
+pub(crate) fn direction(d: u8) -> Direction {
     if d & 1 == 0 {
         Direction::Uplink
     } else {
