@@ -269,6 +269,9 @@ pub fn spawn_slice(
             data_loop_waking(dp, s1u, sgi, s, w)
         })?;
     let s = stop.clone();
+    // The slice counts as started once its control thread is sized (prewarm done),
+    // so the first signaling never waits behind it.
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<()>(1);
     let control = std::thread::Builder::new()
         .name("pepc-control".into())
         .spawn(move || {
@@ -278,6 +281,7 @@ pub fn spawn_slice(
             if prewarm_users > 0 {
                 driver.prewarm(&mut cp, prewarm_users);
             }
+            let _ = ready_tx.send(());
             let mut idle_rounds = 0u32;
             while !s.load(Ordering::Relaxed) {
                 let mark = wake.as_ref().map_or(0, |w| w.posted());
@@ -306,6 +310,12 @@ pub fn spawn_slice(
             }
             cp
         })?;
+    if ready_rx.recv().is_err() {
+        stop.store(true, Ordering::Relaxed);
+        return Err(std::io::Error::other(
+            "the slice's control thread ended while sizing its memory",
+        ));
+    }
     Ok(SliceThreads {
         stop,
         data,
