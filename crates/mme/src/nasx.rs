@@ -244,10 +244,8 @@ pub struct UeSecCtx {
     pub ksi: u8,
     pub eea: pepc_security::Eea,
     pub eia: pepc_security::Eia,
-    /// Uplink COUNT of the last verified message (KeNB input).
+    /// Uplink COUNT of the last message sent (KeNB input).
     pub last_ul_count: u32,
-    /// (MAC, SN) of recently accepted uplink messages, to tell replays from forgeries.
-    pub recent: RecentTags,
 }
 
 impl core::fmt::Debug for UeSecCtx {
@@ -313,7 +311,6 @@ impl UeSecCtx {
             eea,
             eia,
             last_ul_count: 0,
-            recent: Default::default(),
         })
     }
 
@@ -344,53 +341,14 @@ impl UeSecCtx {
         data: &[u8],
         dir: Direction,
     ) -> Result<NasEpsMessage, UnprotectError> {
-        let tag: Option<[u8; 5]> = data.get(1..6).map(|s| s.try_into().unwrap_or([0; 5]));
         match self.ctx.unprotect(data, dir) {
             Ok(v) => {
                 if dir == Direction::Uplink {
                     self.last_ul_count = v.count.get();
                 }
-                if let Some(t) = tag {
-                    self.recent.push(t);
-                }
                 Ok(v.message)
             }
-            Err(oxirush_nas::NasError::IntegrityCheckFailed) => {
-                if tag.is_some_and(|t| self.recent.contains(&t)) {
-                    Err(UnprotectError::Replay)
-                } else {
-                    Err(UnprotectError::BadMac)
-                }
-            }
-            Err(e) => Err(UnprotectError::Malformed(e.to_string())),
-        }
-    }
-
-    /// Verify a short SERVICE REQUEST; returns the NAS COUNT it used.
-    pub fn unprotect_service_request(
-        &mut self,
-        sr: &NasServiceRequest,
-    ) -> Result<u32, UnprotectError> {
-        let tag = [
-            0,
-            0,
-            0,
-            sr.ksi_and_sequence_number,
-            (sr.message_authentication_code & 0xff) as u8,
-        ];
-        match self.ctx.unprotect_service_request(sr) {
-            Ok(c) => {
-                self.last_ul_count = c.get();
-                self.recent.push(tag);
-                Ok(c.get())
-            }
-            Err(oxirush_nas::NasError::IntegrityCheckFailed) => {
-                if self.recent.contains(&tag) {
-                    Err(UnprotectError::Replay)
-                } else {
-                    Err(UnprotectError::BadMac)
-                }
-            }
+            Err(oxirush_nas::NasError::IntegrityCheckFailed) => Err(UnprotectError::BadMac),
             Err(e) => Err(UnprotectError::Malformed(e.to_string())),
         }
     }
@@ -492,7 +450,6 @@ impl SecCtx {
         data: &[u8],
         dir: Direction,
     ) -> Result<NasEpsMessage, UnprotectError> {
-        use pepc_nas::security::NasSecError;
         if dir != Direction::Uplink {
             return Err(UnprotectError::Malformed(
                 "the MME's context checks uplink messages only".into(),
@@ -514,15 +471,21 @@ impl SecCtx {
                     Err(e) => Err(UnprotectError::Malformed(e.to_string())),
                 }
             }
-            Err(NasSecError::Replay { .. }) => Err(UnprotectError::Replay),
-            Err(NasSecError::BadMac { .. }) => {
-                if tag.is_some_and(|t| self.recent.contains(&t)) {
-                    Err(UnprotectError::Replay)
-                } else {
-                    Err(UnprotectError::BadMac)
-                }
+            Err(e) => Err(self.refused(e, tag)),
+        }
+    }
+
+    /// Why a PDU carrying `tag` was refused: a MAC that fails but matches a recently
+    /// accepted message's is a replay too.
+    fn refused(&self, e: pepc_nas::security::NasSecError, tag: Option<[u8; 5]>) -> UnprotectError {
+        use pepc_nas::security::NasSecError;
+        match e {
+            NasSecError::Replay { .. } => UnprotectError::Replay,
+            NasSecError::BadMac { .. } if tag.is_some_and(|t| self.recent.contains(&t)) => {
+                UnprotectError::Replay
             }
-            Err(e) => Err(UnprotectError::Malformed(e.to_string())),
+            NasSecError::BadMac { .. } => UnprotectError::BadMac,
+            e => UnprotectError::Malformed(e.to_string()),
         }
     }
 
@@ -531,7 +494,7 @@ impl SecCtx {
         &mut self,
         sr: &NasServiceRequest,
     ) -> Result<u32, UnprotectError> {
-        use pepc_nas::security::{sht, NasSecError};
+        use pepc_nas::security::sht;
         let [mac_hi, mac_lo] = sr.message_authentication_code.to_be_bytes();
         let pdu = [
             sht::SERVICE_REQUEST << 4 | 0x07,
@@ -546,15 +509,7 @@ impl SecCtx {
                 self.recent.push(tag);
                 Ok(c)
             }
-            Err(NasSecError::Replay { .. }) => Err(UnprotectError::Replay),
-            Err(NasSecError::BadMac { .. }) => {
-                if self.recent.contains(&tag) {
-                    Err(UnprotectError::Replay)
-                } else {
-                    Err(UnprotectError::BadMac)
-                }
-            }
-            Err(e) => Err(UnprotectError::Malformed(e.to_string())),
+            Err(e) => Err(self.refused(e, Some(tag))),
         }
     }
 }
