@@ -31,8 +31,8 @@ pub fn sqn_from_u64(v: u64) -> [u8; 6] {
 #[derive(Clone, PartialEq, Eq)]
 pub struct AuthVector {
     pub rand: [u8; 16],
-    /// XRES, 8 bytes with MILENAGE.
-    pub xres: Vec<u8>,
+    /// XRES (8 bytes with MILENAGE), in place: no allocation per vector.
+    pub xres: [u8; 8],
     pub autn: [u8; 16],
     pub kasme: Key256,
 }
@@ -72,7 +72,7 @@ pub fn generate_vector(
     let sqn_xor_ak: [u8; 6] = autn[..6].try_into().unwrap_or([0; 6]);
     AuthVector {
         rand,
-        xres: v.xres().as_octets().to_vec(),
+        xres: *v.xres().as_octets(),
         autn,
         kasme: kasme(&ck, &ik, plmn, sqn_xor_ak),
     }

@@ -490,6 +490,14 @@ fn single_writer_invariants_hold_under_concurrency() {
         }
         (dp, seen_teids)
     });
+    // Both threads must really run at once: on a loaded machine the rounds below
+    // can end before the data thread has been scheduled at all.
+    let t0 = std::time::Instant::now();
+    while cp.counters().dl_forwarded.load(Ordering::Relaxed) == 0
+        && t0.elapsed() < std::time::Duration::from_secs(10)
+    {
+        std::thread::yield_now();
+    }
     // Control thread: handovers publish new eNB TEIDs of the form ue<<16 | n.
     let mut published = std::collections::HashMap::<Ipv4Addr, Vec<u32>>::new();
     let mut last_ul = vec![0u64; users.len()];
