@@ -248,14 +248,33 @@ pub struct UeSecCtx {
     pub last_ul_count: u32,
 }
 
+/// What `Debug` shows of a NAS security context: never its keys.
+fn debug_ctx(
+    f: &mut core::fmt::Formatter<'_>,
+    name: &str,
+    ksi: u8,
+    eea: pepc_security::Eea,
+    eia: pepc_security::Eia,
+    last_ul_count: u32,
+) -> core::fmt::Result {
+    f.debug_struct(name)
+        .field("ksi", &ksi)
+        .field("eea", &eea)
+        .field("eia", &eia)
+        .field("last_ul_count", &last_ul_count)
+        .finish_non_exhaustive()
+}
+
 impl core::fmt::Debug for UeSecCtx {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("UeSecCtx")
-            .field("ksi", &self.ksi)
-            .field("eea", &self.eea)
-            .field("eia", &self.eia)
-            .field("last_ul_count", &self.last_ul_count)
-            .finish_non_exhaustive()
+        debug_ctx(
+            f,
+            "UeSecCtx",
+            self.ksi,
+            self.eea,
+            self.eia,
+            self.last_ul_count,
+        )
     }
 }
 
@@ -372,12 +391,14 @@ pub struct SecCtx {
 
 impl core::fmt::Debug for SecCtx {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("SecCtx")
-            .field("ksi", &self.ksi)
-            .field("eea", &self.eea)
-            .field("eia", &self.eia)
-            .field("last_ul_count", &self.last_ul_count)
-            .finish_non_exhaustive()
+        debug_ctx(
+            f,
+            "SecCtx",
+            self.ksi,
+            self.eea,
+            self.eia,
+            self.last_ul_count,
+        )
     }
 }
 
