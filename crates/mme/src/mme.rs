@@ -1,6 +1,7 @@
 //! The MME state machine: S1 eNB handling, EMM/ESM procedures, handovers, timers.
 
 use crate::config::MmeConfig;
+use crate::endpoint::SliceRole;
 use crate::nasx::{
     self, Direction, Identity, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, SecCtx,
     UnprotectError,
@@ -8,7 +9,7 @@ use crate::nasx::{
 use pepc_hss::{Hss, ImsiKey};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::{
-    Cause, Ecgi, GlobalEnbId, Key256 as S1Key, SecurityContext, ServedGummei, Tai, UeS1apIds,
+    Cause, Ecgi, GlobalEnbId, Key256 as S1Key, SecurityContext, Tai, UeS1apIds,
     UeSecurityCapabilities,
 };
 use pepc_security::{AuthVector, Eia, Key256};
@@ -37,6 +38,23 @@ pub enum Input {
     EnbDown {
         assoc: AssocId,
     },
+    /// The node's endpoint completed S1 Setup with this eNB.
+    EnbSetup {
+        assoc: AssocId,
+        out_streams: u16,
+        global_id: GlobalEnbId,
+    },
+    /// The eNB (or the node) reset UE-associated connections of the association:
+    /// `None` all of them, else those listed. Answered by [`Output::ResetDone`].
+    EnbReset {
+        assoc: AssocId,
+        token: u64,
+        connections: Option<Vec<pepc_s1ap::UeConnection>>,
+    },
+    /// Another slice took subscriber `imsi`: drop our context of it (TS 23.401 §5.3.2.1).
+    Supersede {
+        imsi: u64,
+    },
     S1ap {
         assoc: AssocId,
         stream: u16,
@@ -62,6 +80,25 @@ pub enum Output {
     },
     CloseAssoc {
         assoc: AssocId,
+    },
+    /// A Paging message for every eNB serving one of `tais` (the node fans it out).
+    Page {
+        tais: Vec<Tai>,
+        bytes: Vec<u8>,
+    },
+    /// This slice has released what [`Input::EnbReset`] `token` named.
+    ResetDone {
+        token: u64,
+    },
+    /// This slice now holds subscriber `imsi`, learned other than by its IMSI route
+    /// (an Identity Response after a foreign GUTI, a parked context): the node moves
+    /// its IMSI route here and has any other slice drop its context.
+    ClaimImsi {
+        imsi: u64,
+    },
+    /// This slice no longer holds `imsi`, which it held outside its policy slice.
+    ReleaseImsi {
+        imsi: u64,
     },
     /// Never contains key material.
     Log(LogLevel, String),
@@ -126,10 +163,10 @@ impl std::fmt::Display for MmeError {
 }
 impl std::error::Error for MmeError {}
 
+/// What a slice knows of an eNB (from the node's endpoint).
 struct Enb {
     out_streams: u16,
     global_id: Option<GlobalEnbId>,
-    tais: Vec<Tai>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,6 +284,10 @@ pub struct Mme {
     parked: Map<u32, Parked>,
     /// (expiry, M-TMSI) in parking order: expiry and eviction of the oldest.
     parked_order: VecDeque<(Instant, u32)>,
+    /// Which slice of the node this MME serves (identifier bits, IMSI routing).
+    role: SliceRole,
+    /// IMSIs held outside their policy slice whose context went (for the node).
+    released: Vec<u64>,
     pub stats: MmeStats,
 }
 
@@ -273,6 +314,8 @@ impl Mme {
             last_now: None,
             parked: Map::default(),
             parked_order: VecDeque::new(),
+            role: SliceRole::default(),
+            released: Vec::new(),
             stats: MmeStats::default(),
         }
     }
@@ -290,6 +333,19 @@ impl Mme {
         self.by_imsi.reserve(users);
         self.by_tmsi.reserve(users);
         pepc_slice::mem::prewarm_heap(users.saturating_mul(Self::HEAP_PER_UE));
+    }
+
+    /// Serve slice `role.index` of `role.count`: MME UE S1AP IDs and M-TMSIs carry
+    /// the slice (`pepc_slice::ids::SignalingIds`) so the node's demux finds it.
+    pub fn set_role(&mut self, role: SliceRole) {
+        self.role = role;
+        let ids = role.ids();
+        self.next_id = ids.compose(role.index, self.next_id).max(1);
+        self.next_tmsi = ids.compose(role.index, self.next_tmsi);
+    }
+
+    pub fn role(&self) -> SliceRole {
+        self.role
     }
 
     pub fn config(&self) -> &MmeConfig {
@@ -381,6 +437,13 @@ impl Mme {
                 _ => {}
             }
         }
+        self.flush_released(out);
+    }
+
+    fn flush_released(&mut self, out: &mut Vec<Output>) {
+        for imsi in self.released.drain(..) {
+            out.push(Output::ReleaseImsi { imsi });
+        }
     }
 
     /// [`Mme::handle`] of an S1AP PDU the caller keeps: a driver that reuses its
@@ -396,6 +459,7 @@ impl Mme {
     ) {
         self.last_now = Some(now);
         self.on_s1ap(now, assoc, stream, bytes, cp, out);
+        self.flush_released(out);
     }
 
     pub fn handle(
@@ -413,11 +477,36 @@ impl Mme {
                     Enb {
                         out_streams: out_streams.max(1),
                         global_id: None,
-                        tais: vec![],
                     },
                 );
             }
             Input::EnbDown { assoc } => self.enb_gone(assoc, cp, out),
+            Input::EnbSetup {
+                assoc,
+                out_streams,
+                global_id,
+            } => {
+                let e = self.enbs.entry(assoc).or_insert(Enb {
+                    out_streams: 1,
+                    global_id: None,
+                });
+                e.out_streams = out_streams.max(1);
+                e.global_id = Some(global_id);
+                self.enb_by_gid.insert(global_id, assoc);
+            }
+            Input::EnbReset {
+                assoc,
+                token,
+                connections,
+            } => {
+                self.reset(assoc, connections, cp, out);
+                out.push(Output::ResetDone { token });
+            }
+            Input::Supersede { imsi } => {
+                if let Some(old) = self.by_imsi.get(&imsi).copied() {
+                    self.supersede(old, cp, out);
+                }
+            }
             Input::S1ap {
                 assoc,
                 stream,
@@ -432,6 +521,7 @@ impl Mme {
                 ),
             },
         }
+        self.flush_released(out);
     }
 
     // ---------------------------------------------------------------- S1 plumbing
@@ -503,7 +593,6 @@ impl Mme {
         self.enbs.entry(assoc).or_insert(Enb {
             out_streams: 1,
             global_id: None,
-            tais: vec![],
         });
         let msg = match S1apMessage::decode(bytes) {
             Ok(m) => m,
@@ -524,19 +613,6 @@ impl Mme {
         };
         use S1apMessage as M;
         match msg {
-            M::S1SetupRequest(m) => self.s1_setup(assoc, m, cp, out),
-            M::Reset(m) => self.reset(assoc, m, cp, out),
-            M::ErrorIndication(m) => {
-                self.stats.error_indications_rx += 1;
-                log(
-                    out,
-                    LogLevel::Warn,
-                    format!(
-                        "assoc {assoc}: Error Indication {:?} (MME {:?}, eNB {:?})",
-                        m.cause, m.mme_ue_id, m.enb_ue_id
-                    ),
-                );
-            }
             M::InitialUeMessage(m) => self.initial_ue(now, assoc, m, cp, out),
             M::HandoverRequestAcknowledge(m) => self.ho_request_ack(assoc, m, out),
             M::HandoverFailure(m) => self.ho_failure(assoc, m, out),
@@ -596,69 +672,6 @@ impl Mme {
         }
     }
 
-    fn s1_setup(
-        &mut self,
-        assoc: AssocId,
-        m: S1SetupRequest,
-        cp: &mut ControlPlane,
-        out: &mut Vec<Output>,
-    ) {
-        let ok = m
-            .supported_tas
-            .iter()
-            .any(|ta| ta.plmns.contains(&self.cfg.plmn));
-        if !ok {
-            self.stats.s1_setup_failures += 1;
-            self.send(
-                assoc,
-                None,
-                S1SetupFailure {
-                    cause: Cause::UNKNOWN_PLMN,
-                    time_to_wait: None,
-                }
-                .into(),
-                out,
-            );
-            return;
-        }
-        // Re-association of a known eNB: the old association is gone for good.
-        if let Some(old) = self.enb_by_gid.get(&m.global_enb_id).copied() {
-            if old != assoc {
-                self.enb_gone(old, cp, out);
-                out.push(Output::CloseAssoc { assoc: old });
-            }
-        }
-        let tais = m
-            .supported_tas
-            .iter()
-            .flat_map(|ta| {
-                ta.plmns.iter().map(|p| Tai {
-                    plmn: *p,
-                    tac: ta.tac,
-                })
-            })
-            .collect();
-        let e = self.enbs.entry(assoc).or_insert(Enb {
-            out_streams: 1,
-            global_id: None,
-            tais: vec![],
-        });
-        e.global_id = Some(m.global_enb_id);
-        e.tais = tais;
-        self.enb_by_gid.insert(m.global_enb_id, assoc);
-        self.stats.s1_setups += 1;
-        let resp = S1SetupResponse {
-            mme_name: self.cfg.mme_name.clone(),
-            served_gummeis: vec![ServedGummei {
-                plmns: vec![self.cfg.plmn],
-                group_ids: vec![self.cfg.mme_group_id],
-                codes: vec![self.cfg.mme_code],
-            }],
-            relative_capacity: self.cfg.relative_capacity,
-        };
-        self.send(assoc, None, resp.into(), out);
-    }
-
     /// The eNB lost its association: its connected UEs go idle (TS 23.401 §5.3.5).
     fn enb_gone(&mut self, assoc: AssocId, cp: &mut ControlPlane, out: &mut Vec<Output>) {
         if let Some(e) = self.enbs.remove(&assoc) {
@@ -679,9 +692,17 @@ impl Mme {
         }
     }
 
-    fn reset(&mut self, assoc: AssocId, m: Reset, cp: &mut ControlPlane, out: &mut Vec<Output>) {
-        let connections = match &m.kind {
-            pepc_s1ap::ResetKind::All => {
+    /// The UE-associated connections of `assoc` that a Reset names (`None`: all of
+    /// them) go: their UEs become ECM-IDLE (TS 36.413 §8.7.1; the node acknowledges).
+    fn reset(
+        &mut self,
+        assoc: AssocId,
+        connections: Option<Vec<pepc_s1ap::UeConnection>>,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        match connections {
+            None => {
                 let ids: Vec<u32> = self
                     .by_conn
                     .iter()
@@ -691,9 +712,8 @@ impl Mme {
                 for id in ids {
                     self.make_idle(id, cp, out);
                 }
-                vec![]
             }
-            pepc_s1ap::ResetKind::Partial(list) => {
+            Some(list) => {
                 for c in list {
                     let id = c
                         .mme_ue_id
@@ -710,10 +730,8 @@ impl Mme {
                         self.make_idle(id, cp, out);
                     }
                 }
-                list.clone()
             }
-        };
-        self.send(assoc, None, ResetAcknowledge { connections }.into(), out);
+        }
     }
 
     /// Drop the UE's S1 connection; a registered UE becomes ECM-IDLE, a UE in the
@@ -771,6 +789,9 @@ impl Mme {
         if let Some(i) = u.imsi {
             if self.by_imsi.get(&i) == Some(&id) {
                 self.by_imsi.remove(&i);
+                if !self.role.is_home_of(i) {
+                    self.released.push(i);
+                }
             }
         }
         if self.by_tmsi.get(&u.m_tmsi) == Some(&id) {
@@ -854,8 +875,7 @@ impl Mme {
     // ---------------------------------------------------------------- NAS plumbing
 
     fn new_ue(&mut self, assoc: AssocId, enb_ue_id: u32, tai: Tai, ecgi: Ecgi) -> u32 {
-        let id = self.next_id;
-        self.next_id = self.next_id.wrapping_add(1).max(1);
+        let id = self.alloc_mme_ue_id();
         self.ues.insert(
             id,
             Box::new(Ue {
@@ -1257,7 +1277,10 @@ impl Mme {
                 }
                 self.stop_nas_timer(id);
                 match nasx::parse_identity(&r.mobile_identity.value) {
-                    Identity::Imsi(imsi) => self.start_auth(now, id, imsi, cp, out),
+                    Identity::Imsi(imsi) => {
+                        self.claim(imsi, out);
+                        self.start_auth(now, id, imsi, cp, out)
+                    }
                     _ => self.attach_reject(id, 96, out),
                 }
             }
@@ -1341,10 +1364,31 @@ impl Mme {
         }
     }
 
+    /// Tell the node this slice now holds `imsi` (learned by identity, not by the
+    /// IMSI route), so no other slice keeps a context of it.
+    fn claim(&self, imsi: u64, out: &mut Vec<Output>) {
+        if self.role.count > 1 {
+            out.push(Output::ClaimImsi { imsi });
+        }
+    }
+
+    /// Next free MME UE S1AP ID of this slice (never 0).
+    fn alloc_mme_ue_id(&mut self) -> u32 {
+        let ids = self.role.ids();
+        loop {
+            let id = self.next_id;
+            self.next_id = ids.compose(self.role.index, id.wrapping_add(1));
+            if id != 0 && !self.ues.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
     fn alloc_tmsi(&mut self) -> u32 {
+        let ids = self.role.ids();
         loop {
             let t = self.next_tmsi;
-            self.next_tmsi = self.next_tmsi.wrapping_add(0x9e37_79b9) | 1;
+            self.next_tmsi = ids.compose(self.role.index, t.wrapping_add(0x9e37_79b9) | 1);
             // A parked context keeps its M-TMSI until it expires.
             if !self.by_tmsi.contains_key(&t) && !self.parked.contains_key(&t) {
                 return t;
@@ -1389,6 +1433,7 @@ impl Mme {
         if std::mem::take(&mut u.resumed) {
             if let (true, Some(imsi)) = (_verified, u.imsi) {
                 self.stats.parked_contexts_reused += 1;
+                self.claim(imsi, out);
                 if self.adopt_subscriber(id, imsi, cp, out) {
                     self.security_established(now, id, cp, out);
                 }
@@ -2932,14 +2977,10 @@ impl Mme {
             tai_list: tais.clone(),
         };
         self.stats.pagings += 1;
-        let targets: Vec<AssocId> = self
-            .enbs
-            .iter()
-            .filter(|(_, e)| e.tais.iter().any(|t| tais.contains(t)))
-            .map(|(a, _)| *a)
-            .collect();
-        for a in targets {
-            self.send(a, None, msg.clone().into(), out);
+        // Encoded once; the node's endpoint sends it to every eNB serving the TAIs.
+        match S1apMessage::from(msg).encode() {
+            Ok(bytes) => out.push(Output::Page { tais, bytes }),
+            Err(e) => log(out, LogLevel::Warn, format!("cannot encode Paging: {e}")),
         }
         let t = self.cfg.t3413;
         self.arm(id, TimerKind::Paging, now + t);

@@ -2,6 +2,7 @@
 //! encoded and decoded, the UE runs the USIM (Milenage) and NAS security. Used by the
 //! tests and by `pepc bench attach` ([`run_inprocess_attaches`]).
 
+use crate::endpoint::{EndpointOut, S1apEndpoint, SlicePolicy};
 use crate::mme::{AssocId, Input, Mme, Output};
 use crate::nasx::{
     self, Direction, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, UeSecCtx,
@@ -40,35 +41,140 @@ pub fn subscriber(imsi: &str) -> Subscriber {
     }
 }
 
-/// MME + slice + HSS, driven message by message with a manual clock.
-pub struct Harness {
+/// One slice's MME, control plane and data plane.
+pub struct SliceSim {
     pub mme: Mme,
     pub cp: ControlPlane,
     pub dp: DataPlane,
+}
+
+/// The node's S1AP endpoint, its slices (MME + control + data plane each) and an
+/// HSS, driven message by message with a manual clock. `mme`, `cp` and `dp` are the
+/// *focus* slice, the one the policy gives the test IMSI [`FOCUS_IMSI`]; the others
+/// are in `others` (None at the focus index).
+pub struct Harness {
+    pub endpoint: S1apEndpoint,
+    pub mme: Mme,
+    pub cp: ControlPlane,
+    pub dp: DataPlane,
+    pub focus: usize,
+    pub others: Vec<Option<SliceSim>>,
     pub hss: Arc<Hss>,
     pub now: Instant,
     pub logs: Vec<String>,
 }
 
+/// The IMSI whose policy slice is a harness's focus slice.
+pub const FOCUS_IMSI: u64 = 1010000000001;
+
+fn test_rand() -> Box<dyn FnMut() -> [u8; 16] + Send> {
+    let mut ctr = 0u64;
+    Box::new(move || {
+        ctr += 1;
+        let mut r = [0x5au8; 16];
+        r[..8].copy_from_slice(&ctr.to_be_bytes());
+        r
+    })
+}
+
 impl Harness {
     pub fn new(users: usize, cfg: MmeConfig) -> Harness {
+        Self::sliced(users, cfg, 1)
+    }
+
+    /// A node of `slices` slices (consistent-hash policy), each sized for `users`.
+    pub fn sliced(users: usize, cfg: MmeConfig, slices: usize) -> Harness {
         let hss = Arc::new(Hss::in_memory().expect("in-memory HSS"));
-        let (cp, dp) = build(&SliceConfig::for_users(users));
-        let mut ctr = 0u64;
-        let rand = Box::new(move || {
-            ctr += 1;
-            let mut r = [0x5au8; 16];
-            r[..8].copy_from_slice(&ctr.to_be_bytes());
-            r
-        });
+        let endpoint = S1apEndpoint::new(cfg.clone(), slices, SlicePolicy::ConsistentHash);
+        let focus = endpoint.slice_of_imsi(FOCUS_IMSI);
+        let layout =
+            pepc_slice::ids::IdLayout::new(slices, Ipv4Addr::new(10, 0, 0, 0), 8).expect("layout");
+        let mut all: Vec<Option<SliceSim>> = (0..slices)
+            .map(|s| {
+                let mut sc = SliceConfig::for_users(users);
+                sc.slice = s as u32;
+                sc.layout = layout;
+                let (cp, dp) = build(&sc);
+                let mut mme = Mme::new(cfg.clone(), hss.clone(), test_rand());
+                mme.set_role(endpoint.role(s));
+                Some(SliceSim { mme, cp, dp })
+            })
+            .collect();
+        let f = all[focus].take().expect("focus slice");
         Harness {
-            mme: Mme::new(cfg, hss.clone(), rand),
-            cp,
-            dp,
+            endpoint,
+            mme: f.mme,
+            cp: f.cp,
+            dp: f.dp,
+            focus,
+            others: all,
             hss,
             now: Instant::now(),
             logs: vec![],
         }
+    }
+
+    /// The `k`-th test IMSI (from [`FOCUS_IMSI`] up) whose slice is the focus slice.
+    pub fn focus_imsi(&self, k: usize) -> String {
+        let imsi = (FOCUS_IMSI..)
+            .filter(|i| self.endpoint.slice_of_imsi(*i) == self.focus)
+            .nth(k)
+            .expect("IMSIs");
+        format!("{imsi:015}")
+    }
+
+    pub fn slices(&self) -> usize {
+        self.others.len()
+    }
+
+    /// Slice `s`'s MME and control plane.
+    pub fn slice(&mut self, s: usize) -> (&mut Mme, &mut ControlPlane, &mut DataPlane) {
+        if s == self.focus {
+            (&mut self.mme, &mut self.cp, &mut self.dp)
+        } else {
+            let x = self.others[s].as_mut().expect("slice");
+            (&mut x.mme, &mut x.cp, &mut x.dp)
+        }
+    }
+
+    /// The slice whose control plane holds `imsi`, and its UE slot.
+    pub fn find_imsi(&mut self, imsi: u64) -> Option<(usize, u32)> {
+        (0..self.slices()).find_map(|s| {
+            let (_, cp, _) = self.slice(s);
+            cp.find_imsi(imsi).map(|(_, slot)| (s, slot))
+        })
+    }
+
+    /// Sum of a counter over every slice's MME.
+    pub fn stat(&mut self, f: impl Fn(&crate::MmeStats) -> u64) -> u64 {
+        (0..self.slices()).map(|s| f(&self.slice(s).0.stats)).sum()
+    }
+
+    /// Registered or in-progress contexts over every slice.
+    pub fn ue_count(&mut self) -> usize {
+        (0..self.slices()).map(|s| self.slice(s).0.ue_count()).sum()
+    }
+
+    /// Run what the endpoint returned through the slices until nothing is left.
+    fn drive(&mut self, mut eo: EndpointOut) -> Vec<(AssocId, S1apMessage)> {
+        let mut wire = vec![];
+        loop {
+            wire.append(&mut eo.wire);
+            if eo.slices.is_empty() {
+                break;
+            }
+            let inputs = std::mem::take(&mut eo.slices);
+            for (s, i) in inputs {
+                let mut out = vec![];
+                let now = self.now;
+                let (mme, cp, _) = self.slice(s);
+                mme.handle(now, i, cp, &mut out);
+                for o in out {
+                    self.endpoint.on_slice_output(s, o, &mut eo);
+                }
+            }
+        }
+        self.collect(wire)
     }
 
     fn collect(&mut self, out: Vec<Output>) -> Vec<(AssocId, S1apMessage)> {
@@ -81,15 +187,42 @@ impl Harness {
                 },
                 Output::CloseAssoc { assoc } => self.logs.push(format!("close {assoc}")),
                 Output::Log(_, s) => self.logs.push(s),
+                other => self.logs.push(format!("unrouted output {other:?}")),
             }
         }
         r
     }
 
+    /// A transport event or slice input: `EnbUp`, `EnbDown` and `S1ap` go to the
+    /// node's endpoint, the others to the focus slice's MME.
     pub fn input(&mut self, i: Input) -> Vec<(AssocId, S1apMessage)> {
-        let mut out = vec![];
-        self.mme.handle(self.now, i, &mut self.cp, &mut out);
-        self.collect(out)
+        let mut eo = EndpointOut::default();
+        match i {
+            Input::EnbUp { assoc, out_streams } => self.endpoint.assoc_up(assoc, out_streams),
+            Input::EnbDown { assoc } => self.endpoint.assoc_down(assoc, &mut eo),
+            Input::S1ap {
+                assoc,
+                stream,
+                bytes,
+            } => self.endpoint.on_s1ap(assoc, stream, bytes, &mut eo),
+            other => eo.slices.push((self.focus, other)),
+        }
+        self.drive(eo)
+    }
+
+    /// A slice input straight to slice `s` (data-path requests, tests).
+    pub fn input_to(&mut self, s: usize, i: Input) -> Vec<(AssocId, S1apMessage)> {
+        let mut eo = EndpointOut::default();
+        eo.slices.push((s, i));
+        self.drive(eo)
+    }
+
+    /// The node's own Reset of an eNB's UE-associated connections.
+    pub fn reset_enb(&mut self, assoc: AssocId) -> Vec<(AssocId, S1apMessage)> {
+        let mut eo = EndpointOut::default();
+        self.endpoint
+            .reset_enb(assoc, pepc_s1ap::Cause::OM_INTERVENTION, &mut eo);
+        self.drive(eo)
     }
 
     pub fn send(
@@ -105,12 +238,20 @@ impl Harness {
         })
     }
 
-    /// Advance the clock and run due timers.
+    /// Advance the clock and run due timers of every slice.
     pub fn advance(&mut self, d: Duration) -> Vec<(AssocId, S1apMessage)> {
         self.now += d;
-        let mut out = vec![];
-        self.mme.handle_timeout(self.now, &mut self.cp, &mut out);
-        self.collect(out)
+        let mut eo = EndpointOut::default();
+        for s in 0..self.slices() {
+            let mut out = vec![];
+            let now = self.now;
+            let (mme, cp, _) = self.slice(s);
+            mme.handle_timeout(now, cp, &mut out);
+            for o in out {
+                self.endpoint.on_slice_output(s, o, &mut eo);
+            }
+        }
+        self.drive(eo)
     }
 
     /// Association up + S1 Setup for an eNB with `gid` serving TAC `tac` of 001/01.
@@ -138,9 +279,11 @@ impl Harness {
             .expect("S1 Setup answered")
     }
 
-    /// Let the slice apply published updates (data thread side).
+    /// Let every slice's data plane apply published updates (data thread side).
     pub fn sync(&mut self) {
-        self.dp.sync(0);
+        for s in 0..self.slices() {
+            self.slice(s).2.sync(0);
+        }
     }
 }
 

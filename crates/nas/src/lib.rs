@@ -6,6 +6,7 @@
 
 pub mod ie;
 pub mod msg;
+pub mod peek;
 pub mod security;
 
 pub use ie::*;

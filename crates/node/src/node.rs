@@ -152,7 +152,7 @@ impl Node {
             if let Some(max) = driver.max_slices() {
                 if n > max {
                     return Err(format!(
-                        "config key `node.slices`: the S1-MME driver runs one slice per node for now (slices = {n}, at most {max})"
+                        "config key `node.slices`: this control driver serves at most {max} slice(s) (slices = {n})"
                     ));
                 }
             }

@@ -1,57 +1,218 @@
-//! The S1-MME driver of a slice's control thread: moves S1AP between the SCTP transport
-//! (PPID 18) and the sans-IO MME, feeds the MME the data thread's requests (paging),
-//! and fires its timers. The MME itself owns no socket or clock.
+//! S1-MME on a node: the node's S1AP endpoint ([`pepc_mme::S1apEndpoint`]) owns the
+//! SCTP transport (PPID 18) and the eNB associations and steers each UE's messages
+//! to the MME of its slice; each slice's control thread runs that MME against its own
+//! control plane. Nothing on the message path is shared or locked: the endpoint and
+//! the slices exchange messages over single-producer rings and wake each other with
+//! eventfds ([`IdleWake`]).
+//!
+//! * One slice ([`MmeDriver`]): the endpoint runs inline in the slice's control
+//!   thread, which also owns the transport (no extra hop).
+//! * N slices ([`start_signaling`]): the endpoint has a thread of its own
+//!   ([`EndpointThread`]); every slice runs a [`SliceMme`].
 
 use crate::io::wait_any_readable;
-use crate::runtime::ControlDriver;
-use pepc_mme::{Input, LogLevel, Mme, Output};
+use crate::runtime::{ControlDriver, IdleWake};
+use pepc_mme::{EndpointOut, Input, LogLevel, Mme, Output, S1apEndpoint};
 use pepc_sctp::transport::{S1Transport, TransportEvent, S1AP_PPID};
 use pepc_slice::control::{ControlEvent, ControlPlane};
+use pepc_slice::spsc::{self, Consumer, Producer};
+use std::collections::VecDeque;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub struct MmeDriver {
+/// Messages a ring between the endpoint and a slice holds; beyond it they wait in
+/// the sender's backlog (bounded by [`MAX_BACKLOG`]).
+const RING: usize = 16 * 1024;
+/// Messages one side keeps for a slow peer before it drops (and counts) more.
+const MAX_BACKLOG: usize = 256 * 1024;
+
+/// A slice's signaling figures, written by its control thread only.
+#[derive(Debug, Default)]
+pub struct SliceGauges {
+    /// UE contexts in the slice's MME (registered or in a procedure).
+    pub ues: AtomicU64,
+    pub attaches: AtomicU64,
+    /// Messages dropped because the endpoint's ring and backlog were full.
+    pub dropped_outputs: AtomicU64,
+}
+
+fn log_output(level: LogLevel, msg: &str, verbose: bool) {
+    if verbose || level == LogLevel::Warn {
+        eprintln!("mme: {msg}");
+    }
+}
+
+/// The transport side of the endpoint: events in, S1AP and closes out.
+struct Wire {
     transport: Box<dyn S1Transport>,
-    pub mme: Mme,
     events: Vec<TransportEvent>,
+    verbose: bool,
+}
+
+impl Wire {
+    fn new(transport: Box<dyn S1Transport>) -> Self {
+        Wire {
+            transport,
+            events: Vec::with_capacity(256),
+            verbose: false,
+        }
+    }
+
+    /// Reads what is pending (unless `events` already holds what a wait read).
+    fn poll(&mut self) {
+        if self.events.is_empty() {
+            if let Err(e) = self.transport.poll(Duration::ZERO, &mut self.events) {
+                eprintln!("s1-mme: poll failed: {e}");
+            }
+        }
+    }
+
+    /// Hands every pending transport event to the endpoint.
+    fn feed(&mut self, ep: &mut S1apEndpoint, eo: &mut EndpointOut) -> bool {
+        let busy = !self.events.is_empty();
+        for ev in self.events.drain(..) {
+            match ev {
+                TransportEvent::Up {
+                    assoc, out_streams, ..
+                } => ep.assoc_up(assoc, out_streams),
+                TransportEvent::Down { assoc, .. } => ep.assoc_down(assoc, eo),
+                TransportEvent::Data {
+                    assoc,
+                    stream,
+                    ppid,
+                    data,
+                } => {
+                    if ppid != S1AP_PPID {
+                        continue; // not S1AP: ignore (TS 36.412 §7)
+                    }
+                    ep.on_s1ap(assoc, stream, data, eo);
+                }
+            }
+        }
+        busy
+    }
+
+    fn emit(&mut self, o: Output) {
+        match o {
+            Output::S1ap {
+                assoc,
+                stream,
+                bytes,
+            } => {
+                if let Err(e) = self.transport.send(assoc, stream, S1AP_PPID, &bytes) {
+                    eprintln!("s1-mme: send to association {assoc} failed: {e}");
+                }
+            }
+            Output::CloseAssoc { assoc } => self.transport.close(assoc),
+            Output::Log(level, msg) => log_output(level, &msg, self.verbose),
+            other => eprintln!("s1-mme: endpoint output {other:?} has no route"),
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Err(e) = self.transport.flush() {
+            eprintln!("s1-mme: flush failed: {e}");
+        }
+    }
+
+    /// Waits for transport input, `extra` descriptors or `deadline`.
+    fn wait(&mut self, deadline: Instant, extra: &[RawFd]) {
+        let now = Instant::now();
+        let mut deadline = deadline;
+        if let Some(fd) = self.transport.wait_fd() {
+            if let Some(t) = self.transport.next_deadline() {
+                deadline = deadline.min(t);
+            }
+            let wait = deadline.saturating_duration_since(now);
+            if wait.is_zero() {
+                return;
+            }
+            let mut fds = Vec::with_capacity(1 + extra.len());
+            fds.push(fd);
+            fds.extend_from_slice(extra);
+            if let Err(e) = wait_any_readable(&fds, wait) {
+                eprintln!("s1-mme: wait failed: {e}");
+                std::thread::sleep(wait); // do not spin on a broken descriptor
+            }
+            return;
+        }
+        // A transport without a descriptor waits inside its own poll; keep it short
+        // when other sources may wake us.
+        let mut wait = deadline.saturating_duration_since(now);
+        if !extra.is_empty() {
+            wait = wait.min(Duration::from_millis(1));
+        }
+        if wait.is_zero() {
+            return;
+        }
+        if let Err(e) = self.transport.poll(wait, &mut self.events) {
+            eprintln!("s1-mme: poll failed: {e}");
+            std::thread::sleep(wait);
+        }
+    }
+}
+
+/// One slice per node: the endpoint, the transport and the MME all run on the
+/// slice's control thread.
+pub struct MmeDriver {
+    wire: Wire,
+    pub endpoint: S1apEndpoint,
+    pub mme: Mme,
+    eo: EndpointOut,
     out: Vec<Output>,
     control: Vec<ControlEvent>,
+    gauges: Arc<SliceGauges>,
     pub verbose: bool,
 }
 
 impl MmeDriver {
     pub fn new(transport: Box<dyn S1Transport>, mme: Mme) -> Self {
+        let endpoint = S1apEndpoint::new(mme.config().clone(), 1, mme.role().policy);
         MmeDriver {
-            transport,
+            wire: Wire::new(transport),
+            endpoint,
             mme,
-            events: Vec::with_capacity(256),
+            eo: EndpointOut::default(),
             out: Vec::with_capacity(256),
             control: Vec::new(),
+            gauges: Arc::default(),
             verbose: false,
         }
     }
 
-    fn emit(&mut self) {
-        for o in self.out.drain(..) {
-            match o {
-                Output::S1ap {
-                    assoc,
-                    stream,
-                    bytes,
-                } => {
-                    if let Err(e) = self.transport.send(assoc, stream, S1AP_PPID, &bytes) {
-                        eprintln!("s1-mme: send to association {assoc} failed: {e}");
-                    }
-                }
-                Output::CloseAssoc { assoc } => self.transport.close(assoc),
-                Output::Log(level, msg) => {
-                    if self.verbose || level == LogLevel::Warn {
-                        eprintln!("mme: {msg}");
-                    }
+    pub fn gauges(&self) -> Arc<SliceGauges> {
+        self.gauges.clone()
+    }
+
+    /// Runs the endpoint's slice inputs through the MME until nothing is left, then
+    /// sends everything.
+    fn settle(&mut self, cp: &mut ControlPlane, now: Instant) {
+        while !self.eo.slices.is_empty() {
+            let inputs = std::mem::take(&mut self.eo.slices);
+            for (_, input) in inputs {
+                match input {
+                    Input::S1ap {
+                        assoc,
+                        stream,
+                        bytes,
+                    } => self
+                        .mme
+                        .handle_s1ap(now, assoc, stream, &bytes, cp, &mut self.out),
+                    other => self.mme.handle(now, other, cp, &mut self.out),
                 }
             }
+            for o in self.out.drain(..) {
+                self.endpoint.on_slice_output(0, o, &mut self.eo);
+            }
         }
-        let _ = self.transport.flush();
+        self.wire.verbose = self.verbose;
+        for o in self.eo.wire.drain(..) {
+            self.wire.emit(o);
+        }
+        self.wire.flush();
     }
 }
 
@@ -62,44 +223,174 @@ impl ControlDriver for MmeDriver {
     }
 
     fn run_once(&mut self, cp: &mut ControlPlane, now: Instant) -> bool {
-        // Events read by `wait_idle` are the newest there are: handle them first
-        // (in order) and skip the poll, which would only find nothing.
-        if self.events.is_empty() {
-            if let Err(e) = self.transport.poll(Duration::ZERO, &mut self.events) {
-                eprintln!("s1-mme: poll failed: {e}");
+        self.wire.poll();
+        let mut busy = self.wire.feed(&mut self.endpoint, &mut self.eo);
+        self.control.clear();
+        if cp.poll_requests(&mut self.control) > 0 {
+            busy = true;
+        }
+        for ev in self.control.drain(..) {
+            self.eo.slices.push((0, Input::Control(ev)));
+        }
+        self.settle(cp, now);
+        if self.mme.next_timeout().is_some_and(|t| t <= now) {
+            self.mme.handle_timeout(now, cp, &mut self.out);
+            for o in self.out.drain(..) {
+                self.endpoint.on_slice_output(0, o, &mut self.eo);
+            }
+            self.settle(cp, now);
+            busy = true;
+        }
+        self.gauges
+            .ues
+            .store(self.mme.ue_count() as u64, Ordering::Relaxed);
+        self.gauges
+            .attaches
+            .store(self.mme.stats.attaches, Ordering::Relaxed);
+        busy
+    }
+
+    /// Blocks until S1-MME input arrives, the data thread wakes us, the MME's or the
+    /// transport's next timer is due, or `max` passes.
+    fn wait_idle(&mut self, _cp: &ControlPlane, max: Duration, wake: Option<RawFd>) {
+        if !self.wire.events.is_empty() {
+            return;
+        }
+        let mut deadline = Instant::now() + max;
+        if let Some(t) = self.mme.next_timeout() {
+            deadline = deadline.min(t);
+        }
+        let extra: Vec<RawFd> = wake.into_iter().collect();
+        self.wire.wait(deadline, &extra);
+    }
+
+    /// The endpoint runs inline for this one slice.
+    fn max_slices(&self) -> Option<usize> {
+        Some(1)
+    }
+}
+
+/// What the endpoint thread holds of one slice.
+struct SliceLink {
+    to: Producer<Input>,
+    /// Inputs the ring had no room for, in order.
+    backlog: VecDeque<Input>,
+    pushed: u64,
+    inbox_wake: Arc<IdleWake>,
+    from: Consumer<Output>,
+    outbox_wake: Arc<IdleWake>,
+}
+
+/// Figures of the endpoint thread.
+#[derive(Debug, Default)]
+pub struct EndpointGauges {
+    pub enbs: AtomicU64,
+    pub demuxed: AtomicU64,
+    pub dropped_inputs: AtomicU64,
+    /// CPU time of the endpoint thread (ns), updated about every 10 ms of work.
+    pub cpu_ns: AtomicU64,
+}
+
+/// The node's S1AP endpoint on its own thread.
+pub struct EndpointThread {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<S1apEndpoint>>,
+    pub gauges: Arc<EndpointGauges>,
+}
+
+impl EndpointThread {
+    /// Stops the thread; returns the endpoint (its counters).
+    pub fn stop(mut self) -> Option<S1apEndpoint> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.take().and_then(|h| h.join().ok())
+    }
+}
+
+impl Drop for EndpointThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A slice's control driver when the endpoint runs on its own thread.
+pub struct SliceMme {
+    index: usize,
+    pub mme: Mme,
+    from: Consumer<Input>,
+    inbox_wake: Arc<IdleWake>,
+    /// Inbox count seen before the last drain (wake-up handshake).
+    inbox_mark: u64,
+    to: Producer<Output>,
+    backlog: VecDeque<Output>,
+    pushed: u64,
+    outbox_wake: Arc<IdleWake>,
+    out: Vec<Output>,
+    control: Vec<ControlEvent>,
+    gauges: Arc<SliceGauges>,
+    verbose: bool,
+}
+
+impl SliceMme {
+    pub fn gauges(&self) -> Arc<SliceGauges> {
+        self.gauges.clone()
+    }
+
+    fn ship(&mut self) {
+        for o in self.out.drain(..) {
+            if let Output::Log(level, msg) = &o {
+                log_output(*level, msg, self.verbose);
+                continue;
+            }
+            if self.backlog.len() >= MAX_BACKLOG {
+                self.gauges.dropped_outputs.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            self.backlog.push_back(o);
+        }
+        let before = self.pushed;
+        while let Some(o) = self.backlog.pop_front() {
+            match self.to.push(o) {
+                Ok(()) => self.pushed += 1,
+                Err(o) => {
+                    self.backlog.push_front(o);
+                    break;
+                }
             }
         }
-        let mut busy = !self.events.is_empty();
-        let events = std::mem::take(&mut self.events);
-        for ev in events.iter() {
-            let input = match ev {
-                TransportEvent::Up {
-                    assoc, out_streams, ..
-                } => Input::EnbUp {
-                    assoc: *assoc,
-                    out_streams: *out_streams,
-                },
-                TransportEvent::Down { assoc, .. } => Input::EnbDown { assoc: *assoc },
-                TransportEvent::Data {
+        if self.pushed != before {
+            self.outbox_wake.post(self.pushed);
+        }
+    }
+}
+
+impl ControlDriver for SliceMme {
+    fn prewarm(&mut self, cp: &mut ControlPlane, users: usize) {
+        self.mme.prewarm(users);
+        cp.prewarm(users);
+    }
+
+    fn run_once(&mut self, cp: &mut ControlPlane, now: Instant) -> bool {
+        self.inbox_mark = self.inbox_wake.posted();
+        let mut busy = false;
+        while let Some(input) = self.from.pop() {
+            busy = true;
+            match input {
+                Input::S1ap {
                     assoc,
                     stream,
-                    ppid,
-                    data,
-                } => {
-                    if *ppid != S1AP_PPID {
-                        continue; // not S1AP: ignore (TS 36.412 §7)
-                    }
-                    Input::S1ap {
-                        assoc: *assoc,
-                        stream: *stream,
-                        bytes: data.clone(),
-                    }
-                }
-            };
-            self.mme.handle(now, input, cp, &mut self.out);
+                    bytes,
+                } => self
+                    .mme
+                    .handle_s1ap(now, assoc, stream, &bytes, cp, &mut self.out),
+                other => self.mme.handle(now, other, cp, &mut self.out),
+            }
+            if self.out.len() >= 256 {
+                self.ship();
+            }
         }
-        self.events = events;
-        self.events.clear();
         self.control.clear();
         if cp.poll_requests(&mut self.control) > 0 {
             busy = true;
@@ -111,52 +402,190 @@ impl ControlDriver for MmeDriver {
             self.mme.handle_timeout(now, cp, &mut self.out);
             busy = true;
         }
-        self.emit();
+        self.ship();
+        if !self.backlog.is_empty() {
+            busy = true;
+        }
+        self.gauges
+            .ues
+            .store(self.mme.ue_count() as u64, Ordering::Relaxed);
+        self.gauges
+            .attaches
+            .store(self.mme.stats.attaches, Ordering::Relaxed);
         busy
     }
 
-    /// Blocks until S1-MME input arrives, the data thread wakes us, the MME's or the
-    /// transport's next timer is due, or `max` passes. With a pollable transport the
-    /// next `run_once` reads the input; otherwise the transport's own `poll` waits
-    /// and what it returns stays in `events` for the next `run_once`.
     fn wait_idle(&mut self, _cp: &ControlPlane, max: Duration, wake: Option<RawFd>) {
-        if !self.events.is_empty() {
-            return;
-        }
-        let now = Instant::now();
-        let mut deadline = now + max;
+        let mut wait = max;
         if let Some(t) = self.mme.next_timeout() {
-            deadline = deadline.min(t);
+            wait = wait.min(t.saturating_duration_since(Instant::now()));
         }
-        if let Some(fd) = self.transport.wait_fd() {
-            if let Some(t) = self.transport.next_deadline() {
-                deadline = deadline.min(t);
-            }
-            let wait = deadline.saturating_duration_since(now);
-            if wait.is_zero() {
-                return;
-            }
-            let fds = [fd, wake.unwrap_or(-1)];
-            let n = if wake.is_some() { 2 } else { 1 };
-            if let Err(e) = wait_any_readable(&fds[..n], wait) {
-                eprintln!("s1-mme: wait failed: {e}");
-                std::thread::sleep(wait); // do not spin on a broken descriptor
-            }
+        if wait.is_zero() || !self.inbox_wake.begin_wait(self.inbox_mark) {
             return;
         }
-        let wait = deadline.saturating_duration_since(now);
-        if wait.is_zero() {
-            return;
+        let fds = [self.inbox_wake.fd(), wake.unwrap_or(-1)];
+        let n = if wake.is_some() { 2 } else { 1 };
+        if let Err(e) = wait_any_readable(&fds[..n], wait) {
+            eprintln!("s1-mme: slice {} wait failed: {e}", self.index);
+            std::thread::sleep(wait);
         }
-        if let Err(e) = self.transport.poll(wait, &mut self.events) {
-            eprintln!("s1-mme: poll failed: {e}");
-            std::thread::sleep(wait); // do not spin on a broken socket
-        }
+        self.inbox_wake.end_wait();
     }
+}
 
-    /// The association carries every UE's signaling and the MME is one slice's; there
-    /// is no S1AP demux across slices yet.
-    fn max_slices(&self) -> Option<usize> {
-        Some(1)
+/// Starts the endpoint thread on `transport` with one MME per slice (`mmes[s]`
+/// serves slice `s`; their roles are set here); returns it and the slices' drivers.
+pub fn start_signaling(
+    transport: Box<dyn S1Transport>,
+    mut endpoint: S1apEndpoint,
+    mmes: Vec<Mme>,
+    verbose: bool,
+    core: Option<usize>,
+) -> std::io::Result<(EndpointThread, Vec<SliceMme>)> {
+    let mut links = Vec::with_capacity(mmes.len());
+    let mut drivers = Vec::with_capacity(mmes.len());
+    for (s, mut mme) in mmes.into_iter().enumerate() {
+        mme.set_role(endpoint.role(s));
+        let (to_slice, from_node) = spsc::channel::<Input>(RING);
+        let (to_node, from_slice) = spsc::channel::<Output>(RING);
+        let inbox_wake = Arc::new(IdleWake::new()?);
+        let outbox_wake = Arc::new(IdleWake::new()?);
+        links.push(SliceLink {
+            to: to_slice,
+            backlog: VecDeque::new(),
+            pushed: 0,
+            inbox_wake: inbox_wake.clone(),
+            from: from_slice,
+            outbox_wake: outbox_wake.clone(),
+        });
+        drivers.push(SliceMme {
+            index: s,
+            mme,
+            from: from_node,
+            inbox_wake,
+            inbox_mark: 0,
+            to: to_node,
+            backlog: VecDeque::new(),
+            pushed: 0,
+            outbox_wake,
+            out: Vec::with_capacity(256),
+            control: Vec::new(),
+            gauges: Arc::default(),
+            verbose,
+        });
     }
+    let stop = Arc::new(AtomicBool::new(false));
+    let gauges = Arc::new(EndpointGauges::default());
+    let (st, g) = (stop.clone(), gauges.clone());
+    let mut wire = Wire::new(transport);
+    wire.verbose = verbose;
+    let handle = std::thread::Builder::new()
+        .name("pepc-s1ap".into())
+        .spawn(move || {
+            if let Some(c) = core {
+                pepc_slice::slice::pin_current_thread(c);
+            }
+            endpoint_loop(&mut wire, &mut endpoint, &mut links, &st, &g);
+            endpoint
+        })?;
+    Ok((
+        EndpointThread {
+            stop,
+            handle: Some(handle),
+            gauges,
+        },
+        drivers,
+    ))
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn endpoint_loop(
+    wire: &mut Wire,
+    ep: &mut S1apEndpoint,
+    links: &mut [SliceLink],
+    stop: &AtomicBool,
+    gauges: &EndpointGauges,
+) {
+    let mut eo = EndpointOut::default();
+    let mut idle_rounds = 0u32;
+    let mut last_cpu = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let marks: Vec<u64> = links.iter().map(|l| l.outbox_wake.posted()).collect();
+        wire.poll();
+        let mut busy = wire.feed(ep, &mut eo);
+        for (s, l) in links.iter_mut().enumerate() {
+            while let Some(o) = l.from.pop() {
+                busy = true;
+                ep.on_slice_output(s, o, &mut eo);
+            }
+        }
+        for (s, input) in eo.slices.drain(..) {
+            let l = &mut links[s];
+            if l.backlog.len() >= MAX_BACKLOG {
+                gauges.dropped_inputs.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            l.backlog.push_back(input);
+        }
+        for l in links.iter_mut() {
+            let before = l.pushed;
+            while let Some(i) = l.backlog.pop_front() {
+                match l.to.push(i) {
+                    Ok(()) => l.pushed += 1,
+                    Err(i) => {
+                        l.backlog.push_front(i);
+                        busy = true;
+                        break;
+                    }
+                }
+            }
+            if l.pushed != before {
+                l.inbox_wake.post(l.pushed);
+            }
+        }
+        for o in eo.wire.drain(..) {
+            wire.emit(o);
+        }
+        wire.flush();
+        gauges.enbs.store(ep.enb_count() as u64, Ordering::Relaxed);
+        gauges.demuxed.store(ep.stats.demuxed, Ordering::Relaxed);
+        if last_cpu.elapsed() > Duration::from_millis(10) {
+            gauges.cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);
+            last_cpu = Instant::now();
+        }
+        if busy {
+            idle_rounds = 0;
+            continue;
+        }
+        idle_rounds = idle_rounds.saturating_add(1);
+        let max = crate::runtime::idle_wait_cap(idle_rounds);
+        // Wait only if no slice posted since we read its ring.
+        let mut armed = Vec::with_capacity(links.len());
+        let mut posted = false;
+        for (l, m) in links.iter().zip(&marks) {
+            if l.outbox_wake.begin_wait(*m) {
+                armed.push(l);
+            } else {
+                posted = true;
+                break;
+            }
+        }
+        if !posted {
+            let fds: Vec<RawFd> = links.iter().map(|l| l.outbox_wake.fd()).collect();
+            wire.wait(Instant::now() + max, &fds);
+        }
+        for l in armed {
+            l.outbox_wake.end_wait();
+        }
+    }
+    gauges.cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);
 }

@@ -22,6 +22,7 @@
 //! network_name = "pepc"       # EMM Information after attach ("" = none)
 //! ambr_ul = 100000000         # bit/s when the subscription has no AMBR
 //! ambr_dl = 100000000
+//! slice_policy = "consistent-hash"  # user→slice for IMSI / foreign-GUTI attaches: consistent-hash | modulo
 //! [s1mme]
 //! transport = "auto"          # auto (kernel SCTP if present, else SCTP over UDP) | kernel | udp
 //! bind = "127.0.0.1"          # S1-MME address
@@ -33,11 +34,11 @@
 //! ```
 
 use pepc_hss::Hss;
-use pepc_mme::{Mme, MmeConfig};
+use pepc_mme::{Mme, MmeConfig, S1apEndpoint, SlicePolicy};
 use pepc_node::config::{NodeConfig, Validated};
 use pepc_node::node::Node;
 use pepc_node::runtime::ControlDriver;
-use pepc_node::s1mme::MmeDriver;
+use pepc_node::s1mme::{start_signaling, EndpointThread, MmeDriver, SliceGauges};
 use pepc_s1ap::Plmn;
 use pepc_sctp::transport::{open_server, Backend, TransportConfig};
 use pepc_security::{Eea, Eia};
@@ -75,6 +76,7 @@ pub struct MmeSection {
     pub network_name: String,
     pub ambr_ul: u64,
     pub ambr_dl: u64,
+    pub slice_policy: String,
 }
 
 impl Default for MmeSection {
@@ -97,6 +99,7 @@ impl Default for MmeSection {
             network_name: d.network_name.unwrap_or_default(),
             ambr_ul: d.default_ambr.0,
             ambr_dl: d.default_ambr.1,
+            slice_policy: "consistent-hash".into(),
         }
     }
 }
@@ -153,6 +156,8 @@ pub struct EpcConfig {
     pub transport: TransportConfig,
     pub hss: HssStore,
     pub verbose: bool,
+    /// How IMSIs (and foreign GUTIs) are spread over the slices.
+    pub slice_policy: SlicePolicy,
 }
 
 /// Parse PLMN digits ("00101", "310410") into the TBCD octets of TS 24.008 10.5.1.13.
@@ -311,12 +316,15 @@ impl EpcConfig {
             ":memory:" => HssStore::Memory,
             p => HssStore::File(PathBuf::from(p)),
         };
+        let slice_policy = SlicePolicy::parse(&m.slice_policy)
+            .map_err(|e| format!("config key `mme.slice_policy`: {e}"))?;
         Ok(EpcConfig {
             node,
             mme,
             transport,
             hss,
             verbose: s.verbose,
+            slice_policy,
         })
     }
 
@@ -344,14 +352,22 @@ pub struct Epc {
     pub hss: Arc<Hss>,
     /// Where the S1-MME listener is (None when the MME is disabled).
     pub s1mme: Option<String>,
+    /// The node's S1AP endpoint thread (with more than one slice).
+    pub endpoint: Option<EndpointThread>,
+    /// Each slice's signaling figures (empty when the MME is disabled).
+    pub gauges: Vec<Arc<SliceGauges>>,
 }
 
 impl Epc {
-    /// Start the node; its slice's control thread runs the MME on the S1-MME
-    /// transport (or the synthetic events when the MME is disabled).
+    /// Start the node: with one slice its control thread runs the S1AP endpoint and
+    /// the MME on the S1-MME transport; with N the endpoint has a thread of its own
+    /// and steers each UE's signaling to the MME in its slice's control thread (or
+    /// the slices run synthetic events when the MME is disabled).
     pub fn start(cfg: &EpcConfig, hss: Arc<Hss>) -> Result<Epc, String> {
-        let mut driver: Option<Box<dyn ControlDriver>> = None;
+        let mut drivers: Vec<Option<Box<dyn ControlDriver>>> = Vec::new();
+        let mut gauges = Vec::new();
         let mut s1mme = None;
+        let mut endpoint = None;
         if let Some(mcfg) = &cfg.mme {
             let transport = open_server(&cfg.transport).map_err(|e| {
                 format!(
@@ -370,18 +386,64 @@ impl Epc {
             // Profiles in memory before the first attach: an attach storm after a
             // start then needs no database read (about 1 µs per subscriber here).
             hss.preload().map_err(|e| format!("HSS preload: {e}"))?;
-            let mme = Mme::new(mcfg.clone(), hss.clone(), pepc_mme::mme::urandom());
-            let mut d = MmeDriver::new(transport, mme);
-            d.verbose = cfg.verbose;
-            driver = Some(Box::new(d));
+            let n = cfg.node.slices;
+            let ep = S1apEndpoint::new(mcfg.clone(), n, cfg.slice_policy);
+            if n == 1 {
+                let mut mme = Mme::new(mcfg.clone(), hss.clone(), pepc_mme::mme::urandom());
+                mme.set_role(ep.role(0));
+                // The endpoint runs inline in the only slice's control thread.
+                let mut d = MmeDriver::new(transport, mme);
+                d.verbose = cfg.verbose;
+                gauges.push(d.gauges());
+                drivers.push(Some(Box::new(d)));
+            } else {
+                let mmes = (0..n)
+                    .map(|_| Mme::new(mcfg.clone(), hss.clone(), pepc_mme::mme::urandom()))
+                    .collect();
+                let (t, slices) = start_signaling(transport, ep, mmes, cfg.verbose, None)
+                    .map_err(|e| format!("starting the S1AP endpoint thread: {e}"))?;
+                endpoint = Some(t);
+                for d in slices {
+                    gauges.push(d.gauges());
+                    drivers.push(Some(Box::new(d)));
+                }
+            }
         }
-        let node = Node::start(&cfg.node, &mut |_| driver.take())?;
-        Ok(Epc { node, hss, s1mme })
+        let node = Node::start(&cfg.node, &mut |s| {
+            drivers.get_mut(s).and_then(|d| d.take())
+        })?;
+        Ok(Epc {
+            node,
+            hss,
+            s1mme,
+            endpoint,
+            gauges,
+        })
+    }
+
+    /// UEs each slice's MME holds now.
+    pub fn slice_ues(&self) -> Vec<u64> {
+        self.gauges
+            .iter()
+            .map(|g| g.ues.load(std::sync::atomic::Ordering::Relaxed))
+            .collect()
     }
 
     /// Stop every thread; returns the node's final figures (per slice and demux).
     pub fn stop(self) -> String {
-        let stats = self.node.stats().to_string();
+        let mut stats = self.node.stats().to_string();
+        for (s, n) in self.slice_ues().iter().enumerate() {
+            stats += &format!("slice {s}: {n} UEs\n");
+        }
+        if let Some(e) = self.endpoint {
+            if let Some(ep) = e.stop() {
+                let st = &ep.stats;
+                stats += &format!(
+                    "s1ap endpoint: {} eNBs set up, {} messages steered to slices, {} unknown UE IDs, {} decode errors\n",
+                    st.s1_setups, st.demuxed, st.unknown_ue_ids, st.s1ap_decode_errors
+                );
+            }
+        }
         self.node.shutdown();
         stats
     }

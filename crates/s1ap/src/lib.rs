@@ -10,6 +10,7 @@ pub mod container;
 mod enums;
 mod fast;
 pub mod msg;
+pub mod peek;
 mod types;
 
 pub use types::*;

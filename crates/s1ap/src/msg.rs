@@ -31,6 +31,7 @@ pub mod proc_code {
     pub const ERROR_INDICATION: u8 = 15;
     pub const NAS_NON_DELIVERY_INDICATION: u8 = 16;
     pub const S1_SETUP: u8 = 17;
+    pub const ENB_CONFIGURATION_UPDATE: u8 = 29;
     pub const UE_CONTEXT_RELEASE_REQUEST: u8 = 18;
     pub const UE_CONTEXT_MODIFICATION: u8 = 21;
     pub const UE_CONTEXT_RELEASE: u8 = 23;
@@ -399,6 +400,129 @@ impl S1SetupFailure {
             opt ttw: u8 = TimeToWait(t) => enums::time_to_wait_to(t),
         );
         Ok(S1SetupFailure {
+            cause,
+            time_to_wait: ttw,
+        })
+    }
+}
+
+// ------------------------------------------------------------------ eNB Configuration Update
+
+/// eNB Configuration Update (TS 36.413 §8.7.4): the eNB changes its name, supported
+/// TAs or paging DRX; what it leaves out stays as it was.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EnbConfigurationUpdate {
+    pub enb_name: Option<String>,
+    pub supported_tas: Option<Vec<SupportedTa>>,
+    pub paging_drx: Option<u16>,
+}
+message!(
+    EnbConfigurationUpdate,
+    Initiating,
+    proc_code::ENB_CONFIGURATION_UPDATE,
+    "ENBConfigurationUpdate"
+);
+impl EnbConfigurationUpdate {
+    pub fn to_pdu(&self) -> R<S1apPdu> {
+        let mut ies: Ies = vec![];
+        if let Some(n) = &self.enb_name {
+            ies.push(build_s1ap_ie!(
+                ENBConfigurationUpdate,
+                eNBname(raw::ENBname(n.clone().into()))
+            )?);
+        }
+        if let Some(tas) = &self.supported_tas {
+            let tas = tas
+                .iter()
+                .map(|t| {
+                    raw::SupportedTAsItem::new(
+                        raw::TAC(t.tac.to_be_bytes()),
+                        raw::BPLMNs(t.plmns.iter().map(|p| p.to_raw()).collect()),
+                        None,
+                    )
+                })
+                .collect();
+            ies.push(build_s1ap_ie!(
+                ENBConfigurationUpdate,
+                SupportedTAs(raw::SupportedTAs(tas))
+            )?);
+        }
+        if let Some(d) = self.paging_drx {
+            ies.push(build_s1ap_ie!(
+                ENBConfigurationUpdate,
+                DefaultPagingDRX(drx_raw(d)?)
+            )?);
+        }
+        pdu!(ENBConfigurationUpdate, ies)
+    }
+    fn extract(pdu: &S1apPdu) -> R<Self> {
+        extract_s1ap_ies!(pdu, ENBConfigurationUpdate,
+            opt enb_name: String = eNBname(n) => n.0.into_owned(),
+            opt tas: Vec<SupportedTa> = SupportedTAs(t) => t.0.iter().map(|i| SupportedTa {
+                tac: u16::from_be_bytes(i.tac.0),
+                plmns: i.broadcast_plmns.0.iter().map(Plmn::from_raw).collect(),
+            }).collect(),
+            opt drx: u16 = DefaultPagingDRX(d) => 32 << enums::pagingdrx_to(d),
+        );
+        Ok(EnbConfigurationUpdate {
+            enb_name,
+            supported_tas: tas,
+            paging_drx: drx,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EnbConfigurationUpdateAcknowledge {}
+message!(
+    EnbConfigurationUpdateAcknowledge,
+    Successful,
+    proc_code::ENB_CONFIGURATION_UPDATE,
+    "ENBConfigurationUpdateAcknowledge"
+);
+impl EnbConfigurationUpdateAcknowledge {
+    pub fn to_pdu(&self) -> R<S1apPdu> {
+        pdu!(ENBConfigurationUpdateAcknowledge, vec![])
+    }
+    fn extract(_pdu: &S1apPdu) -> R<Self> {
+        Ok(EnbConfigurationUpdateAcknowledge {})
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnbConfigurationUpdateFailure {
+    pub cause: Cause,
+    /// TimeToWait enumeration index, as in [`S1SetupFailure`].
+    pub time_to_wait: Option<u8>,
+}
+message!(
+    EnbConfigurationUpdateFailure,
+    Unsuccessful,
+    proc_code::ENB_CONFIGURATION_UPDATE,
+    "ENBConfigurationUpdateFailure"
+);
+impl EnbConfigurationUpdateFailure {
+    pub fn to_pdu(&self) -> R<S1apPdu> {
+        let mut ies: Ies = vec![build_s1ap_ie!(
+            ENBConfigurationUpdateFailure,
+            Cause(self.cause.to_raw()?)
+        )?];
+        if let Some(t) = self.time_to_wait {
+            let t = enums::time_to_wait_from(t)
+                .ok_or_else(|| S1apError::Invalid(format!("no TimeToWait {t}")))?;
+            ies.push(build_s1ap_ie!(
+                ENBConfigurationUpdateFailure,
+                TimeToWait(t)
+            )?);
+        }
+        pdu!(ENBConfigurationUpdateFailure, ies)
+    }
+    fn extract(pdu: &S1apPdu) -> R<Self> {
+        extract_s1ap_ies!(pdu, ENBConfigurationUpdateFailure,
+            req cause: Cause = Cause(c) => Cause::from_raw(&c)?,
+            opt ttw: u8 = TimeToWait(t) => enums::time_to_wait_to(t),
+        );
+        Ok(EnbConfigurationUpdateFailure {
             cause,
             time_to_wait: ttw,
         })
@@ -2369,6 +2493,9 @@ s1ap_message_enum!(
     S1SetupRequest,
     S1SetupResponse,
     S1SetupFailure,
+    EnbConfigurationUpdate,
+    EnbConfigurationUpdateAcknowledge,
+    EnbConfigurationUpdateFailure,
     InitialUeMessage,
     UplinkNasTransport,
     DownlinkNasTransport,
@@ -2477,6 +2604,9 @@ impl S1apMessage {
             M::S1SetupRequest(_)
             | M::S1SetupResponse(_)
             | M::S1SetupFailure(_)
+            | M::EnbConfigurationUpdate(_)
+            | M::EnbConfigurationUpdateAcknowledge(_)
+            | M::EnbConfigurationUpdateFailure(_)
             | M::InitialUeMessage(_)
             | M::Paging(_)
             | M::Reset(_)
@@ -2527,6 +2657,9 @@ impl S1apMessage {
             M::S1SetupRequest(_)
             | M::S1SetupResponse(_)
             | M::S1SetupFailure(_)
+            | M::EnbConfigurationUpdate(_)
+            | M::EnbConfigurationUpdateAcknowledge(_)
+            | M::EnbConfigurationUpdateFailure(_)
             | M::Paging(_)
             | M::HandoverRequest(_)
             | M::HandoverFailure(_)

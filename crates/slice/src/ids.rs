@@ -32,6 +32,17 @@
 //! (10.0.0.0/8 → 11.0.0.0/8, 12.0.0.0/8, 13.0.0.0/8), dropping any that would wrap
 //! past 255.255.255.255; [`IdLayout::with_pdn_pools`] sets them explicitly.
 //! Stateless-IoT devices get addresses from their own prefix.
+//!
+//! ## MME UE S1AP ID and M-TMSI layout (32 bits)
+//! ```text
+//!  31 ........ 32-S | 31-S ..................................... 0
+//!   slice (S bits)  |  allocated by that slice's MME (32-S bits)
+//! ```
+//! The same `S` as the TEID layout. The node's S1AP demux sends every UE-associated
+//! message to the slice in the top bits of its MME UE S1AP ID (the Source MME UE
+//! S1AP ID of a Path Switch Request), and an Initial UE Message with an S-TMSI or a
+//! GUTI of ours to the slice in the top bits of its M-TMSI, with a shift and no
+//! lookup ([`SignalingIds`]). The cluster's node bits will sit above the slice bits.
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
@@ -44,6 +55,53 @@ pub const POOL_BIT: u32 = 1 << 31;
 
 /// PDN connections a UE can hold at once: one address pool each.
 pub const MAX_PDNS: usize = 4;
+
+/// Where the slice sits in an MME UE S1AP ID or an M-TMSI (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SignalingIds {
+    pub slice_bits: u32,
+}
+
+impl SignalingIds {
+    /// Layout for `slices` slices (as [`IdLayout::new`] counts slice bits).
+    pub fn new(slices: usize) -> Self {
+        SignalingIds {
+            slice_bits: usize::BITS - slices.max(1).saturating_sub(1).leading_zeros(),
+        }
+    }
+
+    /// Bits a slice allocates on its own.
+    #[inline]
+    pub fn local_bits(&self) -> u32 {
+        32 - self.slice_bits
+    }
+
+    #[inline]
+    pub fn local_mask(&self) -> u32 {
+        (u64::from(u32::MAX) >> self.slice_bits) as u32
+    }
+
+    /// The slice an identifier names.
+    #[inline]
+    pub fn slice_of(&self, id: u32) -> usize {
+        if self.slice_bits == 0 {
+            0
+        } else {
+            (id >> self.local_bits()) as usize
+        }
+    }
+
+    /// Slice `slice`'s identifier with local part `local` (upper bits dropped).
+    #[inline]
+    pub fn compose(&self, slice: usize, local: u32) -> u32 {
+        let high = if self.slice_bits == 0 {
+            0
+        } else {
+            (slice as u32) << self.local_bits()
+        };
+        high | (local & self.local_mask())
+    }
+}
 
 /// The node-wide identifier layout, fixed at node start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +189,13 @@ impl IdLayout {
         self.pdn_pools = pools;
         self.pdn_count = 1 + extra.len() as u8;
         Ok(self)
+    }
+
+    /// The layout of MME UE S1AP IDs and M-TMSIs (same slice bits).
+    pub fn signaling(&self) -> SignalingIds {
+        SignalingIds {
+            slice_bits: self.slice_bits,
+        }
     }
 
     /// Bits for the bearer slot in a structured TEID.
@@ -337,6 +402,30 @@ impl IotPool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn signaling_ids_carry_the_slice_in_their_top_bits() {
+        let one = SignalingIds::new(1);
+        assert_eq!(one.slice_bits, 0);
+        assert_eq!(one.compose(0, u32::MAX), u32::MAX);
+        assert_eq!(one.slice_of(u32::MAX), 0);
+        for slices in [2usize, 3, 4, 5, 16, 64] {
+            let l = SignalingIds::new(slices);
+            assert_eq!(
+                l.slice_bits,
+                IdLayout::new(slices, Ipv4Addr::new(10, 0, 0, 0), 8)
+                    .unwrap()
+                    .slice_bits
+            );
+            for s in 0..slices {
+                for local in [0u32, 1, 0x1234_5678, u32::MAX] {
+                    let id = l.compose(s, local);
+                    assert_eq!(l.slice_of(id), s);
+                    assert_eq!(id & l.local_mask(), local & l.local_mask());
+                }
+            }
+        }
+    }
     use super::*;
 
     #[test]
