@@ -1227,7 +1227,13 @@ impl Emulator {
     }
 
     /// Run the scenario to its end and report.
-    pub fn run(mut self) -> Result<Report, EmuError> {
+    pub fn run(self) -> Result<Report, EmuError> {
+        self.run_observed(&mut || {})
+    }
+
+    /// [`Self::run`], calling `attach_phase_done` once the attach storm has settled
+    /// (before the steady state), so a caller can look at the EPC then.
+    pub fn run_observed(mut self, attach_phase_done: &mut dyn FnMut()) -> Result<Report, EmuError> {
         self.start = Instant::now();
         self.connect()?;
         let tick = Duration::from_millis(1);
@@ -1272,6 +1278,7 @@ impl Emulator {
         }
         let attached = self.ues.iter().filter(|u| u.is_registered()).count() as u64;
         let failed = n as u64 - attached;
+        attach_phase_done();
 
         // Phase 3: steady state (signalling mix and data).
         let (ul_frac, ul, dl) = classes(self.scen.traffic.profile);

@@ -47,3 +47,12 @@ impl From<std::io::Error> for EmuError {
 pub fn run(config: EmulatorConfig, scenario: Scenario) -> Result<Report, EmuError> {
     Emulator::new(config, scenario)?.run()
 }
+
+/// [`run`], calling `attach_phase_done` when the attach storm has settled.
+pub fn run_observed(
+    config: EmulatorConfig,
+    scenario: Scenario,
+    attach_phase_done: &mut dyn FnMut(),
+) -> Result<Report, EmuError> {
+    Emulator::new(config, scenario)?.run_observed(attach_phase_done)
+}

@@ -36,9 +36,14 @@ impl Default for DemoPorts {
 impl DemoPorts {
     /// The node's configuration for these ports (in-memory HSS, UDP-encapsulated SCTP),
     /// with memory for `prewarm_users` UEs faulted in at start.
-    pub fn config(&self, max_users: usize, prewarm_users: usize) -> Result<EpcConfig, String> {
+    pub fn config(
+        &self,
+        max_users: usize,
+        prewarm_users: usize,
+        slices: usize,
+    ) -> Result<EpcConfig, String> {
         EpcConfig::parse(&format!(
-            "[node]\nmax_users = {max_users}\nprewarm_users = {prewarm_users}\n\
+            "[node]\nmax_users = {max_users}\nprewarm_users = {prewarm_users}\nslices = {slices}\n\
              [s1u]\nbind = \"{}:2152\"\n\
              [sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:{}\"\nsink_peer = \"127.0.0.1:{}\"\n\
              [s1mme]\ntransport = \"udp\"\nudp_port = {}\n\
@@ -80,10 +85,12 @@ pub fn emulator_subscribers(keys: &SubscriberKeys, n: u32) -> Result<Vec<Subscri
         .collect()
 }
 
-/// Start a demo node with the emulator's first `ues` subscribers provisioned.
-pub fn start_node(ports: &DemoPorts, ues: u32) -> Result<Epc, String> {
-    // Sized for the UEs it will serve, as an operator expecting them would.
-    let cfg = ports.config((ues as usize).max(1024) * 2, ues as usize)?;
+/// Start a demo node of `slices` slices with the emulator's first `ues` subscribers
+/// provisioned.
+pub fn start_node(ports: &DemoPorts, ues: u32, slices: usize) -> Result<Epc, String> {
+    // Sized for the UEs it will serve, as an operator expecting them would: each
+    // slice for all of them (the policy spreads them, not evenly to the unit).
+    let cfg = ports.config((ues as usize).max(1024) * 2, ues as usize, slices)?;
     let hss = crate::epc::open_hss(&cfg.hss)?;
     let subs = emulator_subscribers(&SubscriberKeys::default(), ues)?;
     hss.add_many(&subs).map_err(|e| e.to_string())?;
@@ -100,11 +107,25 @@ pub struct DemoOpts {
     pub events: f64,
     pub pps: f64,
     pub progress: bool,
+    pub slices: usize,
+}
+
+/// One slice's share of the demo.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SliceFigures {
+    pub slice: usize,
+    /// UE contexts its MME held at the end of the attach phase.
+    pub ues: u64,
+    /// Attaches its MME completed by then.
+    pub attaches: u64,
+    /// Packets its data thread forwarded over the whole run.
+    pub ul_forwarded: u64,
+    pub dl_forwarded: u64,
 }
 
 /// Node + emulator; the node is stopped before returning.
-pub fn run(ports: &DemoPorts, o: &DemoOpts) -> Result<Report, String> {
-    let epc = start_node(ports, o.ues)?;
+pub fn run(ports: &DemoPorts, o: &DemoOpts) -> Result<(Report, Vec<SliceFigures>), String> {
+    let epc = start_node(ports, o.ues, o.slices)?;
     if o.progress {
         eprintln!(
             "pepc demo: node up (S1-MME SCTP/UDP {}, S1-U {}, SGi {}); starting the emulator",
@@ -133,13 +154,32 @@ pub fn run(ports: &DemoPorts, o: &DemoOpts) -> Result<Report, String> {
         },
         ..Default::default()
     };
-    let report = pepc_emulator::run(ecfg, scen).map_err(|e| format!("emulator: {e}"));
+    let mut figures: Vec<SliceFigures> = Vec::new();
+    let report = pepc_emulator::run_observed(ecfg, scen, &mut || {
+        figures = epc
+            .gauges
+            .iter()
+            .enumerate()
+            .map(|(s, g)| SliceFigures {
+                slice: s,
+                ues: g.ues.load(std::sync::atomic::Ordering::Relaxed),
+                attaches: g.attaches.load(std::sync::atomic::Ordering::Relaxed),
+                ul_forwarded: 0,
+                dl_forwarded: 0,
+            })
+            .collect();
+    })
+    .map_err(|e| format!("emulator: {e}"));
+    for (f, s) in figures.iter_mut().zip(epc.node.stats().slices) {
+        f.ul_forwarded = s.ul_forwarded;
+        f.dl_forwarded = s.dl_forwarded;
+    }
     // The node's own view (per-slice forwarding and drops by reason) beside the report.
     let stats = epc.stop();
     if o.progress {
         eprint!("node: {stats}");
     }
-    report
+    Ok((report?, figures))
 }
 
 /// CPU seconds used so far by this process's threads named `name` (from /proc).
@@ -175,7 +215,7 @@ pub fn bench_attach_udp(
     attaches: u32,
     rate: f64,
 ) -> Result<pepc_bench::attach::AttachResult, String> {
-    let epc = start_node(ports, attaches)?;
+    let epc = start_node(ports, attaches, 1)?;
     let cpu0 = thread_cpu_by_name("pepc-control");
     let ecfg = EmulatorConfig {
         enbs: 4,

@@ -67,6 +67,9 @@ struct DemoArgs {
     /// Data packets per second (PEPC Table 2 mix: 64 B DL, 128 B UL, 1:3).
     #[arg(long, default_value_t = 10000.0)]
     pps: f64,
+    /// Slices of the node (each with its MME, control and data thread).
+    #[arg(long, default_value_t = 2)]
+    slices: usize,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -347,12 +350,30 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
         events: a.events,
         pps: a.pps,
         progress: !a.json,
+        slices: a.slices,
     };
-    let report = pepc::demo::run(&pepc::demo::DemoPorts::default(), &o)?;
+    let (report, slices) = pepc::demo::run(&pepc::demo::DemoPorts::default(), &o)?;
     if a.json {
-        println!("{}", report.to_json());
+        let mut v: serde_json::Value =
+            serde_json::from_str(&report.to_json()).map_err(|e| format!("report: {e}"))?;
+        if let Some(m) = v.as_object_mut() {
+            m.insert(
+                "slices".into(),
+                serde_json::to_value(&slices).map_err(|e| format!("report: {e}"))?,
+            );
+        }
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| format!("report: {e}"))?
+        );
     } else {
         println!("{}", report.to_table());
+        for s in &slices {
+            println!(
+                "slice {}: {} UEs after the attaches ({} attached there), ul {} dl {} packets forwarded",
+                s.slice, s.ues, s.attaches, s.ul_forwarded, s.dl_forwarded
+            );
+        }
     }
     Ok(())
 }
