@@ -7,6 +7,7 @@ use crate::context::*;
 use crate::counters::{SliceCounters, Usage};
 use crate::ids::{IdLayout, IotPool, SlotAllocator};
 use crate::pcef::RuleSet;
+use crate::snapshot::{SnapshotError, UeSliceSnapshot};
 use crate::spsc::{Consumer, Producer};
 use crate::update::{DpRequest, DpUpdate};
 use std::collections::{HashMap, VecDeque};
@@ -36,6 +37,10 @@ pub enum CtrlError {
     },
     /// The UE's last PDN connection cannot be removed (detach instead).
     LastPdn(u32),
+    /// A snapshot to restore is inconsistent.
+    BadSnapshot(SnapshotError),
+    /// A UE with this IMSI is already here (restore does not replace it).
+    ImsiExists(u64),
 }
 
 impl std::fmt::Display for CtrlError {
@@ -58,6 +63,8 @@ impl std::fmt::Display for CtrlError {
                 )
             }
             CtrlError::LastPdn(s) => write!(f, "UE slot {s}: the last PDN connection stays"),
+            CtrlError::BadSnapshot(e) => write!(f, "cannot restore: {e}"),
+            CtrlError::ImsiExists(i) => write!(f, "a UE with IMSI {i:015} is already here"),
         }
     }
 }
@@ -191,6 +198,27 @@ pub struct ControlPlane {
     evict_cursor: usize,
     /// UEs with paging outstanding (downlink waiting).
     paging: Map<u32, ()>,
+    /// Identifiers of restored UEs that do not follow this slice's layout, as installed
+    /// in the data thread's exception tables: uplink TEID → bearer slot, UE address →
+    /// UE slot. Empty unless UEs came from another slice.
+    exc_teid: Map<u32, u32>,
+    exc_ip: Map<u32, u32>,
+}
+
+/// What [`ControlPlane::restore_ue`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Restored {
+    /// UE slot (stateless IoT: pool index) of the restored UE.
+    pub ue_slot: u32,
+    pub class: DeviceClass,
+    /// Identifiers (TEIDs, addresses) kept though they do not follow this slice's
+    /// layout: they go through the data path's exception tables. The node's demux must
+    /// route them here too.
+    pub exceptions: u8,
+    /// Identifiers that could not be kept (the value is taken here, or names a slot
+    /// this slice cannot give): replaced by new ones, which the MME must signal (the
+    /// eNB's uplink TEID, the UE's address).
+    pub renumbered: u8,
 }
 
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -237,6 +265,8 @@ impl ControlPlane {
             counters,
             evict_cursor: 0,
             paging: Map::default(),
+            exc_teid: Map::default(),
+            exc_ip: Map::default(),
             cfg,
         }
     }
@@ -427,14 +457,7 @@ impl ControlPlane {
             .cfg
             .iot
             .ok_or(CtrlError::Exhausted("IoT pool (none configured)"))?;
-        let idx = match self.iot_free.pop_front() {
-            Some(i) => i,
-            None if self.iot_next < pool.size => {
-                self.iot_next += 1;
-                self.iot_next - 1
-            }
-            None => return Err(CtrlError::Exhausted("IoT pool")),
-        };
+        let idx = self.alloc_iot_index(pool)?;
         let ctx = UeContext {
             imsi: p.imsi,
             guti: None,
@@ -492,6 +515,37 @@ impl ControlPlane {
             teid_ul: pool.teid(idx),
             class: DeviceClass::StatelessIot,
         })
+    }
+
+    fn alloc_iot_index(&mut self, pool: IotPool) -> Result<u32, CtrlError> {
+        match self.iot_free.pop_front() {
+            Some(i) => Ok(i),
+            None if self.iot_next < pool.size => {
+                self.iot_next += 1;
+                Ok(self.iot_next - 1)
+            }
+            None => Err(CtrlError::Exhausted("IoT pool")),
+        }
+    }
+
+    /// Take pool index `idx` if it is free. Linear in the pool's free list: restoring
+    /// an IoT device is rare next to its attach.
+    fn take_iot_index(&mut self, pool: IotPool, idx: u32) -> bool {
+        if idx >= pool.size || self.iot_ues.get(idx as usize).is_some_and(|u| u.is_some()) {
+            return false;
+        }
+        if idx >= self.iot_next {
+            self.iot_free.extend(self.iot_next..idx);
+            self.iot_next = idx + 1;
+            return true;
+        }
+        match self.iot_free.iter().position(|&i| i == idx) {
+            Some(pos) => {
+                self.iot_free.remove(pos);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Publish the UE and all its bearers into the primary table.
@@ -684,16 +738,17 @@ impl ControlPlane {
             if b.ebi != pdn.default_ebi {
                 ebis.push(b.ebi);
             }
-            slots.push(b.slot);
+            slots.push((b.slot, b.teid_ul));
             false
         });
         // The first remaining PDN is the UE's primary one now.
         ue.ue_ip = ue.pdns[0].ip;
         ue.default_ebi = ue.pdns[0].default_ebi;
         let pdns = ue.pdn_mask();
-        for s in slots {
-            self.retire_bearer(s);
+        for (s, teid) in slots {
+            self.retire_bearer(s, teid);
         }
+        self.drop_exception_ip(pdn.ip);
         self.publish(DpUpdate::UeExists {
             slot: ue_slot,
             pdns,
@@ -791,11 +846,14 @@ impl ControlPlane {
             .position(|b| b.ebi == ebi)
             .ok_or(CtrlError::NoSuchBearer { ue_slot, ebi })?;
         let b = ue.bearers.remove(i);
-        self.retire_bearer(b.slot);
+        self.retire_bearer(b.slot, b.teid_ul);
         self.republish(ue_slot)
     }
 
-    fn retire_bearer(&mut self, slot: u32) {
+    fn retire_bearer(&mut self, slot: u32, teid: u32) {
+        if !self.exc_teid.is_empty() && self.exc_teid.remove(&teid).is_some() {
+            self.publish(DpUpdate::ExceptionTeid { teid, slot: None });
+        }
         self.publish(DpUpdate::EvictBearer { slot });
         self.publish(DpUpdate::BearerExists { slot, teid: None });
         self.set_bearer_owner(slot, 0);
@@ -824,7 +882,10 @@ impl ControlPlane {
             pdns: 0,
         });
         for b in &ue.bearers {
-            self.retire_bearer(b.slot);
+            self.retire_bearer(b.slot, b.teid_ul);
+        }
+        for p in &ue.pdns {
+            self.drop_exception_ip(p.ip);
         }
         self.by_imsi.remove(&ue.imsi);
         self.paging.remove(&ue_slot);
@@ -962,6 +1023,312 @@ impl ControlPlane {
             }
         }
         evicted
+    }
+
+    fn drop_exception_ip(&mut self, ip: Ipv4Addr) {
+        let ip = u32::from(ip);
+        if !self.exc_ip.is_empty() && self.exc_ip.remove(&ip).is_some() {
+            self.publish(DpUpdate::ExceptionIp { ip, slot: None });
+        }
+    }
+
+    fn bearer_usage(&self, bearer_slot: u32) -> Usage {
+        self.counters
+            .bearers
+            .get(bearer_slot as usize)
+            .map_or(Usage::default(), |c| c.snapshot())
+    }
+
+    /// Snapshot of the UE in slot `ue_slot`: its control state and its bearers'
+    /// counters as the data thread holds them now (for a loss-free count, take it once
+    /// the UE's traffic is held aside).
+    pub fn snapshot_ue(&self, ue_slot: u32) -> Result<UeSliceSnapshot, CtrlError> {
+        let mut s = UeSliceSnapshot::default();
+        self.snapshot_ue_into(ue_slot, &mut s)?;
+        Ok(s)
+    }
+
+    /// [`Self::snapshot_ue`] into `out`, reusing its allocations.
+    pub fn snapshot_ue_into(
+        &self,
+        ue_slot: u32,
+        out: &mut UeSliceSnapshot,
+    ) -> Result<(), CtrlError> {
+        let ue = self.ue(ue_slot).ok_or(CtrlError::UnknownUe(ue_slot))?;
+        out.fill_from(ue, |b| self.bearer_usage(b.slot));
+        Ok(())
+    }
+
+    /// Snapshot of a UE of either device class (stateless-IoT devices have aggregate
+    /// counters only: their usage is zero).
+    pub fn snapshot_imsi(&self, imsi: u64) -> Result<UeSliceSnapshot, CtrlError> {
+        match self.by_imsi.get(&imsi).copied() {
+            Some((DeviceClass::Normal, slot)) => self.snapshot_ue(slot),
+            Some((DeviceClass::StatelessIot, idx)) => {
+                let ue = self
+                    .iot_ues
+                    .get(idx as usize)
+                    .and_then(|u| u.as_ref())
+                    .ok_or(CtrlError::UnknownUe(idx))?;
+                let mut s = UeSliceSnapshot::default();
+                s.fill_from(ue, |_| Usage::default());
+                Ok(s)
+            }
+            None => Err(CtrlError::UnknownImsi(imsi)),
+        }
+    }
+
+    /// Recreate a UE from its snapshot (taken in another slice, node or process) and
+    /// publish it to the data thread like an attach, counters included.
+    ///
+    /// Identifiers keep their value wherever the data path can still find the UE:
+    /// * a TEID or address that names *this* slice keeps its slot when that slot is
+    ///   free here (same slice index after a restart: no exception at all);
+    /// * one that names another slice (or lies outside the layout) gets a local slot
+    ///   and an entry in the data thread's exception table (see [`crate::ids`]);
+    /// * one that cannot be kept (its slot or value is taken here, or it lies in the
+    ///   stateless-IoT pool) is replaced by a new one: counted in
+    ///   [`Restored::renumbered`], and the MME must signal it.
+    ///
+    /// Refused if the IMSI is already registered here; on error nothing changed.
+    pub fn restore_ue(&mut self, s: &UeSliceSnapshot) -> Result<Restored, CtrlError> {
+        s.validate().map_err(CtrlError::BadSnapshot)?;
+        if self.by_imsi.contains_key(&s.imsi) {
+            return Err(CtrlError::ImsiExists(s.imsi));
+        }
+        if s.class == DeviceClass::StatelessIot {
+            return self.restore_iot(s);
+        }
+        if s.rule_set as usize >= crate::counters::MAX_RULE_SETS {
+            return Err(CtrlError::BadRuleSet(s.rule_set));
+        }
+        let (slice, layout, iot) = (self.cfg.slice, self.cfg.layout, self.cfg.iot);
+        let mut out = Restored {
+            ue_slot: 0,
+            class: DeviceClass::Normal,
+            exceptions: 0,
+            renumbered: 0,
+        };
+
+        // UE slot: the one its addresses name, if they name this slice and it is free.
+        let wanted = s
+            .pdns
+            .iter()
+            .find_map(|p| match layout.split_pdn_ip(u32::from(p.ip)) {
+                Some((_, sl, slot)) if sl == slice => Some(slot),
+                _ => None,
+            });
+        let ue_slot = match wanted {
+            Some(w)
+                if self.ue(w).is_none() && self.ue_alloc.claim(w, self.ue_alloc.generation(w)) =>
+            {
+                w
+            }
+            _ => {
+                self.ue_alloc
+                    .alloc()
+                    .ok_or(CtrlError::Exhausted("UE slots"))?
+                    .0
+            }
+        };
+        out.ue_slot = ue_slot;
+
+        // Addresses.
+        let mut pdns = s.pdns.clone();
+        let mut exc_ips = [0u32; crate::ids::MAX_PDNS];
+        let mut n_exc_ips = 0;
+        for p in pdns.iter_mut() {
+            let native = layout.pdn_ip(p.index, slice, ue_slot);
+            if native == Some(p.ip) {
+                continue;
+            }
+            let ip = u32::from(p.ip);
+            let taken = ip == 0
+                || layout
+                    .split_pdn_ip(ip)
+                    .is_some_and(|(_, sl, _)| sl == slice)
+                || iot.is_some_and(|pool| pool.index_of_ip(ip).is_some())
+                || self.exc_ip.contains_key(&ip);
+            if !taken {
+                exc_ips[n_exc_ips] = ip;
+                n_exc_ips += 1;
+                out.exceptions += 1;
+                continue;
+            }
+            match native {
+                Some(a) => {
+                    p.ip = a;
+                    out.renumbered += 1;
+                }
+                None => {
+                    self.ue_alloc.free(ue_slot);
+                    return Err(CtrlError::Exhausted("PDN address pools"));
+                }
+            }
+        }
+
+        // Bearers.
+        let mut bearers: Vec<BearerContext> = Vec::with_capacity(s.bearers.len());
+        let mut exc_teids = [(0u32, 0u32); MAX_BEARERS];
+        let mut n_exc_teids = 0;
+        for b in &s.bearers {
+            // This slice's TEID: keep its slot if free here.
+            let kept = match layout.split_teid(b.teid_ul) {
+                Some((sl, slot, gen)) if sl == slice => (self.bearer_owner(slot).is_none()
+                    && self.bearer_alloc.claim(slot, gen))
+                .then_some(slot),
+                _ => None,
+            };
+            let (slot, teid) = match kept {
+                Some(slot) => (slot, b.teid_ul),
+                None => {
+                    let Some((slot, gen)) = self.bearer_alloc.alloc() else {
+                        for c in &bearers {
+                            self.bearer_alloc.free(c.slot);
+                        }
+                        self.ue_alloc.free(ue_slot);
+                        return Err(CtrlError::Exhausted("bearer slots"));
+                    };
+                    let foreign = b.teid_ul != 0
+                        && layout
+                            .split_teid(b.teid_ul)
+                            .is_none_or(|(sl, _, _)| sl != slice)
+                        && iot.is_none_or(|pool| pool.index_of_teid(b.teid_ul).is_none())
+                        && !self.exc_teid.contains_key(&b.teid_ul);
+                    if foreign {
+                        exc_teids[n_exc_teids] = (b.teid_ul, slot);
+                        n_exc_teids += 1;
+                        out.exceptions += 1;
+                        (slot, b.teid_ul)
+                    } else {
+                        out.renumbered += 1;
+                        (slot, layout.teid(slice, slot, gen))
+                    }
+                }
+            };
+            let mut c = b.to_context(slot);
+            c.teid_ul = teid;
+            bearers.push(c);
+        }
+
+        // Nothing can fail from here: install.
+        for &(teid, slot) in &exc_teids[..n_exc_teids] {
+            self.exc_teid.insert(teid, slot);
+            self.publish(DpUpdate::ExceptionTeid {
+                teid,
+                slot: Some(slot),
+            });
+        }
+        for &ip in &exc_ips[..n_exc_ips] {
+            self.exc_ip.insert(ip, ue_slot);
+            self.publish(DpUpdate::ExceptionIp {
+                ip,
+                slot: Some(ue_slot),
+            });
+        }
+        for (c, b) in bearers.iter().zip(&s.bearers) {
+            self.set_bearer_owner(c.slot, ue_slot);
+            self.publish(DpUpdate::BearerExists {
+                slot: c.slot,
+                teid: Some(c.teid_ul),
+            });
+            if b.usage != Usage::default() {
+                self.publish(DpUpdate::BearerUsage {
+                    slot: c.slot,
+                    usage: b.usage,
+                });
+            }
+        }
+        let ctx = UeContext {
+            imsi: s.imsi,
+            guti: s.guti,
+            location: s.location,
+            class: DeviceClass::Normal,
+            ecm: s.ecm,
+            ue_slot,
+            ue_ip: pdns[0].ip,
+            ambr_ul: s.ambr_ul,
+            ambr_dl: s.ambr_dl,
+            rule_set: s.rule_set,
+            default_ebi: pdns[0].default_ebi,
+            pdns,
+            bearers,
+            version: s.version,
+            in_primary: false,
+        };
+        self.publish(DpUpdate::UeExists {
+            slot: ue_slot,
+            pdns: ctx.pdn_mask(),
+        });
+        if self.ues.len() <= ue_slot as usize {
+            self.ues.resize_with(ue_slot as usize + 1, || None);
+        }
+        self.ues[ue_slot as usize] = Some(ctx);
+        self.by_imsi.insert(s.imsi, (DeviceClass::Normal, ue_slot));
+        if s.in_primary {
+            self.promote(ue_slot)?;
+        }
+        Ok(out)
+    }
+
+    /// A stateless-IoT device: its identifiers are its pool index's, kept if that
+    /// index is free here.
+    fn restore_iot(&mut self, s: &UeSliceSnapshot) -> Result<Restored, CtrlError> {
+        let pool = self
+            .cfg
+            .iot
+            .ok_or(CtrlError::Exhausted("IoT pool (none configured)"))?;
+        let (p, b) = (&s.pdns[0], &s.bearers[0]);
+        let wanted = pool
+            .index_of_teid(b.teid_ul)
+            .filter(|&i| pool.index_of_ip(u32::from(p.ip)) == Some(i));
+        let idx = match wanted {
+            Some(i) if self.take_iot_index(pool, i) => i,
+            _ => self.alloc_iot_index(pool)?,
+        };
+        let (teid, ip) = (pool.teid(idx), pool.ip(idx));
+        let renumbered = (teid != b.teid_ul) as u8 + (ip != p.ip) as u8;
+        let mut bearer = b.to_context(NO_SLOT);
+        bearer.teid_ul = teid;
+        let ctx = UeContext {
+            imsi: s.imsi,
+            guti: s.guti,
+            location: s.location,
+            class: DeviceClass::StatelessIot,
+            ecm: s.ecm,
+            ue_slot: idx,
+            ue_ip: ip,
+            ambr_ul: s.ambr_ul,
+            ambr_dl: s.ambr_dl,
+            rule_set: s.rule_set,
+            default_ebi: p.default_ebi,
+            pdns: vec![PdnContext {
+                index: p.index,
+                apn: p.apn.clone(),
+                ip,
+                default_ebi: p.default_ebi,
+            }],
+            bearers: vec![bearer],
+            version: s.version,
+            in_primary: s.in_primary,
+        };
+        if self.iot_ues.len() <= idx as usize {
+            self.iot_ues.resize_with(idx as usize + 1, || None);
+        }
+        self.iot_ues[idx as usize] = Some(ctx);
+        self.by_imsi
+            .insert(s.imsi, (DeviceClass::StatelessIot, idx));
+        self.publish(DpUpdate::IotTunnel {
+            index: idx,
+            enb_teid: b.enb_teid,
+            enb_addr: u32::from(b.enb_addr),
+        });
+        Ok(Restored {
+            ue_slot: idx,
+            class: DeviceClass::StatelessIot,
+            exceptions: 0,
+            renumbered,
+        })
     }
 
     /// A bearer's counters, read from the data thread's counter state.

@@ -142,6 +142,16 @@ impl BearerCounters {
         }
     }
 
+    /// Set from a snapshot (a restored UE). Data thread only, like [`Self::reset`].
+    pub(crate) fn restore(&self, u: &Usage) {
+        self.ul_packets.store(u.ul_packets, Relaxed);
+        self.ul_bytes.store(u.ul_bytes, Relaxed);
+        self.dl_packets.store(u.dl_packets, Relaxed);
+        self.dl_bytes.store(u.dl_bytes, Relaxed);
+        self.ul_dropped.store(u.ul_dropped, Relaxed);
+        self.dl_dropped.store(u.dl_dropped, Relaxed);
+    }
+
     /// Reset when a slot is reused. Called by the data thread only (it installs new
     /// bearers), keeping the single-writer rule.
     pub(crate) fn reset(&self) {

@@ -442,6 +442,11 @@ impl DataPlane {
                     self.iot_tunnels[i + 1] = enb_addr;
                 }
             }
+            DpUpdate::BearerUsage { slot, usage } => {
+                if let Some(c) = self.counters.bearers.get(slot as usize) {
+                    c.restore(&usage);
+                }
+            }
             DpUpdate::ExceptionTeid { teid, slot } => match slot {
                 Some(s) => {
                     self.exc_teid.insert(teid, s);
@@ -616,7 +621,8 @@ impl DataPlane {
         }
         let slot = match self.cfg.layout.split_teid(s.teid) {
             Some((slice, slot, _)) if slice == self.cfg.slice => Some(slot),
-            Some(_) => None,
+            // Another slice's TEID: a UE restored here from that slice kept it.
+            Some(_) => self.exc_teid.get(&s.teid).copied(),
             None => {
                 if let Some(idx) = self.cfg.iot.and_then(|p| p.index_of_teid(s.teid)) {
                     s.kind = Kind::Iot;

@@ -297,6 +297,11 @@ pub struct SlotAllocator {
     limit: u32,
     free: VecDeque<u32>,
     gens: Vec<u8>,
+    /// Slots taken out of order by [`Self::claim`] (a restored UE keeps its
+    /// identifiers): each voids the one token that would otherwise hand it out again,
+    /// its entry in `free` or its place in the fresh range, and is skipped there.
+    claimed: std::collections::HashSet<u32, foldhash::fast::RandomState>,
+    used: usize,
 }
 
 impl SlotAllocator {
@@ -309,6 +314,8 @@ impl SlotAllocator {
             free: VecDeque::new(),
             // Virtual until used: growing it would copy it on the attach path.
             gens: Vec::with_capacity(limit as usize),
+            claimed: Default::default(),
+            used: 0,
         }
     }
 
@@ -319,26 +326,57 @@ impl SlotAllocator {
 
     /// Allocate a slot; returns (slot, generation).
     pub fn alloc(&mut self) -> Option<(u32, u32)> {
-        let slot = if let Some(s) = self.free.pop_front() {
-            s
-        } else if self.next_fresh < self.limit {
-            let s = self.next_fresh;
-            self.next_fresh += 1;
-            s
-        } else {
-            return None;
-        };
-        Some((slot, self.generation(slot)))
+        loop {
+            let slot = if let Some(s) = self.free.pop_front() {
+                s
+            } else if self.next_fresh < self.limit {
+                let s = self.next_fresh;
+                self.next_fresh += 1;
+                s
+            } else {
+                return None;
+            };
+            // Empty in the common case: one length check.
+            if !self.claimed.is_empty() && self.claimed.remove(&slot) {
+                continue;
+            }
+            self.used += 1;
+            return Some((slot, self.generation(slot)));
+        }
     }
 
-    /// Release a slot: its generation advances so identifiers built on the old one go stale.
-    pub fn free(&mut self, slot: u32) {
+    /// Take the specific free slot `slot` with generation `gen` (a restored UE keeps
+    /// the identifiers built on it). The caller knows the slot is free (it owns the
+    /// table of slots in use); slots never handed out yet are checked here. Cost: a
+    /// hash-set insert, and one skipped entry when `alloc` later reaches the slot.
+    pub fn claim(&mut self, slot: u32, gen: u32) -> bool {
+        if slot < self.first || slot >= self.limit || self.claimed.contains(&slot) {
+            return false;
+        }
+        self.claimed.insert(slot);
+        self.set_generation(slot, gen);
+        self.used += 1;
+        true
+    }
+
+    fn set_generation(&mut self, slot: u32, gen: u32) {
         let i = slot as usize;
         if self.gens.len() <= i {
             self.gens.resize(i + 1, 0);
         }
-        self.gens[i] = ((self.gens[i] as u32 + 1) & GEN_MASK) as u8;
-        self.free.push_back(slot);
+        self.gens[i] = (gen & GEN_MASK) as u8;
+    }
+
+    /// Release a slot: its generation advances so identifiers built on the old one go stale.
+    pub fn free(&mut self, slot: u32) {
+        let gen = self.generation(slot) + 1;
+        self.set_generation(slot, gen);
+        self.used = self.used.saturating_sub(1);
+        // A claimed slot's token (queue entry or fresh place) is still there: it
+        // stands for this release.
+        if self.claimed.is_empty() || !self.claimed.remove(&slot) {
+            self.free.push_back(slot);
+        }
     }
 
     pub fn generation(&self, slot: u32) -> u32 {
@@ -346,7 +384,7 @@ impl SlotAllocator {
     }
 
     pub fn in_use(&self) -> usize {
-        (self.next_fresh - self.first) as usize - self.free.len()
+        self.used
     }
 }
 
@@ -508,6 +546,32 @@ mod tests {
         assert_eq!(a.alloc(), Some((2, 1)));
         assert_eq!(a.alloc(), Some((1, 1)));
         assert_eq!(a.in_use(), 3);
+    }
+
+    #[test]
+    fn claimed_slots_are_skipped_until_freed() {
+        let mut a = SlotAllocator::new(1, 8);
+        // Ahead of the fresh range, and one already released.
+        assert!(a.claim(3, 5));
+        assert!(!a.claim(3, 5), "claimed twice");
+        assert!(!a.claim(0, 0) && !a.claim(8, 0), "outside the range");
+        assert_eq!(a.alloc(), Some((1, 0)));
+        assert_eq!(a.alloc(), Some((2, 0)));
+        assert_eq!(a.alloc(), Some((4, 0)), "3 is skipped");
+        a.free(1);
+        assert!(a.claim(1, 9));
+        assert_eq!(a.in_use(), 4);
+        assert_eq!(a.alloc(), Some((5, 0)), "1's queue entry is skipped");
+        assert_eq!(a.generation(3), 5);
+        // Releasing a claimed slot makes it available once, with the next generation.
+        a.free(3);
+        assert_eq!(a.alloc(), Some((3, 6)));
+        a.free(1);
+        assert_eq!(a.alloc(), Some((1, 10)));
+        assert_eq!(a.alloc(), Some((6, 0)));
+        assert_eq!(a.alloc(), Some((7, 0)));
+        assert_eq!(a.alloc(), None);
+        assert_eq!(a.in_use(), 7);
     }
 
     #[test]

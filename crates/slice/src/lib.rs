@@ -6,6 +6,7 @@
 //! * [`control`]: the control thread's secondary table and publication.
 //! * [`datapath`]: the data thread's primary table and packet pipeline.
 //! * [`spsc`], [`update`]: the only channel between the two threads.
+//! * [`snapshot`]: a UE's state as versioned bytes, restored in another slice.
 
 pub mod context;
 pub mod control;
@@ -17,6 +18,7 @@ pub mod packets;
 pub mod pcef;
 pub mod qos;
 pub mod slice;
+pub mod snapshot;
 pub mod spsc;
 pub mod synthetic;
 pub mod update;

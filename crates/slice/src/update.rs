@@ -3,6 +3,7 @@
 //! thread asks the control thread for things only through [`DpRequest`].
 
 use crate::context::{DpBearerRecord, DpUeRecord};
+use crate::counters::Usage;
 use crate::pcef::RuleSet;
 use std::net::Ipv4Addr;
 
@@ -51,6 +52,13 @@ pub enum DpUpdate {
         index: u32,
         enb_teid: u32,
         enb_addr: u32,
+    },
+    /// Set a bearer's usage counters (a restored UE keeps what it used); sent right
+    /// after the `BearerExists` that reset them. The data thread writes them, keeping
+    /// the counters single-writer.
+    BearerUsage {
+        slot: u32,
+        usage: Usage,
     },
     /// Identifiers that do not follow the layout (e.g. after migration).
     ExceptionTeid {
