@@ -6,7 +6,12 @@
 //! [`ControlPlane`] (no GTP-C: the S/P-GW user plane is in the same slice).
 //!
 //! * [`config`]: [`MmeConfig`] with documented defaults.
-//! * [`mme`]: the state machine (eNB handling, EMM/ESM procedures, handovers, timers).
+//! * [`mme`]: the [`Mme`] and its contexts, input routing, timers, S1 send plumbing.
+//! * `s1ap`: where an S1AP PDU goes; `enb`: S1 Setup, Reset, Error Indication.
+//! * `nas`: NAS security, transport and retransmission; `parked`: parked contexts.
+//! * `emm/`: attach, auth, security_mode, guti, tau, service, detach (TS 24.301 §5).
+//! * `esm/`: pdn (default bearers, PDN connections), bearer (dedicated) (TS 24.301 §6).
+//! * `handover/`: x2 (Path Switch), s1 (Handover Required .. Notify); `paging`.
 //! * [`nasx`]: the NAS codec/security surface used by the procedures.
 //! * [`sim`]: a scripted eNB + UE (full AKA and NAS security) for tests and benchmarks.
 
@@ -14,6 +19,16 @@ pub mod config;
 pub mod mme;
 pub mod nasx;
 pub mod sim;
+
+mod emm;
+mod enb;
+mod esm;
+mod handover;
+mod nas;
+mod paging;
+mod parked;
+mod prelude;
+mod s1ap;
 
 pub use config::MmeConfig;
 pub use mme::{AssocId, Input, LogLevel, Mme, MmeError, MmeStats, Output};
