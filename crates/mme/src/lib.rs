@@ -12,9 +12,11 @@
 //! * `emm/`: attach, auth, security_mode, guti, tau, service, detach (TS 24.301 §5).
 //! * `esm/`: pdn (default bearers, PDN connections), bearer (dedicated) (TS 24.301 §6).
 //! * `handover/`: x2 (Path Switch), s1 (Handover Required .. Notify); `paging`.
+//! * [`cause`]: EMM and ESM cause values ([`EmmCause`], [`EsmCause`]).
 //! * [`nasx`]: the NAS codec/security surface used by the procedures.
 //! * [`sim`]: a scripted eNB + UE (full AKA and NAS security) for tests and benchmarks.
 
+pub mod cause;
 pub mod config;
 pub mod mme;
 pub mod nasx;
@@ -30,6 +32,7 @@ mod parked;
 mod prelude;
 mod s1ap;
 
+pub use cause::{EmmCause, EsmCause};
 pub use config::MmeConfig;
 pub use mme::{AssocId, Input, LogLevel, Mme, MmeError, MmeStats, Output};
 pub use pepc_slice::control::{ControlEvent, ControlPlane};

@@ -1,6 +1,7 @@
 //! What the MME's modules share: its own types and helpers, and the codec, S1AP, security
 //! and slice types the procedures take.
 
+pub(crate) use crate::cause::{EmmCause, EsmCause};
 pub(crate) use crate::config::MmeConfig;
 pub(crate) use crate::esm::{free_ebi, release_unlisted};
 pub(crate) use crate::mme::{

@@ -33,7 +33,7 @@ impl Mme {
                 u.pending_bearers.push(0xff); // marker: ESM info requested by the UE
             }
         } else {
-            self.attach_reject(id, 96, out);
+            self.attach_reject(id, EmmCause::InvalidMandatoryInformation, out);
             return;
         }
         // Verified with a parked context: the subscriber is known and the UE holds the
@@ -69,7 +69,7 @@ impl Mme {
                     }
                 }
             }
-            Identity::Other => self.attach_reject(id, 96, out),
+            Identity::Other => self.attach_reject(id, EmmCause::InvalidMandatoryInformation, out),
         }
     }
 
@@ -161,7 +161,7 @@ impl Mme {
             _ => {
                 self.ues.get_mut(&id).expect("present").imsi = Some(imsi);
                 // Unknown subscriber (TS 29.272 USER_UNKNOWN → EMM #8).
-                self.attach_reject(id, 8, out);
+                self.attach_reject(id, EmmCause::EpsAndNonEpsServicesNotAllowed, out);
                 return false;
             }
         };
@@ -180,9 +180,9 @@ impl Mme {
         true
     }
 
-    pub(crate) fn attach_reject(&mut self, id: u32, cause: u8, out: &mut Vec<Output>) {
+    pub(crate) fn attach_reject(&mut self, id: u32, cause: EmmCause, out: &mut Vec<Output>) {
         self.stats.attach_rejects += 1;
-        let rej = nasx::NasAttachReject::new(nasx::NasEmmCause::new(cause));
+        let rej = nasx::NasAttachReject::new(nasx::NasEmmCause::new(cause.into()));
         let now = self.last_now.unwrap_or_else(Instant::now);
         if let Some(u) = self.ues.get_mut(&id) {
             u.wait = Wait::None;

@@ -30,7 +30,7 @@ impl Mme {
         {
             Some(Ok(v)) => v,
             _ => {
-                self.attach_reject(id, 8, out);
+                self.attach_reject(id, EmmCause::EpsAndNonEpsServicesNotAllowed, out);
                 return;
             }
         };
@@ -102,7 +102,7 @@ impl Mme {
             .filter(|a| *a != Eia::Eia0)
             .find(|a| cap.get(1).is_some_and(|c| c & (0x80 >> *a as u8) != 0));
         let (Some(eea), Some(eia)) = (eea, eia) else {
-            self.attach_reject(id, 23, out);
+            self.attach_reject(id, EmmCause::UeSecurityCapabilitiesMismatch, out);
             return;
         };
         let ksi = (u.next_ksi + 6) % 7;
@@ -114,7 +114,7 @@ impl Mme {
                     LogLevel::Warn,
                     format!("UE {id}: security context: {e}"),
                 );
-                self.attach_reject(id, 23, out);
+                self.attach_reject(id, EmmCause::UeSecurityCapabilitiesMismatch, out);
                 return;
             }
         };
@@ -145,9 +145,11 @@ impl Mme {
     ) {
         let u = self.ues.get_mut(&id).expect("present");
         let imsi = u.imsi;
-        match (cause, auts, imsi) {
+        match (EmmCause::try_from(cause), auts, imsi) {
             // Synch failure: resynchronise the HSS once, then a fresh challenge.
-            (21, Some(auts), Some(imsi)) if !u.resync_done && auts.len() == 14 => {
+            (Ok(EmmCause::SynchFailure), Some(auts), Some(imsi))
+                if !u.resync_done && auts.len() == 14 =>
+            {
                 u.resync_done = true;
                 let rand = u.vector.as_ref().map(|v| v.rand).unwrap_or([0; 16]);
                 let mut a = [0u8; 14];

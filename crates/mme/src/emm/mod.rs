@@ -31,7 +31,7 @@ impl Mme {
                 self.stop_nas_timer(id);
                 match nasx::parse_identity(&r.mobile_identity.value) {
                     Identity::Imsi(imsi) => self.start_auth(now, id, imsi, cp, out),
-                    _ => self.attach_reject(id, 96, out),
+                    _ => self.attach_reject(id, EmmCause::InvalidMandatoryInformation, out),
                 }
             }
             Emm::AuthenticationResponse(r) => {
@@ -52,7 +52,7 @@ impl Mme {
             Emm::SecurityModeComplete(_) => self.smc_complete(now, id, cp, out),
             Emm::SecurityModeReject(_) => {
                 self.stop_nas_timer(id);
-                self.attach_reject(id, 23, out);
+                self.attach_reject(id, EmmCause::UeSecurityCapabilitiesMismatch, out);
             }
             Emm::AttachComplete(c) => {
                 if self.ues[&id].wait != Wait::AttachComplete {

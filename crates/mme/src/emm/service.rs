@@ -28,7 +28,9 @@ impl Mme {
             // Unknown UE: Service Reject #9 (UE identity cannot be derived), on a temporary context.
             self.stats.service_rejects += 1;
             let tmp = self.new_ue(assoc, m.enb_ue_id, m.tai, m.ecgi);
-            let rej = nasx::NasServiceReject::new(nasx::NasEmmCause::new(9));
+            let rej = nasx::NasServiceReject::new(nasx::NasEmmCause::new(
+                EmmCause::UeIdentityCannotBeDerived.into(),
+            ));
             self.send_nas(now, tmp, NasEpsMessage::new_emm(rej), false, None, out);
             self.release(tmp, Cause::NAS_UNSPECIFIED, true, out);
             return;

@@ -18,12 +18,12 @@ impl Mme {
             .is_some_and(|u| u.emm == Emm_::Registered && u.sec.is_some());
         if !verified || !registered {
             // Unknown or unverifiable: the UE must attach again (#9 / #10).
-            let rej =
-                nasx::NasTrackingAreaUpdateReject::new(nasx::NasEmmCause::new(if registered {
-                    10
-                } else {
-                    9
-                }));
+            let cause = if registered {
+                EmmCause::ImplicitlyDetached
+            } else {
+                EmmCause::UeIdentityCannotBeDerived
+            };
+            let rej = nasx::NasTrackingAreaUpdateReject::new(nasx::NasEmmCause::new(cause.into()));
             if let Some(u) = self.ues.get_mut(&id) {
                 if !registered {
                     u.sec = None;

@@ -182,7 +182,9 @@ impl Mme {
         if ctx.bearer(ebi).is_none() || ctx.pdn_by_default_ebi(ebi).is_some() {
             return Err(MmeError::NoBearer(ebi));
         }
-        let req = nasx::NasDeactivateEpsBearerContextRequest::new(nasx::NasEsmCause::new(36));
+        let req = nasx::NasDeactivateEpsBearerContextRequest::new(nasx::NasEsmCause::new(
+            EsmCause::RegularDeactivation.into(),
+        ));
         let nas = self
             .nas_bytes(id, &NasEpsMessage::new_esm(req, ebi, pti), false)
             .ok_or(MmeError::Codec("NAS".into()))?;
@@ -209,14 +211,14 @@ impl Mme {
     /// Checks shared by UE-requested bearer resource allocation and modification:
     /// counts the request; the UE must be connected (#31 otherwise) and the PTI
     /// assigned (#81, TS 24.301 §7.3.1). Returns the UE's slice slot.
-    pub(crate) fn bearer_request_slot(&mut self, id: u32, pti: u8) -> Result<u32, u8> {
+    pub(crate) fn bearer_request_slot(&mut self, id: u32, pti: u8) -> Result<u32, EsmCause> {
         self.stats.bearer_resource_allocations += 1;
         let u = &self.ues[&id];
         let (Some(slot), Some(_)) = (u.slot, u.conn) else {
-            return Err(31);
+            return Err(EsmCause::RequestRejectedUnspecified);
         };
         if pti == 0 || pti == 0xff {
-            return Err(81);
+            return Err(EsmCause::InvalidPtiValue);
         }
         Ok(slot)
     }
@@ -231,30 +233,33 @@ impl Mme {
         r: &nasx::NasBearerResourceAllocationRequest,
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
-    ) -> Result<(), u8> {
+    ) -> Result<(), EsmCause> {
         let slot = self.bearer_request_slot(id, pti)?;
         let linked = r.linked_eps_bearer_identity.bearer_identity();
-        let ctx = cp.ue(slot).ok_or(31)?;
+        let ctx = cp.ue(slot).ok_or(EsmCause::RequestRejectedUnspecified)?;
         if ctx.pdn_by_default_ebi(linked).is_none() {
-            return Err(43); // invalid EPS bearer identity
+            return Err(EsmCause::InvalidEpsBearerIdentity);
         }
-        let (qci, rates) = nasx::parse_eps_qos(&r.required_traffic_flow_qos.value).ok_or(37)?;
+        let (qci, rates) = nasx::parse_eps_qos(&r.required_traffic_flow_qos.value)
+            .ok_or(EsmCause::EpsQosNotAccepted)?;
         // GBR QCIs need their bit rates (TS 23.203 Table 6.1.7); none is a bad request.
         let gbr_qci = (1..=4).contains(&qci);
         let rates = match (gbr_qci, rates) {
             (true, Some(r)) if r.2 > 0 || r.3 > 0 => Some(r),
-            (true, _) => return Err(37), // EPS QoS not accepted
+            (true, _) => return Err(EsmCause::EpsQosNotAccepted),
             (false, r) => r,
         };
         if !(1..=9).contains(&qci) {
-            return Err(37);
+            return Err(EsmCause::EpsQosNotAccepted);
         }
         if !self.cfg.ue_requested_qcis.contains(&qci) {
-            return Err(30); // refused by the P-GW policy
+            return Err(EsmCause::RequestRejectedByGw); // refused by the P-GW policy
         }
-        let tft = nasx::network_tft_from_aggregate(&r.traffic_flow_aggregate)?;
+        // Every cause nasx gives is in the table; 111 would only cover one it might add.
+        let tft = nasx::network_tft_from_aggregate(&r.traffic_flow_aggregate)
+            .map_err(|c| EsmCause::try_from(c).unwrap_or(EsmCause::ProtocolErrorUnspecified))?;
         if free_ebi(ctx).is_none() {
-            return Err(65); // maximum number of EPS bearers reached
+            return Err(EsmCause::MaximumEpsBearersReached);
         }
         let (mu, md, gu, gd) = rates.unwrap_or((0, 0, 0, 0));
         let (mbr, gbr) = if gbr_qci {
@@ -266,9 +271,9 @@ impl Mme {
         self.dedicated(id, linked, qci, mbr, gbr, pti, tft, cp, out)
             .map(|_| ())
             .map_err(|e| match e {
-                MmeError::Busy => 65,
-                MmeError::Control(_) => 26,
-                _ => 31,
+                MmeError::Busy => EsmCause::MaximumEpsBearersReached,
+                MmeError::Control(_) => EsmCause::InsufficientResources,
+                _ => EsmCause::RequestRejectedUnspecified,
             })
     }
 
@@ -283,23 +288,25 @@ impl Mme {
         r: &nasx::NasBearerResourceModificationRequest,
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
-    ) -> Result<(), u8> {
+    ) -> Result<(), EsmCause> {
         let slot = self.bearer_request_slot(id, pti)?;
         let ebi = r.eps_bearer_identity_for_packet_filter.bearer_identity();
-        let ctx = cp.ue(slot).ok_or(31)?;
+        let ctx = cp.ue(slot).ok_or(EsmCause::RequestRejectedUnspecified)?;
         if ctx.bearer(ebi).is_none() {
-            return Err(43); // invalid EPS bearer identity
+            return Err(EsmCause::InvalidEpsBearerIdentity);
         }
-        let op = nasx::tft_operation(&r.traffic_flow_aggregate.value).ok_or(41)?;
+        let op = nasx::tft_operation(&r.traffic_flow_aggregate.value)
+            .ok_or(EsmCause::SemanticErrorInTftOperation)?;
         // 2: delete existing TFT, 5: delete packet filters (all of a dedicated bearer's
         // filters going means the bearer goes, TS 24.301 §6.5.4.3).
         if op != 2 && op != 5 {
-            return Err(31);
+            return Err(EsmCause::RequestRejectedUnspecified);
         }
         if ctx.pdn_by_default_ebi(ebi).is_some() {
-            return Err(30); // a default bearer is released by PDN disconnect only
+            return Err(EsmCause::RequestRejectedByGw); // a default bearer is released by PDN disconnect only
         }
-        self.deactivate(id, ebi, pti, cp, out).map_err(|_| 31)
+        self.deactivate(id, ebi, pti, cp, out)
+            .map_err(|_| EsmCause::RequestRejectedUnspecified)
     }
 }
 

@@ -37,9 +37,10 @@ impl Mme {
                     log(
                         out,
                         LogLevel::Info,
-                        format!("UE {id}: PDN connectivity rejected, ESM cause #{cause}"),
+                        format!("UE {id}: PDN connectivity rejected, ESM cause {cause}"),
                     );
-                    let rej = nasx::NasPdnConnectivityReject::new(nasx::NasEsmCause::new(cause));
+                    let rej =
+                        nasx::NasPdnConnectivityReject::new(nasx::NasEsmCause::new(cause.into()));
                     self.send_esm_reject(now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
                 }
             }
@@ -47,15 +48,17 @@ impl Mme {
                 let linked = r.linked_eps_bearer_identity.bearer_identity();
                 if let Err(cause) = self.pdn_disconnect(id, pti, linked, cp, out) {
                     self.stats.pdn_disconnect_rejects += 1;
-                    let rej = nasx::NasPdnDisconnectReject::new(nasx::NasEsmCause::new(cause));
+                    let rej =
+                        nasx::NasPdnDisconnectReject::new(nasx::NasEsmCause::new(cause.into()));
                     self.send_esm_reject(now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
                 }
             }
             Esm::BearerResourceAllocationRequest(r) => {
                 if let Err(cause) = self.bearer_resource_allocation(id, pti, &r, cp, out) {
                     self.stats.bearer_resource_rejects += 1;
-                    let rej =
-                        nasx::NasBearerResourceAllocationReject::new(nasx::NasEsmCause::new(cause));
+                    let rej = nasx::NasBearerResourceAllocationReject::new(nasx::NasEsmCause::new(
+                        cause.into(),
+                    ));
                     self.send_esm_reject(now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
                 }
             }
@@ -63,7 +66,7 @@ impl Mme {
                 if let Err(cause) = self.bearer_resource_modification(id, pti, &r, cp, out) {
                     self.stats.bearer_resource_rejects += 1;
                     let rej = nasx::NasBearerResourceModificationReject::new(
-                        nasx::NasEsmCause::new(cause),
+                        nasx::NasEsmCause::new(cause.into()),
                     );
                     self.send_esm_reject(now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
                 }

@@ -36,7 +36,7 @@ impl Mme {
                     LogLevel::Warn,
                     format!("UE {id}: slice refused attach: {e}"),
                 );
-                self.attach_reject(id, 22, out);
+                self.attach_reject(id, EmmCause::Congestion, out);
                 return;
             }
         };
@@ -150,25 +150,25 @@ impl Mme {
         r: &nasx::NasPdnConnectivityRequest,
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
-    ) -> Result<(), u8> {
+    ) -> Result<(), EsmCause> {
         let u = &self.ues[&id];
         let (Some(slot), Some((assoc, enb_ue_id)), Some(imsi)) = (u.slot, u.conn, u.imsi) else {
-            return Err(31);
+            return Err(EsmCause::RequestRejectedUnspecified);
         };
         if u.emm != Emm_::Registered {
-            return Err(31);
+            return Err(EsmCause::RequestRejectedUnspecified);
         }
         if pti == 0 || pti == 0xff {
-            return Err(81); // invalid PTI value
+            return Err(EsmCause::InvalidPtiValue);
         }
         match r.request_type.request_type_raw() {
-            1 => {}              // initial request
-            4 => return Err(31), // emergency: no emergency APN here
-            _ => return Err(31), // handover from non-3GPP access: not supported
+            1 => {}                                                // initial request
+            4 => return Err(EsmCause::RequestRejectedUnspecified), // emergency: no emergency APN here
+            _ => return Err(EsmCause::RequestRejectedUnspecified), // handover from non-3GPP access: not supported
         }
         // IPv4 addresses only (TS 24.301 §6.5.1.4: #50 for an IPv6-only request).
         if r.pdn_type.value & 0x07 == 2 {
-            return Err(50);
+            return Err(EsmCause::PdnTypeIpv4OnlyAllowed);
         }
         let apn = r
             .access_point_name
@@ -186,13 +186,13 @@ impl Mme {
             .iter()
             .any(|a| a.eq_ignore_ascii_case(&apn));
         if !subscribed && !extra {
-            return Err(27); // missing or unknown APN
+            return Err(EsmCause::MissingOrUnknownApn);
         }
-        let ctx = cp.ue(slot).ok_or(31)?;
+        let ctx = cp.ue(slot).ok_or(EsmCause::RequestRejectedUnspecified)?;
         if ctx.pdns.iter().any(|p| p.apn.eq_ignore_ascii_case(&apn)) {
-            return Err(55); // multiple PDN connections for a given APN not allowed
+            return Err(EsmCause::MultiplePdnConnectionsForApnNotAllowed);
         }
-        let ebi = free_ebi(ctx).ok_or(65)?; // maximum number of EPS bearers reached
+        let ebi = free_ebi(ctx).ok_or(EsmCause::MaximumEpsBearersReached)?;
         let qci = if apn.eq_ignore_ascii_case("ims") {
             5
         } else {
@@ -214,7 +214,7 @@ impl Mme {
                     charging_key: 0,
                 },
             )
-            .map_err(|_| 26)?; // insufficient resources (no pool / bearer slot left)
+            .map_err(|_| EsmCause::InsufficientResources)?; // no pool / bearer slot left
         let mut act = nasx::NasActivateDefaultEpsBearerContextRequest::new(
             nasx::NasEpsQualityOfService::new(nasx::eps_qos_value(qci, None)),
             nasx::NasAccessPointName::new(nasx::apn_value(&apn)),
@@ -224,7 +224,7 @@ impl Mme {
             nasx::NasApnAggregateMaximumBitRate::from_kbps(ambr.1 / 1000, ambr.0 / 1000).ok();
         let Some(nas) = self.nas_bytes(id, &NasEpsMessage::new_esm(act, ebi, pti), false) else {
             let _ = cp.remove_pdn(slot, ebi);
-            return Err(31);
+            return Err(EsmCause::RequestRejectedUnspecified);
         };
         self.ues
             .get_mut(&id)
@@ -273,26 +273,30 @@ impl Mme {
         linked: u8,
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
-    ) -> Result<(), u8> {
+    ) -> Result<(), EsmCause> {
         let u = &self.ues[&id];
         let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
-            return Err(31);
+            return Err(EsmCause::RequestRejectedUnspecified);
         };
         if pti == 0 || pti == 0xff {
-            return Err(81);
+            return Err(EsmCause::InvalidPtiValue);
         }
-        let ctx = cp.ue(slot).ok_or(31)?;
+        let ctx = cp.ue(slot).ok_or(EsmCause::RequestRejectedUnspecified)?;
         if ctx.pdn_by_default_ebi(linked).is_none() {
-            return Err(43); // invalid EPS bearer identity
+            return Err(EsmCause::InvalidEpsBearerIdentity);
         }
         if ctx.pdns.len() == 1 {
-            return Err(49); // last PDN disconnection not allowed
+            return Err(EsmCause::LastPdnDisconnectionNotAllowed);
         }
-        let req = nasx::NasDeactivateEpsBearerContextRequest::new(nasx::NasEsmCause::new(36));
+        let req = nasx::NasDeactivateEpsBearerContextRequest::new(nasx::NasEsmCause::new(
+            EsmCause::RegularDeactivation.into(),
+        ));
         let nas = self
             .nas_bytes(id, &NasEpsMessage::new_esm(req, linked, pti), false)
-            .ok_or(31u8)?;
-        let ebis = cp.remove_pdn(slot, linked).map_err(|_| 31u8)?;
+            .ok_or(EsmCause::RequestRejectedUnspecified)?;
+        let ebis = cp
+            .remove_pdn(slot, linked)
+            .map_err(|_| EsmCause::RequestRejectedUnspecified)?;
         self.stats.pdn_disconnects += 1;
         self.ues
             .get_mut(&id)
