@@ -449,7 +449,7 @@ impl Mme {
 
     /// Drop the UE's S1 connection; a registered UE becomes ECM-IDLE, a UE in the
     /// middle of attach is forgotten.
-    pub(crate) fn make_idle(&mut self, id: u32, cp: &mut ControlPlane, _out: &mut Vec<Output>) {
+    pub(crate) fn make_idle(&mut self, id: u32, cp: &mut ControlPlane, out: &mut Vec<Output>) {
         let Some(u) = self.ues.get_mut(&id) else {
             return;
         };
@@ -466,7 +466,7 @@ impl Mme {
         u.nas_timer = None;
         if u.emm == Emm_::Registered {
             if let Some(s) = u.slot {
-                let _ = cp.release_to_idle(s);
+                warn_cp(out, id, "release to idle", cp.release_to_idle(s));
             }
             self.stats.releases += 1;
             let at = self.now_hint().map(|n| n + self.cfg.mobile_reachable);
@@ -508,6 +508,8 @@ impl Mme {
             self.by_tmsi.remove(&u.m_tmsi);
         }
         if let Some(s) = u.slot {
+            // No `out` here: the slot is the MME's alone, so an error can only mean it
+            // is gone already, which is what this removal wants.
             let _ = cp.detach(s);
         }
     }
@@ -627,6 +629,30 @@ impl Mme {
 
 pub(crate) fn log(out: &mut Vec<Output>, lvl: LogLevel, s: String) {
     out.push(Output::Log(lvl, s));
+}
+
+/// Log the failure of a slice control-plane call that the procedure goes on without:
+/// what failed for which MME UE S1AP ID, and the slice's error (IDs only, no keys).
+pub(crate) fn log_cp<T>(
+    out: &mut Vec<Output>,
+    lvl: LogLevel,
+    id: u32,
+    what: impl std::fmt::Display,
+    r: Result<T, CtrlError>,
+) {
+    if let Err(e) = r {
+        log(out, lvl, format!("UE {id}: slice {what} failed: {e}"));
+    }
+}
+
+/// [`log_cp`] at [`LogLevel::Warn`]: a failure nothing explains.
+pub(crate) fn warn_cp<T>(
+    out: &mut Vec<Output>,
+    id: u32,
+    what: impl std::fmt::Display,
+    r: Result<T, CtrlError>,
+) {
+    log_cp(out, LogLevel::Warn, id, what, r)
 }
 
 pub(crate) fn s1arp(a: Arp) -> pepc_s1ap::Arp {

@@ -96,7 +96,7 @@ impl Mme {
                 u.wait = Wait::None;
             } else {
                 if let Some(s) = u.slot.take() {
-                    let _ = cp.detach(s);
+                    warn_cp(out, id, "detach", cp.detach(s));
                 }
                 u.emm = Emm_::Deregistered;
                 self.release(id, Cause::NAS_UNSPECIFIED, true, out);

@@ -191,9 +191,14 @@ impl Mme {
                 let loc = self.location(&self.ues[&id]);
                 if let Some(s) = slot {
                     for t in &m.erabs {
-                        let _ = cp.set_enb_tunnel(s, t.id, t.transport, t.teid);
+                        warn_cp(
+                            out,
+                            id,
+                            format_args!("eNB tunnel of bearer {}", t.id),
+                            cp.set_enb_tunnel(s, t.id, t.transport, t.teid),
+                        );
                     }
-                    let _ = cp.set_location(s, loc);
+                    warn_cp(out, id, "location update", cp.set_location(s, loc));
                 }
                 let u = self.ues.get_mut(&id).expect("present");
                 u.paging_timer = None;
@@ -207,7 +212,7 @@ impl Mme {
                 let attach = matches!(self.ues[&id].wait, Wait::IcsResponse { attach: true });
                 if attach {
                     if let Some(s) = self.ues.get_mut(&id).and_then(|u| u.slot.take()) {
-                        let _ = cp.detach(s);
+                        warn_cp(out, id, "detach", cp.detach(s));
                     }
                     self.stop_nas_timer(id);
                     self.release(id, Cause::NAS_UNSPECIFIED, true, out);
@@ -251,10 +256,20 @@ impl Mme {
             M::ERabSetupResponse(m) => {
                 if let Some(s) = self.ues[&id].slot {
                     for t in &m.setup {
-                        let _ = cp.set_enb_tunnel(s, t.id, t.transport, t.teid);
+                        warn_cp(
+                            out,
+                            id,
+                            format_args!("eNB tunnel of bearer {}", t.id),
+                            cp.set_enb_tunnel(s, t.id, t.transport, t.teid),
+                        );
                     }
                     for f in &m.failed {
-                        let _ = cp.remove_bearer(s, f.id);
+                        warn_cp(
+                            out,
+                            id,
+                            format_args!("removal of failed bearer {}", f.id),
+                            cp.remove_bearer(s, f.id),
+                        );
                     }
                 }
             }

@@ -84,7 +84,7 @@ impl Mme {
             return;
         };
         if let Some(s) = o.slot.take() {
-            let _ = cp.detach(s);
+            warn_cp(out, old, "detach", cp.detach(s));
         }
         let Some((assoc, enb_ue_id)) = o.conn else {
             self.remove_ue(old, false, cp);

@@ -14,7 +14,7 @@ impl Mme {
     ) {
         self.stats.detaches += 1;
         if let Some(s) = self.ues.get_mut(&id).and_then(|u| u.slot.take()) {
-            let _ = cp.detach(s);
+            warn_cp(out, id, "detach", cp.detach(s));
         }
         if let Some(u) = self.ues.get_mut(&id) {
             u.emm = Emm_::Deregistered;

@@ -78,7 +78,7 @@ impl Mme {
                 self.stop_nas_timer(id);
                 self.stats.detaches += 1;
                 if let Some(s) = self.ues.get_mut(&id).and_then(|u| u.slot.take()) {
-                    let _ = cp.detach(s);
+                    warn_cp(out, id, "detach", cp.detach(s));
                 }
                 self.ues.get_mut(&id).expect("present").emm = Emm_::Deregistered;
                 self.release(id, Cause::NAS_DETACH, true, out);
@@ -92,7 +92,7 @@ impl Mme {
                     self.by_tmsi.insert(t, id);
                     if let Some(s) = u.slot {
                         let g = self.guti_of(t);
-                        let _ = cp.set_guti(s, g);
+                        warn_cp(out, id, "GUTI update", cp.set_guti(s, g));
                     }
                 }
                 if self.ues[&id].wait == Wait::GutiReallocComplete {

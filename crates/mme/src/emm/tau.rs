@@ -38,7 +38,7 @@ impl Mme {
         let u = &self.ues[&id];
         if let Some(s) = u.slot {
             let loc = self.location(u);
-            let _ = cp.set_location(s, loc);
+            warn_cp(out, id, "location update", cp.set_location(s, loc));
         }
         let plmn = self.cfg.plmn.0;
         let mut acc = nasx::NasTrackingAreaUpdateAccept::new(nasx::NasEpsUpdateResult::new(0));

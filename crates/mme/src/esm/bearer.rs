@@ -69,7 +69,12 @@ impl Mme {
             nasx::NasTrafficFlowTemplate::new(tft),
         );
         let Some(nas) = self.nas_bytes(id, &NasEpsMessage::new_esm(req, ebi, pti), false) else {
-            let _ = cp.remove_bearer(slot, ebi);
+            warn_cp(
+                out,
+                id,
+                format_args!("rollback of bearer {ebi}"),
+                cp.remove_bearer(slot, ebi),
+            );
             return Err(MmeError::Codec("NAS".into()));
         };
         self.ues
@@ -188,7 +193,12 @@ impl Mme {
         let nas = self
             .nas_bytes(id, &NasEpsMessage::new_esm(req, ebi, pti), false)
             .ok_or(MmeError::Codec("NAS".into()))?;
-        let _ = cp.remove_bearer(slot, ebi);
+        warn_cp(
+            out,
+            id,
+            format_args!("removal of bearer {ebi}"),
+            cp.remove_bearer(slot, ebi),
+        );
         self.send(
             assoc,
             Some(id),
@@ -303,7 +313,8 @@ impl Mme {
             return Err(EsmCause::RequestRejectedUnspecified);
         }
         if ctx.pdn_by_default_ebi(ebi).is_some() {
-            return Err(EsmCause::RequestRejectedByGw); // a default bearer is released by PDN disconnect only
+            // A default bearer is released by PDN disconnect only.
+            return Err(EsmCause::RequestRejectedByGw);
         }
         self.deactivate(id, ebi, pti, cp, out)
             .map_err(|_| EsmCause::RequestRejectedUnspecified)

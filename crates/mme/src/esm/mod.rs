@@ -84,7 +84,12 @@ impl Mme {
                 if u.pending_bearers.contains(&ebi) {
                     u.pending_bearers.retain(|b| *b != ebi);
                     if let Some(s) = u.slot {
-                        let _ = cp.remove_pdn(s, ebi);
+                        warn_cp(
+                            out,
+                            id,
+                            format_args!("removal of refused PDN connection {ebi}"),
+                            cp.remove_pdn(s, ebi),
+                        );
                     }
                 }
             }
@@ -99,7 +104,14 @@ impl Mme {
             Esm::ActivateDedicatedEpsBearerContextReject(_)
             | Esm::DeactivateEpsBearerContextAccept(_) => {
                 if let Some(s) = self.ues[&id].slot {
-                    let _ = cp.remove_bearer(s, ebi);
+                    // Debug: the accept of our own deactivation finds the bearer gone.
+                    log_cp(
+                        out,
+                        LogLevel::Debug,
+                        id,
+                        format_args!("removal of bearer {ebi}"),
+                        cp.remove_bearer(s, ebi),
+                    );
                 }
                 self.ues
                     .get_mut(&id)

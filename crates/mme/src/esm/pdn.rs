@@ -42,7 +42,7 @@ impl Mme {
         };
         let tmsi = self.alloc_tmsi();
         let guti = self.guti_of(tmsi);
-        let _ = cp.set_guti(att.ue_slot, guti);
+        warn_cp(out, id, "GUTI update", cp.set_guti(att.ue_slot, guti));
         let u = self.ues.get_mut(&id).expect("present");
         self.by_tmsi.insert(tmsi, id);
         u.m_tmsi = tmsi;
@@ -162,9 +162,11 @@ impl Mme {
             return Err(EsmCause::InvalidPtiValue);
         }
         match r.request_type.request_type_raw() {
-            1 => {}                                                // initial request
-            4 => return Err(EsmCause::RequestRejectedUnspecified), // emergency: no emergency APN here
-            _ => return Err(EsmCause::RequestRejectedUnspecified), // handover from non-3GPP access: not supported
+            1 => {} // initial request
+            // Emergency: no emergency APN here.
+            4 => return Err(EsmCause::RequestRejectedUnspecified),
+            // Handover from non-3GPP access: not supported.
+            _ => return Err(EsmCause::RequestRejectedUnspecified),
         }
         // IPv4 addresses only (TS 24.301 §6.5.1.4: #50 for an IPv6-only request).
         if r.pdn_type.value & 0x07 == 2 {
@@ -223,7 +225,12 @@ impl Mme {
         act.apn_ambr =
             nasx::NasApnAggregateMaximumBitRate::from_kbps(ambr.1 / 1000, ambr.0 / 1000).ok();
         let Some(nas) = self.nas_bytes(id, &NasEpsMessage::new_esm(act, ebi, pti), false) else {
-            let _ = cp.remove_pdn(slot, ebi);
+            warn_cp(
+                out,
+                id,
+                format_args!("rollback of PDN connection {ebi}"),
+                cp.remove_pdn(slot, ebi),
+            );
             return Err(EsmCause::RequestRejectedUnspecified);
         };
         self.ues

@@ -153,7 +153,12 @@ impl Mme {
         let slot = self.ues[&id].slot;
         if let Some(s) = slot {
             for a in &h.admitted {
-                let _ = cp.set_enb_tunnel(s, a.id, a.transport, a.teid);
+                warn_cp(
+                    out,
+                    id,
+                    format_args!("eNB tunnel of bearer {}", a.id),
+                    cp.set_enb_tunnel(s, a.id, a.transport, a.teid),
+                );
             }
             // Bearers the target did not admit are gone (the Handover Command listed
             // them for release).
@@ -174,7 +179,7 @@ impl Mme {
         self.by_conn.insert((assoc, m.enb_ue_id), id);
         if let Some(s) = slot {
             let loc = self.location(&self.ues[&id]);
-            let _ = cp.set_location(s, loc);
+            warn_cp(out, id, "location update", cp.set_location(s, loc));
         }
         self.stats.s1_handovers += 1;
         self.send(

@@ -25,7 +25,14 @@ impl Mme {
             M::ERabSetupResponse(m) => {
                 if let Some(s) = self.ues[&id].slot {
                     for f in &m.failed {
-                        let _ = cp.remove_bearer(s, f.id);
+                        // Debug: the Path Switch may have released the bearer already.
+                        log_cp(
+                            out,
+                            LogLevel::Debug,
+                            id,
+                            format_args!("removal of failed bearer {}", f.id),
+                            cp.remove_bearer(s, f.id),
+                        );
                     }
                 }
             }
@@ -100,7 +107,7 @@ impl Mme {
             .filter(|c| *c != (assoc, m.enb_ue_id))
             .zip(now.map(|n| n + X2_SOURCE_GRACE));
         let loc = self.location(&self.ues[&id]);
-        let _ = cp.set_location(slot, loc);
+        warn_cp(out, id, "location update", cp.set_location(slot, loc));
         let Some(sc) = self.next_nh(id) else {
             return fail(self, out, Cause::MISC_UNSPECIFIED);
         };
