@@ -6,17 +6,37 @@
 //! [`ControlPlane`] (no GTP-C: the S/P-GW user plane is in the same slice).
 //!
 //! * [`config`]: [`MmeConfig`] with documented defaults.
-//! * [`endpoint`]: the node's S1AP endpoint: eNB procedures and the demux to slices.
-//! * [`mme`]: the state machine (eNB handling, EMM/ESM procedures, handovers, timers).
+//! * [`endpoint`]: the node's S1AP endpoint: S1 Setup, eNB Configuration Update,
+//!   Reset, Error Indication, Paging fan-out, and the demux of UE signaling to slices.
+//! * [`mme`]: the [`Mme`] of one slice and its contexts, input routing, timers, S1 send.
+//! * `s1ap`: where a UE-associated S1AP PDU goes in the slice; `enb`: what a slice
+//!   does when its eNBs are set up, reset or lost.
+//! * `nas`: NAS security, transport and retransmission; `parked`: parked contexts.
+//! * `emm/`: attach, auth, security_mode, guti, tau, service, detach (TS 24.301 §5).
+//! * `esm/`: pdn (default bearers, PDN connections), bearer (dedicated) (TS 24.301 §6).
+//! * `handover/`: x2 (Path Switch), s1 (Handover Required .. Notify); `paging`.
+//! * [`cause`]: EMM and ESM cause values ([`EmmCause`], [`EsmCause`]).
 //! * [`nasx`]: the NAS codec/security surface used by the procedures.
 //! * [`sim`]: a scripted eNB + UE (full AKA and NAS security) for tests and benchmarks.
 
+pub mod cause;
 pub mod config;
 pub mod endpoint;
 pub mod mme;
 pub mod nasx;
 pub mod sim;
 
+mod emm;
+mod enb;
+mod esm;
+mod handover;
+mod nas;
+mod paging;
+mod parked;
+mod prelude;
+mod s1ap;
+
+pub use cause::{EmmCause, EsmCause};
 pub use config::MmeConfig;
 pub use endpoint::{EndpointOut, EndpointStats, S1apEndpoint, SlicePolicy, SliceRole};
 pub use mme::{AssocId, Input, LogLevel, Mme, MmeError, MmeStats, Output};

@@ -2,6 +2,7 @@
 //! encoded and decoded, the UE runs the USIM (Milenage) and NAS security. Used by the
 //! tests and by `pepc bench attach` ([`run_inprocess_attaches`]).
 
+use crate::cause::EmmCause;
 use crate::endpoint::{EndpointOut, S1apEndpoint, SlicePolicy};
 use crate::mme::{AssocId, Input, Mme, Output};
 use crate::nasx::{
@@ -606,13 +607,15 @@ impl SimUe {
                         ))
                     }
                     Err(pepc_security::UsimError::SynchFailure { auts }) => {
-                        let mut f = nasx::NasAuthenticationFailure::new(nasx::NasEmmCause::new(21));
+                        let mut f = nasx::NasAuthenticationFailure::new(nasx::NasEmmCause::new(
+                            EmmCause::SynchFailure.into(),
+                        ));
                         f.authentication_failure_parameter =
                             Some(nasx::NasAuthenticationFailureParameter::new(auts.to_vec()));
                         NasEpsMessage::new_emm(f)
                     }
                     Err(_) => NasEpsMessage::new_emm(nasx::NasAuthenticationFailure::new(
-                        nasx::NasEmmCause::new(20),
+                        nasx::NasEmmCause::new(EmmCause::MacFailure.into()),
                     )),
                 };
                 (

@@ -1,0 +1,198 @@
+//! Attach (TS 24.301 §5.5.1, TS 23.401 §5.3.2): Attach Request, the subscriber's profile,
+//! supersession of an older context of the same subscriber, Attach Reject (the accept is
+//! sent from `create_session` in esm/pdn.rs).
+
+use crate::prelude::*;
+
+impl Mme {
+    pub(crate) fn attach_request(
+        &mut self,
+        now: Instant,
+        id: u32,
+        r: nasx::NasAttachRequest,
+        _verified: bool,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        self.stats.attach_requests += 1;
+        let esm = r.esm_message_container.decode_as_esm_message().ok();
+        let u = self.ues.get_mut(&id).expect("present");
+        u.ue_net_cap = r.ue_network_capability.value.to_vec();
+        u.emm = Emm_::Deregistered;
+        if let Some(NasEpsMessage::Esm(h, Esm::PdnConnectivityRequest(p))) = &esm {
+            u.pti = h.procedure_transaction_identity;
+            u.apn = p
+                .access_point_name
+                .as_ref()
+                .map(|a| nasx::apn_string(&a.value))
+                .unwrap_or_default();
+            if p.esm_information_transfer_flag
+                .is_some_and(|f| f.value & 1 == 1)
+            {
+                u.apn.clear();
+                u.pending_bearers.push(0xff); // marker: ESM info requested by the UE
+            }
+        } else {
+            self.attach_reject(id, EmmCause::InvalidMandatoryInformation, out);
+            return;
+        }
+        // Verified with a parked context: the subscriber is known and the UE holds the
+        // keys, so identity, AKA and SMC are skipped (TS 24.301 §5.5.1.2.3).
+        let u = self.ues.get_mut(&id).expect("present");
+        if std::mem::take(&mut u.resumed) {
+            if let (true, Some(imsi)) = (_verified, u.imsi) {
+                self.stats.parked_contexts_reused += 1;
+                self.claim(imsi, out);
+                if self.adopt_subscriber(id, imsi, cp, out) {
+                    self.security_established(now, id, cp, out);
+                }
+                return;
+            }
+        }
+        match nasx::parse_identity(&r.eps_mobile_identity.value) {
+            Identity::Imsi(imsi) => self.start_auth(now, id, imsi, cp, out),
+            Identity::Guti(plmn, g, c, t) => {
+                let known = (plmn == self.cfg.plmn.0
+                    && g == self.cfg.mme_group_id
+                    && c == self.cfg.mme_code)
+                    .then(|| self.by_tmsi.get(&t).copied())
+                    .flatten()
+                    .filter(|o| *o != id);
+                match known.and_then(|o| self.ues.get(&o).and_then(|u| u.imsi)) {
+                    // A GUTI we allocated: re-authenticate the known subscriber.
+                    Some(imsi) => self.start_auth(now, id, imsi, cp, out),
+                    None => {
+                        let u = self.ues.get_mut(&id).expect("present");
+                        u.wait = Wait::Identity;
+                        let req = nasx::NasIdentityRequest::new(nasx::NasIdentityType2::new(1));
+                        let t = self.cfg.t3470;
+                        self.send_nas(now, id, NasEpsMessage::new_emm(req), false, Some(t), out);
+                    }
+                }
+            }
+            Identity::Other => self.attach_reject(id, EmmCause::InvalidMandatoryInformation, out),
+        }
+    }
+
+    /// Retire the older context `old` of a subscriber that attaches again. Without an
+    /// S1 connection it goes at once. With one, its MME UE S1AP ID stays valid until the
+    /// eNB answers the release (TS 36.413 §8.3.3): the UE Context Release Complete, on
+    /// another SCTP stream than the new Initial UE Message, may well arrive after it,
+    /// and must not meet an Error Indication (unknown MME UE S1AP ID). A release already
+    /// under way (switch-off detach, then re-attach) is not commanded twice.
+    pub(crate) fn supersede(&mut self, old: u32, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+        let Some(o) = self.ues.get_mut(&old) else {
+            return;
+        };
+        if let Some(s) = o.slot.take() {
+            warn_cp(out, old, "detach", cp.detach(s));
+        }
+        let Some((assoc, enb_ue_id)) = o.conn else {
+            self.remove_ue(old, false, cp);
+            return;
+        };
+        let commanded = matches!(o.wait, Wait::ReleaseComplete { .. });
+        o.superseded = true;
+        o.emm = Emm_::Deregistered;
+        o.wait = Wait::ReleaseComplete { then_remove: true };
+        // Nothing of the subscriber stays here: no keys (so nothing is parked at the
+        // release), no timers, no identities that could find this context again.
+        o.sec = None;
+        o.new_sec = None;
+        o.vector = None;
+        o.nh = None;
+        o.retx = None;
+        o.ho = None;
+        o.nas_timer = None;
+        o.paging_timer = None;
+        o.reach_timer = None;
+        o.pending_bearers.clear();
+        let imsi = o.imsi.take();
+        let tmsis = [Some(std::mem::take(&mut o.m_tmsi)), o.pending_tmsi.take()];
+        if let Some(i) = imsi {
+            if self.by_imsi.get(&i) == Some(&old) {
+                self.by_imsi.remove(&i);
+            }
+        }
+        for t in tmsis.into_iter().flatten() {
+            if self.by_tmsi.get(&t) == Some(&old) {
+                self.by_tmsi.remove(&t);
+            }
+        }
+        log(
+            out,
+            LogLevel::Debug,
+            format!("UE {old} superseded by a new attach; awaiting its release complete"),
+        );
+        if !commanded {
+            self.send(
+                assoc,
+                Some(old),
+                UeContextReleaseCommand {
+                    ids: UeS1apIds::Pair {
+                        mme_ue_id: old,
+                        enb_ue_id,
+                    },
+                    cause: Cause::NAS_NORMAL_RELEASE,
+                }
+                .into(),
+                out,
+            );
+        }
+    }
+
+    /// Make `id` the context of subscriber `imsi` (superseding an older one) and load
+    /// its profile; `false` when the subscriber is unknown (the attach was rejected).
+    pub(crate) fn adopt_subscriber(
+        &mut self,
+        id: u32,
+        imsi: u64,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> bool {
+        // An older context of the same subscriber is superseded.
+        if let Some(old) = self.by_imsi.get(&imsi).copied() {
+            if old != id {
+                self.supersede(old, cp, out);
+            }
+        }
+        self.by_imsi.insert(imsi, id);
+        let sub = match ImsiKey::fifteen_digits(imsi).map(|k| self.hss.profile_of(k)) {
+            Some(Ok(Some(s))) => s,
+            _ => {
+                self.ues.get_mut(&id).expect("present").imsi = Some(imsi);
+                // Unknown subscriber (TS 29.272 USER_UNKNOWN → EMM #8).
+                self.attach_reject(id, EmmCause::EpsAndNonEpsServicesNotAllowed, out);
+                return false;
+            }
+        };
+        let u = self.ues.get_mut(&id).expect("present");
+        u.imsi = Some(imsi);
+        u.ambr = if sub.ambr_ul_bps > 0 {
+            (sub.ambr_ul_bps, sub.ambr_dl_bps)
+        } else {
+            self.cfg.default_ambr
+        };
+        u.qci = sub.qci;
+        u.arp_priority = sub.arp_priority;
+        if u.apn.is_empty() && !u.pending_bearers.contains(&0xff) {
+            u.apn = sub.apn.clone();
+        }
+        true
+    }
+
+    pub(crate) fn attach_reject(&mut self, id: u32, cause: EmmCause, out: &mut Vec<Output>) {
+        self.stats.attach_rejects += 1;
+        let rej = nasx::NasAttachReject::new(nasx::NasEmmCause::new(cause.into()));
+        let now = self.last_now.unwrap_or_else(Instant::now);
+        if let Some(u) = self.ues.get_mut(&id) {
+            u.wait = Wait::None;
+            // A reject to an unauthenticated UE is sent plain.
+            if u.emm == Emm_::Deregistered {
+                u.sec = None;
+            }
+        }
+        self.send_nas(now, id, NasEpsMessage::new_emm(rej), false, None, out);
+        self.release(id, Cause::NAS_UNSPECIFIED, true, out);
+    }
+}

@@ -1,0 +1,187 @@
+//! EPS authentication and key agreement (TS 24.301 §5.4.2, TS 33.401 §6.1): Authentication
+//! Request/Response/Failure (with resynchronisation) and Reject; a good RES selects the
+//! algorithms and sends the Security Mode Command (§5.4.3.2).
+
+use crate::prelude::*;
+
+impl Mme {
+    pub(crate) fn start_auth(
+        &mut self,
+        now: Instant,
+        id: u32,
+        imsi: u64,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        if self.adopt_subscriber(id, imsi, cp, out) {
+            self.send_auth_request(now, id, imsi, out);
+        }
+    }
+
+    pub(crate) fn send_auth_request(
+        &mut self,
+        now: Instant,
+        id: u32,
+        imsi: u64,
+        out: &mut Vec<Output>,
+    ) {
+        let v = match ImsiKey::fifteen_digits(imsi)
+            .map(|k| self.hss.next_vector_of(k, self.cfg.plmn.0, &mut self.rand))
+        {
+            Some(Ok(v)) => v,
+            _ => {
+                self.attach_reject(id, EmmCause::EpsAndNonEpsServicesNotAllowed, out);
+                return;
+            }
+        };
+        let u = self.ues.get_mut(&id).expect("present");
+        let ksi = u.next_ksi % 7;
+        u.next_ksi = (ksi + 1) % 7;
+        let req = nasx::NasAuthenticationRequest::new(
+            nasx::NasKeySetIdentifier::new(ksi),
+            nasx::NasAuthenticationParameterRand::new(v.rand.to_vec()),
+            nasx::NasAuthenticationParameterAutn::new(v.autn.to_vec()),
+        );
+        u.vector = Some(Box::new(v));
+        u.wait = Wait::AuthResponse;
+        u.new_sec = None;
+        // The challenge goes protected when a context is in use (re-authentication).
+        let t = self.cfg.t3460;
+        self.ues.get_mut(&id).expect("present").new_sec = None;
+        let ksi_store = ksi;
+        self.send_nas(now, id, NasEpsMessage::new_emm(req), false, Some(t), out);
+        self.ues.get_mut(&id).expect("present").next_ksi = (ksi_store + 1) % 7;
+    }
+
+    pub(crate) fn auth_response(
+        &mut self,
+        now: Instant,
+        id: u32,
+        res: &[u8],
+        out: &mut Vec<Output>,
+    ) {
+        let u = self.ues.get_mut(&id).expect("present");
+        if u.wait != Wait::AuthResponse {
+            return;
+        }
+        let Some(v) = u.vector.take() else { return };
+        u.nas_timer = None;
+        u.retx = None;
+        let ok = res.len() == v.xres.len()
+            && res
+                .iter()
+                .zip(v.xres.iter())
+                .fold(0u8, |a, (x, y)| a | (x ^ y))
+                == 0;
+        if !ok {
+            self.stats.auth_rejects += 1;
+            self.send_nas(
+                now,
+                id,
+                NasEpsMessage::new_emm(nasx::NasAuthenticationReject::new()),
+                false,
+                None,
+                out,
+            );
+            self.release(id, Cause::NAS_AUTHENTICATION_FAILURE, true, out);
+            return;
+        }
+        // Algorithm selection by our preference among what the UE supports.
+        let cap = u.ue_net_cap.clone();
+        let eea = self
+            .cfg
+            .eea_preference
+            .iter()
+            .copied()
+            .find(|a| cap.first().is_some_and(|c| c & (0x80 >> *a as u8) != 0));
+        let eia = self
+            .cfg
+            .eia_preference
+            .iter()
+            .copied()
+            .filter(|a| *a != Eia::Eia0)
+            .find(|a| cap.get(1).is_some_and(|c| c & (0x80 >> *a as u8) != 0));
+        let (Some(eea), Some(eia)) = (eea, eia) else {
+            self.attach_reject(id, EmmCause::UeSecurityCapabilitiesMismatch, out);
+            return;
+        };
+        let ksi = (u.next_ksi + 6) % 7;
+        let ctx = match SecCtx::new(v.kasme.clone(), ksi, eea, eia) {
+            Ok(c) => c,
+            Err(e) => {
+                log(
+                    out,
+                    LogLevel::Warn,
+                    format!("UE {id}: security context: {e}"),
+                );
+                self.attach_reject(id, EmmCause::UeSecurityCapabilitiesMismatch, out);
+                return;
+            }
+        };
+        u.new_sec = Some(Box::new(ctx));
+        u.wait = Wait::SmcComplete;
+        let mut replay = cap
+            .get(..2)
+            .map(|c| c.to_vec())
+            .unwrap_or_else(|| vec![0, 0]);
+        replay.resize(2, 0);
+        let smc = nasx::NasSecurityModeCommand::new(
+            nasx::NasSecurityAlgorithms::new(((eea as u8) << 4) | eia as u8),
+            nasx::NasKeySetIdentifier::new(ksi),
+            nasx::NasUeSecurityCapability::new(replay),
+        );
+        let t = self.cfg.t3460;
+        self.send_nas(now, id, NasEpsMessage::new_emm(smc), true, Some(t), out);
+    }
+
+    pub(crate) fn auth_failure(
+        &mut self,
+        now: Instant,
+        id: u32,
+        cause: u8,
+        auts: Option<Vec<u8>>,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let u = self.ues.get_mut(&id).expect("present");
+        let imsi = u.imsi;
+        match (EmmCause::try_from(cause), auts, imsi) {
+            // Synch failure: resynchronise the HSS once, then a fresh challenge.
+            (Ok(EmmCause::SynchFailure), Some(auts), Some(imsi))
+                if !u.resync_done && auts.len() == 14 =>
+            {
+                u.resync_done = true;
+                let rand = u.vector.as_ref().map(|v| v.rand).unwrap_or([0; 16]);
+                let mut a = [0u8; 14];
+                a.copy_from_slice(&auts);
+                self.stats.resyncs += 1;
+                if self.hss.resync(&nasx::imsi_string(imsi), rand, a).is_err() {
+                    self.auth_reject(now, id, out);
+                    return;
+                }
+                self.send_auth_request(now, id, imsi, out);
+            }
+            _ => {
+                let _ = cp;
+                self.auth_reject(now, id, out);
+            }
+        }
+    }
+
+    pub(crate) fn auth_reject(&mut self, now: Instant, id: u32, out: &mut Vec<Output>) {
+        self.stats.auth_rejects += 1;
+        if let Some(u) = self.ues.get_mut(&id) {
+            u.vector = None;
+            u.wait = Wait::None;
+        }
+        self.send_nas(
+            now,
+            id,
+            NasEpsMessage::new_emm(nasx::NasAuthenticationReject::new()),
+            false,
+            None,
+            out,
+        );
+        self.release(id, Cause::NAS_AUTHENTICATION_FAILURE, true, out);
+    }
+}

@@ -1,0 +1,58 @@
+//! Detach (TS 24.301 §5.5.2, TS 23.401 §5.3.8): UE-initiated (§5.5.2.2) and
+//! network-initiated (§5.5.2.3).
+
+use crate::prelude::*;
+
+impl Mme {
+    pub(crate) fn ue_detach(
+        &mut self,
+        id: u32,
+        switch_off: bool,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+        now: Instant,
+    ) {
+        self.stats.detaches += 1;
+        if let Some(s) = self.ues.get_mut(&id).and_then(|u| u.slot.take()) {
+            warn_cp(out, id, "detach", cp.detach(s));
+        }
+        if let Some(u) = self.ues.get_mut(&id) {
+            u.emm = Emm_::Deregistered;
+            u.nas_timer = None;
+            u.retx = None;
+        }
+        if !switch_off {
+            self.send_nas(
+                now,
+                id,
+                NasEpsMessage::new_emm(nasx::NasDetachAccept::new()),
+                false,
+                None,
+                out,
+            );
+        }
+        self.release(id, Cause::NAS_DETACH, true, out);
+    }
+
+    /// Network-initiated detach (re-attach required), supervised by T3422. An idle UE
+    /// is detached locally.
+    pub fn detach_ue(
+        &mut self,
+        now: Instant,
+        imsi: u64,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> Result<(), MmeError> {
+        let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
+        if self.ues[&id].conn.is_none() {
+            self.stats.detaches += 1;
+            self.remove_ue(id, false, cp);
+            return Ok(());
+        }
+        self.ues.get_mut(&id).expect("present").wait = Wait::DetachAccept;
+        let req = nasx::NasDetachRequestUeTerminated::new(nasx::NasDetachType::new(1));
+        let t = self.cfg.t3422;
+        self.send_nas(now, id, NasEpsMessage::new_emm(req), false, Some(t), out);
+        Ok(())
+    }
+}

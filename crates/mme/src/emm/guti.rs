@@ -1,0 +1,71 @@
+//! GUTI allocation and the GUTI reallocation procedure (TS 24.301 §5.4.1).
+
+use crate::prelude::*;
+
+impl Mme {
+    pub(crate) fn guti_of(&self, m_tmsi: u32) -> SGuti {
+        SGuti {
+            plmn: splmn(self.cfg.plmn),
+            mme_group_id: self.cfg.mme_group_id,
+            mme_code: self.cfg.mme_code,
+            m_tmsi,
+        }
+    }
+
+    /// Tell the node this slice now holds `imsi` (learned by identity, not by the
+    /// IMSI route), so no other slice keeps a context of it.
+    pub(crate) fn claim(&self, imsi: u64, out: &mut Vec<Output>) {
+        if self.role.count > 1 {
+            out.push(Output::ClaimImsi { imsi });
+        }
+    }
+
+    /// Next free MME UE S1AP ID of this slice (never 0).
+    pub(crate) fn alloc_mme_ue_id(&mut self) -> u32 {
+        let ids = self.role.ids();
+        loop {
+            let id = self.next_id;
+            self.next_id = ids.compose(self.role.index, id.wrapping_add(1));
+            if id != 0 && !self.ues.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// A new M-TMSI of this slice (the demux finds the slice in its top bits).
+    pub(crate) fn alloc_tmsi(&mut self) -> u32 {
+        let ids = self.role.ids();
+        loop {
+            let t = self.next_tmsi;
+            self.next_tmsi = ids.compose(self.role.index, t.wrapping_add(0x9e37_79b9) | 1);
+            // A parked context keeps its M-TMSI until it expires.
+            if !self.by_tmsi.contains_key(&t) && !self.parked.contains_key(&t) {
+                return t;
+            }
+        }
+    }
+
+    /// GUTI Reallocation (connected UE), supervised by T3450.
+    pub fn reallocate_guti(
+        &mut self,
+        now: Instant,
+        imsi: u64,
+        out: &mut Vec<Output>,
+    ) -> Result<u32, MmeError> {
+        let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
+        if self.ues[&id].conn.is_none() {
+            return Err(MmeError::NotConnected);
+        }
+        let t = self.alloc_tmsi();
+        let plmn = self.cfg.plmn.0;
+        let cmd = nasx::NasGutiReallocationCommand::new(nasx::NasEpsMobileIdentity::new(
+            nasx::guti_value(plmn, self.cfg.mme_group_id, self.cfg.mme_code, t),
+        ));
+        let u = self.ues.get_mut(&id).expect("present");
+        u.pending_tmsi = Some(t);
+        u.wait = Wait::GutiReallocComplete;
+        let d = self.cfg.t3450;
+        self.send_nas(now, id, NasEpsMessage::new_emm(cmd), false, Some(d), out);
+        Ok(t)
+    }
+}

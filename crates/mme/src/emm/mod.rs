@@ -1,0 +1,110 @@
+//! EPS mobility management (TS 24.301 §5): the uplink EMM message dispatch. One file per
+//! procedure; the identification procedure (§5.4.4) is the Identity Request of
+//! `attach_request` and the Identity Response arm of `emm`.
+
+mod attach;
+mod auth;
+mod detach;
+mod guti;
+mod security_mode;
+mod service;
+mod tau;
+
+use crate::prelude::*;
+
+impl Mme {
+    pub(crate) fn emm(
+        &mut self,
+        now: Instant,
+        id: u32,
+        e: Emm,
+        verified: bool,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        match e {
+            Emm::AttachRequest(r) => self.attach_request(now, id, *r, verified, cp, out),
+            Emm::IdentityResponse(r) => {
+                if self.ues[&id].wait != Wait::Identity {
+                    return;
+                }
+                self.stop_nas_timer(id);
+                match nasx::parse_identity(&r.mobile_identity.value) {
+                    Identity::Imsi(imsi) => {
+                        self.claim(imsi, out);
+                        self.start_auth(now, id, imsi, cp, out)
+                    }
+                    _ => self.attach_reject(id, EmmCause::InvalidMandatoryInformation, out),
+                }
+            }
+            Emm::AuthenticationResponse(r) => {
+                self.auth_response(now, id, &r.authentication_response_parameter.value, out)
+            }
+            Emm::AuthenticationFailure(f) => {
+                if self.ues[&id].wait != Wait::AuthResponse {
+                    return;
+                }
+                self.stop_nas_timer(id);
+                let cause = f.emm_cause.value;
+                let auts = f
+                    .authentication_failure_parameter
+                    .as_ref()
+                    .map(|p| p.value.to_vec());
+                self.auth_failure(now, id, cause, auts, cp, out);
+            }
+            Emm::SecurityModeComplete(_) => self.smc_complete(now, id, cp, out),
+            Emm::SecurityModeReject(_) => {
+                self.stop_nas_timer(id);
+                self.attach_reject(id, EmmCause::UeSecurityCapabilitiesMismatch, out);
+            }
+            Emm::AttachComplete(c) => {
+                if self.ues[&id].wait != Wait::AttachComplete {
+                    return;
+                }
+                self.stop_nas_timer(id);
+                let u = self.ues.get_mut(&id).expect("present");
+                u.wait = Wait::None;
+                u.emm = Emm_::Registered;
+                self.stats.attaches += 1;
+                let _ = c; // carries Activate Default EPS Bearer Context Accept
+                if let Some(name) = self.cfg.network_name.clone() {
+                    let mut info = nasx::NasEmmInformation::new();
+                    info.full_name_for_network =
+                        Some(nasx::NasNetworkName::new(nasx::network_name_value(&name)));
+                    self.send_nas(now, id, NasEpsMessage::new_emm(info), false, None, out);
+                }
+            }
+            Emm::DetachRequestUeOriginating(d) => {
+                self.ue_detach(id, d.detach_type.value & 0x08 != 0, cp, out, now)
+            }
+            Emm::DetachAccept(_) if self.ues[&id].wait == Wait::DetachAccept => {
+                self.stop_nas_timer(id);
+                self.stats.detaches += 1;
+                if let Some(s) = self.ues.get_mut(&id).and_then(|u| u.slot.take()) {
+                    warn_cp(out, id, "detach", cp.detach(s));
+                }
+                self.ues.get_mut(&id).expect("present").emm = Emm_::Deregistered;
+                self.release(id, Cause::NAS_DETACH, true, out);
+            }
+            Emm::TrackingAreaUpdateRequest(t) => self.tau(now, id, *t, verified, cp, out),
+            Emm::TrackingAreaUpdateComplete(_) | Emm::GutiReallocationComplete(_) => {
+                let u = self.ues.get_mut(&id).expect("present");
+                if let Some(t) = u.pending_tmsi.take() {
+                    self.by_tmsi.remove(&u.m_tmsi);
+                    u.m_tmsi = t;
+                    self.by_tmsi.insert(t, id);
+                    if let Some(s) = u.slot {
+                        let g = self.guti_of(t);
+                        warn_cp(out, id, "GUTI update", cp.set_guti(s, g));
+                    }
+                }
+                if self.ues[&id].wait == Wait::GutiReallocComplete {
+                    self.ues.get_mut(&id).expect("present").wait = Wait::None;
+                }
+                self.stop_nas_timer(id);
+            }
+            Emm::EmmStatus(_) => {}
+            _ => {}
+        }
+    }
+}

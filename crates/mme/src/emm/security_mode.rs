@@ -1,0 +1,46 @@
+//! Security mode control (TS 24.301 §5.4.3): Security Mode Complete, then the attach's ESM
+//! information request (§6.6.1.2) or session.
+
+use crate::prelude::*;
+
+impl Mme {
+    pub(crate) fn smc_complete(
+        &mut self,
+        now: Instant,
+        id: u32,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let u = self.ues.get_mut(&id).expect("present");
+        if u.wait != Wait::SmcComplete {
+            return;
+        }
+        u.nas_timer = None;
+        u.retx = None;
+        u.sec = u.new_sec.take().map(|b| *b);
+        self.security_established(now, id, cp, out);
+    }
+
+    /// NAS security is in place for an attach: ESM information if wanted, then the
+    /// session.
+    pub(crate) fn security_established(
+        &mut self,
+        now: Instant,
+        id: u32,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let u = self.ues.get_mut(&id).expect("present");
+        let want_info = self.cfg.esm_info_request || u.pending_bearers.contains(&0xff);
+        u.pending_bearers.retain(|b| *b != 0xff);
+        if want_info {
+            u.wait = Wait::EsmInfo;
+            let pti = u.pti;
+            let msg = NasEpsMessage::new_esm(nasx::NasEsmInformationRequest::new(), 0, pti);
+            let t = self.cfg.t3460;
+            self.send_nas(now, id, msg, false, Some(t), out);
+            return;
+        }
+        self.create_session(now, id, cp, out);
+    }
+}

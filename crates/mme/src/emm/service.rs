@@ -1,0 +1,62 @@
+//! Service Request (TS 24.301 §5.6.1, TS 23.401 §5.3.4.1).
+
+use crate::prelude::*;
+
+impl Mme {
+    pub(crate) fn service_request(
+        &mut self,
+        now: Instant,
+        assoc: AssocId,
+        id: Option<u32>,
+        m: InitialUeMessage,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        self.stats.service_requests += 1;
+        let sr = match NasEpsMessage::decode(&m.nas_pdu) {
+            Ok(NasEpsMessage::ServiceRequest(sr)) => sr,
+            _ => {
+                self.stats.nas_decode_errors += 1;
+                return;
+            }
+        };
+        let Some(id) = id.filter(|i| {
+            self.ues
+                .get(i)
+                .is_some_and(|u| u.emm == Emm_::Registered && u.sec.is_some())
+        }) else {
+            // Unknown UE: Service Reject #9 (UE identity cannot be derived), on a temporary context.
+            self.stats.service_rejects += 1;
+            let tmp = self.new_ue(assoc, m.enb_ue_id, m.tai, m.ecgi);
+            let rej = nasx::NasServiceReject::new(nasx::NasEmmCause::new(
+                EmmCause::UeIdentityCannotBeDerived.into(),
+            ));
+            self.send_nas(now, tmp, NasEpsMessage::new_emm(rej), false, None, out);
+            self.release(tmp, Cause::NAS_UNSPECIFIED, true, out);
+            return;
+        };
+        let res = self
+            .ues
+            .get_mut(&id)
+            .and_then(|u| u.sec.as_mut())
+            .map(|s| s.unprotect_service_request(&sr));
+        match res {
+            Some(Ok(_)) => {}
+            Some(Err(UnprotectError::Replay)) => {
+                self.stats.nas_replays += 1;
+                return;
+            }
+            _ => {
+                self.stats.nas_bad_mac += 1;
+                log(
+                    out,
+                    LogLevel::Warn,
+                    format!("UE {id}: Service Request MAC failure, discarded"),
+                );
+                return;
+            }
+        }
+        self.attach_conn(id, assoc, m.enb_ue_id, m.tai, m.ecgi);
+        self.send_ics(id, None, cp, out);
+    }
+}

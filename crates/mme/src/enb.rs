@@ -1,0 +1,106 @@
+//! What a slice's MME does about its eNBs: Error Indication for a UE-associated
+//! message it cannot place (TS 36.413 §8.7.2), the UEs of a Reset (§8.7.1) and of a lost
+//! association (TS 23.401 §5.3.5). S1 Setup, eNB Configuration Update, the Reset
+//! handshake and Paging fan-out are the node's (`crate::endpoint`).
+
+use crate::prelude::*;
+
+impl Mme {
+    /// `what` names the message that triggered it, for the log (IDs only, no keys).
+    pub(crate) fn error_indication(
+        &mut self,
+        assoc: AssocId,
+        what: &str,
+        mme: Option<u32>,
+        enb: Option<u32>,
+        cause: Cause,
+        out: &mut Vec<Output>,
+    ) {
+        log(
+            out,
+            LogLevel::Debug,
+            format!(
+                "assoc {assoc}: Error Indication {cause:?} for {what} (MME-UE-S1AP-ID {mme:?}, eNB-UE-S1AP-ID {enb:?})"
+            ),
+        );
+        self.send(
+            assoc,
+            None,
+            ErrorIndication {
+                mme_ue_id: mme,
+                enb_ue_id: enb,
+                cause: Some(cause),
+            }
+            .into(),
+            out,
+        );
+    }
+
+    /// The eNB lost its association: its connected UEs go idle (TS 23.401 §5.3.5).
+    pub(crate) fn enb_gone(
+        &mut self,
+        assoc: AssocId,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        if let Some(e) = self.enbs.remove(&assoc) {
+            if let Some(g) = e.global_id {
+                if self.enb_by_gid.get(&g) == Some(&assoc) {
+                    self.enb_by_gid.remove(&g);
+                }
+            }
+        }
+        let ids: Vec<u32> = self
+            .by_conn
+            .iter()
+            .filter(|((a, _), _)| *a == assoc)
+            .map(|(_, id)| *id)
+            .collect();
+        for id in ids {
+            self.make_idle(id, cp, out);
+        }
+    }
+
+    /// The UE-associated connections of `assoc` that a Reset names (`None`: all of
+    /// them) go: their UEs become ECM-IDLE (TS 36.413 §8.7.1; the node's endpoint
+    /// acknowledges once every slice is done).
+    pub(crate) fn reset(
+        &mut self,
+        assoc: AssocId,
+        connections: Option<Vec<pepc_s1ap::UeConnection>>,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        match connections {
+            None => {
+                let ids: Vec<u32> = self
+                    .by_conn
+                    .iter()
+                    .filter(|((a, _), _)| *a == assoc)
+                    .map(|(_, id)| *id)
+                    .collect();
+                for id in ids {
+                    self.make_idle(id, cp, out);
+                }
+            }
+            Some(list) => {
+                for c in list {
+                    let id = c
+                        .mme_ue_id
+                        .filter(|i| {
+                            self.ues
+                                .get(i)
+                                .is_some_and(|u| u.conn.map(|x| x.0) == Some(assoc))
+                        })
+                        .or_else(|| {
+                            c.enb_ue_id
+                                .and_then(|e| self.by_conn.get(&(assoc, e)).copied())
+                        });
+                    if let Some(id) = id {
+                        self.make_idle(id, cp, out);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! EPS session management (TS 24.301 §6): the uplink ESM message dispatch and ESM rejects.
+
+mod bearer;
+mod pdn;
+
+pub(crate) use bearer::{free_ebi, release_unlisted};
+
+use crate::prelude::*;
+
+impl Mme {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn esm(
+        &mut self,
+        now: Instant,
+        id: u32,
+        pti: u8,
+        ebi: u8,
+        e: Esm,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        match e {
+            Esm::EsmInformationResponse(r) => {
+                if self.ues[&id].wait != Wait::EsmInfo {
+                    return;
+                }
+                self.stop_nas_timer(id);
+                let u = self.ues.get_mut(&id).expect("present");
+                if let Some(a) = r.access_point_name.as_ref() {
+                    u.apn = nasx::apn_string(&a.value);
+                }
+                self.create_session(now, id, cp, out);
+            }
+            Esm::PdnConnectivityRequest(r) => {
+                if let Err(cause) = self.pdn_connect(id, pti, &r, cp, out) {
+                    self.stats.pdn_connect_rejects += 1;
+                    log(
+                        out,
+                        LogLevel::Info,
+                        format!("UE {id}: PDN connectivity rejected, ESM cause {cause}"),
+                    );
+                    let rej =
+                        nasx::NasPdnConnectivityReject::new(nasx::NasEsmCause::new(cause.into()));
+                    self.send_esm_reject(now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
+                }
+            }
+            Esm::PdnDisconnectRequest(r) => {
+                let linked = r.linked_eps_bearer_identity.bearer_identity();
+                if let Err(cause) = self.pdn_disconnect(id, pti, linked, cp, out) {
+                    self.stats.pdn_disconnect_rejects += 1;
+                    let rej =
+                        nasx::NasPdnDisconnectReject::new(nasx::NasEsmCause::new(cause.into()));
+                    self.send_esm_reject(now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
+                }
+            }
+            Esm::BearerResourceAllocationRequest(r) => {
+                if let Err(cause) = self.bearer_resource_allocation(id, pti, &r, cp, out) {
+                    self.stats.bearer_resource_rejects += 1;
+                    let rej = nasx::NasBearerResourceAllocationReject::new(nasx::NasEsmCause::new(
+                        cause.into(),
+                    ));
+                    self.send_esm_reject(now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
+                }
+            }
+            Esm::BearerResourceModificationRequest(r) => {
+                if let Err(cause) = self.bearer_resource_modification(id, pti, &r, cp, out) {
+                    self.stats.bearer_resource_rejects += 1;
+                    let rej = nasx::NasBearerResourceModificationReject::new(
+                        nasx::NasEsmCause::new(cause.into()),
+                    );
+                    self.send_esm_reject(now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
+                }
+            }
+            Esm::ActivateDefaultEpsBearerContextAccept(_) => {
+                let u = self.ues.get_mut(&id).expect("present");
+                if u.pending_bearers.contains(&ebi) {
+                    u.pending_bearers.retain(|b| *b != ebi);
+                    self.stats.pdn_connects += 1;
+                }
+            }
+            Esm::ActivateDefaultEpsBearerContextReject(_) => {
+                // The UE refused the new PDN connection: release it (never the last).
+                let u = self.ues.get_mut(&id).expect("present");
+                if u.pending_bearers.contains(&ebi) {
+                    u.pending_bearers.retain(|b| *b != ebi);
+                    if let Some(s) = u.slot {
+                        warn_cp(
+                            out,
+                            id,
+                            format_args!("removal of refused PDN connection {ebi}"),
+                            cp.remove_pdn(s, ebi),
+                        );
+                    }
+                }
+            }
+            Esm::ActivateDedicatedEpsBearerContextAccept(_)
+            | Esm::ModifyEpsBearerContextAccept(_) => {
+                self.ues
+                    .get_mut(&id)
+                    .expect("present")
+                    .pending_bearers
+                    .retain(|b| *b != ebi);
+            }
+            Esm::ActivateDedicatedEpsBearerContextReject(_)
+            | Esm::DeactivateEpsBearerContextAccept(_) => {
+                if let Some(s) = self.ues[&id].slot {
+                    // Debug: the accept of our own deactivation finds the bearer gone.
+                    log_cp(
+                        out,
+                        LogLevel::Debug,
+                        id,
+                        format_args!("removal of bearer {ebi}"),
+                        cp.remove_bearer(s, ebi),
+                    );
+                }
+                self.ues
+                    .get_mut(&id)
+                    .expect("present")
+                    .pending_bearers
+                    .retain(|b| *b != ebi);
+            }
+            _ => {}
+        }
+    }
+
+    /// An ESM reject to the UE: plain ESM inside the UE's protected NAS, no bearer.
+    pub(crate) fn send_esm_reject(
+        &mut self,
+        now: Instant,
+        id: u32,
+        m: NasEpsMessage,
+        out: &mut Vec<Output>,
+    ) {
+        self.send_nas(now, id, m, false, None, out);
+    }
+}

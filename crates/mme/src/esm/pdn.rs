@@ -1,0 +1,334 @@
+//! PDN connections (TS 24.301 §6.4.1, §6.5.1, §6.5.2; TS 23.401 §5.3.2.1, §5.10): the
+//! attach's default bearer with Attach Accept in Initial Context Setup (TS 36.413 §8.3.1),
+//! UE-requested PDN connectivity and disconnect.
+
+use crate::prelude::*;
+
+impl Mme {
+    /// ControlPlane::attach, then Initial Context Setup with Attach Accept.
+    pub(crate) fn create_session(
+        &mut self,
+        now: Instant,
+        id: u32,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let u = self.ues.get_mut(&id).expect("present");
+        if u.apn.is_empty() {
+            u.apn = self.cfg.default_apn.clone();
+        }
+        let u = &self.ues[&id];
+        let mut p = AttachParams::new(u.imsi.unwrap_or(0));
+        p.apn = u.apn.clone();
+        p.location = self.location(u);
+        p.ambr_ul = u.ambr.0;
+        p.ambr_dl = u.ambr.1;
+        p.qci = u.qci;
+        p.arp = Arp {
+            priority_level: u.arp_priority,
+            ..Arp::default()
+        };
+        let att = match cp.attach(&p) {
+            Ok(a) => a,
+            Err(e) => {
+                log(
+                    out,
+                    LogLevel::Warn,
+                    format!("UE {id}: slice refused attach: {e}"),
+                );
+                self.attach_reject(id, EmmCause::Congestion, out);
+                return;
+            }
+        };
+        let tmsi = self.alloc_tmsi();
+        let guti = self.guti_of(tmsi);
+        warn_cp(out, id, "GUTI update", cp.set_guti(att.ue_slot, guti));
+        let u = self.ues.get_mut(&id).expect("present");
+        self.by_tmsi.insert(tmsi, id);
+        u.m_tmsi = tmsi;
+        u.slot = Some(att.ue_slot);
+        if u.apn.is_empty() {
+            u.apn = self.cfg.default_apn.clone();
+        }
+        let plmn = self.cfg.plmn.0;
+        let mut act = nasx::NasActivateDefaultEpsBearerContextRequest::new(
+            nasx::NasEpsQualityOfService::new(nasx::eps_qos_value(u.qci, None)),
+            nasx::NasAccessPointName::new(nasx::apn_value(&u.apn)),
+            nasx::NasPdnAddress::from_ipv4(att.ue_ip.octets()),
+        );
+        act.apn_ambr =
+            nasx::NasApnAggregateMaximumBitRate::from_kbps(u.ambr.1 / 1000, u.ambr.0 / 1000).ok();
+        let esm = NasEpsMessage::new_esm(act, pepc_slice::context::FIRST_EBI, u.pti);
+        let Ok(container) = nasx::NasEsmMessageContainer::from_esm_message(&esm) else {
+            return;
+        };
+        let mut acc = nasx::NasAttachAccept::new(
+            nasx::NasEpsAttachResult::new(1),
+            nasx::NasT3412Value::new(nasx::gprs_timer(self.cfg.t3412.as_secs())),
+            nasx::NasTrackingAreaIdentityList::new(nasx::tai_list_value(
+                plmn,
+                &self.cfg.served_tacs,
+            )),
+            container,
+        );
+        acc.guti = Some(nasx::NasEpsMobileIdentity::new(nasx::guti_value(
+            plmn,
+            self.cfg.mme_group_id,
+            self.cfg.mme_code,
+            tmsi,
+        )));
+        let msg = NasEpsMessage::new_emm(acc);
+        u.wait = Wait::IcsResponse { attach: true };
+        let Some(nas) = self.nas_bytes(id, &msg, false) else {
+            return;
+        };
+        let u = self.ues.get_mut(&id).expect("present");
+        u.retx = Some(Box::new((msg, false)));
+        u.retx_count = 0;
+        let t = self.cfg.t3450;
+        self.arm(id, TimerKind::Nas, now + t);
+        self.send_ics(id, Some(nas), cp, out);
+    }
+
+    /// Initial Context Setup for all the UE's bearers, with a fresh KeNB from the
+    /// latest uplink NAS COUNT (TS 33.401 A.3).
+    pub(crate) fn send_ics(
+        &mut self,
+        id: u32,
+        nas: Option<Vec<u8>>,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(u) = self.ues.get_mut(&id) else {
+            return;
+        };
+        let (Some((assoc, enb_ue_id)), Some(sec), Some(slot)) = (u.conn, u.sec.as_ref(), u.slot)
+        else {
+            return;
+        };
+        let kenb = sec.kdf.kenb(sec.last_ul_count);
+        // NH chain restarts from the new KeNB with NCC 0 (TS 33.401 §7.2.8.1.1).
+        u.nh = Some(kenb.clone());
+        u.ncc = 0;
+        let Some(ctx) = cp.ue(slot) else { return };
+        let mut erabs = Vec::new();
+        for (i, b) in ctx.bearers.iter().enumerate() {
+            erabs.push(pepc_s1ap::ERab {
+                id: b.ebi,
+                qci: b.qci,
+                arp: s1arp(b.arp),
+                gbr: gbr_of(b),
+                transport: self.cfg.s1u_addr,
+                teid: b.teid_ul,
+                nas_pdu: if i == 0 { nas.clone() } else { None },
+            });
+        }
+        let req = InitialContextSetupRequest {
+            mme_ue_id: id,
+            enb_ue_id,
+            ue_ambr: pepc_s1ap::Ambr {
+                dl: u.ambr.1,
+                ul: u.ambr.0,
+            },
+            erabs,
+            ue_security_capabilities: sec_caps(&u.ue_net_cap),
+            security_key: S1Key(*kenb.as_bytes()),
+        };
+        if !matches!(u.wait, Wait::IcsResponse { .. }) {
+            u.wait = Wait::IcsResponse { attach: false };
+        }
+        self.send(assoc, Some(id), req.into(), out);
+    }
+
+    /// UE-requested PDN connectivity (TS 24.301 §6.5.1): a new default bearer and an
+    /// address from the next PDN pool, E-RAB Setup carrying Activate Default EPS Bearer
+    /// Context Request. `Err` is the ESM cause of the PDN Connectivity Reject.
+    pub(crate) fn pdn_connect(
+        &mut self,
+        id: u32,
+        pti: u8,
+        r: &nasx::NasPdnConnectivityRequest,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> Result<(), EsmCause> {
+        let u = &self.ues[&id];
+        let (Some(slot), Some((assoc, enb_ue_id)), Some(imsi)) = (u.slot, u.conn, u.imsi) else {
+            return Err(EsmCause::RequestRejectedUnspecified);
+        };
+        if u.emm != Emm_::Registered {
+            return Err(EsmCause::RequestRejectedUnspecified);
+        }
+        if pti == 0 || pti == 0xff {
+            return Err(EsmCause::InvalidPtiValue);
+        }
+        match r.request_type.request_type_raw() {
+            1 => {} // initial request
+            // Emergency: no emergency APN here.
+            4 => return Err(EsmCause::RequestRejectedUnspecified),
+            // Handover from non-3GPP access: not supported.
+            _ => return Err(EsmCause::RequestRejectedUnspecified),
+        }
+        // IPv4 addresses only (TS 24.301 §6.5.1.4: #50 for an IPv6-only request).
+        if r.pdn_type.value & 0x07 == 2 {
+            return Err(EsmCause::PdnTypeIpv4OnlyAllowed);
+        }
+        let apn = r
+            .access_point_name
+            .as_ref()
+            .map(|a| nasx::apn_string(&a.value))
+            .filter(|a| !a.is_empty())
+            .unwrap_or_else(|| self.cfg.default_apn.clone());
+        let sub = ImsiKey::fifteen_digits(imsi).and_then(|k| self.hss.profile_of(k).ok().flatten());
+        let subscribed = sub
+            .as_ref()
+            .is_some_and(|s| s.apn.eq_ignore_ascii_case(&apn));
+        let extra = self
+            .cfg
+            .extra_apns
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(&apn));
+        if !subscribed && !extra {
+            return Err(EsmCause::MissingOrUnknownApn);
+        }
+        let ctx = cp.ue(slot).ok_or(EsmCause::RequestRejectedUnspecified)?;
+        if ctx.pdns.iter().any(|p| p.apn.eq_ignore_ascii_case(&apn)) {
+            return Err(EsmCause::MultiplePdnConnectionsForApnNotAllowed);
+        }
+        let ebi = free_ebi(ctx).ok_or(EsmCause::MaximumEpsBearersReached)?;
+        let qci = if apn.eq_ignore_ascii_case("ims") {
+            5
+        } else {
+            u.qci
+        };
+        let arp = Arp {
+            priority_level: u.arp_priority,
+            ..Arp::default()
+        };
+        let ambr = u.ambr;
+        let added = cp
+            .add_pdn(
+                slot,
+                &PdnParams {
+                    apn: apn.clone(),
+                    ebi,
+                    qci,
+                    arp,
+                    charging_key: 0,
+                },
+            )
+            .map_err(|_| EsmCause::InsufficientResources)?; // no pool / bearer slot left
+        let mut act = nasx::NasActivateDefaultEpsBearerContextRequest::new(
+            nasx::NasEpsQualityOfService::new(nasx::eps_qos_value(qci, None)),
+            nasx::NasAccessPointName::new(nasx::apn_value(&apn)),
+            nasx::NasPdnAddress::from_ipv4(added.ue_ip.octets()),
+        );
+        act.apn_ambr =
+            nasx::NasApnAggregateMaximumBitRate::from_kbps(ambr.1 / 1000, ambr.0 / 1000).ok();
+        let Some(nas) = self.nas_bytes(id, &NasEpsMessage::new_esm(act, ebi, pti), false) else {
+            warn_cp(
+                out,
+                id,
+                format_args!("rollback of PDN connection {ebi}"),
+                cp.remove_pdn(slot, ebi),
+            );
+            return Err(EsmCause::RequestRejectedUnspecified);
+        };
+        self.ues
+            .get_mut(&id)
+            .expect("present")
+            .pending_bearers
+            .push(ebi);
+        let erab = pepc_s1ap::ERab {
+            id: ebi,
+            qci,
+            arp: s1arp(arp),
+            gbr: None,
+            transport: self.cfg.s1u_addr,
+            teid: added.teid_ul,
+            nas_pdu: Some(nas),
+        };
+        log(
+            out,
+            LogLevel::Info,
+            format!(
+                "UE {id}: PDN connection to {apn} on bearer {ebi}, {}",
+                added.ue_ip
+            ),
+        );
+        self.send(
+            assoc,
+            Some(id),
+            ERabSetupRequest {
+                mme_ue_id: id,
+                enb_ue_id,
+                ue_ambr: None,
+                erabs: vec![erab],
+            }
+            .into(),
+            out,
+        );
+        Ok(())
+    }
+
+    /// UE-requested PDN disconnect (TS 24.301 §6.5.2): Deactivate EPS Bearer Context
+    /// Request (#36) for the default bearer in an E-RAB Release Command for every bearer
+    /// of the PDN connection; the address is freed. `Err` is the ESM cause.
+    pub(crate) fn pdn_disconnect(
+        &mut self,
+        id: u32,
+        pti: u8,
+        linked: u8,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> Result<(), EsmCause> {
+        let u = &self.ues[&id];
+        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
+            return Err(EsmCause::RequestRejectedUnspecified);
+        };
+        if pti == 0 || pti == 0xff {
+            return Err(EsmCause::InvalidPtiValue);
+        }
+        let ctx = cp.ue(slot).ok_or(EsmCause::RequestRejectedUnspecified)?;
+        if ctx.pdn_by_default_ebi(linked).is_none() {
+            return Err(EsmCause::InvalidEpsBearerIdentity);
+        }
+        if ctx.pdns.len() == 1 {
+            return Err(EsmCause::LastPdnDisconnectionNotAllowed);
+        }
+        let req = nasx::NasDeactivateEpsBearerContextRequest::new(nasx::NasEsmCause::new(
+            EsmCause::RegularDeactivation.into(),
+        ));
+        let nas = self
+            .nas_bytes(id, &NasEpsMessage::new_esm(req, linked, pti), false)
+            .ok_or(EsmCause::RequestRejectedUnspecified)?;
+        let ebis = cp
+            .remove_pdn(slot, linked)
+            .map_err(|_| EsmCause::RequestRejectedUnspecified)?;
+        self.stats.pdn_disconnects += 1;
+        self.ues
+            .get_mut(&id)
+            .expect("present")
+            .pending_bearers
+            .retain(|b| !ebis.contains(b));
+        self.send(
+            assoc,
+            Some(id),
+            ERabReleaseCommand {
+                mme_ue_id: id,
+                enb_ue_id,
+                ue_ambr: None,
+                erabs: ebis
+                    .iter()
+                    .map(|e| pepc_s1ap::ERabCause {
+                        id: *e,
+                        cause: Cause::NAS_NORMAL_RELEASE,
+                    })
+                    .collect(),
+                nas_pdu: Some(nas),
+            }
+            .into(),
+            out,
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,24 @@
+//! Handover (TS 23.401 §5.5.1): the {NH, NCC} chain (TS 33.401 §7.2.8) that X2 and S1
+//! handover share.
+
+mod s1;
+mod x2;
+
+use crate::prelude::*;
+
+impl Mme {
+    /// Next {NH, NCC}: NH_{n+1} = KDF(KASME, NH_n) (TS 33.401 A.4, §7.2.8.4).
+    pub(crate) fn next_nh(&mut self, id: u32) -> Option<SecurityContext> {
+        let u = self.ues.get_mut(&id)?;
+        let sec = u.sec.as_ref()?;
+        let prev = u.nh.clone()?;
+        let nh = sec.kdf.nh(&prev);
+        u.ncc = (u.ncc + 1) & 7;
+        let sc = SecurityContext {
+            ncc: u.ncc,
+            next_hop: S1Key(*nh.as_bytes()),
+        };
+        u.nh = Some(nh);
+        Some(sc)
+    }
+}

@@ -1,0 +1,199 @@
+//! S1-based handover (TS 23.401 §5.5.1.2; TS 36.413 §8.4.1-§8.4.3): Handover Required,
+//! Request Acknowledge, Failure and Notify.
+
+use crate::prelude::*;
+
+impl Mme {
+    pub(crate) fn ho_required(
+        &mut self,
+        assoc: AssocId,
+        m: HandoverRequired,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let id = m.mme_ue_id;
+        let prep_fail = |s: &mut Self, out: &mut Vec<Output>, cause| {
+            s.send(
+                assoc,
+                Some(id),
+                HandoverPreparationFailure {
+                    mme_ue_id: id,
+                    enb_ue_id: m.enb_ue_id,
+                    cause,
+                }
+                .into(),
+                out,
+            );
+        };
+        let target = match &m.target {
+            pepc_s1ap::TargetId::Enb { global_enb_id, .. } => {
+                self.enb_by_gid.get(global_enb_id).copied()
+            }
+            _ => None,
+        };
+        let Some(target) = target else {
+            return prep_fail(self, out, Cause::UNKNOWN_TARGET_ID);
+        };
+        let u = &self.ues[&id];
+        let (Some(slot), true) = (u.slot, u.sec.is_some()) else {
+            return prep_fail(self, out, Cause::RADIO_UNSPECIFIED);
+        };
+        let Some(ctx) = cp.ue(slot) else {
+            return prep_fail(self, out, Cause::RADIO_UNSPECIFIED);
+        };
+        let erabs = ctx
+            .bearers
+            .iter()
+            .map(|b| pepc_s1ap::ERab {
+                id: b.ebi,
+                qci: b.qci,
+                arp: s1arp(b.arp),
+                gbr: gbr_of(b),
+                transport: self.cfg.s1u_addr,
+                teid: b.teid_ul,
+                nas_pdu: None,
+            })
+            .collect();
+        let caps = sec_caps(&u.ue_net_cap);
+        let ambr = pepc_s1ap::Ambr {
+            dl: u.ambr.1,
+            ul: u.ambr.0,
+        };
+        let Some(sc) = self.next_nh(id) else {
+            return prep_fail(self, out, Cause::RADIO_UNSPECIFIED);
+        };
+        let req = HandoverRequest {
+            mme_ue_id: id,
+            handover_type: m.handover_type,
+            cause: m.cause,
+            ue_ambr: ambr,
+            erabs,
+            container: m.container.clone(),
+            ue_security_capabilities: caps,
+            security_context: sc,
+        };
+        self.ues.get_mut(&id).expect("present").ho = Some(Box::new(HoState {
+            target_assoc: target,
+            target_enb_ue_id: None,
+            admitted: vec![],
+            source: (assoc, m.enb_ue_id),
+        }));
+        self.send(target, Some(id), req.into(), out);
+    }
+
+    pub(crate) fn ho_request_ack(
+        &mut self,
+        assoc: AssocId,
+        m: HandoverRequestAcknowledge,
+        out: &mut Vec<Output>,
+    ) {
+        let id = m.mme_ue_id;
+        let Some(h) = self
+            .ues
+            .get_mut(&id)
+            .and_then(|u| u.ho.as_mut())
+            .filter(|h| h.target_assoc == assoc)
+        else {
+            self.stats.unknown_ue_ids += 1;
+            self.error_indication(
+                assoc,
+                "Handover Request Acknowledge",
+                Some(id),
+                Some(m.enb_ue_id),
+                Cause::UNKNOWN_MME_UE_S1AP_ID,
+                out,
+            );
+            return;
+        };
+        h.target_enb_ue_id = Some(m.enb_ue_id);
+        h.admitted = m.admitted.clone();
+        let (sa, se) = h.source;
+        self.by_conn.insert((assoc, m.enb_ue_id), id);
+        let cmd = HandoverCommand {
+            mme_ue_id: id,
+            enb_ue_id: se,
+            handover_type: 0,
+            erabs_forwarding: vec![],
+            erabs_to_release: m.failed.clone(),
+            container: m.container,
+        };
+        self.send(sa, Some(id), cmd.into(), out);
+    }
+
+    pub(crate) fn ho_failure(&mut self, assoc: AssocId, m: HandoverFailure, out: &mut Vec<Output>) {
+        let id = m.mme_ue_id;
+        let Some(h) = self.ues.get_mut(&id).and_then(|u| u.ho.take()) else {
+            return;
+        };
+        let _ = assoc;
+        self.send(
+            h.source.0,
+            Some(id),
+            HandoverPreparationFailure {
+                mme_ue_id: id,
+                enb_ue_id: h.source.1,
+                cause: m.cause,
+            }
+            .into(),
+            out,
+        );
+    }
+
+    pub(crate) fn ho_notify(
+        &mut self,
+        assoc: AssocId,
+        m: HandoverNotify,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let id = m.mme_ue_id;
+        let Some(h) = self.ues.get_mut(&id).and_then(|u| u.ho.take()) else {
+            return;
+        };
+        let slot = self.ues[&id].slot;
+        if let Some(s) = slot {
+            for a in &h.admitted {
+                warn_cp(
+                    out,
+                    id,
+                    format_args!("eNB tunnel of bearer {}", a.id),
+                    cp.set_enb_tunnel(s, a.id, a.transport, a.teid),
+                );
+            }
+            // Bearers the target did not admit are gone (the Handover Command listed
+            // them for release).
+            let admitted: Vec<u8> = h.admitted.iter().map(|a| a.id).collect();
+            if release_unlisted(cp, s, &admitted).is_none() {
+                log(
+                    out,
+                    LogLevel::Warn,
+                    format!("UE {id}: target admitted no default bearer"),
+                );
+            }
+        }
+        let u = self.ues.get_mut(&id).expect("present");
+        u.conn = Some((assoc, m.enb_ue_id));
+        u.old_conn = Some(h.source);
+        u.tai = m.tai;
+        u.ecgi = m.ecgi;
+        self.by_conn.insert((assoc, m.enb_ue_id), id);
+        if let Some(s) = slot {
+            let loc = self.location(&self.ues[&id]);
+            warn_cp(out, id, "location update", cp.set_location(s, loc));
+        }
+        self.stats.s1_handovers += 1;
+        self.send(
+            h.source.0,
+            Some(id),
+            UeContextReleaseCommand {
+                ids: UeS1apIds::Pair {
+                    mme_ue_id: id,
+                    enb_ue_id: h.source.1,
+                },
+                cause: Cause::SUCCESSFUL_HANDOVER,
+            }
+            .into(),
+            out,
+        );
+    }
+}

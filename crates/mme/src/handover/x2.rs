@@ -1,0 +1,135 @@
+//! X2-based handover (TS 23.401 §5.5.1.1): Path Switch Request (TS 36.413 §8.4.4) and late
+//! messages from the source eNB.
+
+use crate::prelude::*;
+
+impl Mme {
+    /// What the source eNB of an X2 handover sent before it handed the UE over, arriving
+    /// after the target's Path Switch Request. The Path Switch is newer: it decided every
+    /// bearer (switched ones have the target's tunnel, the others were released), and
+    /// the UE's location is the target cell.
+    pub(crate) fn x2_source_message(
+        &mut self,
+        now: Instant,
+        id: u32,
+        msg: S1apMessage,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        use S1apMessage as M;
+        match msg {
+            // NAS the UE sent through the source: integrity and COUNT checks as usual.
+            M::UplinkNasTransport(m) => self.nas_in(now, id, &m.nas_pdu, cp, out),
+            // Bearers the source set up keep the tunnel the Path Switch gave them (or
+            // stay released); those it failed to set up are gone.
+            M::ERabSetupResponse(m) => {
+                if let Some(s) = self.ues[&id].slot {
+                    for f in &m.failed {
+                        // Debug: the Path Switch may have released the bearer already.
+                        log_cp(
+                            out,
+                            LogLevel::Debug,
+                            id,
+                            format_args!("removal of failed bearer {}", f.id),
+                            cp.remove_bearer(s, f.id),
+                        );
+                    }
+                }
+            }
+            M::ERabModifyResponse(_)
+            | M::ERabReleaseResponse(_)
+            | M::UeContextModificationResponse(_)
+            | M::NasNonDeliveryIndication(_) => {}
+            // Anything else (a Release Request, a handover) concerns a connection the
+            // UE has left.
+            other => log(
+                out,
+                LogLevel::Debug,
+                format!("UE {id}: ignoring {} from the X2 source", other.name()),
+            ),
+        }
+    }
+
+    pub(crate) fn path_switch(
+        &mut self,
+        assoc: AssocId,
+        m: PathSwitchRequest,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let id = m.source_mme_ue_id;
+        let fail = |s: &mut Self, out: &mut Vec<Output>, cause| {
+            s.send(
+                assoc,
+                None,
+                PathSwitchRequestFailure {
+                    mme_ue_id: id,
+                    enb_ue_id: m.enb_ue_id,
+                    cause,
+                }
+                .into(),
+                out,
+            );
+        };
+        let Some(u) = self.ues.get(&id) else {
+            return fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID);
+        };
+        let (Some(slot), true) = (u.slot, u.conn.is_some() && u.sec.is_some()) else {
+            return fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID);
+        };
+        for t in &m.erabs {
+            if cp.set_enb_tunnel(slot, t.id, t.transport, t.teid).is_err() {
+                return fail(self, out, Cause::UNKNOWN_E_RAB_ID);
+            }
+        }
+        // Bearers the target did not switch are released (TS 23.401 §5.5.1.1.2); a PDN
+        // connection whose default bearer was not switched goes with all its bearers.
+        let switched: Vec<u8> = m.erabs.iter().map(|t| t.id).collect();
+        let Some(released) = release_unlisted(cp, slot, &switched) else {
+            return fail(self, out, Cause::RADIO_UNSPECIFIED);
+        };
+        // A late accept of a released bearer (through the source) completes nothing.
+        self.ues
+            .get_mut(&id)
+            .expect("present")
+            .pending_bearers
+            .retain(|b| !released.contains(b));
+        let old = self.ues[&id].conn;
+        if let Some(c) = old {
+            self.by_conn.remove(&c);
+        }
+        self.attach_conn(id, assoc, m.enb_ue_id, m.tai, m.ecgi);
+        // Not in `by_conn`: the source frees its eNB UE S1AP ID at the X2 release and
+        // may give it to a new UE; late messages carry our MME UE S1AP ID anyway.
+        let now = self.now_hint();
+        let u = self.ues.get_mut(&id).expect("present");
+        u.x2_source = old
+            .filter(|c| *c != (assoc, m.enb_ue_id))
+            .zip(now.map(|n| n + X2_SOURCE_GRACE));
+        let loc = self.location(&self.ues[&id]);
+        warn_cp(out, id, "location update", cp.set_location(slot, loc));
+        let Some(sc) = self.next_nh(id) else {
+            return fail(self, out, Cause::MISC_UNSPECIFIED);
+        };
+        self.stats.path_switches += 1;
+        let ack = PathSwitchRequestAcknowledge {
+            mme_ue_id: id,
+            enb_ue_id: m.enb_ue_id,
+            ue_ambr: None,
+            erabs_switched_ul: vec![],
+            erabs_to_release: released
+                .iter()
+                .map(|e| pepc_s1ap::ERabCause {
+                    id: *e,
+                    cause: Cause::RADIO_UNSPECIFIED,
+                })
+                .collect(),
+            security_context: sc,
+        };
+        self.send(assoc, Some(id), ack.into(), out);
+    }
+}
+
+/// How long the source connection of an X2 handover stays known after the Path Switch:
+/// far longer than messages in flight on another association can lag.
+pub(crate) const X2_SOURCE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);

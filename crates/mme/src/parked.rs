@@ -1,0 +1,76 @@
+//! Parked EPS security contexts of detached UEs, taken back by an integrity-protected
+//! re-attach under their GUTI (TS 24.301 §5.5.1.2.2, §4.4.4.3).
+
+use crate::prelude::*;
+
+impl Mme {
+    /// Keep the security context of a UE that detached under its M-TMSI, evicting
+    /// expired entries and, at the bound, the oldest.
+    pub(crate) fn park(&mut self, now: Instant, m_tmsi: u32, imsi: u64, sec: SecCtx) {
+        self.expire_parked(now);
+        if self.cfg.parked_contexts == 0 {
+            return;
+        }
+        while self.parked.len() >= self.cfg.parked_contexts {
+            let Some((until, t)) = self.parked_order.pop_front() else {
+                break;
+            };
+            if self.parked.get(&t).is_some_and(|p| p.until == until) {
+                self.parked.remove(&t);
+            }
+        }
+        let until = now + self.cfg.parked_context_ttl;
+        self.parked.insert(m_tmsi, Parked { imsi, sec, until });
+        self.parked_order.push_back((until, m_tmsi));
+    }
+
+    /// Drop expired parked contexts and the order records of contexts already taken.
+    pub(crate) fn expire_parked(&mut self, now: Instant) {
+        while let Some(&(until, t)) = self.parked_order.front() {
+            let live = self.parked.get(&t).is_some_and(|p| p.until == until);
+            if live && until > now {
+                break;
+            }
+            self.parked_order.pop_front();
+            if live {
+                self.parked.remove(&t);
+            }
+        }
+    }
+
+    /// Security contexts parked for detached UEs (for metrics and tests).
+    pub fn parked_count(&self) -> usize {
+        self.parked.len()
+    }
+
+    /// An integrity-protected (not ciphered) Attach Request from a UE without a
+    /// context here: if its GUTI is ours, a context is parked under it with the same
+    /// KSI and the MAC verifies with it, the context becomes the UE's current one.
+    /// Anything else leaves the parked context alone (`None`: identification goes on).
+    pub(crate) fn unpark(&mut self, id: u32, bytes: &[u8]) -> Option<NasEpsMessage> {
+        let now = self.last_now?;
+        let NasEpsMessage::Emm(_, Emm::AttachRequest(r)) = nasx::unverified_inner(bytes)? else {
+            return None;
+        };
+        let Identity::Guti(plmn, g, c, t) = nasx::parse_identity(&r.eps_mobile_identity.value)
+        else {
+            return None;
+        };
+        if (plmn, g, c) != (self.cfg.plmn.0, self.cfg.mme_group_id, self.cfg.mme_code) {
+            return None;
+        }
+        let ksi = r.nas_key_set_identifier.value;
+        let p = self.parked.get_mut(&t)?;
+        // Native context (TSC 0) with the KSI we assigned, not expired.
+        if ksi & 0x08 != 0 || ksi & 0x07 != p.sec.ksi || p.until <= now {
+            return None;
+        }
+        let m = p.sec.unprotect(bytes, Direction::Uplink).ok()?;
+        let p = self.parked.remove(&t)?;
+        let u = self.ues.get_mut(&id)?;
+        u.sec = Some(p.sec);
+        u.imsi = Some(p.imsi);
+        u.resumed = true;
+        Some(m)
+    }
+}

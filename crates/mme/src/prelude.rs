@@ -1,0 +1,31 @@
+//! What the MME's modules share: its own types and helpers, and the codec, S1AP, security
+//! and slice types the procedures take.
+
+pub(crate) use crate::cause::{EmmCause, EsmCause};
+pub(crate) use crate::config::MmeConfig;
+pub(crate) use crate::esm::{free_ebi, release_unlisted};
+pub(crate) use crate::mme::{
+    gbr_of, log, log_cp, s1arp, sec_caps, splmn, warn_cp, AssocId, Emm_, Enb, HoState, LogLevel,
+    Mme, MmeError, Output, Parked, TimerKind, Wait,
+};
+pub(crate) use crate::nasx::{
+    self, Direction, Identity, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, SecCtx,
+    UnprotectError,
+};
+pub(crate) use pepc_hss::{Hss, ImsiKey};
+pub(crate) use pepc_s1ap::msg::*;
+pub(crate) use pepc_s1ap::{
+    Cause, Ecgi, GlobalEnbId, Key256 as S1Key, SecurityContext, Tai, UeS1apIds,
+    UeSecurityCapabilities,
+};
+pub(crate) use pepc_security::{AuthVector, Eia, Key256};
+pub(crate) use pepc_slice::context::{
+    Arp, Ecgi as SEcgi, Guti as SGuti, Location, Plmn as SPlmn, Tai as STai,
+};
+pub(crate) use pepc_slice::control::{
+    AttachParams, BearerParams, ControlEvent, ControlPlane, CtrlError, PdnParams,
+};
+pub(crate) use std::cmp::Reverse;
+pub(crate) use std::collections::{BinaryHeap, HashMap, VecDeque};
+pub(crate) use std::sync::Arc;
+pub(crate) use std::time::Instant;

@@ -1,0 +1,321 @@
+//! S1AP routing (TS 36.413 §8): where an S1AP PDU goes. Initial UE Message (§8.6.2.1) and
+//! the UE-associated messages handled in place: Uplink NAS Transport (§8.6.2.3), Initial
+//! Context Setup response (§8.3.1), UE Context Release Request/Complete (§8.3.2, §8.3.3),
+//! NAS Non Delivery (§8.6.2.4), E-RAB responses (§8.2), Handover Cancel (§8.4.5), eNB
+//! Status Transfer (§8.4.6).
+
+use crate::prelude::*;
+
+impl Mme {
+    pub(crate) fn on_s1ap(
+        &mut self,
+        now: Instant,
+        assoc: AssocId,
+        _stream: u16,
+        bytes: &[u8],
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        self.enbs.entry(assoc).or_insert(Enb {
+            out_streams: 1,
+            global_id: None,
+        });
+        let msg = match S1apMessage::decode(bytes) {
+            Ok(m) => m,
+            Err(e) => {
+                self.stats.s1ap_decode_errors += 1;
+                let cause = match e {
+                    pepc_s1ap::S1apError::Decode(_) => Cause::TRANSFER_SYNTAX_ERROR,
+                    _ => Cause::ABSTRACT_SYNTAX_ERROR_REJECT,
+                };
+                log(
+                    out,
+                    LogLevel::Warn,
+                    format!("assoc {assoc}: undecodable S1AP: {e}"),
+                );
+                self.error_indication(assoc, "undecodable S1AP", None, None, cause, out);
+                return;
+            }
+        };
+        use S1apMessage as M;
+        match msg {
+            M::InitialUeMessage(m) => self.initial_ue(now, assoc, m, cp, out),
+            M::HandoverRequestAcknowledge(m) => self.ho_request_ack(assoc, m, out),
+            M::HandoverFailure(m) => self.ho_failure(assoc, m, out),
+            // Comes from the target eNB, which has no connection for the UE yet.
+            M::PathSwitchRequest(m) => self.path_switch(assoc, m, cp, out),
+            other => {
+                let (Some(mme_id), enb_id) = (other.mme_ue_id(), other.enb_ue_id()) else {
+                    log(
+                        out,
+                        LogLevel::Warn,
+                        format!("assoc {assoc}: ignoring {}", other.name()),
+                    );
+                    return;
+                };
+                let Some(ue) = self.ues.get(&mme_id) else {
+                    self.stats.unknown_ue_ids += 1;
+                    self.error_indication(
+                        assoc,
+                        other.name(),
+                        Some(mme_id),
+                        enb_id,
+                        Cause::UNKNOWN_MME_UE_S1AP_ID,
+                        out,
+                    );
+                    return;
+                };
+                // The message must come from one of the UE's S1 connections.
+                let known = |c: Option<(AssocId, u32)>| {
+                    c.is_some_and(|(a, e)| a == assoc && Some(e) == enb_id)
+                };
+                let from_target = ue.ho.as_ref().is_some_and(|h| {
+                    h.target_assoc == assoc
+                        && (h.target_enb_ue_id == enb_id || h.target_enb_ue_id.is_none())
+                });
+                let from_x2_source = ue
+                    .x2_source
+                    .is_some_and(|(c, until)| known(Some(c)) && now < until);
+                let ok = known(ue.conn)
+                    || known(ue.old_conn)
+                    || from_x2_source
+                    || from_target
+                    || matches!(other, M::PathSwitchRequest(_));
+                if !ok {
+                    self.stats.unknown_ue_ids += 1;
+                    self.error_indication(
+                        assoc,
+                        other.name(),
+                        Some(mme_id),
+                        enb_id,
+                        Cause::UNKNOWN_ENB_UE_S1AP_ID,
+                        out,
+                    );
+                    return;
+                }
+                self.ue_message(now, assoc, mme_id, other, cp, out);
+            }
+        }
+    }
+
+    pub(crate) fn initial_ue(
+        &mut self,
+        now: Instant,
+        assoc: AssocId,
+        m: InitialUeMessage,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        self.last_now = Some(now);
+        // Service Request: short header, the UE is known by S-TMSI.
+        if m.nas_pdu
+            .first()
+            .is_some_and(|b| b >> 4 >= 12 && b & 0x0f == 7)
+        {
+            let id = m.s_tmsi.and_then(|s| self.by_tmsi.get(&s.m_tmsi).copied());
+            self.service_request(now, assoc, id, m, cp, out);
+            return;
+        }
+        // A UE we know (by S-TMSI) that starts a new connection: reuse its context.
+        let known = m
+            .s_tmsi
+            .filter(|s| s.mmec == self.cfg.mme_code)
+            .and_then(|s| self.by_tmsi.get(&s.m_tmsi).copied());
+        let id = match known {
+            Some(id) => {
+                self.attach_conn(id, assoc, m.enb_ue_id, m.tai, m.ecgi);
+                id
+            }
+            None => self.new_ue(assoc, m.enb_ue_id, m.tai, m.ecgi),
+        };
+        self.nas_in(now, id, &m.nas_pdu, cp, out);
+    }
+
+    pub(crate) fn ue_message(
+        &mut self,
+        now: Instant,
+        assoc: AssocId,
+        id: u32,
+        msg: S1apMessage,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        self.last_now = Some(now);
+        use S1apMessage as M;
+        if self.ues.get(&id).is_some_and(|u| u.superseded)
+            && !matches!(msg, M::UeContextReleaseComplete(_))
+        {
+            // The context only waits for its release: whatever crossed our command
+            // (NAS, a Release Request, responses) has nobody to go to.
+            log(
+                out,
+                LogLevel::Debug,
+                format!("UE {id} superseded: ignoring {}", msg.name()),
+            );
+            return;
+        }
+        let enb_id = msg.enb_ue_id();
+        let from_x2_source = self.ues.get(&id).is_some_and(|u| {
+            let pair = enb_id.map(|e| (assoc, e));
+            pair.is_some() && u.conn != pair && u.x2_source.map(|(c, _)| c) == pair
+        });
+        if from_x2_source {
+            return self.x2_source_message(now, id, msg, cp, out);
+        }
+        match msg {
+            M::UplinkNasTransport(m) => {
+                if let Some(u) = self.ues.get_mut(&id) {
+                    u.tai = m.tai;
+                    u.ecgi = m.ecgi;
+                }
+                self.nas_in(now, id, &m.nas_pdu, cp, out);
+            }
+            M::InitialContextSetupResponse(m) => {
+                let u = self.ues.get_mut(&id).expect("present");
+                let attach = matches!(u.wait, Wait::IcsResponse { attach: true });
+                let slot = u.slot;
+                let loc = self.location(&self.ues[&id]);
+                if let Some(s) = slot {
+                    for t in &m.erabs {
+                        warn_cp(
+                            out,
+                            id,
+                            format_args!("eNB tunnel of bearer {}", t.id),
+                            cp.set_enb_tunnel(s, t.id, t.transport, t.teid),
+                        );
+                    }
+                    warn_cp(out, id, "location update", cp.set_location(s, loc));
+                }
+                let u = self.ues.get_mut(&id).expect("present");
+                u.paging_timer = None;
+                u.wait = if attach {
+                    Wait::AttachComplete
+                } else {
+                    Wait::None
+                };
+            }
+            M::InitialContextSetupFailure(_) => {
+                let attach = matches!(self.ues[&id].wait, Wait::IcsResponse { attach: true });
+                if attach {
+                    if let Some(s) = self.ues.get_mut(&id).and_then(|u| u.slot.take()) {
+                        warn_cp(out, id, "detach", cp.detach(s));
+                    }
+                    self.stop_nas_timer(id);
+                    self.release(id, Cause::NAS_UNSPECIFIED, true, out);
+                } else {
+                    self.release(id, Cause::RADIO_UNSPECIFIED, false, out);
+                }
+            }
+            // A Release Request crossing our Release Command (TS 36.413 §8.3.2): the
+            // command in flight answers it; a second one would be answered with a
+            // second Release Complete for an already removed context.
+            M::UeContextReleaseRequest(_)
+                if matches!(self.ues[&id].wait, Wait::ReleaseComplete { .. }) => {}
+            M::UeContextReleaseRequest(m) => self.release(id, m.cause, false, out),
+            M::UeContextReleaseComplete(m) => {
+                let u = self.ues.get_mut(&id).expect("present");
+                if u.old_conn == Some((assoc, m.enb_ue_id)) {
+                    // The source side of a finished handover.
+                    u.old_conn = None;
+                    self.by_conn.remove(&(assoc, m.enb_ue_id));
+                    return;
+                }
+                let remove = matches!(u.wait, Wait::ReleaseComplete { then_remove: true })
+                    || u.emm == Emm_::Deregistered;
+                if remove {
+                    self.remove_ue(id, true, cp);
+                } else {
+                    self.make_idle(id, cp, out);
+                }
+            }
+            M::NasNonDeliveryIndication(m) => {
+                self.stats.nas_non_delivery += 1;
+                log(
+                    out,
+                    LogLevel::Warn,
+                    format!(
+                        "UE {id}: NAS not delivered ({:?}); T3450/T3460 will retransmit",
+                        m.cause
+                    ),
+                );
+            }
+            M::ERabSetupResponse(m) => {
+                if let Some(s) = self.ues[&id].slot {
+                    for t in &m.setup {
+                        warn_cp(
+                            out,
+                            id,
+                            format_args!("eNB tunnel of bearer {}", t.id),
+                            cp.set_enb_tunnel(s, t.id, t.transport, t.teid),
+                        );
+                    }
+                    for f in &m.failed {
+                        warn_cp(
+                            out,
+                            id,
+                            format_args!("removal of failed bearer {}", f.id),
+                            cp.remove_bearer(s, f.id),
+                        );
+                    }
+                }
+            }
+            M::ERabModifyResponse(_) | M::ERabReleaseResponse(_) => {}
+            M::PathSwitchRequest(m) => self.path_switch(assoc, m, cp, out),
+            M::HandoverRequired(m) => self.ho_required(assoc, m, cp, out),
+            M::HandoverCancel(m) => {
+                let u = self.ues.get_mut(&id).expect("present");
+                if let Some(h) = u.ho.take() {
+                    if let Some(t) = h.target_enb_ue_id {
+                        self.send(
+                            h.target_assoc,
+                            Some(id),
+                            UeContextReleaseCommand {
+                                ids: UeS1apIds::Pair {
+                                    mme_ue_id: id,
+                                    enb_ue_id: t,
+                                },
+                                cause: Cause::HANDOVER_CANCELLED,
+                            }
+                            .into(),
+                            out,
+                        );
+                    }
+                }
+                self.send(
+                    assoc,
+                    Some(id),
+                    HandoverCancelAcknowledge {
+                        mme_ue_id: id,
+                        enb_ue_id: m.enb_ue_id,
+                    }
+                    .into(),
+                    out,
+                );
+            }
+            M::EnbStatusTransfer(m) => {
+                if let Some(h) = self.ues[&id].ho.as_ref() {
+                    if let Some(t) = h.target_enb_ue_id {
+                        let ta = h.target_assoc;
+                        self.send(
+                            ta,
+                            Some(id),
+                            MmeStatusTransfer {
+                                mme_ue_id: id,
+                                enb_ue_id: t,
+                                container: m.container,
+                            }
+                            .into(),
+                            out,
+                        );
+                    }
+                }
+            }
+            M::HandoverNotify(m) => self.ho_notify(assoc, m, cp, out),
+            other => log(
+                out,
+                LogLevel::Info,
+                format!("UE {id}: ignoring {}", other.name()),
+            ),
+        }
+    }
+}
