@@ -842,15 +842,20 @@ pub fn pump(
                     }
                 }
                 S1apMessage::UeContextReleaseCommand(c) => {
-                    let mme_ue_id = match c.ids {
-                        pepc_s1ap::UeS1apIds::Pair { mme_ue_id, .. } => mme_ue_id,
-                        pepc_s1ap::UeS1apIds::MmeOnly(i) => i,
+                    // The eNB answers for the connection the command names (an older
+                    // one of the UE's, when a new attach superseded it).
+                    let (mme_ue_id, enb_ue_id) = match c.ids {
+                        pepc_s1ap::UeS1apIds::Pair {
+                            mme_ue_id,
+                            enb_ue_id,
+                        } => (mme_ue_id, enb_ue_id),
+                        pepc_s1ap::UeS1apIds::MmeOnly(i) => (i, ue.enb_ue_id),
                     };
                     next.extend(h.send(
                         assoc,
                         UeContextReleaseComplete {
                             mme_ue_id,
-                            enb_ue_id: ue.enb_ue_id,
+                            enb_ue_id,
                         },
                     ));
                 }

@@ -2,7 +2,9 @@
 //! data path, in-memory HSS) driven by the eNB/UE emulator over loopback, one scenario
 //! per test. Every test has its own loopback addresses (127.0.N.1 node S1-U,
 //! 127.0.N.2 eNBs' S1-U, all GTP-U on 2152) and ports, so the tests run in parallel;
-//! each is bounded by the scenario's timeouts (well under 20 s).
+//! each is bounded by the scenario's timeouts (well under 20 s). Every scenario runs on
+//! nodes of one, two and three slices: the UEs spread over the slices by the IMSI
+//! policy, and the node's S1AP endpoint steers each UE's signaling to its slice.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
@@ -14,12 +16,20 @@ use pepc_emulator::{EmulatorConfig, Report, Scenario};
 
 /// Start a node for test number `n` (distinct addresses and ports) with `ues`
 /// subscribers, and the emulator configuration pointed at it.
-fn node(n: u8, ues: u32) -> (Epc, EmulatorConfig) {
+/// Where a test's node lives (`n`: its loopback addresses and ports) and its slices.
+#[derive(Clone, Copy)]
+struct Net {
+    n: u8,
+    slices: usize,
+}
+
+fn node(net: Net, ues: u32) -> (Epc, EmulatorConfig) {
+    let Net { n, slices } = net;
     let s1mme = 19_900 + u16::from(n);
     let sink_local = 15_300 + 2 * u16::from(n);
     let sink_peer = sink_local + 1;
     let cfg = EpcConfig::parse(&format!(
-        "[node]\nmax_users = 4096\n\
+        "[node]\nmax_users = 4096\nslices = {slices}\n\
          [s1u]\nbind = \"127.0.{n}.1:2152\"\n\
          [sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:{sink_local}\"\nsink_peer = \"127.0.0.1:{sink_peer}\"\n\
          [mme]\nt3413_s = 2\n\
@@ -41,13 +51,23 @@ fn node(n: u8, ues: u32) -> (Epc, EmulatorConfig) {
     (epc, ecfg)
 }
 
-fn run(n: u8, enbs: u32, scen: Scenario) -> Report {
+fn run(net: Net, enbs: u32, scen: Scenario) -> Report {
     let t = Instant::now();
-    let (epc, ecfg) = node(n, scen.ues);
+    let (epc, ecfg) = node(net, scen.ues);
     let ecfg = EmulatorConfig { enbs, ..ecfg };
-    let r = pepc_emulator::run(ecfg, scen);
+    let ues = scen.ues;
+    let mut per_slice = Vec::new();
+    let r = pepc_emulator::run_observed(ecfg, scen, &mut || per_slice = epc.slice_ues());
     epc.stop();
     let r = r.expect("emulator run");
+    // Every slice's MME took part: the UEs were spread, not all steered to one.
+    assert_eq!(per_slice.len(), net.slices);
+    if ues >= 20 {
+        assert!(
+            per_slice.iter().all(|&u| u > 0),
+            "UEs per slice after the attaches: {per_slice:?}"
+        );
+    }
     eprintln!("{}", r.to_table());
     assert!(
         t.elapsed() < Duration::from_secs(20),
@@ -99,12 +119,45 @@ fn assert_clean(r: &Report, ues: u64) {
     assert_eq!(r.dl_sent, r.dl_packets, "{j}");
 }
 
+/// A scenario's tests on nodes of one, two and three slices.
+macro_rules! on_slices {
+    ($scenario:ident, $n:expr) => {
+        mod $scenario {
+            #[test]
+            fn one_slice() {
+                super::$scenario(super::Net { n: $n, slices: 1 })
+            }
+            #[test]
+            fn two_slices() {
+                super::$scenario(super::Net {
+                    n: $n + 40,
+                    slices: 2,
+                })
+            }
+            #[test]
+            fn three_slices() {
+                super::$scenario(super::Net {
+                    n: $n + 80,
+                    slices: 3,
+                })
+            }
+        }
+    };
+}
+
+on_slices!(attach_traffic_detach_zero_loss, 31);
+on_slices!(x2_and_s1_handovers_with_traffic_and_end_markers, 32);
+on_slices!(idle_downlink_paging_service_request, 33);
+on_slices!(tau_periodic_normal_and_active_flag, 34);
+on_slices!(second_pdn_and_dedicated_bearers_carry_traffic, 35);
+on_slices!(table_iv_traffic_with_iot_share_and_full_mix, 36);
+on_slices!(detach_never_discards_paged_downlink, 37);
+
 fn ok(r: &Report, p: &str) -> u64 {
     r.procedures.get(p).map_or(0, |s| s.ok)
 }
 
-#[test]
-fn e2e_attach_traffic_detach_zero_loss() {
+fn attach_traffic_detach_zero_loss(net: Net) {
     let scen = Scenario {
         ues: 50,
         attach_rate: 500.0,
@@ -112,13 +165,12 @@ fn e2e_attach_traffic_detach_zero_loss() {
         traffic: pepc_traffic(2000.0),
         ..Default::default()
     };
-    let r = run(31, 2, scen);
+    let r = run(net, 2, scen);
     assert_clean(&r, 50);
     assert!(r.ul_packets > 300 && r.dl_packets > 1000, "{}", r.to_json());
 }
 
-#[test]
-fn e2e_x2_and_s1_handovers_with_traffic_and_end_markers() {
+fn x2_and_s1_handovers_with_traffic_and_end_markers(net: Net) {
     let scen = Scenario {
         ues: 30,
         attach_rate: 500.0,
@@ -131,7 +183,7 @@ fn e2e_x2_and_s1_handovers_with_traffic_and_end_markers() {
         traffic: pepc_traffic(2000.0),
         ..Default::default()
     };
-    let r = run(32, 3, scen);
+    let r = run(net, 3, scen);
     assert_clean(&r, 30);
     let j = r.to_json();
     assert!(ok(&r, "x2_handover") >= 10, "{j}");
@@ -141,8 +193,7 @@ fn e2e_x2_and_s1_handovers_with_traffic_and_end_markers() {
     assert!(r.end_markers >= 2, "{j}");
 }
 
-#[test]
-fn e2e_idle_downlink_paging_service_request() {
+fn idle_downlink_paging_service_request(net: Net) {
     let scen = Scenario {
         ues: 20,
         attach_rate: 500.0,
@@ -155,7 +206,7 @@ fn e2e_idle_downlink_paging_service_request() {
         }),
         ..Default::default()
     };
-    let r = run(33, 1, scen);
+    let r = run(net, 1, scen);
     assert_clean(&r, 20);
     let j = r.to_json();
     assert!(ok(&r, "release") >= 10, "{j}");
@@ -166,8 +217,7 @@ fn e2e_idle_downlink_paging_service_request() {
     assert!(r.dl_packets >= 3 * r.pagings, "{j}");
 }
 
-#[test]
-fn e2e_tau_periodic_normal_and_active_flag() {
+fn tau_periodic_normal_and_active_flag(net: Net) {
     let scen = Scenario {
         ues: 20,
         attach_rate: 500.0,
@@ -180,7 +230,7 @@ fn e2e_tau_periodic_normal_and_active_flag() {
         traffic: pepc_traffic(500.0),
         ..Default::default()
     };
-    let r = run(34, 1, scen);
+    let r = run(net, 1, scen);
     assert_clean(&r, 20);
     let j = r.to_json();
     assert!(ok(&r, "tau") >= 3, "{j}");
@@ -188,8 +238,7 @@ fn e2e_tau_periodic_normal_and_active_flag() {
     assert!(ok(&r, "tau_active") >= 3, "{j}");
 }
 
-#[test]
-fn e2e_second_pdn_and_dedicated_bearers_carry_traffic() {
+fn second_pdn_and_dedicated_bearers_carry_traffic(net: Net) {
     let scen = Scenario {
         ues: 20,
         attach_rate: 500.0,
@@ -202,7 +251,7 @@ fn e2e_second_pdn_and_dedicated_bearers_carry_traffic() {
         traffic: pepc_traffic(2000.0),
         ..Default::default()
     };
-    let r = run(35, 1, scen);
+    let r = run(net, 1, scen);
     assert_clean(&r, 20);
     let j = r.to_json();
     assert!(ok(&r, "pdn_connect") >= 5, "{j}");
@@ -210,8 +259,7 @@ fn e2e_second_pdn_and_dedicated_bearers_carry_traffic() {
     assert!(r.ul_sent_extra_pdn > 50, "{j}");
 }
 
-#[test]
-fn e2e_table_iv_traffic_with_iot_share_and_full_mix() {
+fn table_iv_traffic_with_iot_share_and_full_mix(net: Net) {
     let scen = Scenario {
         ues: 60,
         iot_share: 0.2,
@@ -224,7 +272,7 @@ fn e2e_table_iv_traffic_with_iot_share_and_full_mix() {
         },
         ..Default::default()
     };
-    let r = run(36, 2, scen);
+    let r = run(net, 2, scen);
     assert_clean(&r, 60);
     assert!(r.ul_packets > 300, "{}", r.to_json());
 }
@@ -233,8 +281,7 @@ fn e2e_table_iv_traffic_with_iot_share_and_full_mix() {
 /// picked an idle UE the EPC was paging, whose buffered downlink its Delete Session then
 /// discarded (a drop by design: node counters unknown_ue_ip / promotion_failed, 3 per
 /// paging) and the report called lost. The emulator now leaves such UEs out of detach.
-#[test]
-fn e2e_detach_never_discards_paged_downlink() {
+fn detach_never_discards_paged_downlink(net: Net) {
     let scen = Scenario {
         ues: 40,
         attach_rate: 500.0,
@@ -248,7 +295,7 @@ fn e2e_detach_never_discards_paged_downlink() {
         }),
         ..Default::default()
     };
-    let r = run(37, 1, scen);
+    let r = run(net, 1, scen);
     assert_clean(&r, 40);
     let j = r.to_json();
     assert!(r.pagings >= 40, "{j}");
