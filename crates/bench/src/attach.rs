@@ -8,9 +8,16 @@
 //! achieved) and `attaches_per_mme_core_s` (attaches divided by the CPU time the MME
 //! thread spent, measured with CLOCK_THREAD_CPUTIME_ID) — the control core's capacity,
 //! independent of how fast the emulated RAN is.
+//!
+//! With `slices` > 1 there is one MME thread per slice; the node's S1AP endpoint
+//! ([`pepc_mme::S1apEndpoint`]: S1 Setup and the demux of every message to its slice)
+//! runs on the RAN thread's side, timed on its own: `demux_ns_per_msg` is its cost
+//! per S1AP message crossing it (either way), and the control-core figure counts the
+//! MME threads only. With one slice a node runs the endpoint inline on the control
+//! thread, so add `demux_ns_per_msg` × messages per attach to compare.
 
 use pepc_mme::sim::{subscriber, SimUe, ENB_ADDR};
-use pepc_mme::{AssocId, Input, Mme, MmeConfig, Output};
+use pepc_mme::{AssocId, EndpointOut, Input, Mme, MmeConfig, Output, S1apEndpoint, SlicePolicy};
 use pepc_s1ap::msg::{
     InitialContextSetupResponse, InitialUeMessage, S1SetupRequest, S1apMessage,
     UeContextReleaseComplete, UplinkNasTransport,
@@ -41,6 +48,8 @@ pub struct AttachOpts {
     /// (maps sized, control-thread heap faulted in): memory then grows during the
     /// measured pass, one page fault every few attaches.
     pub no_prewarm: bool,
+    /// Slices of the node, each with its MME thread (the endpoint demuxes to them).
+    pub slices: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -80,6 +89,19 @@ pub struct AttachResult {
     /// fields are those of the median run.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub per_core_runs: Vec<f64>,
+    /// Slices of the node (MME threads / control threads).
+    pub slices: usize,
+    /// The node's S1AP endpoint: ns per S1AP message it steered (either way).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub demux_ns_per_msg: Option<f64>,
+    /// Over SCTP with more than one slice: CPU seconds of the endpoint thread (SCTP,
+    /// S1 Setup, demux), beside the control threads' `mme_cpu_s`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint_cpu_s: Option<f64>,
+    /// Attaches per CPU-second of the control threads and the endpoint thread
+    /// together (the node's whole signaling cost).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attaches_per_signaling_core_s: Option<f64>,
 }
 
 /// Run `f` `n` times and keep the median run by `attaches_per_mme_core_s`, with all
@@ -99,6 +121,27 @@ pub fn median_of(
         median.per_core_runs = all;
     }
     Ok(median)
+}
+
+/// [`median_of`] for each of `configs`, their runs alternating (repeat by repeat) so
+/// that every configuration sees the same phases of a noisy machine.
+pub fn median_of_each<C: Copy>(
+    n: u32,
+    configs: &[C],
+    mut f: impl FnMut(C) -> Result<AttachResult, String>,
+) -> Result<Vec<AttachResult>, String> {
+    let mut runs: Vec<Vec<AttachResult>> = configs.iter().map(|_| Vec::new()).collect();
+    for _ in 0..n.max(1) {
+        for (c, r) in configs.iter().zip(runs.iter_mut()) {
+            r.push(f(*c)?);
+        }
+    }
+    runs.into_iter()
+        .map(|rs| {
+            let mut it = rs.into_iter();
+            median_of(n, || it.next().ok_or_else(|| "no run".to_string()))
+        })
+        .collect()
 }
 
 /// (minor page faults, system CPU seconds) of the calling thread so far.
@@ -138,6 +181,15 @@ type Batch = Vec<Vec<u8>>;
 struct Hop {
     msgs: Batch,
     spent: Batch,
+    /// Toward a slice: the endpoint's other inputs (eNB set up).
+    inputs: Vec<Input>,
+}
+
+/// A slice's answer to one [`Hop`]: its MME's outputs, and the RAN's spent buffers.
+struct Back {
+    slice: usize,
+    outs: Vec<Output>,
+    spent: Batch,
 }
 
 const ASSOC: AssocId = 1;
@@ -162,15 +214,15 @@ struct MmeRun {
 
 /// The MME thread: decode, run procedures, encode; nothing else.
 fn mme_thread(
+    slice: usize,
     mut mme: Mme,
     mut cp: pepc_slice::control::ControlPlane,
     rx: mpsc::Receiver<Hop>,
-    tx: mpsc::Sender<Hop>,
+    tx: mpsc::Sender<Back>,
 ) -> MmeRun {
     let mut waited = 0.0;
     let mut cpu0 = thread_cpu_s();
     let (mut faults0, mut sys0) = thread_faults_sys();
-    let mut out = Vec::with_capacity(64);
     let mut msgs = 0u64;
     let now = Instant::now();
     mme.handle(
@@ -180,46 +232,41 @@ fn mme_thread(
             out_streams: 4,
         },
         &mut cp,
-        &mut out,
+        &mut Vec::new(),
     );
-    out.clear();
     loop {
         let w0 = thread_cpu_s();
-        let Ok(Hop { msgs: batch, spent }) = rx.recv() else {
+        let Ok(Hop {
+            msgs: batch,
+            spent,
+            inputs,
+        }) = rx.recv()
+        else {
             break;
         };
         waited += thread_cpu_s() - w0;
         drop(spent);
-        if batch.is_empty() {
+        let mut outs = Vec::with_capacity(batch.len() * 2);
+        if batch.is_empty() && inputs.is_empty() {
             // Marker: measure from here (the passes before it are warm-up).
             cpu0 = thread_cpu_s();
             (faults0, sys0) = thread_faults_sys();
             msgs = 0;
             waited = 0.0;
-            let marker = Hop {
-                msgs: vec![],
-                spent: batch,
-            };
-            if tx.send(marker).is_err() {
-                break;
-            }
-            continue;
         }
-        let mut reply = Vec::with_capacity(batch.len() * 2);
+        for i in inputs {
+            mme.handle(now, i, &mut cp, &mut outs);
+        }
         for bytes in &batch {
             msgs += 1;
-            mme.handle_s1ap(now, ASSOC, 1, bytes, &mut cp, &mut out);
-            for o in out.drain(..) {
-                if let Output::S1ap { bytes, .. } = o {
-                    reply.push(bytes);
-                }
-            }
+            mme.handle_s1ap(now, ASSOC, 1, bytes, &mut cp, &mut outs);
         }
-        let hop = Hop {
-            msgs: reply,
+        let back = Back {
+            slice,
+            outs,
             spent: batch,
         };
-        if tx.send(hop).is_err() {
+        if tx.send(back).is_err() {
             break;
         }
     }
@@ -242,10 +289,17 @@ struct Pending {
 /// The eNB side of the in-process benchmark: feeds the MME thread batches of S1AP
 /// and answers what it sends, keeping `window` procedures in flight.
 struct Ran {
-    to_mme: mpsc::Sender<Hop>,
-    from_mme: mpsc::Receiver<Hop>,
-    /// Replies handled, going back to the MME thread with the next batch.
-    spent: Batch,
+    to_slices: Vec<mpsc::Sender<Hop>>,
+    from_slices: mpsc::Receiver<Back>,
+    /// The node's S1AP endpoint (demux), timed apart.
+    endpoint: S1apEndpoint,
+    eo: EndpointOut,
+    demux_ns: u64,
+    demux_msgs: u64,
+    /// Replies handled, going back to the MME thread of each slice with its next batch.
+    spent: Vec<Batch>,
+    /// The slice whose replies [`Ran::recv`] returned last.
+    reply_slice: usize,
     tai: Tai,
     ecgi: Ecgi,
     window: u32,
@@ -275,30 +329,78 @@ fn enc(m: S1apMessage) -> Result<Vec<u8>, String> {
 }
 
 impl Ran {
+    /// Hands a batch to the endpoint, which steers each message to its slice.
     fn send(&mut self, b: Batch) -> Result<(), String> {
-        let hop = Hop {
-            msgs: b,
-            spent: std::mem::take(&mut self.spent),
-        };
-        self.to_mme.send(hop).map_err(|_| "MME thread gone")?;
-        self.outstanding += 1;
+        let t0 = Instant::now();
+        self.demux_msgs += b.len() as u64;
+        for m in b {
+            self.endpoint.on_s1ap(ASSOC, 1, m, &mut self.eo);
+        }
+        self.demux_ns += t0.elapsed().as_nanos() as u64;
+        if let Some(o) = self.eo.wire.first() {
+            return Err(format!("the endpoint answered a UE message itself: {o:?}"));
+        }
+        self.dispatch()
+    }
+
+    /// Sends what the endpoint has for the slices, one hop per slice.
+    fn dispatch(&mut self) -> Result<(), String> {
+        let n = self.to_slices.len();
+        let mut hops: Vec<Hop> = (0..n)
+            .map(|_| Hop {
+                msgs: vec![],
+                spent: vec![],
+                inputs: vec![],
+            })
+            .collect();
+        for (s, i) in self.eo.slices.drain(..) {
+            match i {
+                Input::S1ap { bytes, .. } => hops[s].msgs.push(bytes),
+                other => hops[s].inputs.push(other),
+            }
+        }
+        for (s, mut h) in hops.into_iter().enumerate() {
+            if h.msgs.is_empty() && h.inputs.is_empty() {
+                continue;
+            }
+            h.spent = std::mem::take(&mut self.spent[s]);
+            self.to_slices[s].send(h).map_err(|_| "MME thread gone")?;
+            self.outstanding += 1;
+        }
         Ok(())
     }
 
-    /// The next batch of replies; the caller hands it to [`Ran::done_with`].
+    /// The next batch of replies (one slice's); the caller hands it to
+    /// [`Ran::done_with`].
     fn recv(&mut self, what: &str) -> Result<Batch, String> {
-        let Hop { msgs, spent } = self
-            .from_mme
+        let Back { slice, outs, spent } = self
+            .from_slices
             .recv_timeout(Duration::from_secs(10))
             .map_err(|_| format!("MME silent for 10 s during {what}"))?;
         self.outstanding -= 1;
         drop(spent);
-        Ok(msgs)
+        let t0 = Instant::now();
+        self.demux_msgs += outs.len() as u64;
+        for o in outs {
+            self.endpoint.on_slice_output(slice, o, &mut self.eo);
+        }
+        self.demux_ns += t0.elapsed().as_nanos() as u64;
+        let mut replies = Vec::with_capacity(self.eo.wire.len());
+        for o in self.eo.wire.drain(..) {
+            if let Output::S1ap { bytes, .. } = o {
+                replies.push(bytes);
+            }
+        }
+        self.reply_slice = slice;
+        if !self.eo.slices.is_empty() {
+            self.dispatch()?;
+        }
+        Ok(replies)
     }
 
     /// Replies handled: back to the MME thread (their owner) with the next batch.
     fn done_with(&mut self, replies: Batch) {
-        self.spent.extend(replies);
+        self.spent[self.reply_slice].extend(replies);
     }
 
     /// Waits for every batch in flight to be answered (answers are dropped).
@@ -310,11 +412,23 @@ impl Ran {
         Ok(())
     }
 
-    /// Tells the MME thread to start measuring here.
+    /// Tells every MME thread to start measuring here (an empty hop), and the
+    /// endpoint's timing too.
     fn marker(&mut self) -> Result<(), String> {
         self.settle()?;
-        self.send(vec![])?;
-        self.settle()
+        for s in 0..self.to_slices.len() {
+            let h = Hop {
+                msgs: vec![],
+                spent: std::mem::take(&mut self.spent[s]),
+                inputs: vec![],
+            };
+            self.to_slices[s].send(h).map_err(|_| "MME thread gone")?;
+            self.outstanding += 1;
+        }
+        self.settle()?;
+        self.demux_ns = 0;
+        self.demux_msgs = 0;
+        Ok(())
     }
 
     /// `n` attaches by IMSI; eNB UE S1AP IDs from `base + 1`. Returns completion
@@ -510,54 +624,67 @@ impl Ran {
 }
 
 /// The eNB side: S1 Setup, the unmeasured passes, the marker, then the measured
-/// attach pass. Returns (completion latencies in µs, failures, seconds).
+/// attach pass. Returns (completion latencies in µs, failures, seconds, demux ns per
+/// message).
+#[allow(clippy::too_many_arguments)]
 fn ran_thread(
-    to_mme: mpsc::Sender<Hop>,
-    from_mme: mpsc::Receiver<Hop>,
+    to_slices: Vec<mpsc::Sender<Hop>>,
+    from_slices: mpsc::Receiver<Back>,
+    endpoint: S1apEndpoint,
     plmn: pepc_s1ap::Plmn,
     window: u32,
     order: Vec<u32>,
     reattach: bool,
     n: u32,
-) -> Result<(Vec<f64>, u64, f64), String> {
+) -> Result<(Vec<f64>, u64, f64, f64), String> {
     let tai = Tai { plmn, tac: 1 };
     let ecgi = Ecgi {
         plmn,
         cell_id: 0x101,
     };
-    // S1 Setup first.
-    let setup = Hop {
-        msgs: vec![enc(S1SetupRequest {
-            global_enb_id: GlobalEnbId {
-                plmn,
-                enb_id: EnbId::Macro(1),
-            },
-            enb_name: Some("bench".into()),
-            supported_tas: vec![SupportedTa {
-                tac: 1,
-                plmns: vec![plmn],
-            }],
-            paging_drx: Some(128),
-        }
-        .into())?],
-        spent: vec![],
-    };
-    to_mme.send(setup).map_err(|_| "MME thread gone")?;
-    let setup = from_mme.recv().map_err(|_| "MME thread gone")?;
-    match setup.msgs.first().map(|b| S1apMessage::decode(b)) {
-        Some(Ok(S1apMessage::S1SetupResponse(_))) => {}
-        other => return Err(format!("S1 Setup not accepted: {other:?}")),
-    }
+    let slices = to_slices.len();
     let mut ran = Ran {
-        to_mme,
-        from_mme,
-        spent: vec![],
+        to_slices,
+        from_slices,
+        endpoint,
+        eo: EndpointOut::default(),
+        demux_ns: 0,
+        demux_msgs: 0,
+        spent: vec![vec![]; slices],
+        reply_slice: 0,
         tai,
         ecgi,
         window,
         outstanding: 0,
         order,
     };
+    // S1 Setup first: the endpoint answers and tells every slice of the eNB.
+    ran.endpoint.assoc_up(ASSOC, 4);
+    let setup = enc(S1SetupRequest {
+        global_enb_id: GlobalEnbId {
+            plmn,
+            enb_id: EnbId::Macro(1),
+        },
+        enb_name: Some("bench".into()),
+        supported_tas: vec![SupportedTa {
+            tac: 1,
+            plmns: vec![plmn],
+        }],
+        paging_drx: Some(128),
+    }
+    .into())?;
+    ran.endpoint.on_s1ap(ASSOC, 0, setup, &mut ran.eo);
+    let answer = ran.eo.wire.pop();
+    match answer {
+        Some(Output::S1ap { bytes, .. })
+            if matches!(
+                S1apMessage::decode(&bytes),
+                Ok(S1apMessage::S1SetupResponse(_))
+            ) => {}
+        other => return Err(format!("S1 Setup not accepted: {other:?}")),
+    }
+    ran.dispatch()?;
+    ran.settle()?;
     if reattach {
         let ues = ran.attach_pass(n, 0)?.2;
         ran.detach_pass(ues)?;
@@ -567,7 +694,9 @@ fn ran_thread(
     let t0 = Instant::now();
     let base = if reattach { n } else { 0 };
     let (lat, failed, _) = ran.attach_pass(n, base)?;
-    Ok((lat, failed, t0.elapsed().as_secs_f64()))
+    let seconds = t0.elapsed().as_secs_f64();
+    let demux = ran.demux_ns as f64 / ran.demux_msgs.max(1) as f64;
+    Ok((lat, failed, seconds, demux))
 }
 
 /// Run the in-process attach benchmark.
@@ -582,75 +711,109 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
     hss.preload().map_err(|e| e.to_string())?;
     let cfg = MmeConfig::default();
     let plmn = cfg.plmn;
-    let (cp, mut dp) = build(&SliceConfig::for_users(n as usize + 1024));
-    let mut mme = Mme::new(cfg, hss, pepc_mme::mme::urandom());
-    let mut cp = cp;
+    let slices = o.slices.max(1);
+    let endpoint = S1apEndpoint::new(cfg.clone(), slices, SlicePolicy::ConsistentHash);
+    let layout = pepc_slice::ids::IdLayout::new(slices, std::net::Ipv4Addr::new(10, 0, 0, 0), 8)?;
     let prewarm = !o.no_prewarm;
 
-    // The MME gets a core of its own where there are two or more; the RAN and the
-    // data thread share the others and never preempt it, as with a slice's control
-    // thread (a preempted MME pays the switch and refills its caches).
+    // Each MME gets a core of its own where there are enough; the RAN and the data
+    // threads share the others and never preempt them, as with a slice's control
+    // thread (a preempted MME pays the switch and refills its caches). On a machine
+    // with fewer cores than MMEs + 1 they share.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mme_core = cores - 1;
+    let own_cores = cores > slices;
+    let first_mme_core = cores.saturating_sub(slices);
     let pin_off_mme = move || {
-        if cores >= 2 {
-            pin_current_thread_to(0..mme_core);
+        if own_cores {
+            pin_current_thread_to(0..first_mme_core);
         }
     };
 
-    // The data thread only applies the control thread's published updates here.
     let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    let data = std::thread::Builder::new()
-        .name("bench-data".into())
-        .spawn(move || {
-            pin_off_mme();
-            while !s.load(Ordering::Relaxed) {
-                dp.sync(0);
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            dp.sync(0);
-        })
-        .map_err(|e| e.to_string())?;
-
-    let (to_mme, mme_rx) = mpsc::channel::<Hop>();
-    let (mme_tx, from_mme) = mpsc::channel::<Hop>();
-    let mme_join = std::thread::Builder::new()
-        .name("bench-mme".into())
-        .spawn(move || {
-            if cores >= 2 {
-                pin_current_thread(mme_core);
-            }
-            // As a node's control thread does at start with `node.prewarm_users`.
-            if prewarm {
-                mme.prewarm(n as usize);
-                cp.prewarm(n as usize);
-            }
-            mme_thread(mme, cp, mme_rx, mme_tx)
-        })
-        .map_err(|e| e.to_string())?;
+    let mut datas = Vec::new();
+    let mut mmes = Vec::new();
+    let mut to_slices = Vec::new();
+    let (back_tx, from_slices) = mpsc::channel::<Back>();
+    for sl in 0..slices {
+        let mut sc = SliceConfig::for_users(n as usize + 1024);
+        sc.slice = sl as u32;
+        sc.layout = layout;
+        let (mut cp, mut dp) = build(&sc);
+        let mut mme = Mme::new(cfg.clone(), hss.clone(), pepc_mme::mme::urandom());
+        mme.set_role(endpoint.role(sl));
+        // The data thread only applies the control thread's published updates here.
+        let s = stop.clone();
+        datas.push(
+            std::thread::Builder::new()
+                .name("bench-data".into())
+                .spawn(move || {
+                    pin_off_mme();
+                    while !s.load(Ordering::Relaxed) {
+                        dp.sync(0);
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                    dp.sync(0);
+                })
+                .map_err(|e| e.to_string())?,
+        );
+        let (to_mme, mme_rx) = mpsc::channel::<Hop>();
+        to_slices.push(to_mme);
+        let tx = back_tx.clone();
+        // Each slice's share of the UEs, as a node sizes `node.prewarm_users`.
+        let share = (n as usize).div_ceil(slices) + 64;
+        mmes.push(
+            std::thread::Builder::new()
+                .name("bench-mme".into())
+                .spawn(move || {
+                    if own_cores {
+                        pin_current_thread(first_mme_core + sl);
+                    }
+                    // As a node's control thread does at start with `node.prewarm_users`.
+                    if prewarm {
+                        mme.prewarm(share);
+                        cp.prewarm(share);
+                    }
+                    mme_thread(sl, mme, cp, mme_rx, tx)
+                })
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    drop(back_tx);
 
     let (window, order, reattach) = (o.window.max(1), attach_order(n, o.shuffle), o.reattach);
     let ran_join = std::thread::Builder::new()
         .name("bench-ran".into())
         .spawn(move || {
             pin_off_mme();
-            ran_thread(to_mme, from_mme, plmn, window, order, reattach, n)
+            ran_thread(
+                to_slices,
+                from_slices,
+                endpoint,
+                plmn,
+                window,
+                order,
+                reattach,
+                n,
+            )
         })
         .map_err(|e| e.to_string())?;
     let ran_result = ran_join.join().map_err(|_| "RAN thread panicked")?;
-    // The RAN's queues are closed by now, so the MME thread ends either way.
-    let mme_result = mme_join.join().map_err(|_| "MME thread panicked");
+    // The RAN's queues are closed by now, so the MME threads end either way.
+    let mut runs = Vec::new();
+    for m in mmes {
+        runs.push(m.join().map_err(|_| "MME thread panicked")?);
+    }
     stop.store(true, Ordering::Relaxed);
-    let _ = data.join();
-    let (mut lat, failed, seconds) = ran_result?;
-    let MmeRun {
-        busy_cpu_s: mme_cpu_s,
-        wait_cpu_s,
-        msgs,
-        faults,
-        sys_s,
-    } = mme_result?;
+    for d in datas {
+        let _ = d.join();
+    }
+    let (mut lat, failed, seconds, demux_ns) = ran_result?;
+    let sum = |f: fn(&MmeRun) -> f64| runs.iter().map(f).sum::<f64>();
+    let mme_cpu_s = sum(|r| r.busy_cpu_s);
+    let wait_cpu_s = sum(|r| r.wait_cpu_s);
+    let sys_s = sum(|r| r.sys_s);
+    let msgs: u64 = runs.iter().map(|r| r.msgs).sum();
+    let faults: u64 = runs.iter().map(|r| r.faults).sum();
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     let q = |p: f64| {
         lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
@@ -683,6 +846,10 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         mme_wait_cpu_s: Some(wait_cpu_s),
         prewarmed_users: Some(if prewarm { u64::from(n) } else { 0 }),
         per_core_runs: vec![],
+        slices,
+        demux_ns_per_msg: Some(demux_ns),
+        endpoint_cpu_s: None,
+        attaches_per_signaling_core_s: None,
     })
 }
 
@@ -698,6 +865,7 @@ mod tests {
             reattach: false,
             attaches: 50,
             window: 8,
+            slices: 1,
         })
         .unwrap();
         assert_eq!(r.attaches, 50, "{r:?}");
@@ -705,6 +873,23 @@ mod tests {
         // S1 Setup + Initial UE + Auth Resp + SMC Complete + ICS Resp + Attach Complete.
         assert!(r.s1ap_messages_per_attach.unwrap() >= 5.0, "{r:?}");
         assert!(r.mme_cpu_s > 0.0);
+        assert!(r.demux_ns_per_msg.unwrap() > 0.0);
+    }
+
+    #[test]
+    fn inprocess_attaches_spread_over_three_slices() {
+        let r = run_inprocess(&AttachOpts {
+            shuffle: true,
+            no_prewarm: false,
+            reattach: true,
+            attaches: 60,
+            window: 8,
+            slices: 3,
+        })
+        .unwrap();
+        assert_eq!((r.attaches, r.failed, r.slices), (60, 0, 3), "{r:?}");
+        let m = r.s1ap_messages_per_attach.unwrap();
+        assert!((5.0..5.5).contains(&m), "{r:?}");
     }
 
     #[test]
@@ -715,6 +900,7 @@ mod tests {
             reattach: true,
             attaches: 40,
             window: 8,
+            slices: 1,
         })
         .unwrap();
         assert_eq!(r.state.as_deref(), Some("reattach-shuffled"));

@@ -119,7 +119,7 @@ impl Wire {
     }
 
     /// Waits for transport input, `extra` descriptors or `deadline`.
-    fn wait(&mut self, deadline: Instant, extra: &[RawFd]) {
+    fn wait(&mut self, deadline: Instant, extra: &[RawFd], short: bool) {
         let now = Instant::now();
         let mut deadline = deadline;
         if let Some(fd) = self.transport.wait_fd() {
@@ -139,10 +139,11 @@ impl Wire {
             }
             return;
         }
-        // A transport without a descriptor waits inside its own poll; keep it short
-        // when other sources may wake us.
+        // A transport without a descriptor (both real backends have one) waits
+        // inside its own poll; `short` caps that wait where other sources (the
+        // slices' rings) must not wait long behind it.
         let mut wait = deadline.saturating_duration_since(now);
-        if !extra.is_empty() {
+        if short {
             wait = wait.min(Duration::from_millis(1));
         }
         if wait.is_zero() {
@@ -261,7 +262,7 @@ impl ControlDriver for MmeDriver {
             deadline = deadline.min(t);
         }
         let extra: Vec<RawFd> = wake.into_iter().collect();
-        self.wire.wait(deadline, &extra);
+        self.wire.wait(deadline, &extra, false);
     }
 
     /// The endpoint runs inline for this one slice.
@@ -581,7 +582,7 @@ fn endpoint_loop(
         }
         if !posted {
             let fds: Vec<RawFd> = links.iter().map(|l| l.outbox_wake.fd()).collect();
-            wire.wait(Instant::now() + max, &fds);
+            wire.wait(Instant::now() + max, &fds, true);
         }
         for l in armed {
             l.outbox_wake.end_wait();

@@ -328,5 +328,8 @@ fn single_slice_driver_refuses_more_slices() {
     })
     .err()
     .expect("refused");
-    assert!(e.contains("node.slices") && e.contains("S1-MME"), "{e}");
+    assert!(
+        e.contains("node.slices") && e.contains("at most 1 slice"),
+        "{e}"
+    );
 }

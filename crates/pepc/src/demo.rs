@@ -208,15 +208,19 @@ pub fn thread_cpu_by_name(name: &str) -> f64 {
 }
 
 /// `pepc bench attach --transport udp`: an attach storm from the emulator against a
-/// node whose MME runs on its slice's control thread over userspace SCTP-in-UDP on
-/// loopback. The MME's CPU time is read from /proc for its thread (`pepc-control`).
+/// node of `slices` slices over userspace SCTP-in-UDP on loopback. The MMEs' CPU time
+/// is read from /proc for their threads (`pepc-control`); with more than one slice
+/// the S1AP endpoint's thread (`pepc-s1ap`: SCTP, S1 Setup, demux) is reported
+/// apart (with one slice the endpoint runs inline on the control thread).
 pub fn bench_attach_udp(
     ports: &DemoPorts,
     attaches: u32,
     rate: f64,
+    slices: usize,
 ) -> Result<pepc_bench::attach::AttachResult, String> {
-    let epc = start_node(ports, attaches, 1)?;
+    let epc = start_node(ports, attaches, slices)?;
     let cpu0 = thread_cpu_by_name("pepc-control");
+    let ep0 = thread_cpu_by_name("pepc-s1ap");
     let ecfg = EmulatorConfig {
         enbs: 4,
         progress: false,
@@ -237,6 +241,7 @@ pub fn bench_attach_udp(
     };
     let report = pepc_emulator::run(ecfg, scen).map_err(|e| format!("emulator: {e}"));
     let cpu = thread_cpu_by_name("pepc-control") - cpu0;
+    let ep_cpu = thread_cpu_by_name("pepc-s1ap") - ep0;
     epc.stop();
     let r = report?;
     let (ok, failed, p50, p99) = r
@@ -262,5 +267,9 @@ pub fn bench_attach_udp(
         mme_wait_cpu_s: None,
         prewarmed_users: None,
         per_core_runs: vec![],
+        slices,
+        demux_ns_per_msg: None,
+        endpoint_cpu_s: (slices > 1).then_some(ep_cpu),
+        attaches_per_signaling_core_s: Some(ok as f64 / (cpu + ep_cpu).max(1e-9)),
     })
 }

@@ -116,6 +116,10 @@ struct AttachArgs {
     /// per MME core-second), with every run's figure in `per_core_runs`.
     #[arg(long, default_value_t = 1)]
     repeat: u32,
+    /// Slice counts to measure, e.g. `1,2`: runs of the counts alternate (repeat by
+    /// repeat), so all see the same machine; one JSON object per transport and count.
+    #[arg(long, default_value = "1", value_delimiter = ',')]
+    slices: Vec<usize>,
     /// Print one JSON object per transport.
     #[arg(long)]
     json: bool,
@@ -271,21 +275,30 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
             ))
         }
     };
-    use pepc_bench::attach::median_of;
+    use pepc_bench::attach::{median_of_each, AttachOpts};
+    if a.slices.is_empty() || a.slices.iter().any(|&n| n == 0 || n > 64) {
+        return Err("--slices: slice counts must be 1..=64".into());
+    }
     if inproc {
-        results.push(median_of(a.repeat, || {
-            pepc_bench::attach::run_inprocess(&pepc_bench::attach::AttachOpts {
+        results.extend(median_of_each(a.repeat, &a.slices, |slices| {
+            pepc_bench::attach::run_inprocess(&AttachOpts {
                 attaches: a.attaches,
                 window: a.window,
                 reattach: a.reattach,
                 shuffle: a.shuffle,
                 no_prewarm: a.no_prewarm,
+                slices,
             })
         })?);
     }
     if udp {
-        results.push(median_of(a.repeat, || {
-            pepc::demo::bench_attach_udp(&pepc::demo::DemoPorts::default(), a.attaches, a.rate)
+        results.extend(median_of_each(a.repeat, &a.slices, |slices| {
+            pepc::demo::bench_attach_udp(
+                &pepc::demo::DemoPorts::default(),
+                a.attaches,
+                a.rate,
+                slices,
+            )
         })?);
     }
     for r in results {
@@ -293,8 +306,8 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
             println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
         } else {
             println!(
-                "attach over {}: {} ok, {} failed in {:.2} s: {:.0} attaches/s; {:.0} per MME core-second ({:.2} s CPU); completion p50 {:.0} us p99 {:.0} us",
-                r.transport, r.attaches, r.failed, r.seconds, r.attaches_per_s,
+                "attach over {} with {} slice(s): {} ok, {} failed in {:.2} s: {:.0} attaches/s; {:.0} per MME core-second ({:.2} s CPU); completion p50 {:.0} us p99 {:.0} us",
+                r.transport, r.slices, r.attaches, r.failed, r.seconds, r.attaches_per_s,
                 r.attaches_per_mme_core_s, r.mme_cpu_s, r.completion_us_p50, r.completion_us_p99
             );
         }
