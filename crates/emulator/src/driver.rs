@@ -263,7 +263,10 @@ pub struct Emulator {
     reattach: Vec<bool>,
     /// Idle UEs sent downlink (paging event) that have not been connected since: the
     /// EPC holds their packets, so a detach now would discard them by design.
-    awaiting_dl: Vec<bool>,
+    /// Downlink packets sent to each UE while idle and not received yet: the EPC
+    /// holds them across paging, so the UE must not detach (which discards them by
+    /// design) until they arrive.
+    awaiting_dl: Vec<u32>,
     s1ho_target: HashMap<UeId, usize>,
     /// PDN connections about to be disconnected: (UE, default EBI, when). Traffic on
     /// them stops first so no packet is in flight when the EPC removes the PDN (a
@@ -355,7 +358,7 @@ impl Emulator {
             teids: HashMap::new(),
             tmsi: HashMap::new(),
             reattach: vec![false; n],
-            awaiting_dl: vec![false; n],
+            awaiting_dl: vec![0; n],
             s1ho_target: HashMap::new(),
             closing: Vec::new(),
             paged: Vec::new(),
@@ -659,11 +662,6 @@ impl Emulator {
                     result,
                 } => {
                     let took = now.saturating_sub(started_ns) / 1000;
-                    // Connected again (Service Request, active TAU): the EPC has
-                    // delivered what it held.
-                    if self.ues[u].is_connected() {
-                        self.awaiting_dl[u] = false;
-                    }
                     self.metrics.record(procedure, took, &result);
                     if procedure == Procedure::Attach && result.is_ok() {
                         self.ever_attached[u] = true;
@@ -706,6 +704,7 @@ impl Emulator {
             gtpu,
             teids,
             metrics,
+            awaiting_dl,
             ..
         } = self;
         let mut echo: Vec<(Vec<u8>, SocketAddrV4)> = Vec::new();
@@ -717,7 +716,10 @@ impl Emulator {
             match p.msg_type() {
                 G_PDU => {
                     let known = teids.contains_key(&p.teid());
-                    if known && our_packet(p.payload()).is_some() {
+                    if let (true, Some(ue)) = (known, our_packet(p.payload())) {
+                        if let Some(a) = awaiting_dl.get_mut(ue as usize) {
+                            *a = a.saturating_sub(1);
+                        }
                         metrics.dl_packets += 1;
                         metrics.dl_bytes += p.payload().len() as u64;
                     } else {
@@ -801,7 +803,7 @@ impl Emulator {
         let Some(&(_, addr)) = self.ues[u].pdns().first() else {
             return;
         };
-        self.awaiting_dl[u] = true;
+        self.awaiting_dl[u] += 3;
         for _ in 0..3 {
             self.seq = self.seq.wrapping_add(1);
             let seq = self.seq;
@@ -985,7 +987,7 @@ impl Emulator {
                 // Detach (switch-off) then attach again once released. Not a UE the
                 // EPC holds paged downlink for: its Delete Session would discard the
                 // buffered packets, a drop by design the report would count as lost.
-                None => match self.pick_ue_where(|e, u| idle(&e.ues[u]) && !e.awaiting_dl[u]) {
+                None => match self.pick_ue_where(|e, u| idle(&e.ues[u]) && e.awaiting_dl[u] == 0) {
                     Some(u) => {
                         self.ue_input(u, UeInput::Detach { switch_off: true }, now);
                         self.reattach[u] = true;
@@ -1112,7 +1114,11 @@ impl Emulator {
                 }
                 None => false,
             },
-            8 => match self.pick_ue(|u| idle(u) && !u.pdns().is_empty()) {
+            // A UE still waiting for downlink it was paged for is not sent more (the
+            // EPC's per-UE buffer is bounded, and that is not what this event tests).
+            8 => match self.pick_ue_where(|e, u| {
+                idle(&e.ues[u]) && !e.ues[u].pdns().is_empty() && e.awaiting_dl[u] == 0
+            }) {
                 Some(u) => {
                     self.downlink_to_idle(u);
                     true
@@ -1309,7 +1315,7 @@ impl Emulator {
         // EPC discard it by design.
         let drain = Instant::now() + Duration::from_secs_f64(self.scen.drain_s.max(0.0));
         while Instant::now() < drain
-            || ((!self.all_idle() || self.awaiting_dl.iter().any(|&a| a))
+            || ((!self.all_idle() || self.awaiting_dl.iter().any(|&a| a > 0))
                 && Instant::now() < drain + timeout)
         {
             self.turn(tick)?;

@@ -232,6 +232,9 @@ pub(crate) struct Ue {
     /// A newer context of the same subscriber replaced this one; it only waits for the
     /// UE Context Release Complete of its S1 connection.
     pub(crate) superseded: bool,
+    /// Downlink arrived while the S1 connection was being released: page the UE once
+    /// the release completes.
+    pub(crate) page_after_release: bool,
 }
 
 /// The EPS security context of a UE that detached, kept under the M-TMSI of the GUTI
@@ -554,10 +557,18 @@ impl Mme {
             if let Some(s) = u.slot {
                 warn_cp(out, id, "release to idle", cp.release_to_idle(s));
             }
+            let page = std::mem::take(&mut u.page_after_release);
             self.stats.releases += 1;
             let at = self.now_hint().map(|n| n + self.cfg.mobile_reachable);
             if let Some(at) = at {
                 self.arm(id, TimerKind::Reachable, at);
+                // Downlink came while the connection was being released.
+                if page {
+                    if let Some(u) = self.ues.get_mut(&id) {
+                        u.paging_left = self.cfg.paging_attempts;
+                    }
+                    self.send_paging(at - self.cfg.mobile_reachable, id, out);
+                }
             }
         } else {
             self.remove_ue(id, true, cp);
@@ -643,6 +654,7 @@ impl Mme {
                 pending_bearers: vec![],
                 resumed: false,
                 superseded: false,
+                page_after_release: false,
             }),
         );
         self.by_conn.insert((assoc, enb_ue_id), id);
@@ -676,6 +688,25 @@ impl Mme {
             .into(),
             out,
         );
+    }
+
+    /// Release a registered UE's S1 connection, keeping the UE (ECM-CONNECTED → IDLE).
+    /// Its eNB tunnels go first, as Release Access Bearers does before the UE Context
+    /// Release Command (TS 23.401 §5.3.5): downlink from now on is buffered and pages
+    /// the UE once the release completes, instead of going to the released eNB.
+    pub(crate) fn release_connection(
+        &mut self,
+        id: u32,
+        cause: Cause,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        if let Some(u) = self.ues.get(&id) {
+            if let (Some(s), true) = (u.slot, u.emm == Emm_::Registered) {
+                warn_cp(out, id, "release of the eNB tunnels", cp.release_to_idle(s));
+            }
+        }
+        self.release(id, cause, false, out);
     }
 
     /// Give a known UE a new S1 connection (idle → connected).

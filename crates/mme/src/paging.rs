@@ -15,7 +15,12 @@ impl Mme {
             cp.paging_failed(_slot);
             return;
         };
-        let u = &self.ues[&id];
+        let u = self.ues.get_mut(&id).expect("present");
+        if matches!(u.wait, Wait::ReleaseComplete { then_remove: false }) {
+            // Its tunnels are gone and the eNB is releasing it: page once released.
+            u.page_after_release = true;
+            return;
+        }
         if u.conn.is_some() || u.paging_timer.is_some() {
             return;
         }

@@ -203,7 +203,7 @@ impl Mme {
                     self.stop_nas_timer(id);
                     self.release(id, Cause::NAS_UNSPECIFIED, true, out);
                 } else {
-                    self.release(id, Cause::RADIO_UNSPECIFIED, false, out);
+                    self.release_connection(id, Cause::RADIO_UNSPECIFIED, cp, out);
                 }
             }
             // A Release Request crossing our Release Command (TS 36.413 §8.3.2): the
@@ -211,7 +211,7 @@ impl Mme {
             // second Release Complete for an already removed context.
             M::UeContextReleaseRequest(_)
                 if matches!(self.ues[&id].wait, Wait::ReleaseComplete { .. }) => {}
-            M::UeContextReleaseRequest(m) => self.release(id, m.cause, false, out),
+            M::UeContextReleaseRequest(m) => self.release_connection(id, m.cause, cp, out),
             M::UeContextReleaseComplete(m) => {
                 let u = self.ues.get_mut(&id).expect("present");
                 if u.old_conn == Some((assoc, m.enb_ue_id)) {

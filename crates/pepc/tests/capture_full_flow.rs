@@ -20,18 +20,16 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const NODE: Ipv4Addr = Ipv4Addr::new(127, 0, 42, 1);
-const ENB: Ipv4Addr = Ipv4Addr::new(127, 0, 42, 2);
-
 struct Capture {
     child: std::process::Child,
     path: std::path::PathBuf,
 }
 
 impl Capture {
-    fn start(path: std::path::PathBuf) -> Capture {
+    fn start(path: std::path::PathBuf, net: u8) -> Capture {
+        let filter = format!("net 127.0.{net}.0/24");
         let mut child = Command::new("dumpcap")
-            .args(["-q", "-i", "lo", "-f", "net 127.0.42.0/24", "-w"])
+            .args(["-q", "-i", "lo", "-f", &filter, "-w"])
             .arg(&path)
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
@@ -85,18 +83,50 @@ impl Capture {
 
 #[test]
 fn full_flow_capture_decodes_cleanly_in_tshark() {
-    let dir = std::env::temp_dir().join(format!("pepc-capture-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let cap = Capture::start(dir.join("full_flow.pcapng"));
+    full_flow(42, 1);
+}
 
-    let ues = 8;
+#[test]
+fn full_flow_capture_on_two_slices_decodes_cleanly_in_tshark() {
+    full_flow(43, 2);
+}
+
+#[test]
+fn full_flow_capture_on_three_slices_decodes_cleanly_in_tshark() {
+    full_flow(44, 3);
+}
+
+/// The flow on a node of `slices` slices at 127.0.`net`.1 (eNBs at .2), S1-MME on UDP
+/// port 9800 + `net`.
+fn full_flow(net: u8, slices: usize) {
+    let node = Ipv4Addr::new(127, 0, net, 1);
+    let enb = Ipv4Addr::new(127, 0, net, 2);
+    let port = 9800 + u16::from(net);
+    let decode_as = format!("udp.port=={port},sctp");
+    let dir = std::env::temp_dir().join(format!("pepc-capture-{}-{net}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cap = Capture::start(dir.join("full_flow.pcapng"), net);
+
+    // At least 8 UEs, and enough that the IMSI policy gives every slice some.
+    let keys = SubscriberKeys::default();
+    let ues = (8u32..)
+        .find(|&n| {
+            let used: BTreeSet<usize> = (0..n)
+                .map(|i| {
+                    let imsi: u64 = keys.imsi(i).unwrap().parse().unwrap();
+                    pepc_mme::SlicePolicy::ConsistentHash.slice_of(imsi, slices)
+                })
+                .collect();
+            used.len() == slices
+        })
+        .unwrap();
     let cfg = EpcConfig::parse(&format!(
         // prewarm_users: the full flow also runs on a control thread sized at start.
-        "[node]\nmax_users = 4096\nprewarm_users = 4096\n\
-         [s1u]\nbind = \"{NODE}:2152\"\n\
-         [sgi]\nmode = \"udp\"\nsink_local = \"{NODE}:5202\"\nsink_peer = \"{NODE}:5201\"\n\
+        "[node]\nmax_users = 4096\nprewarm_users = 4096\nslices = {slices}\n\
+         [s1u]\nbind = \"{node}:2152\"\n\
+         [sgi]\nmode = \"udp\"\nsink_local = \"{node}:5202\"\nsink_peer = \"{node}:5201\"\n\
          [mme]\nt3413_s = 2\n\
-         [s1mme]\ntransport = \"udp\"\nbind = \"{NODE}\"\nudp_port = 9899\n\
+         [s1mme]\ntransport = \"udp\"\nbind = \"{node}\"\nudp_port = {port}\n\
          [hss]\ndb = \":memory:\"\n"
     ))
     .unwrap();
@@ -105,12 +135,12 @@ fn full_flow_capture_decodes_cleanly_in_tshark() {
         .unwrap();
     let epc = Epc::start(&cfg, hss).expect("node");
     let ecfg = EmulatorConfig {
-        mme_ip: IpAddr::V4(NODE),
-        mme_udp_port: 9899,
-        local_ip: IpAddr::V4(ENB),
-        gtpu_addr: SocketAddrV4::new(ENB, 2152),
-        sgi_peer: Some(SocketAddr::from((NODE, 5202))),
-        pdn_addr: SocketAddr::from((NODE, 5201)),
+        mme_ip: IpAddr::V4(node),
+        mme_udp_port: port,
+        local_ip: IpAddr::V4(enb),
+        gtpu_addr: SocketAddrV4::new(enb, 2152),
+        sgi_peer: Some(SocketAddr::from((node, 5202))),
+        pdn_addr: SocketAddr::from((node, 5201)),
         enbs: 2,
         ..EmulatorConfig::default()
     };
@@ -172,11 +202,8 @@ fn full_flow_capture_decodes_cleanly_in_tshark() {
     // Wireshark's verdict on every frame.
     // Our NAS is ciphered with EEA2: stop Wireshark guessing that ciphered payloads
     // are EEA0 plaintext (its default), which misreads random bytes as NAS.
-    let rep = tshark_check(
-        &path,
-        &["udp.port==9899,sctp", "nas-eps.null_decipher:FALSE"],
-    )
-    .expect("tshark runs");
+    let rep =
+        tshark_check(&path, &[&decode_as, "nas-eps.null_decipher:FALSE"]).expect("tshark runs");
     assert!(rep.frames > 200, "capture too small: {} frames", rep.frames);
     assert!(
         rep.is_clean(),
@@ -191,7 +218,7 @@ fn full_flow_capture_decodes_cleanly_in_tshark() {
         .arg(&path)
         .args([
             "-d",
-            "udp.port==9899,sctp",
+            &decode_as,
             "-Y",
             "s1ap",
             "-T",
@@ -200,11 +227,15 @@ fn full_flow_capture_decodes_cleanly_in_tshark() {
             "sctp.data_payload_proto_id",
             "-e",
             "s1ap.procedureCode",
+            "-e",
+            "s1ap.MME_UE_S1AP_ID",
         ])
         .output()
         .expect("tshark fields");
     let text = String::from_utf8_lossy(&fields.stdout);
     let mut procs = BTreeSet::new();
+    let mut id_slices = BTreeSet::new();
+    let ids = pepc_slice::ids::SignalingIds::new(slices);
     for line in text.lines() {
         let mut f = line.split('\t');
         let ppid = f.next().unwrap_or("");
@@ -217,7 +248,18 @@ fn full_flow_capture_decodes_cleanly_in_tshark() {
                 procs.insert(c);
             }
         }
+        for id in f.next().unwrap_or("").split(',') {
+            if let Ok(id) = id.parse::<u32>() {
+                id_slices.insert(ids.slice_of(id));
+            }
+        }
     }
+    // As Wireshark reads them, the MME UE S1AP IDs name every slice of the node.
+    assert_eq!(
+        id_slices,
+        (0..slices).collect::<BTreeSet<_>>(),
+        "slices named by MME UE S1AP IDs"
+    );
     // TS 36.413 procedure codes.
     for (code, name) in [
         (17, "S1 Setup"),

@@ -58,7 +58,8 @@ fn run(net: Net, enbs: u32, scen: Scenario) -> Report {
     let ues = scen.ues;
     let mut per_slice = Vec::new();
     let r = pepc_emulator::run_observed(ecfg, scen, &mut || per_slice = epc.slice_ues());
-    epc.stop();
+    // The node's own figures (drops by reason) beside the report, for a failure.
+    eprint!("node: {}", epc.stop());
     let r = r.expect("emulator run");
     // Every slice's MME took part: the UEs were spread, not all steered to one.
     assert_eq!(per_slice.len(), net.slices);

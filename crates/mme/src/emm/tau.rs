@@ -30,7 +30,11 @@ impl Mme {
                 }
             }
             self.send_nas(now, id, NasEpsMessage::new_emm(rej), false, None, out);
-            self.release(id, Cause::NAS_UNSPECIFIED, !registered, out);
+            if registered {
+                self.release_connection(id, Cause::NAS_UNSPECIFIED, cp, out);
+            } else {
+                self.release(id, Cause::NAS_UNSPECIFIED, true, out);
+            }
             return;
         }
         self.stats.tau += 1;
@@ -55,7 +59,7 @@ impl Mme {
         if active {
             self.send_ics(id, None, cp, out);
         } else {
-            self.release(id, Cause::NAS_NORMAL_RELEASE, false, out);
+            self.release_connection(id, Cause::NAS_NORMAL_RELEASE, cp, out);
         }
     }
 }

@@ -178,6 +178,57 @@ fn attach_then_uplink_forwards_and_idle_downlink_pages_then_service_request_drai
     assert_eq!(h.mme.stats.paging_failures, 0);
 }
 
+/// TS 23.401 §5.3.5: the eNB tunnels go before the UE Context Release Command, so
+/// downlink arriving while the eNB releases the UE is buffered (never sent to the
+/// released eNB's TEID) and pages the UE once the release completes.
+#[test]
+fn downlink_during_release_is_buffered_then_pages_after_release_complete() {
+    let (mut h, mut ue) = attached();
+    h.sync();
+    let ip = ue.ue_ip.unwrap();
+    let r = h.send(
+        1,
+        UeContextReleaseRequest {
+            mme_ue_id: ue.mme_ue_id.unwrap(),
+            enb_ue_id: ue.enb_ue_id,
+            cause: Cause::USER_INACTIVITY,
+        },
+    );
+    assert_eq!(names(&r), vec!["UEContextReleaseCommand"]);
+    h.sync();
+    let mut b = batch_of(&[ipv4_udp(SERVER, ip, 2, 1, 50)]);
+    h.dp.downlink(&mut b, 2);
+    assert_eq!(b.packets()[0].meta.verdict, Verdict::Consumed, "buffered");
+    let mut ev = vec![];
+    h.cp.poll_requests(&mut ev);
+    assert_eq!(ev.len(), 1);
+    // Still releasing: no paging yet.
+    assert!(h.input(Input::Control(ev.pop().unwrap())).is_empty());
+    let r = h.send(
+        1,
+        UeContextReleaseComplete {
+            mme_ue_id: ue.mme_ue_id.unwrap(),
+            enb_ue_id: ue.enb_ue_id,
+        },
+    );
+    assert_eq!(names(&r), vec!["Paging"], "paged once released");
+    // The paged UE comes back and gets its buffered downlink.
+    ue.enb_ue_id = 12;
+    let sr = ue.service_request();
+    let first = h.send(1, initial_ue(&h, &ue, sr, ue.m_tmsi));
+    pump(&mut h, &mut ue, 1, first).unwrap();
+    h.dp.sync(3);
+    let mut again = Batch::default();
+    assert_eq!(h.dp.take_ready(&mut again, false), 1);
+    h.dp.downlink(&mut again, 4);
+    let p = &again.packets()[0];
+    assert_eq!(p.meta.verdict, Verdict::ToS1u);
+    assert_eq!(
+        GtpuPacket::new_checked(p.as_slice()).unwrap().teid(),
+        enb_teid(12, 5)
+    );
+}
+
 #[test]
 fn paging_retries_then_fails() {
     let (mut h, mut ue) = attached();
