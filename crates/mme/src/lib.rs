@@ -17,6 +17,8 @@
 //! * `handover/`: x2 (Path Switch), s1 (Handover Required .. Notify); `paging`.
 //! * [`cause`]: EMM and ESM cause values ([`EmmCause`], [`EsmCause`]).
 //! * [`nasx`]: the NAS codec/security surface used by the procedures.
+//! * [`snapshot`]: a UE's MME context as the `mme` section of a UE snapshot, and whole-UE
+//!   snapshot/restore with the slice's section.
 //! * [`sim`]: a scripted eNB + UE (full AKA and NAS security) for tests and benchmarks.
 
 pub mod cause;
@@ -25,6 +27,7 @@ pub mod endpoint;
 pub mod mme;
 pub mod nasx;
 pub mod sim;
+pub mod snapshot;
 
 mod emm;
 mod enb;

@@ -307,6 +307,26 @@ impl RecentTags {
     pub fn contains(&self, tag: &[u8; 5]) -> bool {
         self.tags[..self.pushed.min(Self::LEN)].contains(tag)
     }
+
+    /// The tags held, oldest first: pushing them in this order into an empty ring
+    /// rebuilds an equal one (snapshots).
+    pub fn oldest_first(&self) -> impl Iterator<Item = &[u8; 5]> + '_ {
+        let n = self.pushed.min(Self::LEN);
+        let start = if self.pushed > Self::LEN {
+            self.pushed % Self::LEN
+        } else {
+            0
+        };
+        (0..n).map(move |i| &self.tags[(start + i) % Self::LEN])
+    }
+
+    pub fn len(&self) -> usize {
+        self.pushed.min(Self::LEN)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pushed == 0
+    }
 }
 
 impl UeSecCtx {
@@ -655,5 +675,17 @@ mod tests {
         }
         assert!((24..40).all(|i| r.contains(&[i; 5])));
         assert!((0..24).all(|i| !r.contains(&[i; 5])));
+        // Oldest first, and pushing them again rebuilds the same ring (snapshots).
+        let order: Vec<u8> = r.oldest_first().map(|t| t[0]).collect();
+        assert_eq!(order, (24..40).collect::<Vec<u8>>());
+        let mut again = RecentTags::default();
+        for t in r.oldest_first() {
+            again.push(*t);
+        }
+        assert!(again.oldest_first().eq(r.oldest_first()));
+        let mut few = RecentTags::default();
+        few.push([1; 5]);
+        few.push([2; 5]);
+        assert_eq!(few.oldest_first().map(|t| t[0]).collect::<Vec<_>>(), [1, 2]);
     }
 }

@@ -142,6 +142,21 @@ impl NasSecurityContext {
         self.eea
     }
 
+    /// Whether a PDU has been accepted in the receive direction (the replay check of an
+    /// old-overflow COUNT starts then). With the COUNTs, all the state beyond the keys:
+    /// what a snapshot keeps of the context.
+    pub fn rx_started(&self) -> bool {
+        self.rx_started
+    }
+
+    /// Set the COUNTs and the receive flag of a context rebuilt from its keys (restore
+    /// of a snapshot); COUNTs are 24 bits.
+    pub fn set_counts(&mut self, ul_count: u32, dl_count: u32, rx_started: bool) {
+        self.ul_count = ul_count & 0x00ff_ffff;
+        self.dl_count = dl_count & 0x00ff_ffff;
+        self.rx_started = rx_started;
+    }
+
     fn tx_dir(&self) -> u8 {
         match self.role {
             Role::Network => 1,

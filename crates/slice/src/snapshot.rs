@@ -16,7 +16,9 @@
 //! 5       B     sections: tag u8 | length u16 LE | bytes
 //! 5+B     4     check, u32 LE: a multiply-xorshift hash of bytes 0..5+B
 //! ```
-//! Sections: `0x01` slice (required, once), `0x02` mme (optional, once, opaque). Tags
+//! Sections: `0x01` slice (once), `0x02` mme (once, opaque); at least one of them. A
+//! snapshot without a slice section is that of a UE the slice holds nothing of yet (in
+//! the middle of attach, before its session): the MME section alone. Tags
 //! `0x80..=0xFF` are optional to readers (skipped when unknown); an unknown tag below
 //! `0x80` is an error. Input must end right after the check (no trailing bytes).
 //!
@@ -563,14 +565,14 @@ impl std::fmt::Debug for MmeSection<'_> {
 /// structure verified once; sections read in place.
 #[derive(Clone, Copy)]
 pub struct SnapshotView<'a> {
-    slice: &'a [u8],
+    slice: Option<&'a [u8]>,
     mme: Option<&'a [u8]>,
 }
 
 impl std::fmt::Debug for SnapshotView<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SnapshotView")
-            .field("slice_len", &self.slice.len())
+            .field("slice_len", &self.slice_section().len())
             .field("mme_len", &self.mme.map(|m| m.len()))
             .finish()
     }
@@ -639,15 +641,20 @@ impl<'a> SnapshotView<'a> {
                 return Err(SnapshotError::DuplicateSection(tag));
             }
         }
-        Ok(SnapshotView {
-            slice: slice.ok_or(SnapshotError::MissingSection("slice"))?,
-            mme,
-        })
+        if slice.is_none() && mme.is_none() {
+            return Err(SnapshotError::MissingSection("slice"));
+        }
+        Ok(SnapshotView { slice, mme })
     }
 
-    /// The slice section's bytes.
+    /// The slice section's bytes (empty when there is none: see [`Self::has_slice`]).
     pub fn slice_section(&self) -> &'a [u8] {
-        self.slice
+        self.slice.unwrap_or(&[])
+    }
+
+    /// Whether the snapshot has a slice section (an MME-only snapshot has none).
+    pub fn has_slice(&self) -> bool {
+        self.slice.is_some()
     }
 
     pub fn mme(&self) -> Option<MmeSection<'a>> {
@@ -656,13 +663,13 @@ impl<'a> SnapshotView<'a> {
 
     pub fn decode_slice(&self) -> Result<UeSliceSnapshot, SnapshotError> {
         let mut s = UeSliceSnapshot::default();
-        s.read_body(self.slice)?;
+        self.decode_slice_into(&mut s)?;
         Ok(s)
     }
 
     /// Decode the slice section into `out`, reusing its allocations.
     pub fn decode_slice_into(&self, out: &mut UeSliceSnapshot) -> Result<(), SnapshotError> {
-        out.read_body(self.slice)
+        out.read_body(self.slice.ok_or(SnapshotError::MissingSection("slice"))?)
     }
 }
 
@@ -673,7 +680,20 @@ pub fn encode(
     mme: Option<&[u8]>,
     out: &mut Vec<u8>,
 ) -> Result<usize, SnapshotError> {
-    slice.validate()?;
+    encode_parts(Some(slice), mme, out)
+}
+
+/// [`encode`] of a snapshot with either section or both (not neither).
+pub fn encode_parts(
+    slice: Option<&UeSliceSnapshot>,
+    mme: Option<&[u8]>,
+    out: &mut Vec<u8>,
+) -> Result<usize, SnapshotError> {
+    if let Some(s) = slice {
+        s.validate()?;
+    } else if mme.is_none() {
+        return Err(SnapshotError::MissingSection("slice"));
+    }
     if let Some(m) = mme {
         if m.len() > MAX_MME_SECTION {
             return Err(SnapshotError::TooLong {
@@ -689,12 +709,14 @@ pub fn encode(
     w.bytes(&MAGIC);
     w.u8(VERSION);
     w.u16(0); // body length, patched below
-    w.u8(TAG_SLICE);
-    let len_at = w.0.len();
-    w.u16(0);
-    slice.write_body(&mut w);
-    let slice_len = w.0.len() - len_at - 2;
-    w.0[len_at..len_at + 2].copy_from_slice(&(slice_len as u16).to_le_bytes());
+    if let Some(slice) = slice {
+        w.u8(TAG_SLICE);
+        let len_at = w.0.len();
+        w.u16(0);
+        slice.write_body(&mut w);
+        let slice_len = w.0.len() - len_at - 2;
+        w.0[len_at..len_at + 2].copy_from_slice(&(slice_len as u16).to_le_bytes());
+    }
     if let Some(m) = mme {
         w.u8(TAG_MME);
         w.u16(m.len() as u16);
@@ -926,8 +948,16 @@ mod tests {
             e(container(&[(TAG_SLICE, s), (TAG_SLICE, s)])),
             SnapshotError::DuplicateSection(TAG_SLICE)
         );
+        // The MME section alone is a snapshot (a UE the slice holds nothing of yet).
+        let m = container(&[(TAG_MME, b"k")]);
+        let v = SnapshotView::parse(&m).unwrap();
+        assert!(!v.has_slice());
         assert_eq!(
-            e(container(&[(TAG_MME, b"k")])),
+            v.decode_slice().unwrap_err(),
+            SnapshotError::MissingSection("slice")
+        );
+        assert_eq!(
+            e(container(&[(0x90, b"future")])),
             SnapshotError::MissingSection("slice")
         );
         assert!(matches!(

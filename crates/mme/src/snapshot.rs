@@ -1,0 +1,1100 @@
+//! UE snapshots, the MME's part: one UE's MME context as a compact versioned byte
+//! string, the `mme` section of the slice's container ([`pepc_slice::snapshot`]), and
+//! the whole-UE convenience that writes and restores both sections.
+//!
+//! A snapshot continues the UE exactly where it was: EMM state, S1 connection and
+//! MME UE S1AP ID, the procedure in progress ([`Wait`] with what it needs: the
+//! authentication vector, the security context being established, the NAS message
+//! under retransmission and its count, handover state), the NAS security context
+//! (KASME, algorithms, KSI, NAS COUNTs, NH/NCC), M-TMSIs, subscription figures, and
+//! timers as time remaining. The keyed EIA/EEA contexts and the KASME-keyed KDF are
+//! rebuilt from KASME on restore, not carried.
+//!
+//! Key material is what a snapshot is for, so the section's bytes are never logged:
+//! no type here has a `Debug` that shows them (errors name fields, not values).
+//!
+//! ## MME section, version 1
+//! Integers are LEB128 varints (`v`, minimal) unless sized; sized ones little endian;
+//! durations are microseconds remaining, rounded up, 0 for a deadline already past.
+//! ```text
+//! version u8 (1) | mme_ue_id u32 | flags v (bits below; others must be 0) | wait u8
+//! [imsi v]                                   F_IMSI
+//! [conn: assoc v | enb_ue_id v]              F_CONN
+//! m_tmsi u32 | [pending_tmsi u32]            F_PENDING_TMSI
+//! tai: plmn 3 | tac u16 | ecgi: plmn 3 | cell_id u32
+//! ambr_ul v | ambr_dl v | qci u8 | arp_priority u8 | next_ksi u8 (<7) | pti u8 | ncc u8 (<8)
+//! paging_left v | retx_count v
+//! ue_net_cap: len u8 (<=32) | octets ; apn: len u8 (<=100) | UTF-8 ;
+//! pending_bearers: len u8 (<=16) | octets
+//! [sec] F_SEC, [new_sec] F_NEW_SEC, each:
+//!   kasme 32 | ksi u8 (<7) | algs u8 (bits 0-2 EIA, 4-6 EEA, 7 rx_started; 3 zero)
+//!   | ul_count v | dl_count v | last_ul_count v (each < 2^24)
+//!   | n_recent u8 (<=16) | n_recent x (MAC 4, SEQ 1), oldest first
+//! [vector: rand 16 | xres 8 | autn 16 | kasme 32]          F_VECTOR
+//! [nh 32]                                                  F_NH
+//! [retx: len v (<=1024) | plain downlink NAS message]      F_RETX (F_RETX_NEW_CTX)
+//! [ho: target_assoc v | flags u8 (bit0 target eNB id) | [target_enb_ue_id v]
+//!      | source assoc v | source enb_ue_id v | n u8 (<=16), each:
+//!      e-rab id u8 | flags u8 (bit0 DL fwd, bit1 UL fwd) | addr 4 | teid u32
+//!      | [dl fwd addr 4 | teid u32] | [ul fwd addr 4 | teid u32]]   F_HO
+//! [old_conn: assoc v | enb_ue_id v]                        F_OLD_CONN
+//! [x2_source: assoc v | enb_ue_id v | remaining v]         F_X2_SOURCE
+//! [nas_timer v] [paging_timer v] [reach_timer v]           F_*_TIMER
+//! ```
+//! `wait`: 0 None, 1 Identity, 2 AuthResponse, 3 SmcComplete, 4 EsmInfo,
+//! 5/6 IcsResponse (attach false/true), 7 AttachComplete, 8 GutiReallocComplete,
+//! 9 DetachAccept, 10/11 ReleaseComplete (then_remove false/true).
+//!
+//! Not carried: the slice's UE slot (local to a slice; the restoring caller gives the
+//! one [`ControlPlane::restore_ue`] chose, F_SLOT records that there was one), the
+//! timer generation (local to the timer heap), and parked contexts (those of detached
+//! UEs, not in any UE context).
+//!
+//! Determinism: snapshot → restore → snapshot at the same instants gives the same
+//! bytes, except `mme_ue_id` when restore had to renumber it (see [`MmeRestored`]).
+
+use crate::mme::{AssocId, Emm_, HoState, Mme, Ue, Wait};
+use crate::nasx::{Direction, NasEpsMessage, RecentTags, SecCtx};
+use oxirush_nas::common::Encode;
+use pepc_s1ap::{ERabAdmitted, Ecgi, Plmn, Tai};
+use pepc_security::{AuthVector, Eea, Eia, Key256};
+use pepc_slice::control::{ControlPlane, CtrlError, Restored};
+use pepc_slice::snapshot as container;
+use std::cmp::Reverse;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+/// The MME section's format version written, and the only one read.
+pub const MME_SECTION_VERSION: u8 = 1;
+/// Longest NAS message carried for retransmission.
+pub const MAX_RETX_NAS: usize = 1024;
+const MAX_NET_CAP: usize = 32;
+const MAX_APN: usize = 100;
+const MAX_PENDING_BEARERS: usize = 16;
+const MAX_ADMITTED: usize = 16;
+
+const F_IMSI: u32 = 1 << 0;
+const F_REGISTERED: u32 = 1 << 1;
+const F_CONN: u32 = 1 << 2;
+const F_SEC: u32 = 1 << 3;
+const F_NEW_SEC: u32 = 1 << 4;
+const F_VECTOR: u32 = 1 << 5;
+const F_NH: u32 = 1 << 6;
+const F_RETX: u32 = 1 << 7;
+const F_RETX_NEW_CTX: u32 = 1 << 8;
+const F_PENDING_TMSI: u32 = 1 << 9;
+const F_HO: u32 = 1 << 10;
+const F_OLD_CONN: u32 = 1 << 11;
+const F_X2_SOURCE: u32 = 1 << 12;
+const F_RESYNC_DONE: u32 = 1 << 13;
+const F_RESUMED: u32 = 1 << 14;
+const F_SUPERSEDED: u32 = 1 << 15;
+const F_SLOT: u32 = 1 << 16;
+const F_NAS_TIMER: u32 = 1 << 17;
+const F_PAGING_TIMER: u32 = 1 << 18;
+const F_REACH_TIMER: u32 = 1 << 19;
+const F_ALL: u32 = (1 << 20) - 1;
+
+/// Which UE to snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UeKey {
+    MmeUeId(u32),
+    Imsi(u64),
+}
+
+/// What was wrong with a snapshot, or why it could not be taken or restored here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SnapshotError {
+    /// No such UE in this MME.
+    UnknownUe(UeKey),
+    Truncated {
+        need: usize,
+        have: usize,
+    },
+    UnsupportedVersion(u8),
+    TooLong {
+        what: &'static str,
+        len: usize,
+        max: usize,
+    },
+    /// Bytes after the section's last field.
+    Trailing(usize),
+    /// A field out of range or fields inconsistent with each other (names which).
+    Invalid(&'static str),
+    /// Another context of this MME holds the IMSI (restore does not replace it).
+    ImsiExists(u64),
+    /// Another context holds this S1 connection (association, eNB UE S1AP ID).
+    ConnectionInUse(AssocId, u32),
+    /// Another context (or a parked one) holds this M-TMSI.
+    TmsiInUse(u32),
+    /// The snapshot had a slice UE slot and none was given, or the reverse.
+    SlotMismatch {
+        had_slot: bool,
+    },
+    /// The whole-UE container.
+    Container(container::SnapshotError),
+    /// The slice refused its part (snapshot or restore).
+    Slice(CtrlError),
+}
+
+impl std::fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use SnapshotError as E;
+        match self {
+            E::UnknownUe(k) => write!(f, "no UE {k:?} in this MME"),
+            E::Truncated { need, have } => {
+                write!(f, "MME section truncated: need {need} bytes, have {have}")
+            }
+            E::UnsupportedVersion(v) => write!(
+                f,
+                "MME section version {v} not supported (this reads {MME_SECTION_VERSION})"
+            ),
+            E::TooLong { what, len, max } => write!(f, "{what} is {len} bytes, at most {max}"),
+            E::Trailing(n) => write!(f, "{n} bytes after the MME section's last field"),
+            E::Invalid(what) => write!(f, "invalid MME section: {what}"),
+            E::ImsiExists(i) => write!(f, "IMSI {i} already has a context here"),
+            E::ConnectionInUse(a, e) => {
+                write!(f, "S1 connection (assoc {a}, eNB UE S1AP ID {e}) in use")
+            }
+            E::TmsiInUse(t) => write!(f, "M-TMSI {t:#010x} in use here"),
+            E::SlotMismatch { had_slot } => write!(
+                f,
+                "snapshot {} a slice UE slot, restore was given {}",
+                if *had_slot { "has" } else { "has no" },
+                if *had_slot { "none" } else { "one" }
+            ),
+            E::Container(e) => write!(f, "snapshot container: {e}"),
+            E::Slice(e) => write!(f, "slice: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SnapshotError {}
+
+impl From<container::SnapshotError> for SnapshotError {
+    fn from(e: container::SnapshotError) -> Self {
+        SnapshotError::Container(e)
+    }
+}
+
+impl From<CtrlError> for SnapshotError {
+    fn from(e: CtrlError) -> Self {
+        SnapshotError::Slice(e)
+    }
+}
+
+/// What [`Mme::restore_ue`] did, and what its caller must see to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MmeRestored {
+    /// The UE's MME UE S1AP ID here.
+    pub mme_ue_id: u32,
+    /// The ID the snapshot carried when it could not be kept (it names another slice,
+    /// or another context has it here). A connected UE's eNB knows the old one: the
+    /// node must map it (the S1AP demux's exception, ROADMAP) or the UE be released.
+    pub renumbered_from: Option<u32>,
+    /// The UE's M-TMSI (or the one being assigned) names another slice: the demux does
+    /// not find this slice by it. Reallocate the GUTI ([`Mme::reallocate_guti`]) once
+    /// the UE is connected.
+    pub guti_reallocation_needed: bool,
+    /// The IMSI's policy slice is another one: the node must route the IMSI here (as
+    /// for [`crate::Output::ClaimImsi`]).
+    pub imsi_exception: bool,
+}
+
+/// What [`restore_whole_ue`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WholeRestored {
+    pub mme: MmeRestored,
+    /// The slice's part, if the snapshot had one.
+    pub slice: Option<Restored>,
+}
+
+fn wait_code(w: &Wait) -> u8 {
+    // Exhaustive: a new state fails to compile until the snapshot carries it.
+    match w {
+        Wait::None => 0,
+        Wait::Identity => 1,
+        Wait::AuthResponse => 2,
+        Wait::SmcComplete => 3,
+        Wait::EsmInfo => 4,
+        Wait::IcsResponse { attach: false } => 5,
+        Wait::IcsResponse { attach: true } => 6,
+        Wait::AttachComplete => 7,
+        Wait::GutiReallocComplete => 8,
+        Wait::DetachAccept => 9,
+        Wait::ReleaseComplete { then_remove: false } => 10,
+        Wait::ReleaseComplete { then_remove: true } => 11,
+    }
+}
+
+fn wait_of(code: u8) -> Result<Wait, SnapshotError> {
+    Ok(match code {
+        0 => Wait::None,
+        1 => Wait::Identity,
+        2 => Wait::AuthResponse,
+        3 => Wait::SmcComplete,
+        4 => Wait::EsmInfo,
+        5 => Wait::IcsResponse { attach: false },
+        6 => Wait::IcsResponse { attach: true },
+        7 => Wait::AttachComplete,
+        8 => Wait::GutiReallocComplete,
+        9 => Wait::DetachAccept,
+        10 => Wait::ReleaseComplete { then_remove: false },
+        11 => Wait::ReleaseComplete { then_remove: true },
+        _ => return Err(SnapshotError::Invalid("procedure state")),
+    })
+}
+
+/// Microseconds from `now` to `t`, rounded up (restored deadlines never come early);
+/// 0 when `t` is past.
+fn remaining_us(t: Instant, now: Instant) -> u64 {
+    let d = t.saturating_duration_since(now);
+    let us = d.as_micros() + u128::from(!d.subsec_nanos().is_multiple_of(1000));
+    u64::try_from(us).unwrap_or(u64::MAX)
+}
+
+fn deadline(now: Instant, us: u64) -> Result<Instant, SnapshotError> {
+    now.checked_add(Duration::from_micros(us))
+        .ok_or(SnapshotError::Invalid("timer beyond the clock's range"))
+}
+
+fn eea_of(v: u8) -> Result<Eea, SnapshotError> {
+    Eea::try_from(v).map_err(|_| SnapshotError::Invalid("EEA"))
+}
+
+fn eia_of(v: u8) -> Result<Eia, SnapshotError> {
+    Eia::try_from(v).map_err(|_| SnapshotError::Invalid("EIA"))
+}
+
+impl Mme {
+    fn id_of(&self, key: UeKey) -> Option<u32> {
+        match key {
+            UeKey::MmeUeId(id) => self.ues.contains_key(&id).then_some(id),
+            UeKey::Imsi(imsi) => self.by_imsi.get(&imsi).copied(),
+        }
+    }
+
+    /// The slice UE slot of a UE's context, if it has one yet.
+    pub fn ue_slot_of(&self, key: UeKey) -> Option<u32> {
+        self.ues.get(&self.id_of(key)?)?.slot
+    }
+
+    /// Append the MME section of UE `key` to `out`, timers relative to `now`.
+    pub fn snapshot_ue(
+        &self,
+        key: UeKey,
+        now: Instant,
+        out: &mut Vec<u8>,
+    ) -> Result<(), SnapshotError> {
+        let id = self.id_of(key).ok_or(SnapshotError::UnknownUe(key))?;
+        let u = self.ues.get(&id).ok_or(SnapshotError::UnknownUe(key))?;
+        let start = out.len();
+        let r = write_ue(id, u, now, out);
+        if r.is_err() {
+            out.truncate(start);
+        }
+        r
+    }
+
+    /// Recreate a UE from its MME section in this MME: `slot` is the slice UE slot the
+    /// caller's [`ControlPlane::restore_ue`] gave it (None for a UE with no slice state
+    /// yet). Timers are re-armed relative to `now`. Nothing here changes unless it
+    /// succeeds.
+    pub fn restore_ue(
+        &mut self,
+        section: &[u8],
+        slot: Option<u32>,
+        now: Instant,
+    ) -> Result<MmeRestored, SnapshotError> {
+        let mut d = read_ue(section, now)?;
+        if d.had_slot != slot.is_some() {
+            return Err(SnapshotError::SlotMismatch {
+                had_slot: d.had_slot,
+            });
+        }
+        d.ue.slot = slot;
+        let u = &d.ue;
+        if let Some(i) = u.imsi {
+            if self.by_imsi.contains_key(&i) {
+                return Err(SnapshotError::ImsiExists(i));
+            }
+        }
+        let conns = restored_conns(u);
+        for (i, c) in conns.iter().enumerate() {
+            if let Some(c) = c {
+                if self.by_conn.contains_key(c) || conns[..i].contains(&Some(*c)) {
+                    return Err(SnapshotError::ConnectionInUse(c.0, c.1));
+                }
+            }
+        }
+        let tmsis = [(u.m_tmsi != 0).then_some(u.m_tmsi), u.pending_tmsi];
+        for t in tmsis.into_iter().flatten() {
+            if self.by_tmsi.contains_key(&t) || self.parked.contains_key(&t) {
+                return Err(SnapshotError::TmsiInUse(t));
+            }
+        }
+        if tmsis[0].is_some() && tmsis[0] == tmsis[1] {
+            return Err(SnapshotError::Invalid("pending M-TMSI equals the M-TMSI"));
+        }
+        let (ids, index) = (self.role.ids(), self.role.index);
+        let mine = |v: u32| ids.slice_of(v) == index;
+        let keep = d.mme_ue_id != 0 && mine(d.mme_ue_id) && !self.ues.contains_key(&d.mme_ue_id);
+        let id = if keep {
+            d.mme_ue_id
+        } else {
+            self.alloc_mme_ue_id()
+        };
+        let result = MmeRestored {
+            mme_ue_id: id,
+            renumbered_from: (!keep).then_some(d.mme_ue_id),
+            guti_reallocation_needed: tmsis.into_iter().flatten().any(|t| !mine(t)),
+            imsi_exception: u.imsi.is_some_and(|i| !self.role.is_home_of(i)),
+        };
+        for c in conns.into_iter().flatten() {
+            self.by_conn.insert(c, id);
+        }
+        if let Some(i) = u.imsi {
+            self.by_imsi.insert(i, id);
+        }
+        if let Some(t) = tmsis[0] {
+            self.by_tmsi.insert(t, id);
+        }
+        self.ues.insert(id, d.ue);
+        self.last_now = Some(now);
+        self.rearm(id);
+        Ok(result)
+    }
+
+    /// Drop UE `key` from this MME without signaling or parking its security context:
+    /// it lives on elsewhere (restored from a snapshot). Frees its slice UE slot.
+    pub fn remove_migrated_ue(
+        &mut self,
+        key: UeKey,
+        cp: &mut ControlPlane,
+    ) -> Result<(), SnapshotError> {
+        let id = self.id_of(key).ok_or(SnapshotError::UnknownUe(key))?;
+        self.remove_ue(id, false, cp);
+        Ok(())
+    }
+
+    /// Push every live timer of UE `id` under a new generation.
+    fn rearm(&mut self, id: u32) {
+        let Some(u) = self.ues.get_mut(&id) else {
+            return;
+        };
+        u.gen += 1;
+        let gen = u.gen;
+        // Kind codes as `Mme::arm` pushes them (0 NAS, 1 paging, 2 reachability).
+        for (t, k) in [(u.nas_timer, 0u8), (u.paging_timer, 1), (u.reach_timer, 2)] {
+            if let Some(t) = t {
+                self.timers.push(Reverse((t, id, gen, k)));
+            }
+        }
+    }
+}
+
+/// The S1 connections a context is found by: its own, a handover's source side
+/// awaiting release, and an S1 handover's target once acknowledged. (An X2 source is
+/// deliberately not in `by_conn`, see handover/x2.rs.)
+fn restored_conns(u: &Ue) -> [Option<(AssocId, u32)>; 3] {
+    let target =
+        u.ho.as_ref()
+            .and_then(|h| h.target_enb_ue_id.map(|e| (h.target_assoc, e)));
+    [u.conn, u.old_conn, target]
+}
+
+fn write_ue(id: u32, u: &Ue, now: Instant, out: &mut Vec<u8>) -> Result<(), SnapshotError> {
+    // Every field named: a new one fails to compile until the snapshot decides on it.
+    let Ue {
+        imsi,
+        emm,
+        conn,
+        wait,
+        sec,
+        new_sec,
+        vector,
+        resync_done,
+        ue_net_cap,
+        pti,
+        apn,
+        slot,
+        m_tmsi,
+        pending_tmsi,
+        tai,
+        ecgi,
+        nh,
+        ncc,
+        retx,
+        retx_count,
+        nas_timer,
+        paging_timer,
+        paging_left,
+        reach_timer,
+        gen: _,
+        ho,
+        old_conn,
+        x2_source,
+        ambr,
+        qci,
+        arp_priority,
+        next_ksi,
+        pending_bearers,
+        resumed,
+        superseded,
+    } = u;
+    let registered = match emm {
+        Emm_::Registered => true,
+        Emm_::Deregistered => false,
+    };
+    let too_long = |what, len, max| SnapshotError::TooLong { what, len, max };
+    if ue_net_cap.len() > MAX_NET_CAP {
+        return Err(too_long(
+            "UE network capability",
+            ue_net_cap.len(),
+            MAX_NET_CAP,
+        ));
+    }
+    if apn.len() > MAX_APN {
+        return Err(too_long("APN", apn.len(), MAX_APN));
+    }
+    if pending_bearers.len() > MAX_PENDING_BEARERS {
+        return Err(too_long(
+            "pending bearers",
+            pending_bearers.len(),
+            MAX_PENDING_BEARERS,
+        ));
+    }
+    let mut flags = 0u32;
+    let mut set = |b: bool, f: u32| {
+        if b {
+            flags |= f
+        }
+    };
+    set(imsi.is_some(), F_IMSI);
+    set(registered, F_REGISTERED);
+    set(conn.is_some(), F_CONN);
+    set(sec.is_some(), F_SEC);
+    set(new_sec.is_some(), F_NEW_SEC);
+    set(vector.is_some(), F_VECTOR);
+    set(nh.is_some(), F_NH);
+    set(retx.is_some(), F_RETX);
+    set(retx.as_ref().is_some_and(|r| r.1), F_RETX_NEW_CTX);
+    set(pending_tmsi.is_some(), F_PENDING_TMSI);
+    set(ho.is_some(), F_HO);
+    set(old_conn.is_some(), F_OLD_CONN);
+    set(x2_source.is_some(), F_X2_SOURCE);
+    set(*resync_done, F_RESYNC_DONE);
+    set(*resumed, F_RESUMED);
+    set(*superseded, F_SUPERSEDED);
+    set(slot.is_some(), F_SLOT);
+    set(nas_timer.is_some(), F_NAS_TIMER);
+    set(paging_timer.is_some(), F_PAGING_TIMER);
+    set(reach_timer.is_some(), F_REACH_TIMER);
+
+    let mut w = Writer(out);
+    w.u8(MME_SECTION_VERSION);
+    w.u32(id);
+    w.varint(flags as u64);
+    w.u8(wait_code(wait));
+    if let Some(i) = imsi {
+        w.varint(*i);
+    }
+    if let Some((a, e)) = conn {
+        w.conn(*a, *e);
+    }
+    w.u32(*m_tmsi);
+    if let Some(t) = pending_tmsi {
+        w.u32(*t);
+    }
+    w.bytes(&tai.plmn.0);
+    w.u16(tai.tac);
+    w.bytes(&ecgi.plmn.0);
+    w.u32(ecgi.cell_id);
+    w.varint(ambr.0);
+    w.varint(ambr.1);
+    w.u8(*qci);
+    w.u8(*arp_priority);
+    w.u8(*next_ksi);
+    w.u8(*pti);
+    w.u8(*ncc);
+    w.varint(u64::from(*paging_left));
+    w.varint(u64::from(*retx_count));
+    w.short_bytes(ue_net_cap);
+    w.short_bytes(apn.as_bytes());
+    w.short_bytes(pending_bearers);
+    if let Some(s) = sec {
+        w.sec(s);
+    }
+    if let Some(s) = new_sec {
+        w.sec(s);
+    }
+    if let Some(v) = vector {
+        w.bytes(&v.rand);
+        w.bytes(&v.xres);
+        w.bytes(&v.autn);
+        w.bytes(v.kasme.as_bytes());
+    }
+    if let Some(k) = nh {
+        w.bytes(k.as_bytes());
+    }
+    if let Some(r) = retx {
+        let len_at = w.0.len();
+        r.0.encode_into(w.0)
+            .map_err(|_| SnapshotError::Invalid("NAS message to retransmit does not encode"))?;
+        let len = w.0.len() - len_at;
+        if len > MAX_RETX_NAS {
+            return Err(too_long("NAS message to retransmit", len, MAX_RETX_NAS));
+        }
+        // The length goes before the message: encode it, then move the message up.
+        let mut lv = [0u8; 10];
+        let n = varint_into(len as u64, &mut lv);
+        w.0.splice(len_at..len_at, lv[..n].iter().copied());
+    }
+    if let Some(h) = ho {
+        let HoState {
+            target_assoc,
+            target_enb_ue_id,
+            admitted,
+            source,
+        } = &**h;
+        if admitted.len() > MAX_ADMITTED {
+            return Err(too_long("admitted E-RABs", admitted.len(), MAX_ADMITTED));
+        }
+        w.varint(*target_assoc);
+        w.u8(target_enb_ue_id.is_some() as u8);
+        if let Some(e) = target_enb_ue_id {
+            w.varint(u64::from(*e));
+        }
+        w.conn(source.0, source.1);
+        w.u8(admitted.len() as u8);
+        for a in admitted {
+            let ERabAdmitted {
+                id,
+                transport,
+                teid,
+                dl_forwarding,
+                ul_forwarding,
+            } = a;
+            w.u8(*id);
+            w.u8(dl_forwarding.is_some() as u8 | (ul_forwarding.is_some() as u8) << 1);
+            w.bytes(&transport.octets());
+            w.u32(*teid);
+            for (addr, teid) in [dl_forwarding, ul_forwarding].into_iter().flatten() {
+                w.bytes(&addr.octets());
+                w.u32(*teid);
+            }
+        }
+    }
+    if let Some((a, e)) = old_conn {
+        w.conn(*a, *e);
+    }
+    if let Some(((a, e), until)) = x2_source {
+        w.conn(*a, *e);
+        w.varint(remaining_us(*until, now));
+    }
+    for t in [nas_timer, paging_timer, reach_timer].into_iter().flatten() {
+        w.varint(remaining_us(*t, now));
+    }
+    Ok(())
+}
+
+/// A decoded MME section.
+struct Decoded {
+    mme_ue_id: u32,
+    had_slot: bool,
+    ue: Box<Ue>,
+}
+
+fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
+    use SnapshotError::Invalid;
+    let mut r = Reader::new(buf);
+    let v = r.u8()?;
+    if v != MME_SECTION_VERSION {
+        return Err(SnapshotError::UnsupportedVersion(v));
+    }
+    let mme_ue_id = r.u32()?;
+    let flags = r.varint()?;
+    if flags & !u64::from(F_ALL) != 0 {
+        return Err(Invalid("reserved flag bits set"));
+    }
+    let flags = flags as u32;
+    let has = |f: u32| flags & f != 0;
+    if has(F_RETX_NEW_CTX) && !has(F_RETX) {
+        return Err(Invalid("retransmission flag without a message"));
+    }
+    let wait = wait_of(r.u8()?)?;
+    let imsi = if has(F_IMSI) { Some(r.varint()?) } else { None };
+    let conn = if has(F_CONN) { Some(r.conn()?) } else { None };
+    let m_tmsi = r.u32()?;
+    let pending_tmsi = if has(F_PENDING_TMSI) {
+        Some(r.u32()?)
+    } else {
+        None
+    };
+    let tai = Tai {
+        plmn: Plmn(r.array()?),
+        tac: r.u16()?,
+    };
+    let ecgi = Ecgi {
+        plmn: Plmn(r.array()?),
+        cell_id: r.u32()?,
+    };
+    let ambr = (r.varint()?, r.varint()?);
+    let qci = r.u8()?;
+    let arp_priority = r.u8()?;
+    let next_ksi = r.u8()?;
+    if next_ksi >= 7 {
+        return Err(Invalid("next KSI"));
+    }
+    let pti = r.u8()?;
+    let ncc = r.u8()?;
+    if ncc >= 8 {
+        return Err(Invalid("NCC"));
+    }
+    let paging_left = r.varint_u32()?;
+    let retx_count = r.varint_u32()?;
+    let ue_net_cap = r
+        .short_bytes(MAX_NET_CAP, "UE network capability")?
+        .to_vec();
+    let apn = std::str::from_utf8(r.short_bytes(MAX_APN, "APN")?)
+        .map_err(|_| Invalid("APN not UTF-8"))?
+        .to_owned();
+    let pending_bearers = r
+        .short_bytes(MAX_PENDING_BEARERS, "pending bearers")?
+        .to_vec();
+    let sec = if has(F_SEC) { Some(r.sec()?) } else { None };
+    let new_sec = if has(F_NEW_SEC) {
+        Some(Box::new(r.sec()?))
+    } else {
+        None
+    };
+    let vector = if has(F_VECTOR) {
+        Some(Box::new(AuthVector {
+            rand: r.array()?,
+            xres: r.array()?,
+            autn: r.array()?,
+            kasme: r.key()?,
+        }))
+    } else {
+        None
+    };
+    let nh = if has(F_NH) { Some(r.key()?) } else { None };
+    let retx = if has(F_RETX) {
+        let len = r.varint()?;
+        if len > MAX_RETX_NAS as u64 {
+            return Err(SnapshotError::TooLong {
+                what: "NAS message to retransmit",
+                len: len as usize,
+                max: MAX_RETX_NAS,
+            });
+        }
+        let m = NasEpsMessage::decode_with_direction(r.take(len as usize)?, Direction::Downlink)
+            .map_err(|_| Invalid("NAS message to retransmit does not decode"))?;
+        if !matches!(m, NasEpsMessage::Emm(..) | NasEpsMessage::Esm(..)) {
+            return Err(Invalid(
+                "NAS message to retransmit is not a plain EMM/ESM one",
+            ));
+        }
+        Some(Box::new((m, has(F_RETX_NEW_CTX))))
+    } else {
+        None
+    };
+    let ho = if has(F_HO) {
+        let target_assoc = r.varint()?;
+        let hf = r.u8()?;
+        if hf & !1 != 0 {
+            return Err(Invalid("reserved handover flag bits set"));
+        }
+        let target_enb_ue_id = if hf & 1 != 0 {
+            Some(r.varint_u32()?)
+        } else {
+            None
+        };
+        let source = r.conn()?;
+        let n = r.u8()? as usize;
+        if n > MAX_ADMITTED {
+            return Err(Invalid("admitted E-RAB count"));
+        }
+        let mut admitted = Vec::with_capacity(n);
+        for _ in 0..n {
+            let id = r.u8()?;
+            let f = r.u8()?;
+            if f & !3 != 0 {
+                return Err(Invalid("reserved E-RAB flag bits set"));
+            }
+            let transport = Ipv4Addr::from(r.array::<4>()?);
+            let teid = r.u32()?;
+            let mut fwd = || -> Result<(Ipv4Addr, u32), SnapshotError> {
+                Ok((Ipv4Addr::from(r.array::<4>()?), r.u32()?))
+            };
+            let dl_forwarding = if f & 1 != 0 { Some(fwd()?) } else { None };
+            let ul_forwarding = if f & 2 != 0 { Some(fwd()?) } else { None };
+            admitted.push(ERabAdmitted {
+                id,
+                transport,
+                teid,
+                dl_forwarding,
+                ul_forwarding,
+            });
+        }
+        Some(Box::new(HoState {
+            target_assoc,
+            target_enb_ue_id,
+            admitted,
+            source,
+        }))
+    } else {
+        None
+    };
+    let old_conn = if has(F_OLD_CONN) {
+        Some(r.conn()?)
+    } else {
+        None
+    };
+    let x2_source = if has(F_X2_SOURCE) {
+        let c = r.conn()?;
+        Some((c, deadline(now, r.varint()?)?))
+    } else {
+        None
+    };
+    let mut timer = |f: u32| -> Result<Option<Instant>, SnapshotError> {
+        if has(f) {
+            Ok(Some(deadline(now, r.varint()?)?))
+        } else {
+            Ok(None)
+        }
+    };
+    let nas_timer = timer(F_NAS_TIMER)?;
+    let paging_timer = timer(F_PAGING_TIMER)?;
+    let reach_timer = timer(F_REACH_TIMER)?;
+    if r.remaining() != 0 {
+        return Err(SnapshotError::Trailing(r.remaining()));
+    }
+    Ok(Decoded {
+        mme_ue_id,
+        had_slot: has(F_SLOT),
+        ue: Box::new(Ue {
+            imsi,
+            emm: if has(F_REGISTERED) {
+                Emm_::Registered
+            } else {
+                Emm_::Deregistered
+            },
+            conn,
+            wait,
+            sec,
+            new_sec,
+            vector,
+            resync_done: has(F_RESYNC_DONE),
+            ue_net_cap,
+            pti,
+            apn,
+            slot: None,
+            m_tmsi,
+            pending_tmsi,
+            tai,
+            ecgi,
+            nh,
+            ncc,
+            retx,
+            retx_count,
+            nas_timer,
+            paging_timer,
+            paging_left,
+            reach_timer,
+            gen: 0,
+            ho,
+            old_conn,
+            x2_source,
+            ambr,
+            qci,
+            arp_priority,
+            next_ksi,
+            pending_bearers,
+            resumed: has(F_RESUMED),
+            superseded: has(F_SUPERSEDED),
+        }),
+    })
+}
+
+/// Append a whole-UE snapshot (the slice's section, if the UE has slice state yet, and
+/// the MME's) of UE `key` to `out`; returns its length.
+pub fn snapshot_whole_ue(
+    mme: &Mme,
+    cp: &ControlPlane,
+    key: UeKey,
+    now: Instant,
+    out: &mut Vec<u8>,
+) -> Result<usize, SnapshotError> {
+    snapshot_whole_ue_with(&mut Scratch::default(), mme, cp, key, now, out)
+}
+
+/// Buffers a caller that takes many snapshots keeps between them (no allocation per
+/// snapshot once warm).
+#[derive(Default)]
+pub struct Scratch {
+    slice: container::UeSliceSnapshot,
+    mme: Vec<u8>,
+}
+
+impl std::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `mme` may hold a section's key material: lengths only.
+        f.debug_struct("Scratch")
+            .field("mme_len", &self.mme.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // The last section's keys do not outlive the buffer.
+        self.mme.fill(0);
+    }
+}
+
+/// [`snapshot_whole_ue`] with the caller's buffers.
+pub fn snapshot_whole_ue_with(
+    scratch: &mut Scratch,
+    mme: &Mme,
+    cp: &ControlPlane,
+    key: UeKey,
+    now: Instant,
+    out: &mut Vec<u8>,
+) -> Result<usize, SnapshotError> {
+    scratch.mme.fill(0);
+    scratch.mme.clear();
+    mme.snapshot_ue(key, now, &mut scratch.mme)?;
+    let slice = match mme.ue_slot_of(key) {
+        Some(slot) => {
+            cp.snapshot_ue_into(slot, &mut scratch.slice)?;
+            Some(&scratch.slice)
+        }
+        None => None,
+    };
+    let n = container::encode_parts(slice, Some(&scratch.mme), out)?;
+    scratch.mme.fill(0);
+    Ok(n)
+}
+
+/// Restore a whole-UE snapshot: the slice's part with [`ControlPlane::restore_ue`],
+/// then the MME's with the slot it got. If the MME refuses its part, the slice's is
+/// undone.
+pub fn restore_whole_ue(
+    mme: &mut Mme,
+    cp: &mut ControlPlane,
+    bytes: &[u8],
+    now: Instant,
+) -> Result<WholeRestored, SnapshotError> {
+    let view = container::SnapshotView::parse(bytes)?;
+    let section = view
+        .mme()
+        .ok_or(container::SnapshotError::MissingSection("mme"))?;
+    let slice = if view.has_slice() {
+        let s = view.decode_slice()?;
+        Some(cp.restore_ue(&s)?)
+    } else {
+        None
+    };
+    match mme.restore_ue(section.bytes(), slice.map(|r| r.ue_slot), now) {
+        Ok(m) => Ok(WholeRestored { mme: m, slice }),
+        Err(e) => {
+            if let Some(r) = slice {
+                // The slot was created just above: its removal cannot find it gone.
+                let _ = cp.detach(r.ue_slot);
+            }
+            Err(e)
+        }
+    }
+}
+
+fn varint_into(mut v: u64, buf: &mut [u8; 10]) -> usize {
+    let mut n = 0;
+    while v >= 0x80 {
+        buf[n] = v as u8 | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    buf[n] = v as u8;
+    n + 1
+}
+
+struct Writer<'a>(&'a mut Vec<u8>);
+
+impl Writer<'_> {
+    #[inline(always)]
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    #[inline(always)]
+    fn u16(&mut self, v: u16) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    #[inline(always)]
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    #[inline(always)]
+    fn bytes(&mut self, b: &[u8]) {
+        self.0.extend_from_slice(b);
+    }
+    #[inline(always)]
+    fn varint(&mut self, v: u64) {
+        let mut b = [0u8; 10];
+        let n = varint_into(v, &mut b);
+        self.0.extend_from_slice(&b[..n]);
+    }
+    fn conn(&mut self, assoc: AssocId, enb_ue_id: u32) {
+        self.varint(assoc);
+        self.varint(u64::from(enb_ue_id));
+    }
+    /// Length u8 then the octets (the caller checked the bound).
+    fn short_bytes(&mut self, b: &[u8]) {
+        self.u8(b.len() as u8);
+        self.bytes(b);
+    }
+    fn sec(&mut self, s: &SecCtx) {
+        let c = &s.ctx;
+        self.bytes(s.kasme.as_bytes());
+        self.u8(s.ksi);
+        self.u8(s.eia as u8 | (s.eea as u8) << 4 | (c.rx_started() as u8) << 7);
+        self.varint(u64::from(c.ul_count));
+        self.varint(u64::from(c.dl_count));
+        self.varint(u64::from(s.last_ul_count));
+        self.u8(s.recent.len() as u8);
+        for t in s.recent.oldest_first() {
+            self.bytes(t);
+        }
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    #[inline(always)]
+    fn take(&mut self, n: usize) -> Result<&'a [u8], SnapshotError> {
+        match self.buf.get(self.pos..self.pos.saturating_add(n)) {
+            Some(s) => {
+                self.pos += n;
+                Ok(s)
+            }
+            None => Err(SnapshotError::Truncated {
+                need: self.pos.saturating_add(n),
+                have: self.buf.len(),
+            }),
+        }
+    }
+
+    #[inline(always)]
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], SnapshotError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+
+    fn key(&mut self) -> Result<Key256, SnapshotError> {
+        Ok(Key256::new(self.array()?))
+    }
+
+    #[inline(always)]
+    fn u8(&mut self) -> Result<u8, SnapshotError> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    #[inline(always)]
+    fn u16(&mut self) -> Result<u16, SnapshotError> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+
+    #[inline(always)]
+    fn u32(&mut self) -> Result<u32, SnapshotError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    /// LEB128, at most 10 bytes, no bits beyond 64, minimal (one encoding per value).
+    fn varint(&mut self) -> Result<u64, SnapshotError> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let b = self.u8()?;
+            if i == 9 && b > 1 {
+                return Err(SnapshotError::Invalid("varint beyond 64 bits"));
+            }
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                if b == 0 && i > 0 {
+                    return Err(SnapshotError::Invalid("varint not minimal"));
+                }
+                return Ok(v);
+            }
+        }
+        Err(SnapshotError::Invalid("varint longer than 10 bytes"))
+    }
+
+    fn varint_u32(&mut self) -> Result<u32, SnapshotError> {
+        u32::try_from(self.varint()?).map_err(|_| SnapshotError::Invalid("varint beyond 32 bits"))
+    }
+
+    fn count(&mut self) -> Result<u32, SnapshotError> {
+        let c = self.varint()?;
+        if c > 0x00ff_ffff {
+            return Err(SnapshotError::Invalid("NAS COUNT beyond 24 bits"));
+        }
+        Ok(c as u32)
+    }
+
+    fn conn(&mut self) -> Result<(AssocId, u32), SnapshotError> {
+        Ok((self.varint()?, self.varint_u32()?))
+    }
+
+    fn short_bytes(&mut self, max: usize, what: &'static str) -> Result<&'a [u8], SnapshotError> {
+        let n = self.u8()? as usize;
+        if n > max {
+            return Err(SnapshotError::TooLong { what, len: n, max });
+        }
+        self.take(n)
+    }
+
+    fn sec(&mut self) -> Result<SecCtx, SnapshotError> {
+        use SnapshotError::Invalid;
+        let kasme = self.key()?;
+        let ksi = self.u8()?;
+        if ksi >= 7 {
+            return Err(Invalid("KSI"));
+        }
+        let algs = self.u8()?;
+        if algs & 0x08 != 0 {
+            return Err(Invalid("reserved algorithm bit set"));
+        }
+        let eia = eia_of(algs & 7)?;
+        let eea = eea_of((algs >> 4) & 7)?;
+        let rx_started = algs & 0x80 != 0;
+        let ul = self.count()?;
+        let dl = self.count()?;
+        let last_ul_count = self.count()?;
+        let n = self.u8()? as usize;
+        if n > RecentTags::LEN {
+            return Err(Invalid("recent uplink tag count"));
+        }
+        let mut recent = RecentTags::default();
+        for _ in 0..n {
+            recent.push(self.array()?);
+        }
+        let mut s = SecCtx::new(kasme, ksi, eea, eia)
+            .map_err(|_| Invalid("EIA0 with a ciphering algorithm"))?;
+        s.ctx.set_counts(ul, dl, rx_started);
+        s.last_ul_count = last_ul_count;
+        s.recent = recent;
+        Ok(s)
+    }
+}
