@@ -93,7 +93,8 @@ const F_SLOT: u32 = 1 << 16;
 const F_NAS_TIMER: u32 = 1 << 17;
 const F_PAGING_TIMER: u32 = 1 << 18;
 const F_REACH_TIMER: u32 = 1 << 19;
-const F_ALL: u32 = (1 << 20) - 1;
+const F_PAGE_AFTER_RELEASE: u32 = 1 << 20;
+const F_ALL: u32 = (1 << 21) - 1;
 
 /// Which UE to snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -441,6 +442,7 @@ fn write_ue(id: u32, u: &Ue, now: Instant, out: &mut Vec<u8>) -> Result<(), Snap
         pending_bearers,
         resumed,
         superseded,
+        page_after_release,
     } = u;
     let registered = match emm {
         Emm_::Registered => true,
@@ -486,6 +488,7 @@ fn write_ue(id: u32, u: &Ue, now: Instant, out: &mut Vec<u8>) -> Result<(), Snap
     set(*resync_done, F_RESYNC_DONE);
     set(*resumed, F_RESUMED);
     set(*superseded, F_SUPERSEDED);
+    set(*page_after_release, F_PAGE_AFTER_RELEASE);
     set(slot.is_some(), F_SLOT);
     set(nas_timer.is_some(), F_NAS_TIMER);
     set(paging_timer.is_some(), F_PAGING_TIMER);
@@ -813,6 +816,7 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
             pending_bearers,
             resumed: has(F_RESUMED),
             superseded: has(F_SUPERSEDED),
+            page_after_release: has(F_PAGE_AFTER_RELEASE),
         }),
     })
 }

@@ -4,7 +4,7 @@
 //! Prints JSON: sizes in bytes, and ns per UE as the median of repeated runs.
 //!
 //! ```text
-//! cargo run -p pepc-mme --release --example snapshot_timing [-- UES]
+//! cargo run -p pepc-mme --release --example ue_snapshot_timing [-- UES]
 //! ```
 
 use pepc_mme::sim::{attach, subscriber, Harness, SimUe};

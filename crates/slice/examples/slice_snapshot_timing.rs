@@ -3,7 +3,7 @@
 //! Prints JSON: sizes in bytes, and ns per operation as the median of repeated runs.
 //!
 //! ```text
-//! cargo run -p pepc-slice --release --example snapshot_timing [-- MME_PLACEHOLDER_BYTES]
+//! cargo run -p pepc-slice --release --example slice_snapshot_timing [-- MME_PLACEHOLDER_BYTES]
 //! ```
 //! The MME section is an opaque placeholder of the given size (default 128) until the
 //! MME's per-UE record is plugged in.
