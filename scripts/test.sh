@@ -16,5 +16,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 python3 -c 'import pycrate_asn1dir.S1AP, pycrate_mobile.NASLTE' 2>/dev/null || python3 -m pip install -q 'pycrate==0.8.1' || python3 -m pip install -q --break-system-packages 'pycrate==0.8.1'
 
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace --all-targets
 cargo test --workspace 2>&1

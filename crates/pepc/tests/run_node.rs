@@ -252,3 +252,119 @@ fn subscribers_from_cli_and_csv_attach_to_pepc_run_and_sqn_survives_restart() {
     assert!(out.contains("2 subscriber(s)"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `pepc run` with `node.slices = 2`: the S1AP endpoint steers the UEs to both slices'
+/// MMEs, and the node prints each slice's UE count when it exits.
+#[test]
+fn pepc_run_with_two_slices_serves_ues_in_both_and_reports_them_at_exit() {
+    let dir = std::env::temp_dir().join(format!("pepc-run2-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("hss.redb");
+    let dbs = db.to_str().unwrap();
+    let ues = 12u32;
+    let keys = pepc_emulator::config::SubscriberKeys::default();
+    let mut csv = String::from("imsi,k,opc,sqn\n");
+    for i in 0..ues {
+        csv += &format!("{},{K},{OPC},32\n", keys.imsi(i).unwrap());
+    }
+    let csv_path = dir.join("subs.csv");
+    std::fs::write(&csv_path, csv).unwrap();
+    ok(&pepc(&[
+        "subscriber",
+        "--db",
+        dbs,
+        "import",
+        csv_path.to_str().unwrap(),
+    ]));
+    let config = dir.join("node.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[node]\nslices = 2\n[s1u]\nbind = \"127.0.45.1:2152\"\n[sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:15212\"\nsink_peer = \"127.0.0.1:15211\"\n\
+             [s1mme]\ntransport = \"udp\"\nudp_port = 19845\n[hss]\ndb = \"{dbs}\"\n"
+        ),
+    )
+    .unwrap();
+    let node = Command::new(env!("CARGO_BIN_EXE_pepc"))
+        .args([
+            "run",
+            "--config",
+            config.to_str().unwrap(),
+            "--seconds",
+            "6",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn pepc run");
+    let node = Node(node);
+    let ecfg = pepc_emulator::EmulatorConfig {
+        mme_udp_port: 19845,
+        gtpu_addr: "127.0.45.2:2152".parse().unwrap(),
+        pdn_addr: "127.0.0.1:15211".parse().unwrap(),
+        sgi_peer: Some("127.0.0.1:15212".parse().unwrap()),
+        ..Default::default()
+    };
+    let scen = pepc_emulator::Scenario {
+        ues,
+        attach_rate: 200.0,
+        duration_s: 0.2,
+        detach_at_end: false,
+        timeout_s: 4.0,
+        ..Default::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let r = loop {
+        match pepc_emulator::run(ecfg.clone(), scen.clone()) {
+            Ok(r) => break r,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("emulator: {e}; retrying");
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            Err(e) => panic!("emulator never reached the node: {e}"),
+        }
+    };
+    assert_eq!(r.attached, u64::from(ues), "{}", r.to_table());
+    assert_eq!(r.failed, 0, "{}", r.to_table());
+    let mut node = node;
+    let out = node.0.wait_with_output_ref();
+    // Each slice holds some of the UEs, and together all of them.
+    let counts: Vec<u64> = (0..2)
+        .map(|s| {
+            let line = out
+                .lines()
+                .find(|l| l.starts_with(&format!("slice {s}: ")) && l.ends_with(" UEs"))
+                .unwrap_or_else(|| panic!("no UE count of slice {s} in: {out}"));
+            line.split_whitespace().nth(2).unwrap().parse().unwrap()
+        })
+        .collect();
+    assert_eq!(counts.iter().sum::<u64>(), u64::from(ues), "{out}");
+    assert!(counts.iter().all(|&c| c > 0), "{out}");
+    assert!(out.contains("s1ap endpoint: 1 eNBs set up"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+trait WaitOutput {
+    fn wait_with_output_ref(&mut self) -> String;
+}
+
+impl WaitOutput for Child {
+    /// Waits (bounded) for the node to exit on its own and returns its stderr.
+    fn wait_with_output_ref(&mut self) -> String {
+        use std::io::Read;
+        let t0 = Instant::now();
+        while self.try_wait().expect("wait").is_none() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "pepc run did not exit"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut s = String::new();
+        if let Some(mut e) = self.stderr.take() {
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    }
+}
