@@ -330,9 +330,13 @@ impl S1apEndpoint {
 
     /// An S1AP PDU from an eNB.
     pub fn on_s1ap(&mut self, assoc: AssocId, stream: u16, bytes: Vec<u8>, out: &mut EndpointOut) {
-        if !self.enbs.contains_key(&assoc) {
-            self.assoc_up(assoc, 1);
-        }
+        let setup = match self.enbs.get(&assoc) {
+            Some(e) => e.global_id.is_some(),
+            None => {
+                self.assoc_up(assoc, 1);
+                false
+            }
+        };
         let p = match peek(&bytes) {
             Ok(p) => p,
             Err(e) => {
@@ -350,7 +354,6 @@ impl S1apEndpoint {
         if p.is_non_ue_associated() {
             return self.non_ue_associated(assoc, &bytes, out);
         }
-        let setup = self.enbs.get(&assoc).is_some_and(|e| e.global_id.is_some());
         let slice = match p.procedure {
             procedure::INITIAL_UE_MESSAGE if p.kind == PduKind::Initiating => {
                 Some(self.initial_slice(p.s_tmsi, p.nas_pdu))

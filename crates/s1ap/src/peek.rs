@@ -126,7 +126,8 @@ fn wide_integer(v: &[u8]) -> Option<u32> {
     Some(octets.iter().fold(0u32, |a, &x| a << 8 | u32::from(x)))
 }
 
-/// Reads the routing view of an S1AP PDU.
+/// Reads the routing view of an S1AP PDU. Stops at the MME UE S1AP ID where that is
+/// all the routing needs, so IEs after it are not checked.
 pub fn peek(b: &[u8]) -> Result<Peek<'_>, PeekError> {
     let head = b.get(..3).ok_or(PeekError::Truncated { at: b.len() })?;
     let kind = match head[0] {
@@ -170,7 +171,17 @@ pub fn peek(b: &[u8]) -> Result<Peek<'_>, PeekError> {
             .get(c0..c0 + n)
             .ok_or(PeekError::Truncated { at: start + c0 })?;
         match id {
-            ID_MME_UE_S1AP_ID => p.mme_ue_id = wide_integer(content),
+            ID_MME_UE_S1AP_ID => {
+                p.mme_ue_id = wide_integer(content);
+                // All a message that names its UE this way needs (it comes first in
+                // practice, so the rest of the PDU is not walked).
+                if !matches!(
+                    p.procedure,
+                    procedure::INITIAL_UE_MESSAGE | procedure::PATH_SWITCH_REQUEST
+                ) {
+                    break;
+                }
+            }
             ID_SOURCE_MME_UE_S1AP_ID => p.source_mme_ue_id = wide_integer(content),
             ID_S_TMSI if content.len() >= 6 => {
                 // [ext][iE-Extensions?][MMEC: 8 bits unaligned][pad][M-TMSI: 4 octets]
