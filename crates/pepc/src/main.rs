@@ -95,7 +95,7 @@ struct AttachArgs {
     /// Attaches to run (one per UE).
     #[arg(long, default_value_t = 20_000)]
     attaches: u32,
-    /// Attaches in flight at once (inprocess).
+    /// Attaches in flight at once per slice (inprocess).
     #[arg(long, default_value_t = 64)]
     window: u32,
     /// Attach rate offered by the emulator (udp), per second.
