@@ -10,7 +10,7 @@
 //! independent of how fast the emulated RAN is.
 
 use pepc_mme::sim::{subscriber, SimUe, ENB_ADDR};
-use pepc_mme::{AssocId, Input, Mme, MmeConfig, Output};
+use pepc_mme::{AssocId, EndpointOut, Input, Mme, MmeConfig, Output, S1apEndpoint};
 use pepc_s1ap::msg::{
     InitialContextSetupResponse, InitialUeMessage, S1SetupRequest, S1apMessage,
     UeContextReleaseComplete, UplinkNasTransport,
@@ -173,6 +173,11 @@ fn mme_thread(
     let mut out = Vec::with_capacity(64);
     let mut msgs = 0u64;
     let now = Instant::now();
+    // S1 Setup is the node's endpoint's (as in `MmeDriver`); the UE messages go
+    // straight to the MME, as the endpoint of a one-slice node hands them over.
+    let mut ep = S1apEndpoint::new(mme.config().clone(), 1, mme.role().policy);
+    mme.set_role(ep.role(0));
+    ep.assoc_up(ASSOC, 4);
     mme.handle(
         now,
         Input::EnbUp {
@@ -183,6 +188,7 @@ fn mme_thread(
         &mut out,
     );
     out.clear();
+    let mut setup_done = false;
     loop {
         let w0 = thread_cpu_s();
         let Ok(Hop { msgs: batch, spent }) = rx.recv() else {
@@ -206,6 +212,34 @@ fn mme_thread(
             continue;
         }
         let mut reply = Vec::with_capacity(batch.len() * 2);
+        if !setup_done {
+            setup_done = true;
+            let mut eo = EndpointOut::default();
+            for bytes in &batch {
+                ep.on_s1ap(ASSOC, 0, bytes.clone(), &mut eo);
+            }
+            while !eo.slices.is_empty() {
+                for (_, i) in std::mem::take(&mut eo.slices) {
+                    mme.handle(now, i, &mut cp, &mut out);
+                }
+                for o in out.drain(..) {
+                    ep.on_slice_output(0, o, &mut eo);
+                }
+            }
+            for o in eo.wire.drain(..) {
+                if let Output::S1ap { bytes, .. } = o {
+                    reply.push(bytes);
+                }
+            }
+            let hop = Hop {
+                msgs: reply,
+                spent: batch,
+            };
+            if tx.send(hop).is_err() {
+                break;
+            }
+            continue;
+        }
         for bytes in &batch {
             msgs += 1;
             mme.handle_s1ap(now, ASSOC, 1, bytes, &mut cp, &mut out);
