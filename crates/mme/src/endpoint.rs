@@ -609,7 +609,7 @@ impl S1apEndpoint {
     /// Our own Reset of every UE-associated connection of an eNB (TS 36.413
     /// §8.7.1.2.1), e.g. after the node lost their state; slices make the UEs idle.
     pub fn reset_enb(&mut self, assoc: AssocId, cause: Cause, out: &mut EndpointOut) {
-        if !self.enbs.get(&assoc).is_some_and(|e| e.global_id.is_some()) {
+        if self.enbs.get(&assoc).is_none_or(|e| e.global_id.is_none()) {
             return;
         }
         self.stats.resets_tx += 1;
