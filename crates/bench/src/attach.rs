@@ -10,7 +10,7 @@
 //! independent of how fast the emulated RAN is.
 
 use pepc_mme::sim::{subscriber, SimUe, ENB_ADDR};
-use pepc_mme::{AssocId, EndpointOut, Input, Mme, MmeConfig, Output, S1apEndpoint};
+use pepc_mme::{AssocId, EndpointOut, HssProxy, Input, Mme, MmeConfig, Output, S1apEndpoint};
 use pepc_s1ap::msg::{
     InitialContextSetupResponse, InitialUeMessage, S1SetupRequest, S1apMessage,
     UeContextReleaseComplete, UplinkNasTransport,
@@ -163,6 +163,7 @@ struct MmeRun {
 /// The MME thread: decode, run procedures, encode; nothing else.
 fn mme_thread(
     mut mme: Mme,
+    mut proxy: HssProxy,
     mut cp: pepc_slice::control::ControlPlane,
     rx: mpsc::Receiver<Hop>,
     tx: mpsc::Sender<Hop>,
@@ -243,6 +244,7 @@ fn mme_thread(
         for bytes in &batch {
             msgs += 1;
             mme.handle_s1ap(now, ASSOC, 1, bytes, &mut cp, &mut out);
+            proxy.serve(&mut mme, now, &mut cp, &mut out, 0);
             for o in out.drain(..) {
                 if let Output::S1ap { bytes, .. } = o {
                     reply.push(bytes);
@@ -617,7 +619,9 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
     let cfg = MmeConfig::default();
     let plmn = cfg.plmn;
     let (cp, mut dp) = build(&SliceConfig::for_users(n as usize + 1024));
-    let mut mme = Mme::new(cfg, hss, pepc_mme::mme::urandom());
+    let mut mme = Mme::new(cfg);
+    // The node's proxy over the embedded HSS, inline on the MME thread as in a node.
+    let proxy = HssProxy::new(hss, pepc_mme::mme::urandom());
     let mut cp = cp;
     let prewarm = !o.no_prewarm;
 
@@ -660,7 +664,7 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
                 mme.prewarm(n as usize);
                 cp.prewarm(n as usize);
             }
-            mme_thread(mme, cp, mme_rx, mme_tx)
+            mme_thread(mme, proxy, cp, mme_rx, mme_tx)
         })
         .map_err(|e| e.to_string())?;
 
