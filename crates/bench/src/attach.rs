@@ -17,7 +17,9 @@
 //! thread, so add `demux_ns_per_msg` × messages per attach to compare.
 
 use pepc_mme::sim::{subscriber, SimUe, ENB_ADDR};
-use pepc_mme::{AssocId, EndpointOut, Input, Mme, MmeConfig, Output, S1apEndpoint, SlicePolicy};
+use pepc_mme::{
+    AssocId, EndpointOut, HssProxy, Input, Mme, MmeConfig, Output, S1apEndpoint, SlicePolicy,
+};
 use pepc_s1ap::msg::{
     InitialContextSetupResponse, InitialUeMessage, S1SetupRequest, S1apMessage,
     UeContextReleaseComplete, UplinkNasTransport,
@@ -216,6 +218,7 @@ struct MmeRun {
 fn mme_thread(
     slice: usize,
     mut mme: Mme,
+    mut proxy: HssProxy,
     mut cp: pepc_slice::control::ControlPlane,
     rx: mpsc::Receiver<Hop>,
     tx: mpsc::Sender<Back>,
@@ -254,12 +257,17 @@ fn mme_thread(
             msgs = 0;
             waited = 0.0;
         }
+        // The node's proxy over the embedded HSS answers inline, as in a node.
         for i in inputs {
+            let from = outs.len();
             mme.handle(now, i, &mut cp, &mut outs);
+            proxy.serve(&mut mme, now, &mut cp, &mut outs, from);
         }
         for bytes in &batch {
             msgs += 1;
+            let from = outs.len();
             mme.handle_s1ap(now, ASSOC, 1, bytes, &mut cp, &mut outs);
+            proxy.serve(&mut mme, now, &mut cp, &mut outs, from);
         }
         let back = Back {
             slice,
@@ -739,8 +747,9 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         sc.slice = sl as u32;
         sc.layout = layout;
         let (mut cp, mut dp) = build(&sc);
-        let mut mme = Mme::new(cfg.clone(), hss.clone(), pepc_mme::mme::urandom());
+        let mut mme = Mme::new(cfg.clone());
         mme.set_role(endpoint.role(sl));
+        let proxy = HssProxy::new(hss.clone(), pepc_mme::mme::urandom());
         // The data thread only applies the control thread's published updates here.
         let s = stop.clone();
         datas.push(
@@ -773,7 +782,7 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
                         mme.prewarm(share);
                         cp.prewarm(share);
                     }
-                    mme_thread(sl, mme, cp, mme_rx, tx)
+                    mme_thread(sl, mme, proxy, cp, mme_rx, tx)
                 })
                 .map_err(|e| e.to_string())?,
         );

@@ -128,7 +128,7 @@ fn main() {
     let mme_restore_ns = median(
         (0..RUNS)
             .map(|_| {
-                let mut mme = Mme::new(cfg.clone(), src.hss.clone(), pepc_mme::mme::urandom());
+                let mut mme = Mme::new(cfg.clone());
                 mme.prewarm(n);
                 let now = Instant::now();
                 let t = Instant::now();

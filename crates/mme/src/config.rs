@@ -60,6 +60,12 @@ pub struct MmeConfig {
     pub parked_contexts: usize,
     /// How long a detached UE's security context is kept.
     pub parked_context_ttl: Duration,
+    /// How long a procedure waits for each HSS answer (subscription data, a vector)
+    /// before it gives up: the attach is rejected with #17 (network failure, which
+    /// the UE retries) and its context freed. 5 s by default: a Diameter S6a answer
+    /// comes well within it, and with the two requests of an attach the reject still
+    /// reaches the UE before its T3410 (15 s) expires.
+    pub hss_timeout: Duration,
 }
 
 impl Default for MmeConfig {
@@ -91,6 +97,7 @@ impl Default for MmeConfig {
             ue_requested_qcis: (1..=9).collect(),
             parked_contexts: 65_536,
             parked_context_ttl: Duration::from_secs(3600),
+            hss_timeout: Duration::from_secs(5),
         }
     }
 }

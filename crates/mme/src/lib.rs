@@ -8,6 +8,8 @@
 //! * [`config`]: [`MmeConfig`] with documented defaults.
 //! * [`endpoint`]: the node's S1AP endpoint: S1 Setup, eNB Configuration Update,
 //!   Reset, Error Indication, Paging fan-out, and the demux of UE signaling to slices.
+//! * [`hss`]: the HSS seam: [`hss::HssRequest`] out, [`hss::HssAnswer`] in, and the
+//!   proxy's sans-IO core over the embedded HSS ([`hss::HssProxy`]).
 //! * [`mme`]: the [`Mme`] of one slice and its contexts, input routing, timers, S1 send.
 //! * `s1ap`: where a UE-associated S1AP PDU goes in the slice; `enb`: what a slice
 //!   does when its eNBs are set up, reset or lost.
@@ -24,6 +26,7 @@
 pub mod cause;
 pub mod config;
 pub mod endpoint;
+pub mod hss;
 pub mod mme;
 pub mod nasx;
 pub mod sim;
@@ -42,6 +45,7 @@ mod s1ap;
 pub use cause::{EmmCause, EsmCause};
 pub use config::MmeConfig;
 pub use endpoint::{EndpointOut, EndpointStats, S1apEndpoint, SlicePolicy, SliceRole};
+pub use hss::{HssAnswer, HssFailure, HssProxy, HssRef, HssRequest};
 pub use mme::{AssocId, Input, LogLevel, Mme, MmeError, MmeStats, Output};
 pub use pepc_slice::control::{ControlEvent, ControlPlane};
 pub use sim::{run_inprocess_attaches, AttachBenchResult};

@@ -241,6 +241,24 @@ impl Mme {
         let Some((msg, verified)) = self.uplink_nas(id, bytes, out) else {
             return;
         };
+        if self.ues.get(&id).is_some_and(|u| u.wait.awaits_hss())
+            && !matches!(
+                msg,
+                NasEpsMessage::Emm(
+                    _,
+                    Emm::AttachRequest(_) | Emm::DetachRequestUeOriginating(_)
+                )
+            )
+        {
+            // Half-built context: nothing else is served until the HSS has answered.
+            self.stats.nas_dropped_awaiting_hss += 1;
+            log(
+                out,
+                LogLevel::Debug,
+                format!("UE {id}: NAS message while the HSS is asked, dropped"),
+            );
+            return;
+        }
         let has_ctx = self.ues.get(&id).is_some_and(|u| u.sec.is_some());
         match msg {
             NasEpsMessage::Emm(_, e) => {

@@ -12,7 +12,6 @@ pub(crate) use crate::nasx::{
     self, Direction, Identity, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, SecCtx,
     UnprotectError,
 };
-pub(crate) use pepc_hss::{Hss, ImsiKey};
 pub(crate) use pepc_s1ap::msg::*;
 pub(crate) use pepc_s1ap::{
     Cause, Ecgi, GlobalEnbId, Key256 as S1Key, SecurityContext, Tai, UeS1apIds,
@@ -27,5 +26,4 @@ pub(crate) use pepc_slice::control::{
 };
 pub(crate) use std::cmp::Reverse;
 pub(crate) use std::collections::{BinaryHeap, HashMap, VecDeque};
-pub(crate) use std::sync::Arc;
 pub(crate) use std::time::Instant;

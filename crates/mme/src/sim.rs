@@ -4,6 +4,7 @@
 
 use crate::cause::EmmCause;
 use crate::endpoint::{EndpointOut, S1apEndpoint, SlicePolicy};
+use crate::hss::{HssProxy, HssRequest};
 use crate::mme::{AssocId, Input, Mme, Output};
 use crate::nasx::{
     self, Direction, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, UeSecCtx,
@@ -16,6 +17,7 @@ use pepc_security::{Key128, Key256, Milenage};
 use pepc_slice::control::ControlPlane;
 use pepc_slice::datapath::DataPlane;
 use pepc_slice::slice::{build, SliceConfig};
+use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,8 +51,19 @@ pub struct SliceSim {
     pub dp: DataPlane,
 }
 
+/// How the harness's proxy serves the slices' HSS requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HssMode {
+    /// Answered at once, inline (as the node's embedded HSS is).
+    #[default]
+    Inline,
+    /// Held in [`Harness::held_hss`] until [`Harness::answer_hss`] (a slow or absent
+    /// HSS): other UEs' messages go on meanwhile.
+    Hold,
+}
+
 /// The node's S1AP endpoint, its slices (MME + control + data plane each) and an
-/// HSS, driven message by message with a manual clock. `mme`, `cp` and `dp` are the
+/// HSS behind the node's proxy, driven message by message with a manual clock. `mme`, `cp` and `dp` are the
 /// *focus* slice, the one the policy gives the test IMSI [`FOCUS_IMSI`]; the others
 /// are in `others` (None at the focus index).
 pub struct Harness {
@@ -61,6 +74,11 @@ pub struct Harness {
     pub focus: usize,
     pub others: Vec<Option<SliceSim>>,
     pub hss: Arc<Hss>,
+    /// Serves every slice's [`Output::Hss`] (over `hss`).
+    pub proxy: HssProxy,
+    pub hss_mode: HssMode,
+    /// Requests held in [`HssMode::Hold`], with the slice that sent each, in order.
+    pub held_hss: VecDeque<(usize, HssRequest)>,
     pub now: Instant,
     pub logs: Vec<String>,
 }
@@ -96,7 +114,7 @@ impl Harness {
                 sc.slice = s as u32;
                 sc.layout = layout;
                 let (cp, dp) = build(&sc);
-                let mut mme = Mme::new(cfg.clone(), hss.clone(), test_rand());
+                let mut mme = Mme::new(cfg.clone());
                 mme.set_role(endpoint.role(s));
                 Some(SliceSim { mme, cp, dp })
             })
@@ -109,7 +127,10 @@ impl Harness {
             dp: f.dp,
             focus,
             others: all,
+            proxy: HssProxy::new(hss.clone(), test_rand()),
             hss,
+            hss_mode: HssMode::Inline,
+            held_hss: VecDeque::new(),
             now: Instant::now(),
             logs: vec![],
         }
@@ -171,11 +192,32 @@ impl Harness {
                 let (mme, cp, _) = self.slice(s);
                 mme.handle(now, i, cp, &mut out);
                 for o in out {
-                    self.endpoint.on_slice_output(s, o, &mut eo);
+                    self.route(s, o, &mut eo);
                 }
             }
         }
         self.collect(wire)
+    }
+
+    /// A slice's output: HSS requests to the proxy (their answers back to the
+    /// slice), the rest to the endpoint.
+    fn route(&mut self, s: usize, o: Output, eo: &mut EndpointOut) {
+        match o {
+            Output::Hss(req) => match self.hss_mode {
+                HssMode::Inline => eo.slices.push((s, Input::Hss(self.proxy.answer(req)))),
+                HssMode::Hold => self.held_hss.push_back((s, req)),
+            },
+            o => self.endpoint.on_slice_output(s, o, eo),
+        }
+    }
+
+    /// Answer the `i`-th held HSS request now and run what follows.
+    pub fn answer_hss(&mut self, i: usize) -> Vec<(AssocId, S1apMessage)> {
+        let mut eo = EndpointOut::default();
+        if let Some((s, req)) = self.held_hss.remove(i) {
+            eo.slices.push((s, Input::Hss(self.proxy.answer(req))));
+        }
+        self.drive(eo)
     }
 
     fn collect(&mut self, out: Vec<Output>) -> Vec<(AssocId, S1apMessage)> {
@@ -249,7 +291,7 @@ impl Harness {
             let (mme, cp, _) = self.slice(s);
             mme.handle_timeout(now, cp, &mut out);
             for o in out {
-                self.endpoint.on_slice_output(s, o, &mut eo);
+                self.route(s, o, &mut eo);
             }
         }
         self.drive(eo)

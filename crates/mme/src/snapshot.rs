@@ -94,7 +94,8 @@ const F_NAS_TIMER: u32 = 1 << 17;
 const F_PAGING_TIMER: u32 = 1 << 18;
 const F_REACH_TIMER: u32 = 1 << 19;
 const F_PAGE_AFTER_RELEASE: u32 = 1 << 20;
-const F_ALL: u32 = (1 << 21) - 1;
+const F_SUBSCRIBED_APN: u32 = 1 << 21;
+const F_ALL: u32 = (1 << 22) - 1;
 
 /// Which UE to snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,6 +226,9 @@ fn wait_code(w: &Wait) -> u8 {
         Wait::DetachAccept => 9,
         Wait::ReleaseComplete { then_remove: false } => 10,
         Wait::ReleaseComplete { then_remove: true } => 11,
+        Wait::HssProfile { resumed: false, .. } => 12,
+        Wait::HssProfile { resumed: true, .. } => 13,
+        Wait::HssVector { .. } => 14,
     }
 }
 
@@ -242,6 +246,18 @@ fn wait_of(code: u8) -> Result<Wait, SnapshotError> {
         9 => Wait::DetachAccept,
         10 => Wait::ReleaseComplete { then_remove: false },
         11 => Wait::ReleaseComplete { then_remove: true },
+        // The request's sequence number and the attach digest follow in the record.
+        12 => Wait::HssProfile {
+            seq: 0,
+            attach: 0,
+            resumed: false,
+        },
+        13 => Wait::HssProfile {
+            seq: 0,
+            attach: 0,
+            resumed: true,
+        },
+        14 => Wait::HssVector { seq: 0, attach: 0 },
         _ => return Err(SnapshotError::Invalid("procedure state")),
     })
 }
@@ -290,7 +306,8 @@ impl Mme {
         let id = self.id_of(key).ok_or(SnapshotError::UnknownUe(key))?;
         let u = self.ues.get(&id).ok_or(SnapshotError::UnknownUe(key))?;
         let start = out.len();
-        let r = write_ue(id, u, now, out);
+        let apn = self.apn_name(u.subscribed_apn);
+        let r = write_ue(id, u, apn, now, out);
         if r.is_err() {
             out.truncate(start);
         }
@@ -360,7 +377,20 @@ impl Mme {
         if let Some(t) = tmsis[0] {
             self.by_tmsi.insert(t, id);
         }
-        self.ues.insert(id, d.ue);
+        let mut ue = d.ue;
+        ue.subscribed_apn = d.subscribed_apn.as_deref().map_or(0, |a| self.apn_id(a));
+        // A UE waiting for the HSS: its request went to the proxy of the MME it
+        // left, whose answer cannot reach it here. Its deadline is due at once (or with
+        // the requests queued before it: deadlines stay in order), so the attach is
+        // rejected (#17, the UE retries) rather than waiting for nothing; snapshots for
+        // migration or restart are taken between procedures, so this is rare.
+        if let Wait::HssProfile { seq, .. } | Wait::HssVector { seq, .. } = &mut ue.wait {
+            self.hss_seq = self.hss_seq.wrapping_add(1);
+            *seq = self.hss_seq;
+            let at = self.hss_deadlines.back().map_or(now, |b| b.0.max(now));
+            self.hss_deadlines.push_back((at, id, *seq));
+        }
+        self.ues.insert(id, ue);
         self.last_now = Some(now);
         self.rearm(id);
         Ok(result)
@@ -404,7 +434,13 @@ fn restored_conns(u: &Ue) -> [Option<(AssocId, u32)>; 3] {
     [u.conn, u.old_conn, target]
 }
 
-fn write_ue(id: u32, u: &Ue, now: Instant, out: &mut Vec<u8>) -> Result<(), SnapshotError> {
+fn write_ue(
+    id: u32,
+    u: &Ue,
+    subscribed_apn_name: Option<&str>,
+    now: Instant,
+    out: &mut Vec<u8>,
+) -> Result<(), SnapshotError> {
     // Every field named: a new one fails to compile until the snapshot decides on it.
     let Ue {
         imsi,
@@ -443,7 +479,10 @@ fn write_ue(id: u32, u: &Ue, now: Instant, out: &mut Vec<u8>) -> Result<(), Snap
         resumed,
         superseded,
         page_after_release,
+        subscribed_apn,
     } = u;
+    // An index into this MME's APN table: the snapshot carries the name.
+    let _ = subscribed_apn;
     let registered = match emm {
         Emm_::Registered => true,
         Emm_::Deregistered => false,
@@ -489,6 +528,7 @@ fn write_ue(id: u32, u: &Ue, now: Instant, out: &mut Vec<u8>) -> Result<(), Snap
     set(*resumed, F_RESUMED);
     set(*superseded, F_SUPERSEDED);
     set(*page_after_release, F_PAGE_AFTER_RELEASE);
+    set(subscribed_apn_name.is_some(), F_SUBSCRIBED_APN);
     set(slot.is_some(), F_SLOT);
     set(nas_timer.is_some(), F_NAS_TIMER);
     set(paging_timer.is_some(), F_PAGING_TIMER);
@@ -525,6 +565,16 @@ fn write_ue(id: u32, u: &Ue, now: Instant, out: &mut Vec<u8>) -> Result<(), Snap
     w.short_bytes(ue_net_cap);
     w.short_bytes(apn.as_bytes());
     w.short_bytes(pending_bearers);
+    if let Some(a) = subscribed_apn_name {
+        if a.len() > MAX_APN {
+            return Err(too_long("subscribed APN", a.len(), MAX_APN));
+        }
+        w.short_bytes(a.as_bytes());
+    }
+    if let Wait::HssProfile { seq, attach, .. } | Wait::HssVector { seq, attach } = wait {
+        w.varint(u64::from(*seq));
+        w.u16(*attach);
+    }
     if let Some(s) = sec {
         w.sec(s);
     }
@@ -606,6 +656,8 @@ struct Decoded {
     mme_ue_id: u32,
     had_slot: bool,
     ue: Box<Ue>,
+    /// The subscribed APN's name (the context holds an index into its MME's table).
+    subscribed_apn: Option<String>,
 }
 
 fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
@@ -665,6 +717,20 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
     let pending_bearers = r
         .short_bytes(MAX_PENDING_BEARERS, "pending bearers")?
         .to_vec();
+    let subscribed_apn = if has(F_SUBSCRIBED_APN) {
+        Some(
+            std::str::from_utf8(r.short_bytes(MAX_APN, "subscribed APN")?)
+                .map_err(|_| Invalid("subscribed APN not UTF-8"))?
+                .to_owned(),
+        )
+    } else {
+        None
+    };
+    let mut wait = wait;
+    if let Wait::HssProfile { seq, attach, .. } | Wait::HssVector { seq, attach } = &mut wait {
+        *seq = r.varint_u32()?;
+        *attach = r.u16()?;
+    }
     let sec = if has(F_SEC) { Some(r.sec()?) } else { None };
     let new_sec = if has(F_NEW_SEC) {
         Some(Box::new(r.sec()?))
@@ -817,7 +883,9 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
             resumed: has(F_RESUMED),
             superseded: has(F_SUPERSEDED),
             page_after_release: has(F_PAGE_AFTER_RELEASE),
+            subscribed_apn: 0,
         }),
+        subscribed_apn,
     })
 }
 

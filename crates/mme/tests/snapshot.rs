@@ -598,11 +598,7 @@ fn restore_refuses_a_ue_already_here_and_leaves_nothing_behind() {
     assert!(h3.cp.find_imsi(IMSI_N).is_none());
     assert_eq!(h3.mme.ue_count(), 1);
     // Slot given or not as the snapshot says.
-    let mut m = Mme::new(
-        MmeConfig::default(),
-        h3.hss.clone(),
-        pepc_mme::mme::urandom(),
-    );
+    let mut m = Mme::new(MmeConfig::default());
     assert_eq!(
         m.restore_ue(&section, None, Instant::now()),
         Err(SnapshotError::SlotMismatch { had_slot: true })
@@ -650,22 +646,14 @@ fn every_truncation_is_an_error() {
             );
         }
         for n in 0..section.len() {
-            let mut m = Mme::new(
-                MmeConfig::default(),
-                h.hss.clone(),
-                pepc_mme::mme::urandom(),
-            );
+            let mut m = Mme::new(MmeConfig::default());
             let e = m.restore_ue(&section[..n], Some(0), h.now);
             assert!(e.is_err(), "section cut at {n}");
             assert_eq!(m.ue_count(), 0);
         }
         assert_eq!(h2.mme.ue_count(), 0);
         assert!(h2.cp.find_imsi(IMSI_N).is_none());
-        let mut m = Mme::new(
-            MmeConfig::default(),
-            h.hss.clone(),
-            pepc_mme::mme::urandom(),
-        );
+        let mut m = Mme::new(MmeConfig::default());
         let had_slot = SnapshotView::parse(&bytes).unwrap().has_slice();
         m.restore_ue(&section, had_slot.then_some(0), h.now)
             .unwrap();
@@ -673,23 +661,13 @@ fn every_truncation_is_an_error() {
         let mut long = section.clone();
         long.push(0);
         assert_eq!(
-            Mme::new(
-                MmeConfig::default(),
-                h.hss.clone(),
-                pepc_mme::mme::urandom()
-            )
-            .restore_ue(&long, had_slot.then_some(0), h.now),
+            Mme::new(MmeConfig::default()).restore_ue(&long, had_slot.then_some(0), h.now),
             Err(SnapshotError::Trailing(1))
         );
         let mut v2 = section.clone();
         v2[0] = 2;
         assert_eq!(
-            Mme::new(
-                MmeConfig::default(),
-                h.hss.clone(),
-                pepc_mme::mme::urandom()
-            )
-            .restore_ue(&v2, had_slot.then_some(0), h.now),
+            Mme::new(MmeConfig::default()).restore_ue(&v2, had_slot.then_some(0), h.now),
             Err(SnapshotError::UnsupportedVersion(2))
         );
     }
@@ -724,11 +702,7 @@ fn random_mutations_never_panic() {
                     _ => m.insert(i, rnd() as u8),
                 }
             }
-            let mut mme = Mme::new(
-                MmeConfig::default(),
-                h.hss.clone(),
-                pepc_mme::mme::urandom(),
-            );
+            let mut mme = Mme::new(MmeConfig::default());
             let slot = (rnd() % 2 == 0).then_some(0);
             match mme.restore_ue(&m, slot, h.now) {
                 Ok(_) => {

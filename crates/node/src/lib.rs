@@ -6,6 +6,7 @@ pub mod demux;
 pub mod dispatch;
 pub mod io;
 pub mod node;
+pub mod proxy;
 pub mod ring;
 pub mod runtime;
 pub mod s1mme;

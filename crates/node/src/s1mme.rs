@@ -9,8 +9,12 @@
 //!   thread, which also owns the transport (no extra hop).
 //! * N slices ([`start_signaling`]): the endpoint has a thread of its own
 //!   ([`EndpointThread`]); every slice runs a [`SliceMme`].
+//!
+//! Either way a slice's MME reaches the HSS through its [`Proxy`] driver, called on
+//! the slice's control thread (see [`crate::proxy`]).
 
 use crate::io::wait_any_readable;
+use crate::proxy::Proxy;
 use crate::runtime::{ControlDriver, IdleWake};
 use pepc_mme::{EndpointOut, Input, LogLevel, Mme, Output, S1apEndpoint};
 use pepc_sctp::transport::{S1Transport, TransportEvent, S1AP_PPID};
@@ -162,6 +166,7 @@ pub struct MmeDriver {
     wire: Wire,
     pub endpoint: S1apEndpoint,
     pub mme: Mme,
+    pub hss: Proxy,
     eo: EndpointOut,
     out: Vec<Output>,
     control: Vec<ControlEvent>,
@@ -170,12 +175,13 @@ pub struct MmeDriver {
 }
 
 impl MmeDriver {
-    pub fn new(transport: Box<dyn S1Transport>, mme: Mme) -> Self {
+    pub fn new(transport: Box<dyn S1Transport>, mme: Mme, hss: Proxy) -> Self {
         let endpoint = S1apEndpoint::new(mme.config().clone(), 1, mme.role().policy);
         MmeDriver {
             wire: Wire::new(transport),
             endpoint,
             mme,
+            hss,
             eo: EndpointOut::default(),
             out: Vec::with_capacity(256),
             control: Vec::new(),
@@ -191,7 +197,14 @@ impl MmeDriver {
     /// Runs the endpoint's slice inputs through the MME until nothing is left, then
     /// sends everything.
     fn settle(&mut self, cp: &mut ControlPlane, now: Instant) {
-        while !self.eo.slices.is_empty() {
+        loop {
+            self.hss.serve(&mut self.mme, now, cp, &mut self.out, 0);
+            for o in self.out.drain(..) {
+                self.endpoint.on_slice_output(0, o, &mut self.eo);
+            }
+            if self.eo.slices.is_empty() {
+                break;
+            }
             let inputs = std::mem::take(&mut self.eo.slices);
             for (_, input) in inputs {
                 match input {
@@ -204,9 +217,6 @@ impl MmeDriver {
                         .handle_s1ap(now, assoc, stream, &bytes, cp, &mut self.out),
                     other => self.mme.handle(now, other, cp, &mut self.out),
                 }
-            }
-            for o in self.out.drain(..) {
-                self.endpoint.on_slice_output(0, o, &mut self.eo);
             }
         }
         self.wire.verbose = self.verbose;
@@ -233,12 +243,12 @@ impl ControlDriver for MmeDriver {
         for ev in self.control.drain(..) {
             self.eo.slices.push((0, Input::Control(ev)));
         }
+        if self.hss.poll(&mut self.mme, now, cp, &mut self.out) {
+            busy = true;
+        }
         self.settle(cp, now);
         if self.mme.next_timeout().is_some_and(|t| t <= now) {
             self.mme.handle_timeout(now, cp, &mut self.out);
-            for o in self.out.drain(..) {
-                self.endpoint.on_slice_output(0, o, &mut self.eo);
-            }
             self.settle(cp, now);
             busy = true;
         }
@@ -261,7 +271,7 @@ impl ControlDriver for MmeDriver {
         if let Some(t) = self.mme.next_timeout() {
             deadline = deadline.min(t);
         }
-        let extra: Vec<RawFd> = wake.into_iter().collect();
+        let extra: Vec<RawFd> = wake.into_iter().chain(self.hss.wake_fd()).collect();
         self.wire.wait(deadline, &extra, false);
     }
 
@@ -320,6 +330,7 @@ impl Drop for EndpointThread {
 pub struct SliceMme {
     index: usize,
     pub mme: Mme,
+    pub hss: Proxy,
     from: Consumer<Input>,
     inbox_wake: Arc<IdleWake>,
     /// Inbox count seen before the last drain (wake-up handshake).
@@ -389,6 +400,7 @@ impl ControlDriver for SliceMme {
                 other => self.mme.handle(now, other, cp, &mut self.out),
             }
             if self.out.len() >= 256 {
+                self.hss.serve(&mut self.mme, now, cp, &mut self.out, 0);
                 self.ship();
             }
         }
@@ -403,6 +415,10 @@ impl ControlDriver for SliceMme {
             self.mme.handle_timeout(now, cp, &mut self.out);
             busy = true;
         }
+        if self.hss.poll(&mut self.mme, now, cp, &mut self.out) {
+            busy = true;
+        }
+        self.hss.serve(&mut self.mme, now, cp, &mut self.out, 0);
         self.ship();
         if !self.backlog.is_empty() {
             busy = true;
@@ -424,8 +440,12 @@ impl ControlDriver for SliceMme {
         if wait.is_zero() || !self.inbox_wake.begin_wait(self.inbox_mark) {
             return;
         }
-        let fds = [self.inbox_wake.fd(), wake.unwrap_or(-1)];
-        let n = if wake.is_some() { 2 } else { 1 };
+        let mut fds = [self.inbox_wake.fd(), -1, -1];
+        let mut n = 1;
+        for fd in [wake, self.hss.wake_fd()].into_iter().flatten() {
+            fds[n] = fd;
+            n += 1;
+        }
         if let Err(e) = wait_any_readable(&fds[..n], wait) {
             eprintln!("s1-mme: slice {} wait failed: {e}", self.index);
             std::thread::sleep(wait);
@@ -435,17 +455,18 @@ impl ControlDriver for SliceMme {
 }
 
 /// Starts the endpoint thread on `transport` with one MME per slice (`mmes[s]`
-/// serves slice `s`; their roles are set here); returns it and the slices' drivers.
+/// serves slice `s`, reaching the HSS through its proxy driver; their roles are set
+/// here); returns it and the slices' drivers.
 pub fn start_signaling(
     transport: Box<dyn S1Transport>,
     mut endpoint: S1apEndpoint,
-    mmes: Vec<Mme>,
+    mmes: Vec<(Mme, Proxy)>,
     verbose: bool,
     core: Option<usize>,
 ) -> std::io::Result<(EndpointThread, Vec<SliceMme>)> {
     let mut links = Vec::with_capacity(mmes.len());
     let mut drivers = Vec::with_capacity(mmes.len());
-    for (s, mut mme) in mmes.into_iter().enumerate() {
+    for (s, (mut mme, hss)) in mmes.into_iter().enumerate() {
         mme.set_role(endpoint.role(s));
         let (to_slice, from_node) = spsc::channel::<Input>(RING);
         let (to_node, from_slice) = spsc::channel::<Output>(RING);
@@ -462,6 +483,7 @@ pub fn start_signaling(
         drivers.push(SliceMme {
             index: s,
             mme,
+            hss,
             from: from_node,
             inbox_wake,
             inbox_mark: 0,

@@ -6,6 +6,7 @@ use pepc_hss::Hss;
 use pepc_mme::{Mme, MmeConfig};
 use pepc_node::config::NodeConfig;
 use pepc_node::node::Node;
+use pepc_node::proxy::Proxy;
 use pepc_node::runtime::{ControlDriver, IDLE_WAIT_MAX};
 use pepc_node::s1mme::MmeDriver;
 use pepc_sctp::transport::{AssocId, S1Transport, TransportEvent, UdpSctpTransport, S1AP_PPID};
@@ -38,8 +39,12 @@ impl ControlDriver for Counting {
 }
 
 fn mme() -> Mme {
+    Mme::new(MmeConfig::default())
+}
+
+fn proxy() -> Proxy {
     let hss = Arc::new(Hss::in_memory().unwrap());
-    Mme::new(MmeConfig::default(), hss, pepc_mme::mme::urandom())
+    Proxy::embedded(hss, pepc_mme::mme::urandom())
 }
 
 /// A one-slice node whose control thread runs `driver`. The SGi sink socket is
@@ -84,7 +89,7 @@ fn idle_mme_control_thread_blocks_and_wakes_on_s1ap() {
     let server_addr = server.local_addr();
     let runs = Arc::new(AtomicUsize::new(0));
     let (node, _pdn) = start_node(Box::new(Counting {
-        inner: MmeDriver::new(Box::new(server), mme()),
+        inner: MmeDriver::new(Box::new(server), mme(), proxy()),
         runs: runs.clone(),
     }));
 
@@ -207,7 +212,7 @@ fn events_arriving_during_the_wait_are_all_handled_in_order() {
     let shared = Arc::new((Mutex::new(Shared::default()), Condvar::new()));
     let runs = Arc::new(AtomicUsize::new(0));
     let (node, _pdn) = start_node(Box::new(Counting {
-        inner: MmeDriver::new(Box::new(FakeTransport(shared.clone())), mme()),
+        inner: MmeDriver::new(Box::new(FakeTransport(shared.clone())), mme(), proxy()),
         runs: runs.clone(),
     }));
     let push = |evs: Vec<TransportEvent>| {

@@ -37,6 +37,7 @@ use pepc_hss::Hss;
 use pepc_mme::{Mme, MmeConfig, S1apEndpoint, SlicePolicy};
 use pepc_node::config::{NodeConfig, Validated};
 use pepc_node::node::Node;
+use pepc_node::proxy::Proxy;
 use pepc_node::runtime::ControlDriver;
 use pepc_node::s1mme::{start_signaling, EndpointThread, MmeDriver, SliceGauges};
 use pepc_s1ap::Plmn;
@@ -388,18 +389,19 @@ impl Epc {
             hss.preload().map_err(|e| format!("HSS preload: {e}"))?;
             let n = cfg.node.slices;
             let ep = S1apEndpoint::new(mcfg.clone(), n, cfg.slice_policy);
+            // Each slice reaches the embedded HSS through the node's proxy, inline on
+            // its control thread.
+            let proxy = || Proxy::embedded(hss.clone(), pepc_mme::mme::urandom());
             if n == 1 {
-                let mut mme = Mme::new(mcfg.clone(), hss.clone(), pepc_mme::mme::urandom());
+                let mut mme = Mme::new(mcfg.clone());
                 mme.set_role(ep.role(0));
                 // The endpoint runs inline in the only slice's control thread.
-                let mut d = MmeDriver::new(transport, mme);
+                let mut d = MmeDriver::new(transport, mme, proxy());
                 d.verbose = cfg.verbose;
                 gauges.push(d.gauges());
                 drivers.push(Some(Box::new(d)));
             } else {
-                let mmes = (0..n)
-                    .map(|_| Mme::new(mcfg.clone(), hss.clone(), pepc_mme::mme::urandom()))
-                    .collect();
+                let mmes = (0..n).map(|_| (Mme::new(mcfg.clone()), proxy())).collect();
                 let (t, slices) = start_signaling(transport, ep, mmes, cfg.verbose, None)
                     .map_err(|e| format!("starting the S1AP endpoint thread: {e}"))?;
                 endpoint = Some(t);

@@ -14,6 +14,23 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        let digest = attach_digest(&r);
+        let u = self.ues.get_mut(&id).expect("present");
+        if u.wait.awaits_hss() && u.wait.hss_attach() == digest {
+            // The same Attach Request again while the HSS is asked: the attach goes on
+            // and this one is not treated further (TS 24.301 §5.5.1.2.7 e). A
+            // different one aborts it and is served; the pending answer is then late.
+            self.stats.nas_dropped_awaiting_hss += 1;
+            log(
+                out,
+                LogLevel::Debug,
+                format!("UE {id}: repeated Attach Request while the HSS is asked, ignored"),
+            );
+            return;
+        }
+        if u.wait.awaits_hss() {
+            u.wait = Wait::None; // the request pending is abandoned
+        }
         self.stats.attach_requests += 1;
         let esm = r.esm_message_container.decode_as_esm_message().ok();
         let u = self.ues.get_mut(&id).expect("present");
@@ -43,14 +60,13 @@ impl Mme {
             if let (true, Some(imsi)) = (_verified, u.imsi) {
                 self.stats.parked_contexts_reused += 1;
                 self.claim(imsi, out);
-                if self.adopt_subscriber(id, imsi, cp, out) {
-                    self.security_established(now, id, cp, out);
-                }
+                self.adopt_subscriber(id, imsi, cp, out);
+                self.ask_profile(now, id, imsi, true, digest, out);
                 return;
             }
         }
         match nasx::parse_identity(&r.eps_mobile_identity.value) {
-            Identity::Imsi(imsi) => self.start_auth(now, id, imsi, cp, out),
+            Identity::Imsi(imsi) => self.start_auth(now, id, imsi, digest, cp, out),
             Identity::Guti(plmn, g, c, t) => {
                 let known = (plmn == self.cfg.plmn.0
                     && g == self.cfg.mme_group_id
@@ -60,7 +76,7 @@ impl Mme {
                     .filter(|o| *o != id);
                 match known.and_then(|o| self.ues.get(&o).and_then(|u| u.imsi)) {
                     // A GUTI we allocated: re-authenticate the known subscriber.
-                    Some(imsi) => self.start_auth(now, id, imsi, cp, out),
+                    Some(imsi) => self.start_auth(now, id, imsi, digest, cp, out),
                     None => {
                         let u = self.ues.get_mut(&id).expect("present");
                         u.wait = Wait::Identity;
@@ -141,15 +157,15 @@ impl Mme {
         }
     }
 
-    /// Make `id` the context of subscriber `imsi` (superseding an older one) and load
-    /// its profile; `false` when the subscriber is unknown (the attach was rejected).
+    /// Make `id` the context of subscriber `imsi`, superseding an older one; its
+    /// subscription data is asked of the HSS next.
     pub(crate) fn adopt_subscriber(
         &mut self,
         id: u32,
         imsi: u64,
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
-    ) -> bool {
+    ) {
         // An older context of the same subscriber is superseded.
         if let Some(old) = self.by_imsi.get(&imsi).copied() {
             if old != id {
@@ -157,28 +173,9 @@ impl Mme {
             }
         }
         self.by_imsi.insert(imsi, id);
-        let sub = match ImsiKey::fifteen_digits(imsi).map(|k| self.hss.profile_of(k)) {
-            Some(Ok(Some(s))) => s,
-            _ => {
-                self.ues.get_mut(&id).expect("present").imsi = Some(imsi);
-                // Unknown subscriber (TS 29.272 USER_UNKNOWN → EMM #8).
-                self.attach_reject(id, EmmCause::EpsAndNonEpsServicesNotAllowed, out);
-                return false;
-            }
-        };
-        let u = self.ues.get_mut(&id).expect("present");
-        u.imsi = Some(imsi);
-        u.ambr = if sub.ambr_ul_bps > 0 {
-            (sub.ambr_ul_bps, sub.ambr_dl_bps)
-        } else {
-            self.cfg.default_ambr
-        };
-        u.qci = sub.qci;
-        u.arp_priority = sub.arp_priority;
-        if u.apn.is_empty() && !u.pending_bearers.contains(&0xff) {
-            u.apn = sub.apn.clone();
+        if let Some(u) = self.ues.get_mut(&id) {
+            u.imsi = Some(imsi);
         }
-        true
     }
 
     pub(crate) fn attach_reject(&mut self, id: u32, cause: EmmCause, out: &mut Vec<Output>) {
@@ -195,4 +192,18 @@ impl Mme {
         self.send_nas(now, id, NasEpsMessage::new_emm(rej), false, None, out);
         self.release(id, Cause::NAS_UNSPECIFIED, true, out);
     }
+}
+
+/// A digest of the IEs of an Attach Request, to recognise a repeated one; never 0
+/// (which stands for "unknown"). 16 bits, kept in the wait state: a different
+/// request taken for a repetition (1 in 65535) only lets the first attach go on.
+fn attach_digest(r: &nasx::NasAttachRequest) -> u16 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut h = foldhash::fast::FixedState::with_seed(0x6174_7461_6368).build_hasher();
+    r.eps_attach_type.value.hash(&mut h);
+    r.nas_key_set_identifier.value.hash(&mut h);
+    r.eps_mobile_identity.value.hash(&mut h);
+    r.ue_network_capability.value.hash(&mut h);
+    r.esm_message_container.value.hash(&mut h);
+    (h.finish() as u16).max(1)
 }

@@ -10,31 +10,25 @@ impl Mme {
         now: Instant,
         id: u32,
         imsi: u64,
+        attach: u16,
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        if self.adopt_subscriber(id, imsi, cp, out) {
-            self.send_auth_request(now, id, imsi, out);
-        }
+        self.adopt_subscriber(id, imsi, cp, out);
+        self.ask_profile(now, id, imsi, false, attach, out);
     }
 
+    /// The Authentication Request with vector `v` from the HSS.
     pub(crate) fn send_auth_request(
         &mut self,
         now: Instant,
         id: u32,
-        imsi: u64,
+        v: Box<AuthVector>,
         out: &mut Vec<Output>,
     ) {
-        let v = match ImsiKey::fifteen_digits(imsi)
-            .map(|k| self.hss.next_vector_of(k, self.cfg.plmn.0, &mut self.rand))
-        {
-            Some(Ok(v)) => v,
-            _ => {
-                self.attach_reject(id, EmmCause::EpsAndNonEpsServicesNotAllowed, out);
-                return;
-            }
+        let Some(u) = self.ues.get_mut(&id) else {
+            return;
         };
-        let u = self.ues.get_mut(&id).expect("present");
         let ksi = u.next_ksi % 7;
         u.next_ksi = (ksi + 1) % 7;
         let req = nasx::NasAuthenticationRequest::new(
@@ -42,7 +36,7 @@ impl Mme {
             nasx::NasAuthenticationParameterRand::new(v.rand.to_vec()),
             nasx::NasAuthenticationParameterAutn::new(v.autn.to_vec()),
         );
-        u.vector = Some(Box::new(v));
+        u.vector = Some(v);
         u.wait = Wait::AuthResponse;
         u.new_sec = None;
         // The challenge goes protected when a context is in use (re-authentication).
@@ -155,11 +149,9 @@ impl Mme {
                 let mut a = [0u8; 14];
                 a.copy_from_slice(&auts);
                 self.stats.resyncs += 1;
-                if self.hss.resync(&nasx::imsi_string(imsi), rand, a).is_err() {
-                    self.auth_reject(now, id, out);
-                    return;
-                }
-                self.send_auth_request(now, id, imsi, out);
+                // The HSS answers with a fresh vector, or refuses (Authentication
+                // Reject, as when the AUTS does not verify).
+                self.ask_resync(now, id, imsi, rand, a, out);
             }
             _ => {
                 let _ = cp;

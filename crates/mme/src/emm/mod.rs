@@ -32,7 +32,9 @@ impl Mme {
                 match nasx::parse_identity(&r.mobile_identity.value) {
                     Identity::Imsi(imsi) => {
                         self.claim(imsi, out);
-                        self.start_auth(now, id, imsi, cp, out)
+                        // The Attach Request's digest is not kept past the
+                        // identification: a repetition now restarts the attach.
+                        self.start_auth(now, id, imsi, 0, cp, out)
                     }
                     _ => self.attach_reject(id, EmmCause::InvalidMandatoryInformation, out),
                 }

@@ -152,7 +152,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) -> Result<(), EsmCause> {
         let u = &self.ues[&id];
-        let (Some(slot), Some((assoc, enb_ue_id)), Some(imsi)) = (u.slot, u.conn, u.imsi) else {
+        let (Some(slot), Some((assoc, enb_ue_id)), Some(_)) = (u.slot, u.conn, u.imsi) else {
             return Err(EsmCause::RequestRejectedUnspecified);
         };
         if u.emm != Emm_::Registered {
@@ -178,10 +178,10 @@ impl Mme {
             .map(|a| nasx::apn_string(&a.value))
             .filter(|a| !a.is_empty())
             .unwrap_or_else(|| self.cfg.default_apn.clone());
-        let sub = ImsiKey::fifteen_digits(imsi).and_then(|k| self.hss.profile_of(k).ok().flatten());
-        let subscribed = sub
-            .as_ref()
-            .is_some_and(|s| s.apn.eq_ignore_ascii_case(&apn));
+        // The subscription data the HSS gave at attach (S6a: kept by the MME).
+        let subscribed = self
+            .apn_name(u.subscribed_apn)
+            .is_some_and(|s| s.eq_ignore_ascii_case(&apn));
         let extra = self
             .cfg
             .extra_apns

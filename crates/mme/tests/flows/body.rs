@@ -1642,3 +1642,185 @@ fn x2_source_answers_for_a_bearer_the_target_did_not_switch() {
     assert!(ctx.bearer(6).is_none());
     assert_eq!(ctx.pdns.len(), 1);
 }
+
+// The HSS behind the node's proxy, slow or absent (the harness holds its requests).
+
+/// An Initial UE Message with `ue`'s Attach Request by IMSI.
+fn start_attach(h: &mut Harness, ue: &SimUe) -> Vec<(u64, S1apMessage)> {
+    let nas = ue.attach_request(None, false);
+    h.send(1, initial_ue(h, ue, nas, None))
+}
+
+#[test]
+fn attaches_go_on_while_another_ue_waits_for_the_hss() {
+    let mut h = setup();
+    let other = h.focus_imsi(1);
+    h.hss.add(&subscriber(&other)).unwrap();
+    h.hss_mode = HssMode::Hold;
+    let mut a = SimUe::new(IMSI, 10);
+    let r = start_attach(&mut h, &a);
+    assert!(r.is_empty(), "nothing before the HSS answers: {:?}", names(&r));
+    assert_eq!(h.held_hss.len(), 1);
+    assert!(matches!(
+        h.held_hss[0].1,
+        pepc_mme::HssRequest::Profile { imsi: IMSI_N, .. }
+    ));
+    // The same Attach Request again (same connection) is not served twice.
+    let id = h.mme.mme_ue_id_of(IMSI_N).expect("context of the waiting UE");
+    a.mme_ue_id = Some(id);
+    let r = ul_nas(&mut h, &a, a.attach_request(None, false));
+    assert!(r.is_empty(), "{:?}", names(&r));
+    assert_eq!(h.held_hss.len(), 1);
+    assert_eq!(h.stat(|s| s.nas_dropped_awaiting_hss), 1);
+
+    // Another UE attaches from start to end meanwhile.
+    h.hss_mode = HssMode::Inline;
+    let mut b = SimUe::new(&other, 11);
+    let seen = attach(&mut h, &mut b, 1).unwrap();
+    assert!(seen.contains(&"InitialContextSetupRequest".to_string()));
+    assert_eq!(h.stat(|s| s.attaches), 1);
+
+    // The first UE's answer comes: its attach goes on (vector, AKA, ...) to the end.
+    let r = h.answer_hss(0);
+    let seen = pump(&mut h, &mut a, 1, r).unwrap();
+    assert!(
+        seen.contains(&"InitialContextSetupRequest".to_string()),
+        "{seen:?} {:?}",
+        h.logs
+    );
+    assert_eq!(h.stat(|s| s.attaches), 2);
+    assert_eq!(h.stat(|s| s.hss_late_answers), 0);
+    assert_eq!(h.stat(|s| s.hss_requests), 4, "profile and vector per attach");
+}
+
+#[test]
+fn hss_that_never_answers_rejects_the_attach_and_frees_the_context() {
+    let mut h = setup();
+    h.hss_mode = HssMode::Hold;
+    let mut ue = SimUe::new(IMSI, 10);
+    assert!(start_attach(&mut h, &ue).is_empty());
+    assert_eq!(h.ue_count(), 1);
+    let timeout = h.mme.config().hss_timeout;
+    assert!(h.advance(timeout - Duration::from_millis(1)).is_empty());
+    let r = h.advance(Duration::from_millis(2));
+    assert_eq!(
+        names(&r),
+        vec!["DownlinkNASTransport", "UEContextReleaseCommand"],
+        "{:?}",
+        h.logs
+    );
+    pump(&mut h, &mut ue, 1, r).unwrap();
+    // #17 network failure: the UE tries again later (TS 24.301 §5.5.1.2.6).
+    assert_eq!(ue.received, vec!["AttachReject#17"]);
+    assert_eq!(h.ue_count(), 0, "context freed");
+    assert_eq!(h.stat(|s| s.hss_timeouts), 1);
+    assert_eq!(h.stat(|s| s.attach_rejects), 1);
+
+    // The answer that comes after all finds nobody: dropped and counted.
+    let r = h.answer_hss(0);
+    assert!(r.is_empty(), "{:?}", names(&r));
+    assert_eq!(h.stat(|s| s.hss_late_answers), 1);
+    assert_eq!(h.ue_count(), 0);
+}
+
+#[test]
+fn late_hss_answer_for_a_removed_context_is_dropped_and_counted() {
+    let mut h = setup();
+    h.hss_mode = HssMode::Hold;
+    let ue = SimUe::new(IMSI, 10);
+    assert!(start_attach(&mut h, &ue).is_empty());
+    assert_eq!(h.ue_count(), 1);
+    // The eNB goes: the attaching UE's context with it.
+    h.input(Input::EnbDown { assoc: 1 });
+    assert_eq!(h.ue_count(), 0);
+    let r = h.answer_hss(0);
+    assert!(r.is_empty(), "{:?}", names(&r));
+    assert_eq!(h.stat(|s| s.hss_late_answers), 1);
+    assert_eq!(h.ue_count(), 0);
+    // Nothing of it is left to time out.
+    assert!(h.advance(Duration::from_secs(30)).is_empty());
+    assert_eq!(h.stat(|s| s.hss_timeouts), 0);
+}
+
+#[test]
+fn hss_answer_for_a_superseded_attach_is_dropped_and_the_new_one_completes() {
+    let mut h = setup();
+    h.hss_mode = HssMode::Hold;
+    let first = SimUe::new(IMSI, 10);
+    assert!(start_attach(&mut h, &first).is_empty());
+    let old_id = h.mme.mme_ue_id_of(IMSI_N).unwrap();
+    // The UE gives up and attaches again on a new connection: the old context goes.
+    let mut ue = SimUe::new(IMSI, 12);
+    let r = start_attach(&mut h, &ue);
+    assert_eq!(release_commands_for(&r, old_id), 1, "{:?}", names(&r));
+    assert_eq!(h.held_hss.len(), 2);
+    let r = h.answer_hss(0);
+    assert!(r.is_empty(), "{:?}", names(&r));
+    assert_eq!(h.stat(|s| s.hss_late_answers), 1);
+    h.hss_mode = HssMode::Inline;
+    let r = h.answer_hss(0);
+    let seen = pump(&mut h, &mut ue, 1, r).unwrap();
+    assert!(
+        seen.contains(&"InitialContextSetupRequest".to_string()),
+        "{seen:?}"
+    );
+    assert_eq!(h.stat(|s| s.attaches), 1);
+}
+
+#[test]
+fn hss_unavailable_rejects_with_network_failure_and_nas_waits_are_not_served() {
+    let mut h = setup();
+    h.hss_mode = HssMode::Hold;
+    let mut ue = SimUe::new(IMSI, 10);
+    assert!(start_attach(&mut h, &ue).is_empty());
+    // Answer the profile; hold the vector request.
+    assert!(h.answer_hss(0).is_empty());
+    assert!(matches!(
+        h.held_hss[0].1,
+        pepc_mme::HssRequest::Vector { imsi: IMSI_N, .. }
+    ));
+    // A message out of place while the vector is awaited: dropped, counted.
+    ue.mme_ue_id = h.mme.mme_ue_id_of(IMSI_N);
+    let smc = pepc_mme::nasx::NasEpsMessage::new_emm(pepc_mme::nasx::NasSecurityModeReject::new(
+        pepc_mme::nasx::NasEmmCause::new(24),
+    ))
+    .encode()
+    .unwrap();
+    assert!(ul_nas(&mut h, &ue, smc).is_empty());
+    assert_eq!(h.stat(|s| s.nas_dropped_awaiting_hss), 1);
+    // The HSS fails the request.
+    let (s, req) = h.held_hss.pop_front().unwrap();
+    let r = h.input_to(
+        s,
+        Input::Hss(pepc_mme::HssAnswer {
+            r: req.reference(),
+            result: Err(pepc_mme::HssFailure::Unavailable("database down".into())),
+        }),
+    );
+    pump(&mut h, &mut ue, 1, r).unwrap();
+    assert_eq!(ue.received, vec!["AttachReject#17"]);
+    assert_eq!(h.stat(|s| s.hss_failures), 1);
+    assert_eq!(h.ue_count(), 0);
+}
+
+#[test]
+fn synch_failure_waits_for_the_resync_answer() {
+    let mut h = setup();
+    h.hss_mode = HssMode::Hold;
+    let mut ue = SimUe::new(IMSI, 10);
+    ue.sqn_max = 1 << 20; // USIM ahead of the HSS
+    assert!(start_attach(&mut h, &ue).is_empty());
+    assert!(h.answer_hss(0).is_empty()); // profile
+    let r = h.answer_hss(0); // vector: Authentication Request, Synch failure back
+    assert!(pump(&mut h, &mut ue, 1, r).is_ok());
+    assert_eq!(h.held_hss.len(), 1);
+    assert!(matches!(
+        h.held_hss[0].1,
+        pepc_mme::HssRequest::Resync { imsi: IMSI_N, .. }
+    ));
+    assert_eq!(h.stat(|s| s.resyncs), 1);
+    h.hss_mode = HssMode::Inline;
+    let r = h.answer_hss(0);
+    pump(&mut h, &mut ue, 1, r).unwrap();
+    assert_eq!(h.stat(|s| s.attaches), 1, "{:?}", ue.received);
+}

@@ -1,0 +1,322 @@
+//! The node's HSS proxy (PEPC §3.3): the slices' MMEs do not reach the HSS themselves;
+//! they send [`Output::Hss`] requests and wait for [`Input::Hss`] answers, which the
+//! proxy produces.
+//!
+//! The proxy is a backend ([`HssBackend`]: a request in, its answer now or later) and a
+//! thin driver per slice ([`Proxy`]) that a slice's control thread calls after the MME:
+//!
+//! * The embedded HSS ([`HssProxy`], `pepc_mme::hss`) answers in a few µs: it runs
+//!   inline on the slice's thread ([`Proxy::embedded`]), with no hop and no wake-up,
+//!   so an attach costs what it did when the MME called the HSS directly.
+//! * A remote HSS (Diameter S6a, to come) answers from a thread of its own: its answers
+//!   come back through [`HssBackend::poll`], and the slice's idle wait also watches
+//!   [`HssBackend::wake_fd`]. [`ThreadedBackend`] is that shape around the embedded
+//!   HSS (tests; a model for the Diameter client).
+
+use pepc_hss::Hss;
+use pepc_mme::{HssAnswer, HssProxy, HssRequest, Input, Mme, Output};
+use pepc_slice::control::ControlPlane;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// Where the proxy gets its answers.
+pub trait HssBackend: Send {
+    /// Take a request; a backend that answers at once pushes the answer to `answers`.
+    fn submit(&mut self, req: HssRequest, answers: &mut Vec<HssAnswer>);
+
+    /// Answers that arrived since the last call (asynchronous backends).
+    fn poll(&mut self, _answers: &mut Vec<HssAnswer>) {}
+
+    /// Readable when [`HssBackend::poll`] may have answers (asynchronous backends).
+    fn wake_fd(&self) -> Option<RawFd> {
+        None
+    }
+}
+
+/// The embedded HSS, answered inline.
+impl HssBackend for HssProxy {
+    fn submit(&mut self, req: HssRequest, answers: &mut Vec<HssAnswer>) {
+        answers.push(self.answer(req));
+    }
+}
+
+/// Figures of one slice's proxy driver.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProxyStats {
+    pub requests: u64,
+    pub answers: u64,
+}
+
+/// One slice's driver of the node's proxy: serves its MME's HSS requests.
+pub struct Proxy {
+    backend: Box<dyn HssBackend>,
+    answers: Vec<HssAnswer>,
+    pub stats: ProxyStats,
+}
+
+impl Proxy {
+    pub fn new(backend: Box<dyn HssBackend>) -> Proxy {
+        Proxy {
+            backend,
+            answers: Vec::new(),
+            stats: ProxyStats::default(),
+        }
+    }
+
+    /// The embedded HSS, inline; `rand` is the RAND source of its vectors.
+    pub fn embedded(hss: Arc<Hss>, rand: Box<dyn FnMut() -> [u8; 16] + Send>) -> Proxy {
+        Proxy::new(Box::new(HssProxy::new(hss, rand)))
+    }
+
+    /// Takes the [`Output::Hss`] requests out of `out` (from index `from` on) to the
+    /// backend; answers it has at once go to `mme` straight away, and what they lead
+    /// to is served in turn. The other outputs stay in `out`, in order.
+    pub fn serve(
+        &mut self,
+        mme: &mut Mme,
+        now: Instant,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+        from: usize,
+    ) {
+        let mut i = from;
+        while i < out.len() {
+            if !matches!(out[i], Output::Hss(_)) {
+                i += 1;
+                continue;
+            }
+            let Output::Hss(req) = out.remove(i) else {
+                unreachable!("matched above")
+            };
+            self.stats.requests += 1;
+            self.backend.submit(req, &mut self.answers);
+            self.feed(mme, now, cp, out);
+        }
+    }
+
+    /// Answers of an asynchronous backend to `mme` (then serves what they lead to);
+    /// true if there were any.
+    pub fn poll(
+        &mut self,
+        mme: &mut Mme,
+        now: Instant,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> bool {
+        let start = out.len();
+        self.backend.poll(&mut self.answers);
+        if self.answers.is_empty() {
+            return false;
+        }
+        self.feed(mme, now, cp, out);
+        self.serve(mme, now, cp, out, start);
+        true
+    }
+
+    fn feed(&mut self, mme: &mut Mme, now: Instant, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+        for a in self.answers.drain(..) {
+            self.stats.answers += 1;
+            mme.handle(now, Input::Hss(a), cp, out);
+        }
+    }
+
+    /// See [`HssBackend::wake_fd`].
+    pub fn wake_fd(&self) -> Option<RawFd> {
+        self.backend.wake_fd()
+    }
+}
+
+/// A backend answering from a thread of its own (the embedded HSS behind it): the
+/// shape of a remote HSS client. Its thread writes an eventfd after each answer;
+/// `poll` clears it before draining, so no answer waits unseen.
+pub struct ThreadedBackend {
+    to: Option<mpsc::Sender<HssRequest>>,
+    from: mpsc::Receiver<HssAnswer>,
+    wake: Arc<OwnedFd>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ThreadedBackend {
+    pub fn start(mut proxy: HssProxy) -> std::io::Result<ThreadedBackend> {
+        // SAFETY: plain eventfd(2).
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor we own.
+        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        let (to, rx) = mpsc::channel::<HssRequest>();
+        let (tx, from) = mpsc::channel::<HssAnswer>();
+        let w = wake.clone();
+        let thread = std::thread::Builder::new()
+            .name("pepc-hss".into())
+            .spawn(move || {
+                while let Ok(req) = rx.recv() {
+                    if tx.send(proxy.answer(req)).is_err() {
+                        break;
+                    }
+                    let one = 1u64.to_ne_bytes();
+                    // SAFETY: 8-byte write to our eventfd; EAGAIN (counter full) still wakes.
+                    unsafe { libc::write(w.as_raw_fd(), one.as_ptr() as *const libc::c_void, 8) };
+                }
+            })?;
+        Ok(ThreadedBackend {
+            to: Some(to),
+            from,
+            wake,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl HssBackend for ThreadedBackend {
+    fn submit(&mut self, req: HssRequest, _answers: &mut Vec<HssAnswer>) {
+        if let Some(to) = &self.to {
+            // A gone thread never answers: the MME's HSS timer rejects the attach.
+            let _ = to.send(req);
+        }
+    }
+
+    fn poll(&mut self, answers: &mut Vec<HssAnswer>) {
+        let mut b = [0u8; 8];
+        // SAFETY: 8-byte read from our non-blocking eventfd (EAGAIN when clear).
+        unsafe {
+            libc::read(
+                self.wake.as_raw_fd(),
+                b.as_mut_ptr() as *mut libc::c_void,
+                8,
+            )
+        };
+        answers.extend(self.from.try_iter());
+    }
+
+    fn wake_fd(&self) -> Option<RawFd> {
+        Some(self.wake.as_raw_fd())
+    }
+}
+
+impl Drop for ThreadedBackend {
+    fn drop(&mut self) {
+        self.to = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::wait_any_readable;
+    use pepc_mme::sim::{initial_ue, subscriber, Harness, SimUe};
+    use pepc_mme::MmeConfig;
+    use pepc_s1ap::msg::S1apMessage;
+    use pepc_s1ap::{EnbId, GlobalEnbId};
+    use pepc_slice::slice::{build, SliceConfig};
+    use std::time::Duration;
+
+    const IMSI: &str = "001010000000001";
+
+    /// An MME with an eNB set up on association 1, and the Initial UE Message of an
+    /// attach by IMSI.
+    fn mme_and_attach() -> (Mme, ControlPlane, Vec<u8>) {
+        let cfg = MmeConfig::default();
+        let plmn = cfg.plmn;
+        let mut mme = Mme::new(cfg.clone());
+        let (mut cp, _dp) = build(&SliceConfig::for_users(16));
+        let mut out = vec![];
+        mme.handle(
+            Instant::now(),
+            Input::EnbSetup {
+                assoc: 1,
+                out_streams: 2,
+                global_id: GlobalEnbId {
+                    plmn,
+                    enb_id: EnbId::Macro(1),
+                },
+            },
+            &mut cp,
+            &mut out,
+        );
+        // Only for building the message: the harness knows the PLMN and codes.
+        let h = Harness::new(1, cfg);
+        let ue = SimUe::new(IMSI, 7);
+        let msg: S1apMessage = initial_ue(&h, &ue, ue.attach_request(None, false), None).into();
+        (mme, cp, msg.encode().unwrap())
+    }
+
+    fn hss() -> Arc<Hss> {
+        let hss = Arc::new(Hss::in_memory().unwrap());
+        hss.add(&subscriber(IMSI)).unwrap();
+        hss
+    }
+
+    fn rand() -> Box<dyn FnMut() -> [u8; 16] + Send> {
+        Box::new(|| [7u8; 16])
+    }
+
+    fn authentication_request_sent(out: &[Output]) -> bool {
+        out.iter().any(|o| {
+            matches!(o, Output::S1ap { bytes, .. }
+                if matches!(S1apMessage::decode(bytes), Ok(S1apMessage::DownlinkNasTransport(_))))
+        })
+    }
+
+    #[test]
+    fn embedded_proxy_answers_inline() {
+        let (mut mme, mut cp, bytes) = mme_and_attach();
+        let mut p = Proxy::embedded(hss(), rand());
+        let mut out = vec![];
+        let now = Instant::now();
+        mme.handle_s1ap(now, 1, 1, &bytes, &mut cp, &mut out);
+        assert!(matches!(
+            out.last(),
+            Some(Output::Hss(HssRequest::Profile { .. }))
+        ));
+        p.serve(&mut mme, now, &mut cp, &mut out, 0);
+        // Profile, then vector: both answered at once, the challenge is out.
+        assert_eq!(
+            p.stats,
+            ProxyStats {
+                requests: 2,
+                answers: 2
+            }
+        );
+        assert!(!out.iter().any(|o| matches!(o, Output::Hss(_))));
+        assert!(authentication_request_sent(&out), "{out:?}");
+        assert!(p.wake_fd().is_none());
+    }
+
+    #[test]
+    fn threaded_backend_answers_later_through_poll_and_its_descriptor() {
+        let (mut mme, mut cp, bytes) = mme_and_attach();
+        let backend = ThreadedBackend::start(HssProxy::new(hss(), rand())).unwrap();
+        let mut p = Proxy::new(Box::new(backend));
+        let fd = p.wake_fd().expect("asynchronous backend has a descriptor");
+        let mut out = vec![];
+        let now = Instant::now();
+        mme.handle_s1ap(now, 1, 1, &bytes, &mut cp, &mut out);
+        p.serve(&mut mme, now, &mut cp, &mut out, 0);
+        assert!(
+            out.is_empty(),
+            "the request went to the HSS thread: {out:?}"
+        );
+        let t0 = Instant::now();
+        while !authentication_request_sent(&out) {
+            assert!(t0.elapsed() < Duration::from_secs(5), "no answer: {out:?}");
+            wait_any_readable(&[fd], Duration::from_millis(100)).unwrap();
+            p.poll(&mut mme, now, &mut cp, &mut out);
+        }
+        assert_eq!(
+            p.stats,
+            ProxyStats {
+                requests: 2,
+                answers: 2
+            }
+        );
+        assert_eq!(mme.stats.hss_late_answers, 0);
+    }
+}
