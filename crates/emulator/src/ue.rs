@@ -519,7 +519,7 @@ impl Ue {
                     ue_network_capability: UE_CAPS,
                     esm_container,
                     last_visited_tai: Some(Tai {
-                        plmn: self.cfg.plmn,
+                        plmn: Plmn(self.cfg.plmn),
                         tac: self.cfg.tac,
                     }),
                 });
@@ -567,7 +567,7 @@ impl Ue {
                     old_guti: MobileIdentity::Guti(g),
                     ue_network_capability: Some(UE_CAPS),
                     last_visited_tai: Some(Tai {
-                        plmn: self.cfg.plmn,
+                        plmn: Plmn(self.cfg.plmn),
                         tac: self.cfg.tac,
                     }),
                     eps_bearer_context_status: Some(self.bearer_status()),

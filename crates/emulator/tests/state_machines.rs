@@ -171,7 +171,7 @@ fn attach(sqn: u64) -> (Ue, Net) {
         }),
     };
     let guti = Guti {
-        plmn: PLMN,
+        plmn: Plmn(PLMN),
         mme_group_id: 2,
         mme_code: 1,
         m_tmsi: 0xc000_0001,
@@ -179,7 +179,10 @@ fn attach(sqn: u64) -> (Ue, Net) {
     let acc = EmmMessage::AttachAccept(AttachAccept {
         attach_result: 1,
         t3412: 0x21,
-        tai_list: vec![pepc_nas::Tai { plmn: PLMN, tac: 1 }],
+        tai_list: vec![pepc_nas::Tai {
+            plmn: Plmn(PLMN),
+            tac: 1,
+        }],
         esm_container: dbr.encode().unwrap(),
         guti: Some(guti),
     });
@@ -297,7 +300,7 @@ fn idle_service_request_tau_and_detach() {
     };
     assert_eq!(t.eps_bearer_context_status, Some(1 << 5));
     let g2 = Guti {
-        plmn: PLMN,
+        plmn: Plmn(PLMN),
         mme_group_id: 2,
         mme_code: 1,
         m_tmsi: 0xc000_0002,

@@ -350,10 +350,6 @@ pub struct Mme {
     pub stats: MmeStats,
 }
 
-pub(crate) fn splmn(p: pepc_s1ap::Plmn) -> SPlmn {
-    SPlmn(p.0)
-}
-
 impl Mme {
     /// An MME without UEs. It reaches the HSS through [`Output::Hss`] requests,
     /// which the driver has served (e.g. by [`crate::hss::HssProxy`], which also
@@ -860,14 +856,8 @@ impl Mme {
 
     pub(crate) fn location(&self, u: &Ue) -> Location {
         Location {
-            tai: STai {
-                plmn: splmn(u.tai.plmn),
-                tac: u.tai.tac,
-            },
-            ecgi: SEcgi {
-                plmn: splmn(u.ecgi.plmn),
-                cell_id: u.ecgi.cell_id,
-            },
+            tai: u.tai,
+            ecgi: u.ecgi,
             enb_assoc: u.conn.map(|c| c.0).unwrap_or(0),
         }
     }
@@ -899,14 +889,6 @@ pub(crate) fn warn_cp<T>(
     r: Result<T, CtrlError>,
 ) {
     log_cp(out, LogLevel::Warn, id, what, r)
-}
-
-pub(crate) fn s1arp(a: Arp) -> pepc_s1ap::Arp {
-    pepc_s1ap::Arp {
-        priority_level: a.priority_level,
-        pre_emption_capability: a.pre_emption_capability,
-        pre_emption_vulnerability: a.pre_emption_vulnerability,
-    }
 }
 
 pub(crate) fn gbr_of(b: &pepc_slice::context::BearerContext) -> Option<pepc_s1ap::GbrQos> {

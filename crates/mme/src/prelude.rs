@@ -5,8 +5,8 @@ pub(crate) use crate::cause::{EmmCause, EsmCause};
 pub(crate) use crate::config::MmeConfig;
 pub(crate) use crate::esm::{free_ebi, release_unlisted};
 pub(crate) use crate::mme::{
-    gbr_of, log, log_cp, s1arp, sec_caps, splmn, warn_cp, AssocId, Emm_, Enb, HoState, LogLevel,
-    Mme, MmeError, Output, Parked, TimerKind, Wait,
+    gbr_of, log, log_cp, sec_caps, warn_cp, AssocId, Emm_, Enb, HoState, LogLevel, Mme, MmeError,
+    Output, Parked, TimerKind, Wait,
 };
 pub(crate) use crate::nasx::{
     self, Direction, Identity, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, SecCtx,
@@ -18,9 +18,7 @@ pub(crate) use pepc_s1ap::{
     UeSecurityCapabilities,
 };
 pub(crate) use pepc_security::{AuthVector, Eia, Key256};
-pub(crate) use pepc_slice::context::{
-    Arp, Ecgi as SEcgi, Guti as SGuti, Location, Plmn as SPlmn, Tai as STai,
-};
+pub(crate) use pepc_slice::context::{Arp, Guti, Location};
 pub(crate) use pepc_slice::control::{
     AttachParams, BearerParams, ControlEvent, ControlPlane, CtrlError, PdnParams,
 };

@@ -10,39 +10,29 @@ fn short(what: &str, need: usize, have: usize) -> NasError {
     NasError::Decode(format!("{what}: need {need} octets, have {have}"))
 }
 
-/// PLMN identity as its three TBCD octets (TS 24.008 §10.5.1.13).
-pub type PlmnId = [u8; 3];
+pub use pepc_types::{Guti, Plmn, Tai};
 
-/// Tracking area identity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Tai {
-    pub plmn: PlmnId,
-    pub tac: u16,
+/// The TS 24.301 §9.9.3.32 encoding of a [`Tai`] (the type is pepc-types').
+pub trait TaiCodec: Sized {
+    fn to_bytes(self) -> [u8; 5];
+    fn from_bytes(b: &[u8]) -> R<Self>;
 }
 
-impl Tai {
-    pub fn to_bytes(self) -> [u8; 5] {
+impl TaiCodec for Tai {
+    fn to_bytes(self) -> [u8; 5] {
+        let p = self.plmn.0;
         let t = self.tac.to_be_bytes();
-        [self.plmn[0], self.plmn[1], self.plmn[2], t[0], t[1]]
+        [p[0], p[1], p[2], t[0], t[1]]
     }
-    pub fn from_bytes(b: &[u8]) -> R<Tai> {
+    fn from_bytes(b: &[u8]) -> R<Tai> {
         if b.len() < 5 {
             return Err(short("TAI", 5, b.len()));
         }
         Ok(Tai {
-            plmn: [b[0], b[1], b[2]],
+            plmn: Plmn([b[0], b[1], b[2]]),
             tac: u16::from_be_bytes([b[3], b[4]]),
         })
     }
-}
-
-/// GUTI (TS 24.301 §9.9.3.12).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Guti {
-    pub plmn: PlmnId,
-    pub mme_group_id: u16,
-    pub mme_code: u8,
-    pub m_tmsi: u32,
 }
 
 /// EPS mobile identity / mobile identity.
@@ -106,7 +96,7 @@ impl MobileIdentity {
             MobileIdentity::Imei(s) => encode_digits(s, 2)?,
             MobileIdentity::Imeisv(s) => encode_digits(s, 3)?,
             MobileIdentity::Guti(g) => {
-                let mut v = vec![0xf6, g.plmn[0], g.plmn[1], g.plmn[2]];
+                let mut v = vec![0xf6, g.plmn.0[0], g.plmn.0[1], g.plmn.0[2]];
                 v.extend_from_slice(&g.mme_group_id.to_be_bytes());
                 v.push(g.mme_code);
                 v.extend_from_slice(&g.m_tmsi.to_be_bytes());
@@ -130,7 +120,7 @@ impl MobileIdentity {
             2 => MobileIdentity::Imei(bcd_digits(b)),
             3 => MobileIdentity::Imeisv(bcd_digits(b)),
             6 if b.len() >= 11 => MobileIdentity::Guti(Guti {
-                plmn: [b[1], b[2], b[3]],
+                plmn: Plmn([b[1], b[2], b[3]]),
                 mme_group_id: u16::from_be_bytes([b[4], b[5]]),
                 mme_code: b[6],
                 m_tmsi: u32::from_be_bytes([b[7], b[8], b[9], b[10]]),
@@ -197,7 +187,7 @@ pub fn encode_tai_list(tais: &[Tai]) -> R<Vec<u8>> {
             .take(16)
             .collect();
         out.push((group.len() - 1) as u8); // type 0, number of elements - 1
-        out.extend_from_slice(&plmn);
+        out.extend_from_slice(&plmn.0);
         for t in &group {
             out.extend_from_slice(&t.tac.to_be_bytes());
         }
@@ -222,7 +212,7 @@ pub fn decode_tai_list(mut b: &[u8]) -> R<Vec<Tai>> {
         }
         match typ {
             0 => {
-                let plmn = [b[1], b[2], b[3]];
+                let plmn = Plmn([b[1], b[2], b[3]]);
                 for k in 0..n {
                     out.push(Tai {
                         plmn,
@@ -231,7 +221,7 @@ pub fn decode_tai_list(mut b: &[u8]) -> R<Vec<Tai>> {
                 }
             }
             1 => {
-                let plmn = [b[1], b[2], b[3]];
+                let plmn = Plmn([b[1], b[2], b[3]]);
                 let first = u16::from_be_bytes([b[4], b[5]]);
                 for k in 0..n {
                     out.push(Tai {

@@ -6,7 +6,7 @@ use pepc_nas::security::*;
 use pepc_nas::*;
 use std::net::Ipv4Addr;
 
-const PLMN: [u8; 3] = [0x00, 0xf1, 0x10];
+const PLMN: Plmn = Plmn([0x00, 0xf1, 0x10]);
 
 fn guti() -> Guti {
     Guti {

@@ -77,8 +77,8 @@ fn dir_tag(d: Direction) -> &'static str {
 // ---------------------------------------------------------------- the messages we encode
 
 /// MCC 208, MNC 93 / MCC 310, MNC 410 as TBCD.
-const PLMN_A: [u8; 3] = [0x02, 0xf8, 0x39];
-const PLMN_B: [u8; 3] = [0x13, 0x00, 0x14];
+const PLMN_A: Plmn = Plmn([0x02, 0xf8, 0x39]);
+const PLMN_B: Plmn = Plmn([0x13, 0x00, 0x14]);
 
 fn guti(m_tmsi: u32) -> Guti {
     Guti {
@@ -396,7 +396,7 @@ fn eq(path: impl Into<String>, v: impl Into<Value>) -> Check {
 }
 
 /// MCC+MNC digits of a TBCD PLMN, as pycrate prints them.
-fn mccmnc(p: [u8; 3]) -> String {
+fn mccmnc(Plmn(p): Plmn) -> String {
     let d = [
         p[0] & 0xf,
         p[0] >> 4,
@@ -432,7 +432,7 @@ fn ksi(path: &str, k: u8) -> Vec<Check> {
 fn tai(path: &str, t: Tai) -> Vec<Check> {
     vec![
         eq(format!("{path}.TAI#"), json!([mccmnc(t.plmn), t.tac])),
-        eq(format!("{path}.TAI.PLMN"), hex(&t.plmn)),
+        eq(format!("{path}.TAI.PLMN"), hex(&t.plmn.0)),
     ]
 }
 
@@ -844,10 +844,11 @@ fn kbps(base: u64, ext: u64, ext2: u64) -> u64 {
 
 /// TAIs of a TAI list IE as pycrate parsed its partial lists (types 0, 1, 2).
 fn tais_of(f: &serde_json::Map<String, Value>, path: &str) -> Result<Vec<Tai>, String> {
-    let plmn = |k: &str| -> Result<[u8; 3], String> {
+    let plmn = |k: &str| -> Result<Plmn, String> {
         let s = f.get(k).and_then(Value::as_str).ok_or(format!("no {k}"))?;
         unhex(s)
             .try_into()
+            .map(Plmn)
             .map_err(|_| format!("{k} is not 3 octets"))
     };
     let num = |k: &str| f.get(k).and_then(Value::as_u64).ok_or(format!("no {k}"));

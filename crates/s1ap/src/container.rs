@@ -3,6 +3,7 @@
 //! them (TS 36.331 10.2.2 HandoverPreparationInformation / HandoverCommand, UPER).
 //! An eNB emulator needs them to be decodable by a real target eNB and by Wireshark.
 
+use crate::types::EcgiRaw;
 use crate::{Ecgi, S1apError};
 use oxirush_s1ap::s1ap as raw;
 

@@ -6,75 +6,41 @@ use oxirush_s1ap::s1ap as raw;
 use oxirush_s1ap::{BitString, Bits};
 use std::net::Ipv4Addr;
 
-/// PLMN identity as the three TBCD octets on the wire (TS 24.008 §10.5.1.13).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Plmn(pub [u8; 3]);
+pub use pepc_types::{Arp, Ecgi, Gummei, Plmn, PlmnError, STmsi, Tai};
 
-impl Plmn {
-    /// `from_mcc_mnc("001", "01")` is `00 f1 10`.
-    pub fn from_mcc_mnc(mcc: &str, mnc: &str) -> Result<Plmn, S1apError> {
-        let d = |s: &str| -> Option<Vec<u8>> {
-            s.bytes()
-                .map(|b| b.is_ascii_digit().then_some(b - b'0'))
-                .collect()
-        };
-        let m = d(mcc)
-            .filter(|v| v.len() == 3)
-            .ok_or_else(|| S1apError::Invalid(format!("MCC {mcc:?} is not 3 digits")))?;
-        let n = d(mnc)
-            .filter(|v| v.len() == 2 || v.len() == 3)
-            .ok_or_else(|| S1apError::Invalid(format!("MNC {mnc:?} is not 2 or 3 digits")))?;
-        let n3 = if n.len() == 3 { n[2] } else { 0xf };
-        Ok(Plmn([m[1] << 4 | m[0], n3 << 4 | m[2], n[1] << 4 | n[0]]))
+impl From<PlmnError> for S1apError {
+    fn from(e: PlmnError) -> Self {
+        S1apError::Invalid(e.0)
     }
+}
 
-    /// MCC and MNC as digit strings; `None` if the octets are not valid TBCD.
-    pub fn mcc_mnc(&self) -> Option<(String, String)> {
-        let [a, b, c] = self.0;
-        let dig = |x: u8| (x <= 9).then(|| char::from(b'0' + x));
-        let mcc: String = [a & 0xf, a >> 4, b & 0xf]
-            .into_iter()
-            .map(dig)
-            .collect::<Option<_>>()?;
-        let mut mnc: String = [c & 0xf, c >> 4]
-            .into_iter()
-            .map(dig)
-            .collect::<Option<_>>()?;
-        if b >> 4 != 0xf {
-            mnc.push(dig(b >> 4)?);
-        }
-        Some((mcc, mnc))
-    }
+// The identifier types are pepc-types'; their conversions to and from the bindings
+// are these extension traits, one per type (crate-private, like the bindings).
 
-    pub(crate) fn to_raw(self) -> raw::PLMNidentity {
+pub(crate) trait PlmnRaw: Sized {
+    fn to_raw(self) -> raw::PLMNidentity;
+    fn from_raw(p: &raw::PLMNidentity) -> Self;
+}
+
+impl PlmnRaw for Plmn {
+    fn to_raw(self) -> raw::PLMNidentity {
         raw::PLMNidentity(raw::TBCDSTRING(self.0))
     }
-    pub(crate) fn from_raw(p: &raw::PLMNidentity) -> Self {
+    fn from_raw(p: &raw::PLMNidentity) -> Self {
         Plmn(p.0 .0)
     }
 }
 
-impl core::fmt::Debug for Plmn {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self.mcc_mnc() {
-            Some((mcc, mnc)) => write!(f, "Plmn({mcc}-{mnc})"),
-            None => write!(f, "Plmn({:02x?})", self.0),
-        }
-    }
+pub(crate) trait TaiRaw: Sized {
+    fn to_raw(self) -> raw::TAI;
+    fn from_raw(t: &raw::TAI) -> Self;
 }
 
-/// Tracking Area Identity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Tai {
-    pub plmn: Plmn,
-    pub tac: u16,
-}
-
-impl Tai {
-    pub(crate) fn to_raw(self) -> raw::TAI {
+impl TaiRaw for Tai {
+    fn to_raw(self) -> raw::TAI {
         raw::TAI::new(self.plmn.to_raw(), raw::TAC(self.tac.to_be_bytes()), None)
     }
-    pub(crate) fn from_raw(t: &raw::TAI) -> Self {
+    fn from_raw(t: &raw::TAI) -> Self {
         Tai {
             plmn: Plmn::from_raw(&t.plmn_identity),
             tac: u16::from_be_bytes(t.tac.0),
@@ -82,15 +48,13 @@ impl Tai {
     }
 }
 
-/// E-UTRAN Cell Global Identifier; `cell_id` holds the 28-bit E-UTRAN Cell Identity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Ecgi {
-    pub plmn: Plmn,
-    pub cell_id: u32,
+pub(crate) trait EcgiRaw: Sized {
+    fn to_raw(self) -> Result<raw::EUTRANCGI, S1apError>;
+    fn from_raw(e: &raw::EUTRANCGI) -> Self;
 }
 
-impl Ecgi {
-    pub(crate) fn to_raw(self) -> Result<raw::EUTRANCGI, S1apError> {
+impl EcgiRaw for Ecgi {
+    fn to_raw(self) -> Result<raw::EUTRANCGI, S1apError> {
         let bits = Bits::new(self.cell_id.into(), 28).map_err(|_| {
             S1apError::Invalid(format!("cell id {:#x} exceeds 28 bits", self.cell_id))
         })?;
@@ -100,7 +64,7 @@ impl Ecgi {
             None,
         ))
     }
-    pub(crate) fn from_raw(e: &raw::EUTRANCGI) -> Self {
+    fn from_raw(e: &raw::EUTRANCGI) -> Self {
         Ecgi {
             plmn: Plmn::from_raw(&e.plmn_identity),
             cell_id: e.cell_id.0.value() as u32,
@@ -108,22 +72,20 @@ impl Ecgi {
     }
 }
 
-/// S-TMSI: MME code and M-TMSI.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct STmsi {
-    pub mmec: u8,
-    pub m_tmsi: u32,
+pub(crate) trait STmsiRaw: Sized {
+    fn to_raw(self) -> raw::STMSI;
+    fn from_raw(s: &raw::STMSI) -> Self;
 }
 
-impl STmsi {
-    pub(crate) fn to_raw(self) -> raw::STMSI {
+impl STmsiRaw for STmsi {
+    fn to_raw(self) -> raw::STMSI {
         raw::STMSI::new(
             raw::MMECode([self.mmec]),
             raw::MTMSI(self.m_tmsi.to_be_bytes()),
             None,
         )
     }
-    pub(crate) fn from_raw(s: &raw::STMSI) -> Self {
+    fn from_raw(s: &raw::STMSI) -> Self {
         STmsi {
             mmec: s.mmec.0[0],
             m_tmsi: u32::from_be_bytes(s.m_tmsi.0),
@@ -131,16 +93,13 @@ impl STmsi {
     }
 }
 
-/// Globally Unique MME Identifier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Gummei {
-    pub plmn: Plmn,
-    pub mme_group_id: u16,
-    pub mme_code: u8,
+pub(crate) trait GummeiRaw: Sized {
+    fn to_raw(self) -> raw::GUMMEI;
+    fn from_raw(g: &raw::GUMMEI) -> Self;
 }
 
-impl Gummei {
-    pub(crate) fn to_raw(self) -> raw::GUMMEI {
+impl GummeiRaw for Gummei {
+    fn to_raw(self) -> raw::GUMMEI {
         raw::GUMMEI::new(
             self.plmn.to_raw(),
             raw::MMEGroupID(self.mme_group_id.to_be_bytes()),
@@ -148,7 +107,7 @@ impl Gummei {
             None,
         )
     }
-    pub(crate) fn from_raw(g: &raw::GUMMEI) -> Self {
+    fn from_raw(g: &raw::GUMMEI) -> Self {
         Gummei {
             plmn: Plmn::from_raw(&g.plmn_identity),
             mme_group_id: u16::from_be_bytes(g.mme_group_id.0),
@@ -288,27 +247,6 @@ impl Cause {
                 })
             }
         })
-    }
-}
-
-/// Allocation and Retention Priority.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Arp {
-    /// 1 (highest) ..= 15 (no priority).
-    pub priority_level: u8,
-    /// true = may trigger pre-emption.
-    pub pre_emption_capability: bool,
-    /// true = pre-emptable.
-    pub pre_emption_vulnerability: bool,
-}
-
-impl Default for Arp {
-    fn default() -> Self {
-        Arp {
-            priority_level: 9,
-            pre_emption_capability: false,
-            pre_emption_vulnerability: true,
-        }
     }
 }
 

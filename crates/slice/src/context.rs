@@ -21,29 +21,8 @@ pub const FIRST_EBI: u8 = 5;
 /// "No slot" marker in published records.
 pub const NO_SLOT: u32 = u32::MAX;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Plmn(pub [u8; 3]);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Tai {
-    pub plmn: Plmn,
-    pub tac: u16,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Ecgi {
-    pub plmn: Plmn,
-    /// 28-bit E-UTRAN cell identity.
-    pub cell_id: u32,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Guti {
-    pub plmn: Plmn,
-    pub mme_group_id: u16,
-    pub mme_code: u8,
-    pub m_tmsi: u32,
-}
+// Identifiers and the ARP are pepc-types', the very values the S1AP/NAS codecs decode.
+pub use pepc_types::{Arp, Ecgi, Guti, Plmn, Tai};
 
 /// Where the UE is (PEPC "user location").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -52,24 +31,6 @@ pub struct Location {
     pub ecgi: Ecgi,
     /// The serving eNB's S1-MME association (0 = none / synthetic).
     pub enb_assoc: u64,
-}
-
-/// Allocation and retention priority (TS 23.401 §4.7.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Arp {
-    pub priority_level: u8,
-    pub pre_emption_capability: bool,
-    pub pre_emption_vulnerability: bool,
-}
-
-impl Default for Arp {
-    fn default() -> Self {
-        Arp {
-            priority_level: 9,
-            pre_emption_capability: false,
-            pre_emption_vulnerability: true,
-        }
-    }
 }
 
 /// One EPS bearer as the control thread knows it.

@@ -3,9 +3,9 @@
 use crate::prelude::*;
 
 impl Mme {
-    pub(crate) fn guti_of(&self, m_tmsi: u32) -> SGuti {
-        SGuti {
-            plmn: splmn(self.cfg.plmn),
+    pub(crate) fn guti_of(&self, m_tmsi: u32) -> Guti {
+        Guti {
+            plmn: self.cfg.plmn,
             mme_group_id: self.cfg.mme_group_id,
             mme_code: self.cfg.mme_code,
             m_tmsi,

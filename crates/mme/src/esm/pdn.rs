@@ -116,7 +116,7 @@ impl Mme {
             erabs.push(pepc_s1ap::ERab {
                 id: b.ebi,
                 qci: b.qci,
-                arp: s1arp(b.arp),
+                arp: b.arp,
                 gbr: gbr_of(b),
                 transport: self.cfg.s1u_addr,
                 teid: b.teid_ul,
@@ -241,7 +241,7 @@ impl Mme {
         let erab = pepc_s1ap::ERab {
             id: ebi,
             qci,
-            arp: s1arp(arp),
+            arp,
             gbr: None,
             transport: self.cfg.s1u_addr,
             teid: added.teid_ul,

@@ -47,7 +47,7 @@ impl Mme {
             .map(|b| pepc_s1ap::ERab {
                 id: b.ebi,
                 qci: b.qci,
-                arp: s1arp(b.arp),
+                arp: b.arp,
                 gbr: gbr_of(b),
                 transport: self.cfg.s1u_addr,
                 teid: b.teid_ul,
