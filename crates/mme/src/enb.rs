@@ -16,24 +16,7 @@ impl Mme {
         cause: Cause,
         out: &mut Vec<Output>,
     ) {
-        log(
-            out,
-            LogLevel::Debug,
-            format!(
-                "assoc {assoc}: Error Indication {cause:?} for {what} (MME-UE-S1AP-ID {mme:?}, eNB-UE-S1AP-ID {enb:?})"
-            ),
-        );
-        self.send(
-            assoc,
-            None,
-            ErrorIndication {
-                mme_ue_id: mme,
-                enb_ue_id: enb,
-                cause: Some(cause),
-            }
-            .into(),
-            out,
-        );
+        send_error_indication(assoc, what, mme, enb, cause, out);
     }
 
     /// The eNB lost its association: its connected UEs go idle (TS 23.401 §5.3.5).
@@ -103,4 +86,55 @@ impl Mme {
             }
         }
     }
+}
+
+/// An Error Indication to `assoc` on stream 0 (TS 36.413 §8.7.2); `what` names the
+/// message that triggered it, for the log (IDs only, no keys).
+pub(crate) fn send_error_indication(
+    assoc: AssocId,
+    what: &str,
+    mme: Option<u32>,
+    enb: Option<u32>,
+    cause: Cause,
+    out: &mut Vec<Output>,
+) {
+    log(
+        out,
+        LogLevel::Debug,
+        format!(
+            "assoc {assoc}: Error Indication {cause:?} for {what} (MME-UE-S1AP-ID {mme:?}, eNB-UE-S1AP-ID {enb:?})"
+        ),
+    );
+    let m = S1apMessage::from(ErrorIndication {
+        mme_ue_id: mme,
+        enb_ue_id: enb,
+        cause: Some(cause),
+    });
+    match m.encode() {
+        Ok(bytes) => out.push(Output::S1ap {
+            assoc,
+            stream: 0,
+            bytes,
+        }),
+        Err(e) => log(
+            out,
+            LogLevel::Warn,
+            format!("cannot encode {}: {e}", m.name()),
+        ),
+    }
+}
+
+/// A PDU that does not decode: logged, and answered with an Error Indication whose
+/// cause says whether the octets or their content were wrong.
+pub(crate) fn undecodable_s1ap(assoc: AssocId, e: &pepc_s1ap::S1apError, out: &mut Vec<Output>) {
+    let cause = match e {
+        pepc_s1ap::S1apError::Decode(_) => Cause::TRANSFER_SYNTAX_ERROR,
+        _ => Cause::ABSTRACT_SYNTAX_ERROR_REJECT,
+    };
+    log(
+        out,
+        LogLevel::Warn,
+        format!("assoc {assoc}: undecodable S1AP: {e}"),
+    );
+    send_error_indication(assoc, "undecodable S1AP", None, None, cause, out);
 }

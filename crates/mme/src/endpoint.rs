@@ -272,23 +272,7 @@ impl S1apEndpoint {
         cause: Cause,
         out: &mut EndpointOut,
     ) {
-        log(
-            out,
-            LogLevel::Debug,
-            format!(
-                "assoc {assoc}: Error Indication {cause:?} for {what} (MME-UE-S1AP-ID {mme:?}, eNB-UE-S1AP-ID {enb:?})"
-            ),
-        );
-        self.send(
-            assoc,
-            ErrorIndication {
-                mme_ue_id: mme,
-                enb_ue_id: enb,
-                cause: Some(cause),
-            }
-            .into(),
-            out,
-        );
+        crate::enb::send_error_indication(assoc, what, mme, enb, cause, &mut out.wire);
     }
 
     /// The slice an Initial UE Message goes to.
@@ -403,16 +387,7 @@ impl S1apEndpoint {
             Ok(m) => m,
             Err(e) => {
                 self.stats.s1ap_decode_errors += 1;
-                let cause = match e {
-                    pepc_s1ap::S1apError::Decode(_) => Cause::TRANSFER_SYNTAX_ERROR,
-                    _ => Cause::ABSTRACT_SYNTAX_ERROR_REJECT,
-                };
-                log(
-                    out,
-                    LogLevel::Warn,
-                    format!("assoc {assoc}: undecodable S1AP: {e}"),
-                );
-                self.error_indication(assoc, "undecodable S1AP", None, None, cause, out);
+                crate::enb::undecodable_s1ap(assoc, &e, &mut out.wire);
                 return;
             }
         };

@@ -24,16 +24,7 @@ impl Mme {
             Ok(m) => m,
             Err(e) => {
                 self.stats.s1ap_decode_errors += 1;
-                let cause = match e {
-                    pepc_s1ap::S1apError::Decode(_) => Cause::TRANSFER_SYNTAX_ERROR,
-                    _ => Cause::ABSTRACT_SYNTAX_ERROR_REJECT,
-                };
-                log(
-                    out,
-                    LogLevel::Warn,
-                    format!("assoc {assoc}: undecodable S1AP: {e}"),
-                );
-                self.error_indication(assoc, "undecodable S1AP", None, None, cause, out);
+                crate::enb::undecodable_s1ap(assoc, &e, out);
                 return;
             }
         };

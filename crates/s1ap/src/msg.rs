@@ -221,6 +221,31 @@ macro_rules! message {
 
 // ------------------------------------------------------------------ S1 Setup
 
+/// Supported TAs (TS 36.413 §9.2.3.7) of an S1 Setup Request or eNB Configuration
+/// Update.
+fn supported_tas_raw(tas: &[SupportedTa]) -> raw::SupportedTAs {
+    raw::SupportedTAs(
+        tas.iter()
+            .map(|t| {
+                raw::SupportedTAsItem::new(
+                    raw::TAC(t.tac.to_be_bytes()),
+                    raw::BPLMNs(t.plmns.iter().map(|p| p.to_raw()).collect()),
+                    None,
+                )
+            })
+            .collect(),
+    )
+}
+
+fn supported_tas_of(t: &raw::SupportedTAs) -> Vec<SupportedTa> {
+    t.0.iter()
+        .map(|i| SupportedTa {
+            tac: u16::from_be_bytes(i.tac.0),
+            plmns: i.broadcast_plmns.0.iter().map(Plmn::from_raw).collect(),
+        })
+        .collect()
+}
+
 /// Default paging DRX (TS 36.413 §9.2.1.16): value is the cycle, 32/64/128/256.
 fn drx_raw(v: u16) -> R<raw::PagingDRX> {
     Ok(match v {
@@ -264,20 +289,9 @@ impl S1SetupRequest {
                 eNBname(raw::ENBname(n.clone().into()))
             )?);
         }
-        let tas = self
-            .supported_tas
-            .iter()
-            .map(|t| {
-                raw::SupportedTAsItem::new(
-                    raw::TAC(t.tac.to_be_bytes()),
-                    raw::BPLMNs(t.plmns.iter().map(|p| p.to_raw()).collect()),
-                    None,
-                )
-            })
-            .collect();
         ies.push(build_s1ap_ie!(
             S1SetupRequest,
-            SupportedTAs(raw::SupportedTAs(tas))
+            SupportedTAs(supported_tas_raw(&self.supported_tas))
         )?);
         if let Some(d) = self.paging_drx {
             ies.push(build_s1ap_ie!(
@@ -291,10 +305,7 @@ impl S1SetupRequest {
         extract_s1ap_ies!(pdu, S1SetupRequest,
             req gid: GlobalEnbId = Global_ENB_ID(g) => GlobalEnbId::from_raw(&g)?,
             opt enb_name: String = eNBname(n) => n.0.into_owned(),
-            req tas: Vec<SupportedTa> = SupportedTAs(t) => t.0.iter().map(|i| SupportedTa {
-                tac: u16::from_be_bytes(i.tac.0),
-                plmns: i.broadcast_plmns.0.iter().map(Plmn::from_raw).collect(),
-            }).collect(),
+            req tas: Vec<SupportedTa> = SupportedTAs(t) => supported_tas_of(&t),
             opt drx: u16 = DefaultPagingDRX(d) => 32 << enums::pagingdrx_to(d),
         );
         Ok(S1SetupRequest {
@@ -432,19 +443,9 @@ impl EnbConfigurationUpdate {
             )?);
         }
         if let Some(tas) = &self.supported_tas {
-            let tas = tas
-                .iter()
-                .map(|t| {
-                    raw::SupportedTAsItem::new(
-                        raw::TAC(t.tac.to_be_bytes()),
-                        raw::BPLMNs(t.plmns.iter().map(|p| p.to_raw()).collect()),
-                        None,
-                    )
-                })
-                .collect();
             ies.push(build_s1ap_ie!(
                 ENBConfigurationUpdate,
-                SupportedTAs(raw::SupportedTAs(tas))
+                SupportedTAs(supported_tas_raw(tas))
             )?);
         }
         if let Some(d) = self.paging_drx {
@@ -458,10 +459,7 @@ impl EnbConfigurationUpdate {
     fn extract(pdu: &S1apPdu) -> R<Self> {
         extract_s1ap_ies!(pdu, ENBConfigurationUpdate,
             opt enb_name: String = eNBname(n) => n.0.into_owned(),
-            opt tas: Vec<SupportedTa> = SupportedTAs(t) => t.0.iter().map(|i| SupportedTa {
-                tac: u16::from_be_bytes(i.tac.0),
-                plmns: i.broadcast_plmns.0.iter().map(Plmn::from_raw).collect(),
-            }).collect(),
+            opt tas: Vec<SupportedTa> = SupportedTAs(t) => supported_tas_of(&t),
             opt drx: u16 = DefaultPagingDRX(d) => 32 << enums::pagingdrx_to(d),
         );
         Ok(EnbConfigurationUpdate {

@@ -798,6 +798,44 @@ fn expected(m: &S1apMessage) -> Value {
                 ],
             )
         }
+        M::EnbConfigurationUpdate(u) => {
+            let mut v = vec![];
+            if let Some(n) = &u.enb_name {
+                v.push(ie(60, I, "ENBname", json!(n)));
+            }
+            if let Some(tas) = &u.supported_tas {
+                let tas: Vec<Value> = tas
+                    .iter()
+                    .map(|t| json!({"tAC": hex(&t.tac.to_be_bytes()), "broadcastPLMNs": t.plmns.iter().map(|p| plmn(*p)).collect::<Vec<_>>()}))
+                    .collect();
+                v.push(ie(64, R, "SupportedTAs", json!(tas)));
+            }
+            if let Some(d) = u.paging_drx {
+                v.push(ie(137, I, "PagingDRX", json!(format!("v{d}"))));
+            }
+            ("initiatingMessage", 29, R, "ENBConfigurationUpdate", v)
+        }
+        M::EnbConfigurationUpdateAcknowledge(_) => (
+            "successfulOutcome",
+            29,
+            R,
+            "ENBConfigurationUpdateAcknowledge",
+            vec![],
+        ),
+        M::EnbConfigurationUpdateFailure(f) => {
+            let mut v = vec![ie(2, I, "Cause", cause(f.cause))];
+            if let Some(t) = f.time_to_wait {
+                let n = ["v1s", "v2s", "v5s", "v10s", "v20s", "v60s"][t as usize];
+                v.push(ie(65, I, "TimeToWait", json!(n)));
+            }
+            (
+                "unsuccessfulOutcome",
+                29,
+                R,
+                "ENBConfigurationUpdateFailure",
+                v,
+            )
+        }
         M::ResetAcknowledge(r) => {
             let mut v = vec![];
             if !r.connections.is_empty() {
@@ -968,6 +1006,22 @@ fn messages() -> Vec<S1apMessage> {
         0x07, 0x41, 0x71, 0x08, 0x09, 0x10, 0x10, 0x00, 0x00, 0x00, 0x00, 0x01,
     ];
     vec![
+        EnbConfigurationUpdate {
+            enb_name: Some("xcheck-eNB/2".into()),
+            supported_tas: Some(vec![SupportedTa {
+                tac: 0x0102,
+                plmns: vec![a, c],
+            }]),
+            paging_drx: Some(64),
+        }
+        .into(),
+        EnbConfigurationUpdate::default().into(),
+        EnbConfigurationUpdateAcknowledge {}.into(),
+        EnbConfigurationUpdateFailure {
+            cause: Cause::UNKNOWN_PLMN,
+            time_to_wait: Some(2),
+        }
+        .into(),
         S1SetupRequest {
             global_enb_id: GlobalEnbId {
                 plmn: a,
