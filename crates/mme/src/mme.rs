@@ -250,7 +250,9 @@ pub(crate) struct Ue {
     /// Current S1 connection (assoc, eNB UE S1AP ID).
     pub(crate) conn: Option<(AssocId, u32)>,
     pub(crate) wait: Wait,
-    pub(crate) sec: Option<SecCtx>,
+    /// Boxed: the keyed EIA/EEA state makes it ~700 bytes; the context established
+    /// by a security mode procedure moves in from `new_sec` without a copy.
+    pub(crate) sec: Option<Box<SecCtx>>,
     /// Context being established (after AKA, before SMC complete).
     // Boxed, like `retx` and `ho` below: each is held only during one procedure, and
     // keeping them out of line makes the context that stays per UE ~40% smaller.
@@ -313,7 +315,7 @@ const _: () = assert!(std::mem::size_of::<Ue>() <= 1024);
 /// 24.301 §5.5.1.2.2, §4.4.4.3), is verified and accepted without identity and AKA.
 pub(crate) struct Parked {
     pub(crate) imsi: u64,
-    pub(crate) sec: SecCtx,
+    pub(crate) sec: Box<SecCtx>,
     pub(crate) until: Instant,
 }
 

@@ -150,7 +150,7 @@ impl Mme {
             let ctx = if sht == 4 && u.new_sec.is_some() {
                 u.new_sec.as_deref_mut()
             } else {
-                u.sec.as_mut()
+                u.sec.as_deref_mut()
             };
             if let Some(ctx) = ctx {
                 return match ctx.unprotect(bytes, Direction::Uplink) {

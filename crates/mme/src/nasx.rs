@@ -3,7 +3,7 @@
 //! swapped for `pepc-nas` without touching the procedures.
 
 pub use oxirush_nas::nas_eps::*;
-use pepc_security::{KasmeKdf, Key256};
+use pepc_security::{KasmeKdf, Key128, Key256};
 
 /// NAS EPS identity as the MME sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -398,8 +398,10 @@ impl UeSecCtx {
 pub struct SecCtx {
     pub ctx: pepc_nas::security::NasSecurityContext,
     pub kasme: Key256,
-    /// The KDF keyed with `kasme` (K_NASint, K_NASenc, KeNB, NH).
-    pub kdf: KasmeKdf,
+    /// The KDF keyed with `kasme` (K_NASint, K_NASenc, KeNB, NH), made when first
+    /// needed ([`SecCtx::kdf`]): a context restored with its NAS keys has no use for
+    /// it until the next KeNB or NH.
+    pub(crate) kdf: Option<KasmeKdf>,
     pub ksi: u8,
     pub eea: pepc_security::Eea,
     pub eia: pepc_security::Eia,
@@ -437,15 +439,50 @@ impl SecCtx {
         }
         let kdf = KasmeKdf::new(&kasme);
         let (enc, int) = kdf.nas_keys(eea as u8, eia as u8);
+        Ok(Self::with_kdf(kasme, Some(kdf), int, enc, ksi, eea, eia))
+    }
+
+    /// A context whose K_NASint and K_NASenc were derived from `kasme` before (a
+    /// snapshot carries them): the same as [`SecCtx::new`] without deriving them
+    /// again. They are not checked against `kasme`; the caller vouches for them. Nothing
+    /// is keyed here: the KASME-keyed KDF and the algorithms' key schedules are made on
+    /// first use. EIA0 only goes with EEA0.
+    pub fn from_nas_keys(
+        kasme: Key256,
+        knas_int: Key128,
+        knas_enc: Key128,
+        ksi: u8,
+        eea: pepc_security::Eea,
+        eia: pepc_security::Eia,
+    ) -> Result<SecCtx, String> {
+        if eia == pepc_security::Eia::Eia0 && eea != pepc_security::Eea::Eea0 {
+            return Err(format!(
+                "EIA0 with {eea:?}: null integrity goes with null ciphering only"
+            ));
+        }
+        Ok(Self::with_kdf(
+            kasme, None, knas_int, knas_enc, ksi, eea, eia,
+        ))
+    }
+
+    fn with_kdf(
+        kasme: Key256,
+        kdf: Option<KasmeKdf>,
+        knas_int: Key128,
+        knas_enc: Key128,
+        ksi: u8,
+        eea: pepc_security::Eea,
+        eia: pepc_security::Eia,
+    ) -> SecCtx {
         let ctx = pepc_nas::security::NasSecurityContext::new(
             pepc_nas::security::Role::Network,
-            int,
-            enc,
+            knas_int,
+            knas_enc,
             eia,
             eea,
             ksi,
         );
-        Ok(SecCtx {
+        SecCtx {
             ctx,
             kasme,
             kdf,
@@ -454,7 +491,13 @@ impl SecCtx {
             eia,
             last_ul_count: 0,
             recent: RecentTags::default(),
-        })
+        }
+    }
+
+    /// The KDF keyed with KASME (KeNB, NH), made now if this is its first use.
+    pub fn kdf(&mut self) -> &KasmeKdf {
+        let kasme = &self.kasme;
+        self.kdf.get_or_insert_with(|| KasmeKdf::new(kasme))
     }
 
     /// Protect (and cipher unless EEA0 or a new context) a plain downlink message.

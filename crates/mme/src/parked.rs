@@ -6,7 +6,7 @@ use crate::prelude::*;
 impl Mme {
     /// Keep the security context of a UE that detached under its M-TMSI, evicting
     /// expired entries and, at the bound, the oldest.
-    pub(crate) fn park(&mut self, now: Instant, m_tmsi: u32, imsi: u64, sec: SecCtx) {
+    pub(crate) fn park(&mut self, now: Instant, m_tmsi: u32, imsi: u64, sec: Box<SecCtx>) {
         self.expire_parked(now);
         if self.cfg.parked_contexts == 0 {
             return;

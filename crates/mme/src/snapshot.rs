@@ -7,17 +7,18 @@
 //! authentication vector, the security context being established, the NAS message
 //! under retransmission and its count, handover state), the NAS security context
 //! (KASME, algorithms, KSI, NAS COUNTs, NH/NCC), M-TMSIs, subscription figures, and
-//! timers as time remaining. The keyed EIA/EEA contexts and the KASME-keyed KDF are
-//! rebuilt from KASME on restore, not carried.
+//! timers as time remaining. K_NASint and K_NASenc are carried beside KASME, so that
+//! restore does not derive them again; the KASME-keyed KDF is rebuilt on restore,
+//! and the keyed EIA/EEA contexts are set up when the restored UE next signals.
 //!
 //! Key material is what a snapshot is for, so the section's bytes are never logged:
 //! no type here has a `Debug` that shows them (errors name fields, not values).
 //!
-//! ## MME section, version 1
+//! ## MME section, version 2
 //! Integers are LEB128 varints (`v`, minimal) unless sized; sized ones little endian;
 //! durations are microseconds remaining, rounded up, 0 for a deadline already past.
 //! ```text
-//! version u8 (1) | mme_ue_id u32 | flags v (bits below; others must be 0) | wait u8
+//! version u8 (2) | mme_ue_id u32 | flags v (bits below; others must be 0) | wait u8
 //! [imsi v]                                   F_IMSI
 //! [conn: assoc v | enb_ue_id v]              F_CONN
 //! m_tmsi u32 | [pending_tmsi u32]            F_PENDING_TMSI
@@ -27,7 +28,7 @@
 //! ue_net_cap: len u8 (<=32) | octets ; apn: len u8 (<=100) | UTF-8 ;
 //! pending_bearers: len u8 (<=16) | octets
 //! [sec] F_SEC, [new_sec] F_NEW_SEC, each:
-//!   kasme 32 | ksi u8 (<7) | algs u8 (bits 0-2 EIA, 4-6 EEA, 7 rx_started; 3 zero)
+//!   kasme 32 | knas_int 16 | knas_enc 16 | ksi u8 (<7) | algs u8 (bits 0-2 EIA, 4-6 EEA, 7 rx_started; 3 zero)
 //!   | ul_count v | dl_count v | last_ul_count v (each < 2^24)
 //!   | n_recent u8 (<=16) | n_recent x (MAC 4, SEQ 1), oldest first
 //! [vector: rand 16 | xres 8 | autn 16 | kasme 32]          F_VECTOR
@@ -41,6 +42,9 @@
 //! [x2_source: assoc v | enb_ue_id v | remaining v]         F_X2_SOURCE
 //! [nas_timer v] [paging_timer v] [reach_timer v]           F_*_TIMER
 //! ```
+//! Version 1 is version 2 without `knas_int` and `knas_enc` (restore derives them
+//! from KASME); it is still read.
+//!
 //! `wait`: 0 None, 1 Identity, 2 AuthResponse, 3 SmcComplete, 4 EsmInfo,
 //! 5/6 IcsResponse (attach false/true), 7 AttachComplete, 8 GutiReallocComplete,
 //! 9 DetachAccept, 10/11 ReleaseComplete (then_remove false/true).
@@ -57,15 +61,18 @@ use crate::mme::{AssocId, Emm_, HoState, Mme, Ue, Wait};
 use crate::nasx::{Direction, NasEpsMessage, RecentTags, SecCtx};
 use oxirush_nas::common::Encode;
 use pepc_s1ap::{ERabAdmitted, Ecgi, Plmn, Tai};
-use pepc_security::{AuthVector, Eea, Eia, Key256};
+use pepc_security::{AuthVector, Eea, Eia, Key128, Key256};
 use pepc_slice::control::{ControlPlane, CtrlError, Restored};
 use pepc_slice::snapshot as container;
 use std::cmp::Reverse;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-/// The MME section's format version written, and the only one read.
-pub const MME_SECTION_VERSION: u8 = 1;
+/// The MME section's format version written. This and version 1 (no NAS keys in the
+/// security contexts) are read.
+pub const MME_SECTION_VERSION: u8 = 2;
+/// The oldest MME section version read.
+pub const MME_SECTION_VERSION_MIN: u8 = 1;
 /// Longest NAS message carried for retransmission.
 pub const MAX_RETX_NAS: usize = 1024;
 const MAX_NET_CAP: usize = 32;
@@ -149,7 +156,8 @@ impl std::fmt::Display for SnapshotError {
             }
             E::UnsupportedVersion(v) => write!(
                 f,
-                "MME section version {v} not supported (this reads {MME_SECTION_VERSION})"
+                "MME section version {v} not supported (this reads \
+                 {MME_SECTION_VERSION_MIN} to {MME_SECTION_VERSION})"
             ),
             E::TooLong { what, len, max } => write!(f, "{what} is {len} bytes, at most {max}"),
             E::Trailing(n) => write!(f, "{n} bytes after the MME section's last field"),
@@ -307,7 +315,7 @@ impl Mme {
         let u = self.ues.get(&id).ok_or(SnapshotError::UnknownUe(key))?;
         let start = out.len();
         let apn = self.apn_name(u.subscribed_apn);
-        let r = write_ue(id, u, apn, now, out);
+        let r = write_ue(id, u, apn, now, out, MME_SECTION_VERSION);
         if r.is_err() {
             out.truncate(start);
         }
@@ -440,6 +448,7 @@ fn write_ue(
     subscribed_apn_name: Option<&str>,
     now: Instant,
     out: &mut Vec<u8>,
+    version: u8,
 ) -> Result<(), SnapshotError> {
     // Every field named: a new one fails to compile until the snapshot decides on it.
     let Ue {
@@ -534,8 +543,8 @@ fn write_ue(
     set(paging_timer.is_some(), F_PAGING_TIMER);
     set(reach_timer.is_some(), F_REACH_TIMER);
 
-    let mut w = Writer(out);
-    w.u8(MME_SECTION_VERSION);
+    let mut w = Writer(out, version);
+    w.u8(version);
     w.u32(id);
     w.varint(flags as u64);
     w.u8(wait_code(wait));
@@ -664,9 +673,10 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
     use SnapshotError::Invalid;
     let mut r = Reader::new(buf);
     let v = r.u8()?;
-    if v != MME_SECTION_VERSION {
+    if !(MME_SECTION_VERSION_MIN..=MME_SECTION_VERSION).contains(&v) {
         return Err(SnapshotError::UnsupportedVersion(v));
     }
+    r.version = v;
     let mme_ue_id = r.u32()?;
     let flags = r.varint()?;
     if flags & !u64::from(F_ALL) != 0 {
@@ -731,7 +741,11 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
         *seq = r.varint_u32()?;
         *attach = r.u16()?;
     }
-    let sec = if has(F_SEC) { Some(r.sec()?) } else { None };
+    let sec = if has(F_SEC) {
+        Some(Box::new(r.sec()?))
+    } else {
+        None
+    };
     let new_sec = if has(F_NEW_SEC) {
         Some(Box::new(r.sec()?))
     } else {
@@ -991,7 +1005,8 @@ fn varint_into(mut v: u64, buf: &mut [u8; 10]) -> usize {
     n + 1
 }
 
-struct Writer<'a>(&'a mut Vec<u8>);
+/// The output and the version written (an older one only in tests).
+struct Writer<'a>(&'a mut Vec<u8>, u8);
 
 impl Writer<'_> {
     #[inline(always)]
@@ -1028,6 +1043,10 @@ impl Writer<'_> {
     fn sec(&mut self, s: &SecCtx) {
         let c = &s.ctx;
         self.bytes(s.kasme.as_bytes());
+        if self.1 >= 2 {
+            self.bytes(c.knas_int().as_bytes());
+            self.bytes(c.knas_enc().as_bytes());
+        }
         self.u8(s.ksi);
         self.u8(s.eia as u8 | (s.eea as u8) << 4 | (c.rx_started() as u8) << 7);
         self.varint(u64::from(c.ul_count));
@@ -1043,11 +1062,17 @@ impl Writer<'_> {
 struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// The section's version (set once read).
+    version: u8,
 }
 
 impl<'a> Reader<'a> {
     fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
+        Reader {
+            buf,
+            pos: 0,
+            version: MME_SECTION_VERSION,
+        }
     }
 
     fn remaining(&self) -> usize {
@@ -1077,6 +1102,10 @@ impl<'a> Reader<'a> {
 
     fn key(&mut self) -> Result<Key256, SnapshotError> {
         Ok(Key256::new(self.array()?))
+    }
+
+    fn key128(&mut self) -> Result<Key128, SnapshotError> {
+        Ok(Key128::new(self.array()?))
     }
 
     #[inline(always)]
@@ -1140,6 +1169,11 @@ impl<'a> Reader<'a> {
     fn sec(&mut self) -> Result<SecCtx, SnapshotError> {
         use SnapshotError::Invalid;
         let kasme = self.key()?;
+        let nas_keys = if self.version >= 2 {
+            Some((self.key128()?, self.key128()?))
+        } else {
+            None
+        };
         let ksi = self.u8()?;
         if ksi >= 7 {
             return Err(Invalid("KSI"));
@@ -1162,11 +1196,186 @@ impl<'a> Reader<'a> {
         for _ in 0..n {
             recent.push(self.array()?);
         }
-        let mut s = SecCtx::new(kasme, ksi, eea, eia)
-            .map_err(|_| Invalid("EIA0 with a ciphering algorithm"))?;
+        let s = match nas_keys {
+            Some((int, enc)) => SecCtx::from_nas_keys(kasme, int, enc, ksi, eea, eia),
+            None => SecCtx::new(kasme, ksi, eea, eia),
+        };
+        let mut s = s.map_err(|_| Invalid("EIA0 with a ciphering algorithm"))?;
         s.ctx.set_counts(ul, dl, rx_started);
         s.last_ul_count = last_ul_count;
         s.recent = recent;
         Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{attach, pump, subscriber, Harness, SimUe};
+    use crate::MmeConfig;
+    use pepc_s1ap::msg::{S1apMessage, UplinkNasTransport};
+
+    const IMSI: &str = "001010000000001";
+    const IMSI_N: u64 = 1010000000001;
+
+    fn node() -> Harness {
+        let mut h = Harness::new(16, MmeConfig::default());
+        h.hss.add(&subscriber(IMSI)).unwrap();
+        assert!(matches!(
+            h.enb_setup(1, 1, 1),
+            S1apMessage::S1SetupResponse(_)
+        ));
+        h
+    }
+
+    fn attached() -> (Harness, SimUe) {
+        let mut h = node();
+        let mut ue = SimUe::new(IMSI, 10);
+        attach(&mut h, &mut ue, 1).unwrap();
+        (h, ue)
+    }
+
+    fn sec_of(m: &Mme) -> &SecCtx {
+        let id = m.mme_ue_id_of(IMSI_N).unwrap();
+        m.ues[&id].sec.as_ref().unwrap()
+    }
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Restore into a fresh node; the restored context has keyed nothing yet, and a
+    /// snapshot of it is the original's bytes.
+    fn restored(h: &Harness) -> (Harness, Vec<u8>) {
+        let mut bytes = vec![];
+        snapshot_whole_ue(&h.mme, &h.cp, UeKey::Imsi(IMSI_N), h.now, &mut bytes).unwrap();
+        let mut h2 = node();
+        restore_whole_ue(&mut h2.mme, &mut h2.cp, &bytes, h2.now).unwrap();
+        let s = sec_of(&h2.mme);
+        assert!(!s.ctx.keyed(), "EIA/EEA set up on restore");
+        assert!(s.kdf.is_none(), "KASME KDF keyed on restore");
+        let mut again = vec![];
+        snapshot_whole_ue(&h2.mme, &h2.cp, UeKey::Imsi(IMSI_N), h2.now, &mut again).unwrap();
+        assert_eq!(
+            bytes, again,
+            "snapshot of the restored UE is the same bytes"
+        );
+        (h2, bytes)
+    }
+
+    #[test]
+    fn restored_context_protects_on_first_use() {
+        let (h, mut ue) = attached();
+        let (mut h2, _) = restored(&h);
+        // First use is the downlink protect of a GUTI Reallocation Command; the UE's
+        // own (oxirush) context verifies and deciphers it, and the MME verifies the
+        // Complete.
+        let mut out = vec![];
+        let t = h2.mme.reallocate_guti(h2.now, IMSI_N, &mut out).unwrap();
+        let msgs = out
+            .into_iter()
+            .filter_map(|o| match o {
+                crate::Output::S1ap { assoc, bytes, .. } => {
+                    Some((assoc, S1apMessage::decode(&bytes).unwrap()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            pump(&mut h2, &mut ue, 1, msgs).unwrap(),
+            ["DownlinkNASTransport"]
+        );
+        assert_eq!(h2.mme.m_tmsi_of(IMSI_N), Some(t));
+        assert_eq!(ue.m_tmsi, Some(t));
+        assert!(sec_of(&h2.mme).ctx.keyed());
+        assert_eq!(h2.mme.stats.nas_bad_mac + h2.mme.stats.nas_replays, 0);
+    }
+
+    #[test]
+    fn restored_context_verifies_on_first_use() {
+        let (h, mut ue) = attached();
+        let (mut h2, _) = restored(&h);
+        // First use is verifying (and deciphering) an uplink Detach Request.
+        let plmn = h2.mme.config().plmn;
+        let nas = ue.detach_request(false);
+        let r = h2.send(
+            1,
+            UplinkNasTransport {
+                mme_ue_id: ue.mme_ue_id.unwrap(),
+                enb_ue_id: ue.enb_ue_id,
+                nas_pdu: nas,
+                ecgi: Ecgi {
+                    plmn,
+                    cell_id: 0x101,
+                },
+                tai: Tai { plmn, tac: 1 },
+            },
+        );
+        pump(&mut h2, &mut ue, 1, r).unwrap();
+        assert_eq!(ue.received.last().unwrap(), "DetachAccept");
+        assert_eq!(h2.mme.stats.nas_bad_mac + h2.mme.stats.nas_replays, 0);
+        assert!(h2.cp.find_imsi(IMSI_N).is_none());
+    }
+
+    #[test]
+    fn version_1_sections_are_read_and_give_the_same_context() {
+        let (h, _ue) = attached();
+        let id = h.mme.mme_ue_id_of(IMSI_N).unwrap();
+        let slot = h.mme.ue_slot_of(UeKey::Imsi(IMSI_N));
+        let (mut v1, mut v2) = (vec![], vec![]);
+        let apn = h.mme.apn_name(h.mme.ues[&id].subscribed_apn);
+        write_ue(id, &h.mme.ues[&id], apn, h.now, &mut v1, 1).unwrap();
+        h.mme
+            .snapshot_ue(UeKey::Imsi(IMSI_N), h.now, &mut v2)
+            .unwrap();
+        assert_eq!((v1[0], v2[0]), (1, MME_SECTION_VERSION));
+        assert_eq!(v2.len(), v1.len() + 32, "K_NASint and K_NASenc");
+        let mut m = Mme::new(MmeConfig::default());
+        m.restore_ue(&v1, slot, h.now).unwrap();
+        let s = sec_of(&m);
+        let o = sec_of(&h.mme);
+        assert_eq!(s.ctx.knas_int(), o.ctx.knas_int());
+        assert_eq!(s.ctx.knas_enc(), o.ctx.knas_enc());
+        // Restored from version 1, snapshotted as version 2: the original's bytes.
+        let mut again = vec![];
+        m.snapshot_ue(UeKey::Imsi(IMSI_N), h.now, &mut again)
+            .unwrap();
+        assert_eq!(again, v2);
+    }
+
+    #[test]
+    fn no_nas_key_bytes_in_debug_output() {
+        let (h, _ue) = attached();
+        let (mut h2, bytes) = restored(&h);
+        let o = sec_of(&h.mme);
+        let keys = [
+            o.kasme.as_bytes().to_vec(),
+            o.ctx.knas_int().as_bytes().to_vec(),
+            o.ctx.knas_enc().as_bytes().to_vec(),
+        ];
+        for k in &keys[1..] {
+            assert!(
+                bytes.windows(16).any(|w| w == &k[..]),
+                "the snapshot carries the NAS keys"
+            );
+        }
+        let mut texts = vec![format!("{o:?}"), format!("{:?}", o.ctx)];
+        // Before and after the restored context is keyed.
+        texts.push(format!("{:?}", sec_of(&h2.mme)));
+        let mut out = vec![];
+        h2.mme.reallocate_guti(h2.now, IMSI_N, &mut out).unwrap();
+        let s = sec_of(&h2.mme);
+        assert!(s.ctx.keyed());
+        texts.push(format!("{s:?}"));
+        texts.push(format!("{:?}", s.ctx));
+        texts.push(format!("{:?}", s.ctx.knas_int()));
+        texts.push(format!("{:?}", s.ctx.knas_enc()));
+        for k in &keys {
+            let (hx, dec) = (hex(k), format!("{}, {}, {}, {}", k[0], k[1], k[2], k[3]));
+            for t in &texts {
+                assert!(!t.to_lowercase().contains(&hx[..16]), "hex key in {t}");
+                assert!(!t.contains(&dec), "key bytes in {t}");
+            }
+        }
     }
 }

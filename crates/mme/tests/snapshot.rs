@@ -665,10 +665,12 @@ fn every_truncation_is_an_error() {
             Err(SnapshotError::Trailing(1))
         );
         let mut v2 = section.clone();
-        v2[0] = 2;
+        v2[0] = pepc_mme::snapshot::MME_SECTION_VERSION + 1;
         assert_eq!(
             Mme::new(MmeConfig::default()).restore_ue(&v2, had_slot.then_some(0), h.now),
-            Err(SnapshotError::UnsupportedVersion(2))
+            Err(SnapshotError::UnsupportedVersion(
+                pepc_mme::snapshot::MME_SECTION_VERSION + 1
+            ))
         );
     }
 }
@@ -741,6 +743,15 @@ fn no_key_bytes_in_debug_output() {
         bytes.windows(32).any(|w| w == k),
         "the snapshot does carry KASME"
     );
+    // And K_NASenc, K_NASint (the context is EEA2/EIA2 here).
+    let (enc, int) = pepc_security::nas_keys(&kasme, 2, 2);
+    let nas_keys = [enc.as_bytes().to_vec(), int.as_bytes().to_vec()];
+    for nk in &nas_keys {
+        assert!(
+            bytes.windows(16).any(|w| w == &nk[..]),
+            "the snapshot carries K_NASint and K_NASenc"
+        );
+    }
     let mut h2 = node(1);
     let r = restore_whole_ue(&mut h2.mme, &mut h2.cp, &bytes, h2.now).unwrap();
     let view = SnapshotView::parse(&bytes).unwrap();
@@ -776,11 +787,13 @@ fn no_key_bytes_in_debug_output() {
         format!("{:?}", ue.sec),
     ];
     texts.extend(errors.iter().map(|e| e.to_string()));
-    let hex: String = k.iter().map(|b| format!("{b:02x}")).collect();
-    let dec = format!("{}, {}, {}, {}", k[0], k[1], k[2], k[3]);
-    for t in &texts {
-        assert!(!t.to_lowercase().contains(&hex[..16]), "hex key in {t}");
-        assert!(!t.contains(&dec), "key bytes in {t}");
+    for k in [&k[..], &nas_keys[0], &nas_keys[1]] {
+        let hex: String = k.iter().map(|b| format!("{b:02x}")).collect();
+        let dec = format!("{}, {}, {}, {}", k[0], k[1], k[2], k[3]);
+        for t in &texts {
+            assert!(!t.to_lowercase().contains(&hex[..16]), "hex key in {t}");
+            assert!(!t.contains(&dec), "key bytes in {t}");
+        }
     }
     drop(ics);
 }

@@ -68,12 +68,19 @@ impl core::fmt::Display for NasSecError {
 impl std::error::Error for NasSecError {}
 
 /// An EPS NAS security context. Debug never shows the keys. The keys are set up
-/// for their algorithms once (round keys, CMAC subkeys), not per message.
+/// for their algorithms once (round keys, CMAC subkeys), not per message, and only
+/// when first used: a context made and put aside (restored from a snapshot, say)
+/// costs no key setup until it next protects or verifies a message. The keys are
+/// zeroized on drop ([`Key128`]).
 #[derive(Clone)]
 pub struct NasSecurityContext {
     pub role: Role,
-    int: EiaKeyed,
-    enc: EeaKeyed,
+    knas_int: Key128,
+    knas_enc: Key128,
+    /// `knas_int` set up for `eia`, made on first use ([`Self::int_keyed`]).
+    int: Option<EiaKeyed>,
+    /// `knas_enc` set up for `eea`, made on first use ([`Self::enc_keyed`]).
+    enc: Option<EeaKeyed>,
     eia: Eia,
     eea: Eea,
     /// eKSI this context belongs to (0..=6, TSC in bit 3).
@@ -100,7 +107,8 @@ impl core::fmt::Debug for NasSecurityContext {
 }
 
 impl NasSecurityContext {
-    /// A fresh context (COUNTs 0), as after a Security Mode Command.
+    /// A fresh context (COUNTs 0), as after a Security Mode Command. The keys are set
+    /// up for their algorithms on first use, not here.
     pub fn new(
         role: Role,
         knas_int: Key128,
@@ -111,8 +119,10 @@ impl NasSecurityContext {
     ) -> Self {
         NasSecurityContext {
             role,
-            int: EiaKeyed::new(eia, &knas_int),
-            enc: EeaKeyed::new(eea, &knas_enc),
+            knas_int,
+            knas_enc,
+            int: None,
+            enc: None,
             eia,
             eea,
             ksi,
@@ -136,6 +146,36 @@ impl NasSecurityContext {
 
     pub fn eia(&self) -> Eia {
         self.eia
+    }
+
+    /// K_NASint (a snapshot carries it, so that restore need not derive it again).
+    pub fn knas_int(&self) -> &Key128 {
+        &self.knas_int
+    }
+
+    /// K_NASenc (a snapshot carries it, so that restore need not derive it again).
+    pub fn knas_enc(&self) -> &Key128 {
+        &self.knas_enc
+    }
+
+    /// Whether the keys have been set up for their algorithms yet (they are on the
+    /// first message protected or verified).
+    pub fn keyed(&self) -> bool {
+        self.int.is_some()
+    }
+
+    /// K_NASint set up for EIA, made now if this is its first use.
+    #[inline]
+    fn int_keyed(&mut self) -> &EiaKeyed {
+        let (eia, key) = (self.eia, &self.knas_int);
+        self.int.get_or_insert_with(|| EiaKeyed::new(eia, key))
+    }
+
+    /// K_NASenc set up for EEA, made now if this is its first use.
+    #[inline]
+    fn enc_keyed(&mut self) -> &EeaKeyed {
+        let (eea, key) = (self.eea, &self.knas_enc);
+        self.enc.get_or_insert_with(|| EeaKeyed::new(eea, key))
     }
 
     pub fn eea(&self) -> Eea {
@@ -186,8 +226,8 @@ impl NasSecurityContext {
         self.rx_started = true;
     }
 
-    fn mac(&self, count: u32, dir: u8, data: &[u8]) -> [u8; 4] {
-        self.int.mac(count, 0, dir, data)
+    fn mac(&mut self, count: u32, dir: u8, data: &[u8]) -> [u8; 4] {
+        self.int_keyed().mac(count, 0, dir, data)
     }
 
     /// Protect a plain NAS message with the given security header type (1..=4) under
@@ -226,7 +266,7 @@ impl NasSecurityContext {
         out[0] = security_header_type << 4 | PD_EMM;
         out[5] = count as u8;
         if ciphered {
-            self.enc.apply(count, 0, dir, &mut out[6..]);
+            self.enc_keyed().apply(count, 0, dir, &mut out[6..]);
         }
         let mac = self.mac(count, dir, &out[5..]);
         out[1..5].copy_from_slice(&mac);
@@ -284,21 +324,20 @@ impl NasSecurityContext {
         let mac: [u8; 4] = [pdu[1], pdu[2], pdu[3], pdu[4]];
         let seq = u32::from(pdu[5]);
         let count = self.estimate(seq, 8);
-        let ok = |c: u32| self.mac(c, rx_dir, &pdu[5..]) == mac;
+        let (rx_started, last) = (self.rx_started, self.rx_count().wrapping_sub(1));
+        let int = self.int_keyed();
+        let ok = |c: u32| int.mac(c, 0, rx_dir, &pdu[5..]) == mac;
         if !ok(count) {
             // Same SEQ one overflow back: an old COUNT, i.e. a replay, if the MAC fits it.
             let old = count.wrapping_sub(256) & 0x00ff_ffff;
-            if self.rx_started && count >= 256 && ok(old) {
-                return Err(NasSecError::Replay {
-                    count: old,
-                    last: self.rx_count().wrapping_sub(1),
-                });
+            if rx_started && count >= 256 && ok(old) {
+                return Err(NasSecError::Replay { count: old, last });
             }
             return Err(NasSecError::BadMac { count });
         }
         let mut plain = pdu[6..].to_vec();
         if ciphered {
-            self.enc.apply(count, 0, rx_dir, &mut plain);
+            self.enc_keyed().apply(count, 0, rx_dir, &mut plain);
         }
         self.set_rx_count(count.wrapping_add(1) & 0x00ff_ffff);
         Ok((plain, count))
@@ -333,17 +372,16 @@ impl NasSecurityContext {
         }
         let rx_dir = 1 - self.tx_dir();
         let count = self.estimate(u32::from(pdu[1] & 0x1f), 5);
+        let (rx_started, last) = (self.rx_started, self.rx_count().wrapping_sub(1));
+        let int = self.int_keyed();
         let short = |c: u32| {
-            let m = self.mac(c, rx_dir, &pdu[..2]);
+            let m = int.mac(c, 0, rx_dir, &pdu[..2]);
             [m[2], m[3]] == [pdu[2], pdu[3]]
         };
         if !short(count) {
             let old = count.wrapping_sub(32) & 0x00ff_ffff;
-            if self.rx_started && count >= 32 && short(old) {
-                return Err(NasSecError::Replay {
-                    count: old,
-                    last: self.rx_count().wrapping_sub(1),
-                });
+            if rx_started && count >= 32 && short(old) {
+                return Err(NasSecError::Replay { count: old, last });
             }
             return Err(NasSecError::BadMac { count });
         }

@@ -17,7 +17,7 @@ impl Mme {
         }
         u.nas_timer = None;
         u.retx = None;
-        u.sec = u.new_sec.take().map(|b| *b);
+        u.sec = u.new_sec.take();
         self.security_established(now, id, cp, out);
     }
 

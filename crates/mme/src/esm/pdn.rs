@@ -102,11 +102,12 @@ impl Mme {
         let Some(u) = self.ues.get_mut(&id) else {
             return;
         };
-        let (Some((assoc, enb_ue_id)), Some(sec), Some(slot)) = (u.conn, u.sec.as_ref(), u.slot)
+        let (Some((assoc, enb_ue_id)), Some(sec), Some(slot)) = (u.conn, u.sec.as_mut(), u.slot)
         else {
             return;
         };
-        let kenb = sec.kdf.kenb(sec.last_ul_count);
+        let count = sec.last_ul_count;
+        let kenb = sec.kdf().kenb(count);
         // NH chain restarts from the new KeNB with NCC 0 (TS 33.401 §7.2.8.1.1).
         u.nh = Some(kenb.clone());
         u.ncc = 0;

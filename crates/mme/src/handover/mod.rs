@@ -10,9 +10,9 @@ impl Mme {
     /// Next {NH, NCC}: NH_{n+1} = KDF(KASME, NH_n) (TS 33.401 A.4, §7.2.8.4).
     pub(crate) fn next_nh(&mut self, id: u32) -> Option<SecurityContext> {
         let u = self.ues.get_mut(&id)?;
-        let sec = u.sec.as_ref()?;
+        let sec = u.sec.as_mut()?;
         let prev = u.nh.clone()?;
-        let nh = sec.kdf.nh(&prev);
+        let nh = sec.kdf().nh(&prev);
         u.ncc = (u.ncc + 1) & 7;
         let sc = SecurityContext {
             ncc: u.ncc,
