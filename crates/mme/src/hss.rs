@@ -228,18 +228,37 @@ impl HssProxy {
         out: &mut Vec<Output>,
         from: usize,
     ) {
-        let mut i = from;
-        while i < out.len() {
-            if matches!(out[i], Output::Hss(_)) {
-                let Output::Hss(req) = out.remove(i) else {
-                    unreachable!("matched above")
-                };
-                let a = self.answer(req);
-                // Outputs of the answer are appended and scanned in turn.
-                mme.handle(now, Input::Hss(a), cp, out);
-            } else {
-                i += 1;
+        serve_requests(out, from, |req, o| {
+            let a = self.answer(req);
+            mme.handle(now, Input::Hss(a), cp, o);
+        });
+    }
+}
+
+/// Takes every [`Output::Hss`] out of `out[from..]`, in order, to `answer`, which may
+/// append outputs (what the answer led to) to the vector it is given: those are
+/// scanned in turn after the rest, as if appended to `out`. The other outputs stay in
+/// `out`, in order. Linear in the outputs (a driver hands over a whole batch's).
+pub fn serve_requests(
+    out: &mut Vec<Output>,
+    from: usize,
+    mut answer: impl FnMut(HssRequest, &mut Vec<Output>),
+) {
+    if !out
+        .get(from..)
+        .is_some_and(|t| t.iter().any(|o| matches!(o, Output::Hss(_))))
+    {
+        return;
+    }
+    let mut queue: std::collections::VecDeque<Output> = out.drain(from..).collect();
+    let mut fresh = Vec::new();
+    while let Some(o) = queue.pop_front() {
+        match o {
+            Output::Hss(req) => {
+                answer(req, &mut fresh);
+                queue.extend(fresh.drain(..));
             }
+            o => out.push(o),
         }
     }
 }

@@ -82,19 +82,11 @@ impl Proxy {
         out: &mut Vec<Output>,
         from: usize,
     ) {
-        let mut i = from;
-        while i < out.len() {
-            if !matches!(out[i], Output::Hss(_)) {
-                i += 1;
-                continue;
-            }
-            let Output::Hss(req) = out.remove(i) else {
-                unreachable!("matched above")
-            };
+        pepc_mme::hss::serve_requests(out, from, |req, o| {
             self.stats.requests += 1;
             self.backend.submit(req, &mut self.answers);
-            self.feed(mme, now, cp, out);
-        }
+            self.feed(mme, now, cp, o);
+        });
     }
 
     /// Answers of an asynchronous backend to `mme` (then serves what they lead to);
