@@ -543,7 +543,7 @@ fn write_ue(
     set(paging_timer.is_some(), F_PAGING_TIMER);
     set(reach_timer.is_some(), F_REACH_TIMER);
 
-    let mut w = Writer(out, version);
+    let mut w = Writer(container::Writer(out), version);
     w.u8(version);
     w.u32(id);
     w.varint(flags as u64);
@@ -600,17 +600,17 @@ fn write_ue(
         w.bytes(k.as_bytes());
     }
     if let Some(r) = retx {
-        let len_at = w.0.len();
-        r.0.encode_into(w.0)
+        let len_at = w.0 .0.len();
+        r.0.encode_into(w.0 .0)
             .map_err(|_| SnapshotError::Invalid("NAS message to retransmit does not encode"))?;
-        let len = w.0.len() - len_at;
+        let len = w.0 .0.len() - len_at;
         if len > MAX_RETX_NAS {
             return Err(too_long("NAS message to retransmit", len, MAX_RETX_NAS));
         }
         // The length goes before the message: encode it, then move the message up.
         let mut lv = [0u8; 10];
         let n = varint_into(len as u64, &mut lv);
-        w.0.splice(len_at..len_at, lv[..n].iter().copied());
+        w.0 .0.splice(len_at..len_at, lv[..n].iter().copied());
     }
     if let Some(h) = ho {
         let HoState {
@@ -1005,32 +1005,24 @@ fn varint_into(mut v: u64, buf: &mut [u8; 10]) -> usize {
     n + 1
 }
 
-/// The output and the version written (an older one only in tests).
-struct Writer<'a>(&'a mut Vec<u8>, u8);
+/// The output (with the shared snapshot byte coding) and the version written (an
+/// older one only in tests).
+struct Writer<'a>(container::Writer<'a>, u8);
+
+impl<'a> std::ops::Deref for Writer<'a> {
+    type Target = container::Writer<'a>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Writer<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
 
 impl Writer<'_> {
-    #[inline(always)]
-    fn u8(&mut self, v: u8) {
-        self.0.push(v);
-    }
-    #[inline(always)]
-    fn u16(&mut self, v: u16) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    #[inline(always)]
-    fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    #[inline(always)]
-    fn bytes(&mut self, b: &[u8]) {
-        self.0.extend_from_slice(b);
-    }
-    #[inline(always)]
-    fn varint(&mut self, v: u64) {
-        let mut b = [0u8; 10];
-        let n = varint_into(v, &mut b);
-        self.0.extend_from_slice(&b[..n]);
-    }
     fn conn(&mut self, assoc: AssocId, enb_ue_id: u32) {
         self.varint(assoc);
         self.varint(u64::from(enb_ue_id));
@@ -1059,45 +1051,62 @@ impl Writer<'_> {
     }
 }
 
+/// The shared snapshot byte coding, with the section's version (set once read) and
+/// errors in this module's terms.
 struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    /// The section's version (set once read).
+    r: container::Reader<'a>,
     version: u8,
+}
+
+/// The byte coding's errors as this section reports them.
+fn section_error(e: container::SnapshotError) -> SnapshotError {
+    match e {
+        container::SnapshotError::Truncated { need, have } => {
+            SnapshotError::Truncated { need, have }
+        }
+        container::SnapshotError::Invalid(what) => SnapshotError::Invalid(what),
+        other => SnapshotError::Container(other),
+    }
 }
 
 impl<'a> Reader<'a> {
     fn new(buf: &'a [u8]) -> Self {
         Reader {
-            buf,
-            pos: 0,
+            r: container::Reader::new(buf),
             version: MME_SECTION_VERSION,
         }
     }
 
     fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
+        self.r.remaining()
     }
 
-    #[inline(always)]
     fn take(&mut self, n: usize) -> Result<&'a [u8], SnapshotError> {
-        match self.buf.get(self.pos..self.pos.saturating_add(n)) {
-            Some(s) => {
-                self.pos += n;
-                Ok(s)
-            }
-            None => Err(SnapshotError::Truncated {
-                need: self.pos.saturating_add(n),
-                have: self.buf.len(),
-            }),
-        }
+        self.r.take(n).map_err(section_error)
     }
 
-    #[inline(always)]
     fn array<const N: usize>(&mut self) -> Result<[u8; N], SnapshotError> {
-        let mut a = [0u8; N];
-        a.copy_from_slice(self.take(N)?);
-        Ok(a)
+        self.r.array().map_err(section_error)
+    }
+
+    fn u8(&mut self) -> Result<u8, SnapshotError> {
+        self.r.u8().map_err(section_error)
+    }
+
+    fn u16(&mut self) -> Result<u16, SnapshotError> {
+        self.r.u16().map_err(section_error)
+    }
+
+    fn u32(&mut self) -> Result<u32, SnapshotError> {
+        self.r.u32().map_err(section_error)
+    }
+
+    fn varint(&mut self) -> Result<u64, SnapshotError> {
+        self.r.varint().map_err(section_error)
+    }
+
+    fn varint_u32(&mut self) -> Result<u32, SnapshotError> {
+        self.r.varint_u32().map_err(section_error)
     }
 
     fn key(&mut self) -> Result<Key256, SnapshotError> {
@@ -1106,44 +1115,6 @@ impl<'a> Reader<'a> {
 
     fn key128(&mut self) -> Result<Key128, SnapshotError> {
         Ok(Key128::new(self.array()?))
-    }
-
-    #[inline(always)]
-    fn u8(&mut self) -> Result<u8, SnapshotError> {
-        Ok(self.array::<1>()?[0])
-    }
-
-    #[inline(always)]
-    fn u16(&mut self) -> Result<u16, SnapshotError> {
-        Ok(u16::from_le_bytes(self.array()?))
-    }
-
-    #[inline(always)]
-    fn u32(&mut self) -> Result<u32, SnapshotError> {
-        Ok(u32::from_le_bytes(self.array()?))
-    }
-
-    /// LEB128, at most 10 bytes, no bits beyond 64, minimal (one encoding per value).
-    fn varint(&mut self) -> Result<u64, SnapshotError> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let b = self.u8()?;
-            if i == 9 && b > 1 {
-                return Err(SnapshotError::Invalid("varint beyond 64 bits"));
-            }
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                if b == 0 && i > 0 {
-                    return Err(SnapshotError::Invalid("varint not minimal"));
-                }
-                return Ok(v);
-            }
-        }
-        Err(SnapshotError::Invalid("varint longer than 10 bytes"))
-    }
-
-    fn varint_u32(&mut self) -> Result<u32, SnapshotError> {
-        u32::try_from(self.varint()?).map_err(|_| SnapshotError::Invalid("varint beyond 32 bits"))
     }
 
     fn count(&mut self) -> Result<u32, SnapshotError> {

@@ -769,27 +769,29 @@ fn check(bytes: &[u8]) -> u32 {
     (h ^ (h >> 32)) as u32
 }
 
-struct Writer<'a>(&'a mut Vec<u8>);
+/// Little-endian fields and LEB128 varints appended to a buffer: the byte coding of
+/// every snapshot section (the MME's too).
+pub struct Writer<'a>(pub &'a mut Vec<u8>);
 
 impl Writer<'_> {
     #[inline(always)]
-    fn u8(&mut self, v: u8) {
+    pub fn u8(&mut self, v: u8) {
         self.0.push(v);
     }
     #[inline(always)]
-    fn u16(&mut self, v: u16) {
+    pub fn u16(&mut self, v: u16) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
     #[inline(always)]
-    fn u32(&mut self, v: u32) {
+    pub fn u32(&mut self, v: u32) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
     #[inline(always)]
-    fn bytes(&mut self, b: &[u8]) {
+    pub fn bytes(&mut self, b: &[u8]) {
         self.0.extend_from_slice(b);
     }
     #[inline(always)]
-    fn varint(&mut self, mut v: u64) {
+    pub fn varint(&mut self, mut v: u64) {
         while v >= 0x80 {
             self.0.push(v as u8 | 0x80);
             v >>= 7;
@@ -798,22 +800,23 @@ impl Writer<'_> {
     }
 }
 
-struct Reader<'a> {
+/// The reading side of [`Writer`]: bounded, every error typed, never a panic.
+pub struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8]) -> Self {
+    pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
 
-    fn remaining(&self) -> usize {
+    pub fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
     #[inline(always)]
-    fn take(&mut self, n: usize) -> Result<&'a [u8], SnapshotError> {
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], SnapshotError> {
         match self.buf.get(self.pos..self.pos.saturating_add(n)) {
             Some(s) => {
                 self.pos += n;
@@ -827,31 +830,31 @@ impl<'a> Reader<'a> {
     }
 
     #[inline(always)]
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], SnapshotError> {
+    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], SnapshotError> {
         let mut a = [0u8; N];
         a.copy_from_slice(self.take(N)?);
         Ok(a)
     }
 
     #[inline(always)]
-    fn u8(&mut self) -> Result<u8, SnapshotError> {
+    pub fn u8(&mut self) -> Result<u8, SnapshotError> {
         Ok(self.array::<1>()?[0])
     }
 
     #[inline(always)]
-    fn u16(&mut self) -> Result<u16, SnapshotError> {
+    pub fn u16(&mut self) -> Result<u16, SnapshotError> {
         Ok(u16::from_le_bytes(self.array()?))
     }
 
     #[inline(always)]
-    fn u32(&mut self) -> Result<u32, SnapshotError> {
+    pub fn u32(&mut self) -> Result<u32, SnapshotError> {
         Ok(u32::from_le_bytes(self.array()?))
     }
 
     /// LEB128, at most 10 bytes, no bits beyond 64, no redundant trailing zero byte
     /// (so each value has one encoding).
     #[inline]
-    fn varint(&mut self) -> Result<u64, SnapshotError> {
+    pub fn varint(&mut self) -> Result<u64, SnapshotError> {
         let mut v = 0u64;
         for i in 0..10 {
             let b = self.u8()?;
@@ -869,11 +872,11 @@ impl<'a> Reader<'a> {
         Err(SnapshotError::Invalid("varint longer than 10 bytes"))
     }
 
-    fn varint_u32(&mut self) -> Result<u32, SnapshotError> {
+    pub fn varint_u32(&mut self) -> Result<u32, SnapshotError> {
         u32::try_from(self.varint()?).map_err(|_| SnapshotError::Invalid("varint beyond 32 bits"))
     }
 
-    fn varint_u16(&mut self) -> Result<u16, SnapshotError> {
+    pub fn varint_u16(&mut self) -> Result<u16, SnapshotError> {
         u16::try_from(self.varint()?).map_err(|_| SnapshotError::Invalid("varint beyond 16 bits"))
     }
 }
