@@ -853,6 +853,13 @@ impl Mme {
         u.tai = tai;
         u.ecgi = ecgi;
         u.reach_timer = None;
+        // A paged UE that answers with another procedure than a Service Request (a
+        // TAU without the active flag) is reachable, but its downlink still waits:
+        // paging ends here and starts again once this connection is released, unless
+        // a bearer setup delivers the data first.
+        if u.paging_timer.take().is_some() {
+            u.page_after_release = true;
+        }
         self.by_conn.insert((assoc, enb_ue_id), id);
     }
 

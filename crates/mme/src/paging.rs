@@ -16,12 +16,16 @@ impl Mme {
             return;
         };
         let u = self.ues.get_mut(&id).expect("present");
-        if matches!(u.wait, Wait::ReleaseComplete { then_remove: false }) {
-            // Its tunnels are gone and the eNB is releasing it: page once released.
+        if u.conn.is_some() {
+            // Downlink for a UE on an S1 connection without user plane: its tunnels
+            // went with a release under way, or it is in a procedure that sets none
+            // up (a TAU without the active flag). Page it once the connection is
+            // released, unless a bearer setup on this connection delivers the data
+            // first (then the flag is cleared).
             u.page_after_release = true;
             return;
         }
-        if u.conn.is_some() || u.paging_timer.is_some() {
+        if u.paging_timer.is_some() {
             return;
         }
         self.ues.get_mut(&id).expect("present").paging_left = self.cfg.paging_attempts;

@@ -163,6 +163,8 @@ impl Mme {
             }
             M::InitialContextSetupResponse(m) => {
                 let u = self.ues.get_mut(&id).expect("present");
+                // The user plane is up: buffered downlink flows, nothing to page for.
+                u.page_after_release = false;
                 let attach = matches!(u.wait, Wait::IcsResponse { attach: true });
                 let slot = u.slot;
                 let loc = self.location(&self.ues[&id]);

@@ -229,6 +229,37 @@ fn downlink_during_release_is_buffered_then_pages_after_release_complete() {
     );
 }
 
+/// Downlink for an idle UE that is in a TAU without the active flag (an S1 connection
+/// with no user plane): buffered, and the UE is paged once the TAU's release is done,
+/// rather than the data waiting out its buffer time unpaged.
+#[test]
+fn downlink_during_a_tau_without_active_flag_pages_after_its_release() {
+    let (mut h, mut ue) = attached();
+    let ip = ue.ue_ip.unwrap();
+    release(&mut h, &mut ue);
+    h.sync();
+    // Downlink while idle: paged.
+    let mut b = batch_of(&[ipv4_udp(SERVER, ip, 2, 1, 50)]);
+    h.dp.downlink(&mut b, 2);
+    assert_eq!(b.packets()[0].meta.verdict, Verdict::Consumed, "buffered");
+    let mut ev = vec![];
+    h.cp.poll_requests(&mut ev);
+    assert_eq!(ev.len(), 1);
+    let r = h.input(Input::Control(ev.pop().unwrap()));
+    assert_eq!(names(&r), vec!["Paging"]);
+    // The UE, crossing the paging, does a TAU without the active flag.
+    ue.enb_ue_id = 13;
+    let tau = ue.tau_request(false);
+    let first = h.send(1, initial_ue(&h, &ue, tau, ue.m_tmsi));
+    let seen = pump(&mut h, &mut ue, 1, first).unwrap();
+    assert!(ue.received.iter().any(|r| r == "TrackingAreaUpdateAccept"));
+    assert_eq!(
+        seen.iter().filter(|m| *m == "Paging").count(),
+        1,
+        "paged once the TAU's connection is released: {seen:?}"
+    );
+}
+
 #[test]
 fn paging_retries_then_fails() {
     let (mut h, mut ue) = attached();
