@@ -828,7 +828,12 @@ impl Mme {
     ) {
         if let Some(u) = self.ues.get(&id) {
             if let (Some(s), true) = (u.slot, u.emm == Emm_::Registered) {
-                warn_cp(out, id, "release of the eNB tunnels", cp.release_to_idle(s));
+                warn_cp(
+                    out,
+                    id,
+                    "release of the eNB tunnels",
+                    cp.release_access_bearers(s),
+                );
             }
         }
         self.release(id, cause, false, out);

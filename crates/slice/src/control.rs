@@ -627,6 +627,23 @@ impl ControlPlane {
 
     /// S1 release: ECM-IDLE. eNB tunnels are forgotten and the UE leaves the primary
     /// table; downlink data then triggers paging.
+    /// Release Access Bearers (TS 23.401 §5.3.5): the eNB's downlink tunnels go, the
+    /// UE stays ECM-CONNECTED while its S1 connection is being released. Uplink still
+    /// in flight from the eNB is forwarded; downlink is buffered and asks for paging
+    /// (see [`ControlEvent::Page`]). [`Self::release_to_idle`] follows once released.
+    pub fn release_access_bearers(&mut self, ue_slot: u32) -> Result<(), CtrlError> {
+        let ue = self.ue_mut(ue_slot)?;
+        for b in ue.bearers.iter_mut() {
+            b.enb_teid = 0;
+            b.enb_addr = Ipv4Addr::UNSPECIFIED;
+        }
+        ue.version = ue.version.wrapping_add(1);
+        if ue.in_primary {
+            self.promote(ue_slot)?;
+        }
+        Ok(())
+    }
+
     pub fn release_to_idle(&mut self, ue_slot: u32) -> Result<(), CtrlError> {
         let ue = self.ue_mut(ue_slot)?;
         ue.ecm = EcmState::Idle;
@@ -966,7 +983,16 @@ impl ControlPlane {
                     }
                 }
                 DpRequest::DownlinkData { ue_slot } => {
-                    match self.ue(ue_slot).map(|u| (u.ecm, u.imsi)) {
+                    // Connected without a downlink tunnel: its access bearers were
+                    // released (an S1 release under way): as idle, the MME pages.
+                    let state = self.ue(ue_slot).map(|u| {
+                        let tunnel = u.bearers.iter().any(|b| b.enb_teid != 0);
+                        match u.ecm {
+                            EcmState::Connected if tunnel => (EcmState::Connected, u.imsi),
+                            _ => (EcmState::Idle, u.imsi),
+                        }
+                    });
+                    match state {
                         Some((EcmState::Connected, _)) => {
                             let _ = self.promote(ue_slot);
                         }

@@ -196,6 +196,12 @@ fn downlink_during_release_is_buffered_then_pages_after_release_complete() {
     );
     assert_eq!(names(&r), vec!["UEContextReleaseCommand"]);
     h.sync();
+    // Uplink the eNB still had in flight goes on to the PDN.
+    let (_, slot) = h.cp.find_imsi(IMSI_N).unwrap();
+    let teid_ul = h.cp.ue(slot).unwrap().bearers[0].teid_ul;
+    let mut b = batch_of(&[gpdu(teid_ul, &ipv4_udp(ip, SERVER, 1, 2, 60))]);
+    h.dp.uplink(&mut b, 2);
+    assert_eq!(b.packets()[0].meta.verdict, Verdict::ToSgi, "uplink in flight");
     let mut b = batch_of(&[ipv4_udp(SERVER, ip, 2, 1, 50)]);
     h.dp.downlink(&mut b, 2);
     assert_eq!(b.packets()[0].meta.verdict, Verdict::Consumed, "buffered");
