@@ -965,13 +965,16 @@ impl ControlPlane {
             n += 1;
             match r {
                 DpRequest::PromoteBearer { slot, teid } => {
+                    // Uplink on a live bearer's TEID (its generation checked) is the
+                    // UE's, in ECM-IDLE too: the eNB forwards what it holds up to the
+                    // release, and those packets can reach the data thread after the
+                    // Release Complete reached us (an S-GW keeps its S1-U TEID). The
+                    // UE goes back to the primary table; downlink still pages it.
                     let owner = self.bearer_owner(slot);
                     let ok = owner.and_then(|u| self.ue(u)).is_some_and(|ue| {
-                        ue.ecm == EcmState::Connected
-                            && ue
-                                .bearers
-                                .iter()
-                                .any(|b| b.slot == slot && b.teid_ul == teid)
+                        ue.bearers
+                            .iter()
+                            .any(|b| b.slot == slot && b.teid_ul == teid)
                     });
                     match (ok, owner) {
                         (true, Some(u)) => {

@@ -306,6 +306,41 @@ fn evicted_ue_is_promoted_on_uplink_without_loss() {
     assert_eq!(cp.usage(a.ue_slot, FIRST_EBI).unwrap().ul_packets, 2);
 }
 
+/// Uplink the eNB forwarded before a release can reach the data thread after the UE
+/// went ECM-IDLE: it is the UE's (live TEID) and goes on to the PDN; a stale TEID of a
+/// removed bearer is still refused.
+#[test]
+fn uplink_in_flight_after_release_to_idle_is_forwarded() {
+    let (mut cp, mut dp) = slice();
+    let a = attach(&mut cp, 1, 0x10);
+    cp.release_to_idle(a.ue_slot).unwrap();
+    dp.sync(1);
+    let b = ul(
+        &mut dp,
+        &[gpdu(a.teid_ul, &ipv4_udp(a.ue_ip, SERVER, 1, 2, 60))],
+        2,
+    );
+    assert_eq!(b.bufs[0].meta.verdict, Verdict::Consumed, "buffered");
+    let mut ev = Vec::new();
+    cp.poll_requests(&mut ev);
+    assert!(ev.is_empty(), "no paging for uplink");
+    dp.sync(3);
+    let mut again = Batch::default();
+    assert_eq!(dp.take_ready(&mut again, true), 1);
+    dp.uplink(&mut again, 4);
+    assert_eq!(again.bufs[0].meta.verdict, Verdict::ToSgi);
+    assert_eq!(dp.counters().drop_count(DropReason::PromotionFailed), 0);
+    // Detached: its TEID is stale and refused.
+    cp.detach(a.ue_slot).unwrap();
+    dp.sync(5);
+    let b = ul(
+        &mut dp,
+        &[gpdu(a.teid_ul, &ipv4_udp(a.ue_ip, SERVER, 1, 2, 61))],
+        6,
+    );
+    assert_ne!(b.bufs[0].meta.verdict, Verdict::ToSgi);
+}
+
 #[test]
 fn promotion_buffer_is_bounded_and_counts_drops() {
     let (mut cp, mut dp) = slice();
