@@ -93,50 +93,37 @@ fn main() {
             .collect(),
     );
 
-    // Restore, both sections, into a fresh node per run (built untimed).
-    let restore_ns = median(
-        (0..RUNS)
-            .map(|_| {
-                let mut dst = Harness::new(n + 16, cfg.clone());
-                let now = dst.now + Duration::from_secs(60);
-                let t = Instant::now();
-                for s in &snaps {
-                    black_box(
-                        restore_whole_ue(&mut dst.mme, &mut dst.cp, black_box(s), now)
-                            .expect("restore"),
-                    );
-                }
-                let ns = t.elapsed().as_nanos() as f64 / n as f64;
-                assert_eq!(dst.mme.ue_count(), n);
-                dst.sync();
-                ns
-            })
-            .collect(),
-    );
-    // The same into a node sized at start as `node.prewarm_users` does (MME maps
-    // reserved, control heap faulted in, slice tables prefaulted): a running node's
-    // case, where no restore pays a page fault or a table growth.
-    let restore_prewarmed_ns = median(
-        (0..RUNS)
-            .map(|_| {
-                let mut dst = Harness::new(n + 16, cfg.clone());
-                dst.mme.prewarm(n);
-                dst.cp.prewarm(n);
-                let now = dst.now + Duration::from_secs(60);
-                let t = Instant::now();
-                for s in &snaps {
-                    black_box(
-                        restore_whole_ue(&mut dst.mme, &mut dst.cp, black_box(s), now)
-                            .expect("restore"),
-                    );
-                }
-                let ns = t.elapsed().as_nanos() as f64 / n as f64;
-                assert_eq!(dst.mme.ue_count(), n);
-                dst.sync();
-                ns
-            })
-            .collect(),
-    );
+    // Restore, both sections, into a fresh node per run (built untimed); `prewarm`:
+    // sized at start as `node.prewarm_users` does (MME maps reserved, control heap
+    // faulted in, slice tables prefaulted), a running node's case, where no restore
+    // pays a page fault or a table growth.
+    let restore_into = |prewarm: bool| {
+        median(
+            (0..RUNS)
+                .map(|_| {
+                    let mut dst = Harness::new(n + 16, cfg.clone());
+                    if prewarm {
+                        dst.mme.prewarm(n);
+                        dst.cp.prewarm(n);
+                    }
+                    let now = dst.now + Duration::from_secs(60);
+                    let t = Instant::now();
+                    for s in &snaps {
+                        black_box(
+                            restore_whole_ue(&mut dst.mme, &mut dst.cp, black_box(s), now)
+                                .expect("restore"),
+                        );
+                    }
+                    let ns = t.elapsed().as_nanos() as f64 / n as f64;
+                    assert_eq!(dst.mme.ue_count(), n);
+                    dst.sync();
+                    ns
+                })
+                .collect(),
+        )
+    };
+    let restore_ns = restore_into(false);
+    let restore_prewarmed_ns = restore_into(true);
     // The MME section alone, into a fresh MME per run.
     let sections: Vec<Vec<u8>> = snaps
         .iter()
