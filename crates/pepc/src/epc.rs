@@ -163,22 +163,13 @@ pub struct EpcConfig {
 
 /// Parse PLMN digits ("00101", "310410") into the TBCD octets of TS 24.008 10.5.1.13.
 pub fn parse_plmn(s: &str) -> Result<Plmn, String> {
-    let d: Vec<u8> = s
-        .bytes()
-        .map(|b| b.is_ascii_digit().then(|| b - b'0'))
-        .collect::<Option<_>>()
-        .ok_or_else(|| format!("{s:?} must be digits only"))?;
-    let (mcc, mnc) = match d.len() {
-        5 => (&d[..3], &d[3..]),
-        6 => (&d[..3], &d[3..]),
-        n => return Err(format!("{s:?} must be 5 or 6 digits (MCC + MNC), got {n}")),
-    };
-    let mnc3 = if mnc.len() == 3 { mnc[2] } else { 0xf };
-    Ok(Plmn([
-        mcc[1] << 4 | mcc[0],
-        mnc3 << 4 | mcc[2],
-        mnc[1] << 4 | mnc[0],
-    ]))
+    if !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{s:?} must be digits only"));
+    }
+    match s.len() {
+        5 | 6 => Plmn::from_mcc_mnc(&s[..3], &s[3..]).map_err(|e| e.0),
+        n => Err(format!("{s:?} must be 5 or 6 digits (MCC + MNC), got {n}")),
+    }
 }
 
 fn parse_alg<T>(
