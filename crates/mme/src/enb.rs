@@ -33,6 +33,11 @@ impl Mme {
                 }
             }
         }
+        self.idle_all_of(assoc, cp, out);
+    }
+
+    /// Every UE with an S1 connection on `assoc` goes ECM-IDLE.
+    fn idle_all_of(&mut self, assoc: AssocId, cp: &mut ControlPlane, out: &mut Vec<Output>) {
         let ids: Vec<u32> = self
             .by_conn
             .iter()
@@ -55,17 +60,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         match connections {
-            None => {
-                let ids: Vec<u32> = self
-                    .by_conn
-                    .iter()
-                    .filter(|((a, _), _)| *a == assoc)
-                    .map(|(_, id)| *id)
-                    .collect();
-                for id in ids {
-                    self.make_idle(id, cp, out);
-                }
-            }
+            None => self.idle_all_of(assoc, cp, out),
             Some(list) => {
                 for c in list {
                     let id = c
