@@ -270,14 +270,14 @@ mod procedures {
 
     impl Mme {
         /// Send `req` (made for the reference given) for UE `id`, which then waits for
-        /// its answer in `wait` (made for the sequence number), guarded by
+        /// its answer in state `wait` (made for the sequence number), guarded by
         /// `cfg.hss_timeout`.
         pub(crate) fn ask_hss(
             &mut self,
             now: Instant,
             id: u32,
             req: impl FnOnce(HssRef) -> HssRequest,
-            wait: impl FnOnce(u32) -> Wait,
+            wait: impl FnOnce(u32) -> Procedure,
             out: &mut Vec<Output>,
         ) {
             let Some(u) = self.ues.get_mut(&id) else {
@@ -285,7 +285,7 @@ mod procedures {
             };
             self.hss_seq = self.hss_seq.wrapping_add(1);
             let seq = self.hss_seq;
-            u.wait = wait(seq);
+            u.proc = wait(seq);
             // Nothing of the NAS layer is pending while the HSS is asked.
             u.nas_timer = None;
             u.retx = None;
@@ -311,7 +311,7 @@ mod procedures {
                 now,
                 id,
                 |r| HssRequest::Profile { r, imsi },
-                |seq| Wait::HssProfile {
+                |seq| Procedure::ExpectHssProfile {
                     seq,
                     attach,
                     resumed,
@@ -335,7 +335,11 @@ mod procedures {
                 now,
                 id,
                 |r| HssRequest::Vector { r, imsi, plmn },
-                |seq| Wait::HssVector { seq, attach },
+                |seq| Procedure::ExpectHssVector {
+                    seq,
+                    attach,
+                    resynced: false,
+                },
                 out,
             );
         }
@@ -361,7 +365,11 @@ mod procedures {
                     rand,
                     auts,
                 },
-                |seq| Wait::HssVector { seq, attach: 0 },
+                |seq| Procedure::ExpectHssVector {
+                    seq,
+                    attach: 0,
+                    resynced: true,
+                },
                 out,
             );
         }
@@ -374,14 +382,21 @@ mod procedures {
             out: &mut Vec<Output>,
         ) {
             let HssRef { mme_ue_id: id, seq } = a.r;
-            let wait = self.ues.get(&id).map(|u| u.wait.clone());
-            let (resumed, want_vector, attach) = match wait {
-                Some(Wait::HssProfile {
+            let awaited = self.ues.get(&id).map(|u| match u.proc {
+                Procedure::ExpectHssProfile {
                     seq: s,
                     resumed,
                     attach,
-                }) if s == seq => (resumed, false, attach),
-                Some(Wait::HssVector { seq: s, attach }) if s == seq => (false, true, attach),
+                } if s == seq => Some((resumed, false, attach, false)),
+                Procedure::ExpectHssVector {
+                    seq: s,
+                    attach,
+                    resynced,
+                } if s == seq => Some((false, true, attach, resynced)),
+                _ => None,
+            });
+            let (resumed, want_vector, attach, resynced) = match awaited.flatten() {
+                Some(a) => a,
                 _ => {
                     self.stats.hss_late_answers += 1;
                     log(
@@ -401,7 +416,7 @@ mod procedures {
                 self.hss_deadlines.pop_front();
             }
             if let Some(u) = self.ues.get_mut(&id) {
-                u.wait = Wait::None;
+                u.proc = Procedure::Idle;
             }
             match (a.result, want_vector) {
                 (Ok(HssData::Profile(sub)), false) => {
@@ -412,7 +427,7 @@ mod procedures {
                         self.ask_vector(now, id, imsi, attach, out);
                     }
                 }
-                (Ok(HssData::Vector(v)), true) => self.send_auth_request(now, id, v, out),
+                (Ok(HssData::Vector(v)), true) => self.send_auth_request(now, id, v, resynced, out),
                 (Err(HssFailure::ResyncRefused), true) => {
                     log(
                         out,
@@ -464,7 +479,7 @@ mod procedures {
             };
             u.qci = sub.qci;
             u.arp_priority = sub.arp_priority;
-            if u.apn.is_empty() && !u.pending_bearers.contains(&0xff) {
+            if u.apn.is_empty() && !u.esm_info_flag {
                 u.apn.clone_from(&sub.apn);
             }
             u.subscribed_apn = apn;
@@ -491,7 +506,7 @@ mod procedures {
                             format!("UE {id}: no HSS answer to request {seq} in time"),
                         );
                         if let Some(u) = self.ues.get_mut(&id) {
-                            u.wait = Wait::None;
+                            u.proc = Procedure::Idle;
                         }
                         self.attach_reject(id, HssFailure::Timeout.emm_cause(), out);
                     }

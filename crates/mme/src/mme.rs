@@ -172,51 +172,83 @@ pub(crate) enum Emm_ {
     Registered,
 }
 
-/// What the UE's signaling connection is waiting for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Wait {
-    None,
-    Identity,
-    AuthResponse,
-    SmcComplete,
-    EsmInfo,
-    IcsResponse {
-        attach: bool,
-    },
-    AttachComplete,
-    GutiReallocComplete,
-    DetachAccept,
-    ReleaseComplete {
-        then_remove: bool,
-    },
-    /// The HSS's answer to request `seq` with the subscription data; then the attach
-    /// goes on with AKA, or (`resumed`: a parked security context) without it.
-    /// `attach`: digest of the Attach Request served (0: unknown), so that the same
-    /// one repeated meanwhile is not served twice (TS 24.301 §5.5.1.2.7 e).
-    HssProfile {
+/// The EMM procedure in progress on a UE and the one message it awaits (TS 24.301
+/// §4.1: one EMM specific or common procedure at a time), in rustls's style: each state
+/// holds what only it needs (the vector while the RES is awaited, the security context
+/// being established until the Security Mode Complete, the new M-TMSI until the UE
+/// confirms it), and nothing beside it records what is awaited. A handler checks the
+/// state its message belongs to and moves the UE to the next one.
+///
+/// The S1 handover is not one of these: it is an S1AP mobility procedure that may run
+/// while an EMM procedure waits for the UE ([`Ue::handover`]).
+#[derive(Debug)]
+pub(crate) enum Procedure {
+    /// No EMM procedure in progress.
+    Idle,
+    /// Identification (§5.4.4): an attach by a GUTI we could not resolve.
+    ExpectIdentity,
+    /// The HSS's subscription data (request `seq`); then AKA, or (`resumed`: a parked
+    /// security context) the session. `attach`: digest of the Attach Request served
+    /// (0: unknown), so that the same one repeated meanwhile is not served twice
+    /// (§5.5.1.2.7 e).
+    ExpectHssProfile {
         seq: u32,
         attach: u16,
         resumed: bool,
     },
-    /// The HSS's answer to request `seq` with a vector (after a resync too); then
-    /// the Authentication Request.
-    HssVector {
+    /// An authentication vector from the HSS (request `seq`); then the Authentication
+    /// Request. `resynced`: this vector follows a resynchronisation (one per AKA).
+    ExpectHssVector {
         seq: u32,
         attach: u16,
+        resynced: bool,
+    },
+    /// The RES for the challenge of `vector` (§5.4.2).
+    ExpectAuthResponse {
+        vector: Box<AuthVector>,
+        resynced: bool,
+    },
+    /// The Security Mode Complete under `sec`, the context being established (§5.4.3).
+    ExpectSmcComplete {
+        sec: Box<SecCtx>,
+    },
+    /// The attach's ESM Information Response (§6.6.1.2).
+    ExpectEsmInfo,
+    /// The eNB's Initial Context Setup response (an attach's, or a Service Request's /
+    /// an active-flag TAU's).
+    ExpectIcsResponse {
+        attach: bool,
+    },
+    ExpectAttachComplete,
+    /// GUTI Reallocation Complete for the new `m_tmsi` (§5.4.1).
+    ExpectGutiReallocComplete {
+        m_tmsi: u32,
+    },
+    /// Network-initiated detach (§5.5.2.3).
+    ExpectDetachAccept,
+    /// The eNB's UE Context Release Complete; then the context goes (`then_remove`) or
+    /// the UE becomes ECM-IDLE.
+    ExpectReleaseComplete {
+        then_remove: bool,
     },
 }
 
-impl Wait {
+impl Procedure {
     /// Waiting for the HSS: the context is half built and takes no NAS but a new
     /// Attach Request or a Detach Request.
     pub(crate) fn awaits_hss(&self) -> bool {
-        matches!(self, Wait::HssProfile { .. } | Wait::HssVector { .. })
+        matches!(
+            self,
+            Procedure::ExpectHssProfile { .. } | Procedure::ExpectHssVector { .. }
+        )
     }
 
     /// The sequence number of the HSS request awaited.
     pub(crate) fn hss_seq(&self) -> Option<u32> {
         match self {
-            Wait::HssProfile { seq, .. } | Wait::HssVector { seq, .. } => Some(*seq),
+            Procedure::ExpectHssProfile { seq, .. } | Procedure::ExpectHssVector { seq, .. } => {
+                Some(*seq)
+            }
             _ => None,
         }
     }
@@ -224,8 +256,27 @@ impl Wait {
     /// The digest of the Attach Request whose HSS answer is awaited (0: unknown).
     pub(crate) fn hss_attach(&self) -> u16 {
         match self {
-            Wait::HssProfile { attach, .. } | Wait::HssVector { attach, .. } => *attach,
+            Procedure::ExpectHssProfile { attach, .. }
+            | Procedure::ExpectHssVector { attach, .. } => *attach,
             _ => 0,
+        }
+    }
+
+    /// Name for logs (never the state's keys).
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Procedure::Idle => "idle",
+            Procedure::ExpectIdentity => "identification",
+            Procedure::ExpectHssProfile { .. } => "subscription data (HSS)",
+            Procedure::ExpectHssVector { .. } => "authentication vector (HSS)",
+            Procedure::ExpectAuthResponse { .. } => "authentication",
+            Procedure::ExpectSmcComplete { .. } => "security mode control",
+            Procedure::ExpectEsmInfo => "ESM information",
+            Procedure::ExpectIcsResponse { .. } => "initial context setup",
+            Procedure::ExpectAttachComplete => "attach completion",
+            Procedure::ExpectGutiReallocComplete { .. } => "GUTI reallocation",
+            Procedure::ExpectDetachAccept => "network-initiated detach",
+            Procedure::ExpectReleaseComplete { .. } => "UE context release",
         }
     }
 }
@@ -249,16 +300,11 @@ pub(crate) struct Ue {
     pub(crate) emm: Emm_,
     /// Current S1 connection (assoc, eNB UE S1AP ID).
     pub(crate) conn: Option<(AssocId, u32)>,
-    pub(crate) wait: Wait,
+    /// The EMM procedure in progress (what it awaits, with its own state).
+    pub(crate) proc: Procedure,
     /// Boxed: the keyed EIA/EEA state makes it ~700 bytes; the context established
-    /// by a security mode procedure moves in from `new_sec` without a copy.
+    /// by a security mode procedure moves in from its state without a copy.
     pub(crate) sec: Option<Box<SecCtx>>,
-    /// Context being established (after AKA, before SMC complete).
-    // Boxed, like `retx` and `ho` below: each is held only during one procedure, and
-    // keeping them out of line makes the context that stays per UE ~40% smaller.
-    pub(crate) new_sec: Option<Box<SecCtx>>,
-    pub(crate) vector: Option<Box<AuthVector>>,
-    pub(crate) resync_done: bool,
     pub(crate) ue_net_cap: Vec<u8>,
     pub(crate) pti: u8,
     pub(crate) apn: String,
@@ -268,7 +314,6 @@ pub(crate) struct Ue {
     pub(crate) subscribed_apn: u16,
     pub(crate) slot: Option<u32>,
     pub(crate) m_tmsi: u32,
-    pub(crate) pending_tmsi: Option<u32>,
     pub(crate) tai: Tai,
     pub(crate) ecgi: Ecgi,
     pub(crate) nh: Option<Key256>,
@@ -281,7 +326,10 @@ pub(crate) struct Ue {
     pub(crate) paging_left: u32,
     pub(crate) reach_timer: Option<Instant>,
     pub(crate) gen: u64,
-    pub(crate) ho: Option<Box<HoState>>,
+    /// The S1 handover under way (TS 36.413 §8.4), beside any EMM procedure. Boxed,
+    /// like `retx`: held only during the procedure, and out of line the context that
+    /// stays per UE is smaller.
+    pub(crate) handover: Option<Box<HoState>>,
     /// Source connection of a finished handover awaiting its release complete.
     pub(crate) old_conn: Option<(AssocId, u32)>,
     /// Source connection of the last X2 handover and until when it stays known. The
@@ -293,7 +341,12 @@ pub(crate) struct Ue {
     pub(crate) qci: u8,
     pub(crate) arp_priority: u8,
     pub(crate) next_ksi: u8,
+    /// EPS bearers whose activation, modification or deactivation awaits the UE's
+    /// ESM answer (ESM procedures run beside the EMM one).
     pub(crate) pending_bearers: Vec<u8>,
+    /// The attach's PDN Connectivity Request set the ESM information transfer flag:
+    /// the APN comes in an ESM Information Response after security (§6.6.1.2.2).
+    pub(crate) esm_info_flag: bool,
     /// The current security context was taken from `Mme::parked` by a verified
     /// Attach Request: the attach goes on without identity and AKA.
     pub(crate) resumed: bool,
@@ -325,7 +378,7 @@ pub struct Mme {
     pub(crate) hss_seq: u32,
     /// (deadline, MME UE S1AP ID, sequence number) of HSS requests in the order sent:
     /// the timeout is one value, so deadlines only grow. Entries answered stay until
-    /// they reach the front (they are recognised as stale by the UE's wait).
+    /// they reach the front (they are recognised as stale by the UE's procedure).
     pub(crate) hss_deadlines: VecDeque<(Instant, u32, u32)>,
     /// Subscribed APNs seen (index + 1 is a UE's `subscribed_apn`): operators have few.
     pub(crate) apns: Vec<Box<str>>,
@@ -458,7 +511,7 @@ impl Mme {
             if self
                 .ues
                 .get(&id)
-                .is_some_and(|u| u.wait.hss_seq() == Some(seq))
+                .is_some_and(|u| u.proc.hss_seq() == Some(seq))
             {
                 break;
             }
@@ -651,8 +704,8 @@ impl Mme {
             self.by_conn.remove(&c);
         }
         u.x2_source = None;
-        u.ho = None;
-        u.wait = Wait::None;
+        u.handover = None;
+        u.proc = Procedure::Idle;
         u.retx = None;
         u.nas_timer = None;
         if u.emm == Emm_::Registered {
@@ -746,18 +799,14 @@ impl Mme {
                 imsi: None,
                 emm: Emm_::Deregistered,
                 conn: Some((assoc, enb_ue_id)),
-                wait: Wait::None,
+                proc: Procedure::Idle,
                 sec: None,
-                new_sec: None,
-                vector: None,
-                resync_done: false,
                 ue_net_cap: vec![],
                 pti: 0,
                 apn: String::new(),
                 subscribed_apn: 0,
                 slot: None,
                 m_tmsi: 0,
-                pending_tmsi: None,
                 tai,
                 ecgi,
                 nh: None,
@@ -769,7 +818,7 @@ impl Mme {
                 paging_left: 0,
                 reach_timer: None,
                 gen: 0,
-                ho: None,
+                handover: None,
                 old_conn: None,
                 x2_source: None,
                 ambr: self.cfg.default_ambr,
@@ -777,6 +826,7 @@ impl Mme {
                 arp_priority: 9,
                 next_ksi: 0,
                 pending_bearers: vec![],
+                esm_info_flag: false,
                 resumed: false,
                 superseded: false,
                 page_after_release: false,
@@ -799,7 +849,7 @@ impl Mme {
         let Some((assoc, enb_ue_id)) = u.conn else {
             return;
         };
-        u.wait = Wait::ReleaseComplete { then_remove };
+        u.proc = Procedure::ExpectReleaseComplete { then_remove };
         self.send(
             assoc,
             Some(id),

@@ -14,7 +14,11 @@ impl Mme {
     ) -> Option<Vec<u8>> {
         let u = self.ues.get_mut(&id)?;
         let r = if new_ctx {
-            u.new_sec.as_mut()?.protect(msg, true, Direction::Downlink)
+            // The context being established: the Security Mode Command's.
+            let Procedure::ExpectSmcComplete { sec } = &mut u.proc else {
+                return None;
+            };
+            sec.protect(msg, true, Direction::Downlink)
         } else if let Some(s) = u.sec.as_mut() {
             s.protect(msg, false, Direction::Downlink)
         } else {
@@ -84,16 +88,17 @@ impl Mme {
             log(
                 out,
                 LogLevel::Warn,
-                format!("UE {id}: NAS procedure {:?} timed out", u.wait),
+                format!("UE {id}: NAS procedure {} timed out", u.proc.name()),
             );
             u.retx = None;
+            let detaching = matches!(u.proc, Procedure::ExpectDetachAccept);
             let registered = u.emm == Emm_::Registered
-                && u.wait != Wait::DetachAccept
-                && u.wait != Wait::AttachComplete;
-            if u.wait == Wait::DetachAccept {
+                && !detaching
+                && !matches!(u.proc, Procedure::ExpectAttachComplete);
+            if detaching {
                 self.release(id, Cause::NAS_DETACH, true, out);
             } else if registered {
-                u.wait = Wait::None;
+                u.proc = Procedure::Idle;
             } else {
                 if let Some(s) = u.slot.take() {
                     warn_cp(out, id, "detach", cp.detach(s));
@@ -105,10 +110,12 @@ impl Mme {
         }
         let (msg, new_ctx) = *u.retx.clone().expect("checked");
         let n = u.retx_count;
-        let d = match u.wait {
-            Wait::Identity => self.cfg.t3470,
-            Wait::AuthResponse | Wait::SmcComplete => self.cfg.t3460,
-            Wait::DetachAccept => self.cfg.t3422,
+        let d = match u.proc {
+            Procedure::ExpectIdentity => self.cfg.t3470,
+            Procedure::ExpectAuthResponse { .. } | Procedure::ExpectSmcComplete { .. } => {
+                self.cfg.t3460
+            }
+            Procedure::ExpectDetachAccept => self.cfg.t3422,
             _ => self.cfg.t3450,
         };
         self.stats.retransmissions += 1;
@@ -147,10 +154,9 @@ impl Mme {
         let u = self.ues.get_mut(&id)?;
         if pd == 7 && (1..=4).contains(&sht) {
             // SMC Complete comes under the new context.
-            let ctx = if sht == 4 && u.new_sec.is_some() {
-                u.new_sec.as_deref_mut()
-            } else {
-                u.sec.as_deref_mut()
+            let ctx = match &mut u.proc {
+                Procedure::ExpectSmcComplete { sec } if sht == 4 => Some(&mut **sec),
+                _ => u.sec.as_deref_mut(),
             };
             if let Some(ctx) = ctx {
                 return match ctx.unprotect(bytes, Direction::Uplink) {
@@ -168,7 +174,7 @@ impl Mme {
                                     | Emm::TrackingAreaUpdateRequest(_)
                             )
                         ) && u.conn.is_some()
-                            && u.wait == Wait::None
+                            && matches!(u.proc, Procedure::Idle)
                             && u.emm == Emm_::Deregistered
                         {
                             return Some((inner, false));
@@ -241,7 +247,7 @@ impl Mme {
         let Some((msg, verified)) = self.uplink_nas(id, bytes, out) else {
             return;
         };
-        if self.ues.get(&id).is_some_and(|u| u.wait.awaits_hss())
+        if self.ues.get(&id).is_some_and(|u| u.proc.awaits_hss())
             && !matches!(
                 msg,
                 NasEpsMessage::Emm(

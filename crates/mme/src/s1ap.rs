@@ -60,7 +60,7 @@ impl Mme {
                 let known = |c: Option<(AssocId, u32)>| {
                     c.is_some_and(|(a, e)| a == assoc && Some(e) == enb_id)
                 };
-                let from_target = ue.ho.as_ref().is_some_and(|h| {
+                let from_target = ue.handover.as_ref().is_some_and(|h| {
                     h.target_assoc == assoc
                         && (h.target_enb_ue_id == enb_id || h.target_enb_ue_id.is_none())
                 });
@@ -165,7 +165,7 @@ impl Mme {
                 let u = self.ues.get_mut(&id).expect("present");
                 // The user plane is up: buffered downlink flows, nothing to page for.
                 u.page_after_release = false;
-                let attach = matches!(u.wait, Wait::IcsResponse { attach: true });
+                let attach = matches!(u.proc, Procedure::ExpectIcsResponse { attach: true });
                 let slot = u.slot;
                 let loc = self.location(&self.ues[&id]);
                 if let Some(s) = slot {
@@ -181,14 +181,17 @@ impl Mme {
                 }
                 let u = self.ues.get_mut(&id).expect("present");
                 u.paging_timer = None;
-                u.wait = if attach {
-                    Wait::AttachComplete
+                u.proc = if attach {
+                    Procedure::ExpectAttachComplete
                 } else {
-                    Wait::None
+                    Procedure::Idle
                 };
             }
             M::InitialContextSetupFailure(_) => {
-                let attach = matches!(self.ues[&id].wait, Wait::IcsResponse { attach: true });
+                let attach = matches!(
+                    self.ues[&id].proc,
+                    Procedure::ExpectIcsResponse { attach: true }
+                );
                 if attach {
                     if let Some(s) = self.ues.get_mut(&id).and_then(|u| u.slot.take()) {
                         warn_cp(out, id, "detach", cp.detach(s));
@@ -203,7 +206,7 @@ impl Mme {
             // command in flight answers it; a second one would be answered with a
             // second Release Complete for an already removed context.
             M::UeContextReleaseRequest(_)
-                if matches!(self.ues[&id].wait, Wait::ReleaseComplete { .. }) => {}
+                if matches!(self.ues[&id].proc, Procedure::ExpectReleaseComplete { .. }) => {}
             M::UeContextReleaseRequest(m) => self.release_connection(id, m.cause, cp, out),
             M::UeContextReleaseComplete(m) => {
                 let u = self.ues.get_mut(&id).expect("present");
@@ -213,8 +216,10 @@ impl Mme {
                     self.by_conn.remove(&(assoc, m.enb_ue_id));
                     return;
                 }
-                let remove = matches!(u.wait, Wait::ReleaseComplete { then_remove: true })
-                    || u.emm == Emm_::Deregistered;
+                let remove = matches!(
+                    u.proc,
+                    Procedure::ExpectReleaseComplete { then_remove: true }
+                ) || u.emm == Emm_::Deregistered;
                 if remove {
                     self.remove_ue(id, true, cp);
                 } else {
@@ -257,7 +262,7 @@ impl Mme {
             M::HandoverRequired(m) => self.ho_required(assoc, m, cp, out),
             M::HandoverCancel(m) => {
                 let u = self.ues.get_mut(&id).expect("present");
-                if let Some(h) = u.ho.take() {
+                if let Some(h) = u.handover.take() {
                     if let Some(t) = h.target_enb_ue_id {
                         self.send(
                             h.target_assoc,
@@ -286,7 +291,7 @@ impl Mme {
                 );
             }
             M::EnbStatusTransfer(m) => {
-                if let Some(h) = self.ues[&id].ho.as_ref() {
+                if let Some(h) = self.ues[&id].handover.as_ref() {
                     if let Some(t) = h.target_enb_ue_id {
                         let ta = h.target_assoc;
                         self.send(

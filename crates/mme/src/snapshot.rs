@@ -3,9 +3,9 @@
 //! the whole-UE convenience that writes and restores both sections.
 //!
 //! A snapshot continues the UE exactly where it was: EMM state, S1 connection and
-//! MME UE S1AP ID, the procedure in progress ([`Wait`] with what it needs: the
-//! authentication vector, the security context being established, the NAS message
-//! under retransmission and its count, handover state), the NAS security context
+//! MME UE S1AP ID, the EMM procedure in progress ([`Procedure`] with what its state
+//! holds: the authentication vector, the security context being established, the new
+//! M-TMSI), the NAS message under retransmission and its count, handover state, the NAS security context
 //! (KASME, algorithms, KSI, NAS COUNTs, NH/NCC), M-TMSIs, subscription figures, and
 //! timers as time remaining. K_NASint and K_NASenc are carried beside KASME, so that
 //! restore does not derive them again; the KASME-keyed KDF is rebuilt on restore,
@@ -14,11 +14,11 @@
 //! Key material is what a snapshot is for, so the section's bytes are never logged:
 //! no type here has a `Debug` that shows them (errors name fields, not values).
 //!
-//! ## MME section, version 2
+//! ## MME section, version 3
 //! Integers are LEB128 varints (`v`, minimal) unless sized; sized ones little endian;
 //! durations are microseconds remaining, rounded up, 0 for a deadline already past.
 //! ```text
-//! version u8 (2) | mme_ue_id u32 | flags v (bits below; others must be 0) | wait u8
+//! version u8 (3) | mme_ue_id u32 | flags v (bits below; others must be 0) | state u8
 //! [imsi v]                                   F_IMSI
 //! [conn: assoc v | enb_ue_id v]              F_CONN
 //! m_tmsi u32 | [pending_tmsi u32]            F_PENDING_TMSI
@@ -27,6 +27,8 @@
 //! paging_left v | retx_count v
 //! ue_net_cap: len u8 (<=32) | octets ; apn: len u8 (<=100) | UTF-8 ;
 //! pending_bearers: len u8 (<=16) | octets
+//! [subscribed_apn: len u8 (<=100) | UTF-8]               F_SUBSCRIBED_APN
+//! [hss_seq v | attach_digest u16]                          states 12-14
 //! [sec] F_SEC, [new_sec] F_NEW_SEC, each:
 //!   kasme 32 | knas_int 16 | knas_enc 16 | ksi u8 (<7) | algs u8 (bits 0-2 EIA, 4-6 EEA, 7 rx_started; 3 zero)
 //!   | ul_count v | dl_count v | last_ul_count v (each < 2^24)
@@ -42,12 +44,17 @@
 //! [x2_source: assoc v | enb_ue_id v | remaining v]         F_X2_SOURCE
 //! [nas_timer v] [paging_timer v] [reach_timer v]           F_*_TIMER
 //! ```
-//! Version 1 is version 2 without `knas_int` and `knas_enc` (restore derives them
-//! from KASME); it is still read.
+//! Version 2 is version 3 without F_ESM_INFO (the flag was a 0xff pending bearer);
+//! version 1 is version 2 without `knas_int` and `knas_enc` (restore derives them
+//! from KASME). Both are still read.
 //!
-//! `wait`: 0 None, 1 Identity, 2 AuthResponse, 3 SmcComplete, 4 EsmInfo,
-//! 5/6 IcsResponse (attach false/true), 7 AttachComplete, 8 GutiReallocComplete,
-//! 9 DetachAccept, 10/11 ReleaseComplete (then_remove false/true).
+//! `state` ([`Procedure`]): 0 Idle, 1 ExpectIdentity, 2 ExpectAuthResponse (needs
+//! F_VECTOR), 3 ExpectSmcComplete (needs F_NEW_SEC), 4 ExpectEsmInfo,
+//! 5/6 ExpectIcsResponse (attach false/true), 7 ExpectAttachComplete,
+//! 8 ExpectGutiReallocComplete (needs F_PENDING_TMSI), 9 ExpectDetachAccept,
+//! 10/11 ExpectReleaseComplete (then_remove false/true), 12/13 ExpectHssProfile
+//! (resumed false/true), 14 ExpectHssVector; F_RESYNC_DONE only with 2 and 14. The
+//! parts a state holds appear with it and with no other state.
 //!
 //! Not carried: the slice's UE slot (local to a slice; the restoring caller gives the
 //! one [`ControlPlane::restore_ue`] chose, F_SLOT records that there was one), the
@@ -57,7 +64,7 @@
 //! Determinism: snapshot → restore → snapshot at the same instants gives the same
 //! bytes, except `mme_ue_id` when restore had to renumber it (see [`MmeRestored`]).
 
-use crate::mme::{AssocId, Emm_, HoState, Mme, Ue, Wait};
+use crate::mme::{AssocId, Emm_, HoState, Mme, Procedure, Ue};
 use crate::nasx::{Direction, NasEpsMessage, RecentTags, SecCtx};
 use oxirush_nas::common::Encode;
 use pepc_s1ap::{ERabAdmitted, Ecgi, Plmn, Tai};
@@ -70,7 +77,7 @@ use std::time::{Duration, Instant};
 
 /// The MME section's format version written. This and version 1 (no NAS keys in the
 /// security contexts) are read.
-pub const MME_SECTION_VERSION: u8 = 2;
+pub const MME_SECTION_VERSION: u8 = 3;
 /// The oldest MME section version read.
 pub const MME_SECTION_VERSION_MIN: u8 = 1;
 /// Longest NAS message carried for retransmission.
@@ -102,7 +109,9 @@ const F_PAGING_TIMER: u32 = 1 << 18;
 const F_REACH_TIMER: u32 = 1 << 19;
 const F_PAGE_AFTER_RELEASE: u32 = 1 << 20;
 const F_SUBSCRIBED_APN: u32 = 1 << 21;
-const F_ALL: u32 = (1 << 22) - 1;
+/// Version 3: the ESM information transfer flag (before: a 0xff pending bearer).
+const F_ESM_INFO: u32 = 1 << 22;
+const F_ALL: u32 = (1 << 23) - 1;
 
 /// Which UE to snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,55 +228,82 @@ pub struct WholeRestored {
     pub slice: Option<Restored>,
 }
 
-fn wait_code(w: &Wait) -> u8 {
+/// The state code of procedure `p` (the record's `wait` byte).
+fn proc_code(p: &Procedure) -> u8 {
     // Exhaustive: a new state fails to compile until the snapshot carries it.
-    match w {
-        Wait::None => 0,
-        Wait::Identity => 1,
-        Wait::AuthResponse => 2,
-        Wait::SmcComplete => 3,
-        Wait::EsmInfo => 4,
-        Wait::IcsResponse { attach: false } => 5,
-        Wait::IcsResponse { attach: true } => 6,
-        Wait::AttachComplete => 7,
-        Wait::GutiReallocComplete => 8,
-        Wait::DetachAccept => 9,
-        Wait::ReleaseComplete { then_remove: false } => 10,
-        Wait::ReleaseComplete { then_remove: true } => 11,
-        Wait::HssProfile { resumed: false, .. } => 12,
-        Wait::HssProfile { resumed: true, .. } => 13,
-        Wait::HssVector { .. } => 14,
+    match p {
+        Procedure::Idle => 0,
+        Procedure::ExpectIdentity => 1,
+        Procedure::ExpectAuthResponse { .. } => 2,
+        Procedure::ExpectSmcComplete { .. } => 3,
+        Procedure::ExpectEsmInfo => 4,
+        Procedure::ExpectIcsResponse { attach: false } => 5,
+        Procedure::ExpectIcsResponse { attach: true } => 6,
+        Procedure::ExpectAttachComplete => 7,
+        Procedure::ExpectGutiReallocComplete { .. } => 8,
+        Procedure::ExpectDetachAccept => 9,
+        Procedure::ExpectReleaseComplete { then_remove: false } => 10,
+        Procedure::ExpectReleaseComplete { then_remove: true } => 11,
+        Procedure::ExpectHssProfile { resumed: false, .. } => 12,
+        Procedure::ExpectHssProfile { resumed: true, .. } => 13,
+        Procedure::ExpectHssVector { .. } => 14,
     }
 }
 
-fn wait_of(code: u8) -> Result<Wait, SnapshotError> {
-    Ok(match code {
-        0 => Wait::None,
-        1 => Wait::Identity,
-        2 => Wait::AuthResponse,
-        3 => Wait::SmcComplete,
-        4 => Wait::EsmInfo,
-        5 => Wait::IcsResponse { attach: false },
-        6 => Wait::IcsResponse { attach: true },
-        7 => Wait::AttachComplete,
-        8 => Wait::GutiReallocComplete,
-        9 => Wait::DetachAccept,
-        10 => Wait::ReleaseComplete { then_remove: false },
-        11 => Wait::ReleaseComplete { then_remove: true },
-        // The request's sequence number and the attach digest follow in the record.
-        12 => Wait::HssProfile {
-            seq: 0,
-            attach: 0,
-            resumed: false,
+/// What a procedure state carries beyond its code, read from the record.
+struct ProcParts {
+    hss: Option<(u32, u16)>,
+    new_sec: Option<Box<SecCtx>>,
+    vector: Option<Box<AuthVector>>,
+    pending_tmsi: Option<u32>,
+    resynced: bool,
+}
+
+/// The procedure of state `code` with its parts; parts that the state does not hold,
+/// or that it needs and lack, make the record invalid.
+fn proc_of(code: u8, p: ProcParts) -> Result<Procedure, SnapshotError> {
+    use SnapshotError::Invalid;
+    let ProcParts {
+        hss,
+        new_sec,
+        vector,
+        pending_tmsi,
+        resynced,
+    } = p;
+    let (seq, attach) = hss.unwrap_or((0, 0));
+    let proc = match (code, new_sec, vector, pending_tmsi) {
+        (2, None, Some(vector), None) => Procedure::ExpectAuthResponse { vector, resynced },
+        (3, Some(sec), None, None) => Procedure::ExpectSmcComplete { sec },
+        (8, None, None, Some(m_tmsi)) => Procedure::ExpectGutiReallocComplete { m_tmsi },
+        (2 | 3 | 8, ..) => return Err(Invalid("procedure state without its parts")),
+        (_, None, None, None) => match code {
+            0 => Procedure::Idle,
+            1 => Procedure::ExpectIdentity,
+            4 => Procedure::ExpectEsmInfo,
+            5 => Procedure::ExpectIcsResponse { attach: false },
+            6 => Procedure::ExpectIcsResponse { attach: true },
+            7 => Procedure::ExpectAttachComplete,
+            9 => Procedure::ExpectDetachAccept,
+            10 => Procedure::ExpectReleaseComplete { then_remove: false },
+            11 => Procedure::ExpectReleaseComplete { then_remove: true },
+            12 | 13 => Procedure::ExpectHssProfile {
+                seq,
+                attach,
+                resumed: code == 13,
+            },
+            14 => Procedure::ExpectHssVector {
+                seq,
+                attach,
+                resynced,
+            },
+            _ => return Err(Invalid("procedure state")),
         },
-        13 => Wait::HssProfile {
-            seq: 0,
-            attach: 0,
-            resumed: true,
-        },
-        14 => Wait::HssVector { seq: 0, attach: 0 },
-        _ => return Err(SnapshotError::Invalid("procedure state")),
-    })
+        _ => return Err(Invalid("procedure parts in a state that holds none")),
+    };
+    if resynced && !matches!(code, 2 | 14) {
+        return Err(Invalid("resynchronisation flag outside authentication"));
+    }
+    Ok(proc)
 }
 
 /// Microseconds from `now` to `t`, rounded up (restored deadlines never come early);
@@ -353,7 +389,11 @@ impl Mme {
                 }
             }
         }
-        let tmsis = [(u.m_tmsi != 0).then_some(u.m_tmsi), u.pending_tmsi];
+        let pending_tmsi = match u.proc {
+            Procedure::ExpectGutiReallocComplete { m_tmsi } => Some(m_tmsi),
+            _ => None,
+        };
+        let tmsis = [(u.m_tmsi != 0).then_some(u.m_tmsi), pending_tmsi];
         for t in tmsis.into_iter().flatten() {
             if self.by_tmsi.contains_key(&t) || self.parked.contains_key(&t) {
                 return Err(SnapshotError::TmsiInUse(t));
@@ -392,7 +432,9 @@ impl Mme {
         // the requests queued before it: deadlines stay in order), so the attach is
         // rejected (#17, the UE retries) rather than waiting for nothing; snapshots for
         // migration or restart are taken between procedures, so this is rare.
-        if let Wait::HssProfile { seq, .. } | Wait::HssVector { seq, .. } = &mut ue.wait {
+        if let Procedure::ExpectHssProfile { seq, .. } | Procedure::ExpectHssVector { seq, .. } =
+            &mut ue.proc
+        {
             self.hss_seq = self.hss_seq.wrapping_add(1);
             *seq = self.hss_seq;
             let at = self.hss_deadlines.back().map_or(now, |b| b.0.max(now));
@@ -436,9 +478,10 @@ impl Mme {
 /// awaiting release, and an S1 handover's target once acknowledged. (An X2 source is
 /// deliberately not in `by_conn`, see handover/x2.rs.)
 fn restored_conns(u: &Ue) -> [Option<(AssocId, u32)>; 3] {
-    let target =
-        u.ho.as_ref()
-            .and_then(|h| h.target_enb_ue_id.map(|e| (h.target_assoc, e)));
+    let target = u
+        .handover
+        .as_ref()
+        .and_then(|h| h.target_enb_ue_id.map(|e| (h.target_assoc, e)));
     [u.conn, u.old_conn, target]
 }
 
@@ -455,17 +498,13 @@ fn write_ue(
         imsi,
         emm,
         conn,
-        wait,
+        proc,
         sec,
-        new_sec,
-        vector,
-        resync_done,
         ue_net_cap,
         pti,
         apn,
         slot,
         m_tmsi,
-        pending_tmsi,
         tai,
         ecgi,
         nh,
@@ -477,7 +516,7 @@ fn write_ue(
         paging_left,
         reach_timer,
         gen: _,
-        ho,
+        handover: ho,
         old_conn,
         x2_source,
         ambr,
@@ -485,11 +524,36 @@ fn write_ue(
         arp_priority,
         next_ksi,
         pending_bearers,
+        esm_info_flag,
         resumed,
         superseded,
         page_after_release,
         subscribed_apn,
     } = u;
+    // The parts of the procedure's state, each in its own field of the record.
+    let (mut new_sec, mut vector, mut pending_tmsi, mut resync_done, mut hss) =
+        (None, None, None, false, None);
+    match proc {
+        Procedure::ExpectAuthResponse {
+            vector: v,
+            resynced,
+        } => {
+            vector = Some(v);
+            resync_done = *resynced;
+        }
+        Procedure::ExpectSmcComplete { sec } => new_sec = Some(sec),
+        Procedure::ExpectGutiReallocComplete { m_tmsi } => pending_tmsi = Some(m_tmsi),
+        Procedure::ExpectHssProfile { seq, attach, .. } => hss = Some((*seq, *attach)),
+        Procedure::ExpectHssVector {
+            seq,
+            attach,
+            resynced,
+        } => {
+            hss = Some((*seq, *attach));
+            resync_done = *resynced;
+        }
+        _ => {}
+    }
     // An index into this MME's APN table: the snapshot carries the name.
     let _ = subscribed_apn;
     let registered = match emm {
@@ -533,7 +597,8 @@ fn write_ue(
     set(ho.is_some(), F_HO);
     set(old_conn.is_some(), F_OLD_CONN);
     set(x2_source.is_some(), F_X2_SOURCE);
-    set(*resync_done, F_RESYNC_DONE);
+    set(resync_done, F_RESYNC_DONE);
+    set(*esm_info_flag && version >= 3, F_ESM_INFO);
     set(*resumed, F_RESUMED);
     set(*superseded, F_SUPERSEDED);
     set(*page_after_release, F_PAGE_AFTER_RELEASE);
@@ -547,7 +612,7 @@ fn write_ue(
     w.u8(version);
     w.u32(id);
     w.varint(flags as u64);
-    w.u8(wait_code(wait));
+    w.u8(proc_code(proc));
     if let Some(i) = imsi {
         w.varint(*i);
     }
@@ -573,16 +638,25 @@ fn write_ue(
     w.varint(u64::from(*retx_count));
     w.short_bytes(ue_net_cap);
     w.short_bytes(apn.as_bytes());
-    w.short_bytes(pending_bearers);
+    if version >= 3 {
+        w.short_bytes(pending_bearers);
+    } else {
+        // Before version 3 the ESM information flag was a 0xff pending bearer.
+        let mut b = pending_bearers.clone();
+        if *esm_info_flag {
+            b.push(0xff);
+        }
+        w.short_bytes(&b);
+    }
     if let Some(a) = subscribed_apn_name {
         if a.len() > MAX_APN {
             return Err(too_long("subscribed APN", a.len(), MAX_APN));
         }
         w.short_bytes(a.as_bytes());
     }
-    if let Wait::HssProfile { seq, attach, .. } | Wait::HssVector { seq, attach } = wait {
-        w.varint(u64::from(*seq));
-        w.u16(*attach);
+    if let Some((seq, attach)) = hss {
+        w.varint(u64::from(seq));
+        w.u16(attach);
     }
     if let Some(s) = sec {
         w.sec(s);
@@ -687,7 +761,7 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
     if has(F_RETX_NEW_CTX) && !has(F_RETX) {
         return Err(Invalid("retransmission flag without a message"));
     }
-    let wait = wait_of(r.u8()?)?;
+    let code = r.u8()?;
     let imsi = if has(F_IMSI) { Some(r.varint()?) } else { None };
     let conn = if has(F_CONN) { Some(r.conn()?) } else { None };
     let m_tmsi = r.u32()?;
@@ -724,9 +798,14 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
     let apn = std::str::from_utf8(r.short_bytes(MAX_APN, "APN")?)
         .map_err(|_| Invalid("APN not UTF-8"))?
         .to_owned();
-    let pending_bearers = r
+    let mut pending_bearers = r
         .short_bytes(MAX_PENDING_BEARERS, "pending bearers")?
         .to_vec();
+    let mut esm_info_flag = has(F_ESM_INFO);
+    if v < 3 && pending_bearers.contains(&0xff) {
+        pending_bearers.retain(|b| *b != 0xff);
+        esm_info_flag = true;
+    }
     let subscribed_apn = if has(F_SUBSCRIBED_APN) {
         Some(
             std::str::from_utf8(r.short_bytes(MAX_APN, "subscribed APN")?)
@@ -736,11 +815,11 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
     } else {
         None
     };
-    let mut wait = wait;
-    if let Wait::HssProfile { seq, attach, .. } | Wait::HssVector { seq, attach } = &mut wait {
-        *seq = r.varint_u32()?;
-        *attach = r.u16()?;
-    }
+    let hss = if matches!(code, 12..=14) {
+        Some((r.varint_u32()?, r.u16()?))
+    } else {
+        None
+    };
     let sec = if has(F_SEC) {
         Some(Box::new(r.sec()?))
     } else {
@@ -761,6 +840,16 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
     } else {
         None
     };
+    let proc = proc_of(
+        code,
+        ProcParts {
+            hss,
+            new_sec,
+            vector,
+            pending_tmsi,
+            resynced: has(F_RESYNC_DONE),
+        },
+    )?;
     let nh = if has(F_NH) { Some(r.key()?) } else { None };
     let retx = if has(F_RETX) {
         let len = r.varint()?;
@@ -864,17 +953,13 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
                 Emm_::Deregistered
             },
             conn,
-            wait,
+            proc,
             sec,
-            new_sec,
-            vector,
-            resync_done: has(F_RESYNC_DONE),
             ue_net_cap,
             pti,
             apn,
             slot: None,
             m_tmsi,
-            pending_tmsi,
             tai,
             ecgi,
             nh,
@@ -886,7 +971,7 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
             paging_left,
             reach_timer,
             gen: 0,
-            ho,
+            handover: ho,
             old_conn,
             x2_source,
             ambr,
@@ -894,6 +979,7 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
             arp_priority,
             next_ksi,
             pending_bearers,
+            esm_info_flag,
             resumed: has(F_RESUMED),
             superseded: has(F_SUPERSEDED),
             page_after_release: has(F_PAGE_AFTER_RELEASE),

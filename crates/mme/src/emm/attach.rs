@@ -16,7 +16,7 @@ impl Mme {
     ) {
         let digest = attach_digest(&r);
         let u = self.ues.get_mut(&id).expect("present");
-        if u.wait.awaits_hss() && u.wait.hss_attach() == digest {
+        if u.proc.awaits_hss() && u.proc.hss_attach() == digest {
             // The same Attach Request again while the HSS is asked: the attach goes on
             // and this one is not treated further (TS 24.301 §5.5.1.2.7 e). A
             // different one aborts it and is served; the pending answer is then late.
@@ -28,8 +28,8 @@ impl Mme {
             );
             return;
         }
-        if u.wait.awaits_hss() {
-            u.wait = Wait::None; // the request pending is abandoned
+        if u.proc.awaits_hss() {
+            u.proc = Procedure::Idle; // the request pending is abandoned
         }
         self.stats.attach_requests += 1;
         let esm = r.esm_message_container.decode_as_esm_message().ok();
@@ -47,7 +47,7 @@ impl Mme {
                 .is_some_and(|f| f.value & 1 == 1)
             {
                 u.apn.clear();
-                u.pending_bearers.push(0xff); // marker: ESM info requested by the UE
+                u.esm_info_flag = true;
             }
         } else {
             self.attach_reject(id, EmmCause::InvalidMandatoryInformation, out);
@@ -79,7 +79,7 @@ impl Mme {
                     Some(imsi) => self.start_auth(now, id, imsi, digest, cp, out),
                     None => {
                         let u = self.ues.get_mut(&id).expect("present");
-                        u.wait = Wait::Identity;
+                        u.proc = Procedure::ExpectIdentity;
                         let req = nasx::NasIdentityRequest::new(nasx::NasIdentityType2::new(1));
                         let t = self.cfg.t3470;
                         self.send_nas(now, id, NasEpsMessage::new_emm(req), false, Some(t), out);
@@ -107,24 +107,28 @@ impl Mme {
             self.remove_ue(old, false, cp);
             return;
         };
-        let commanded = matches!(o.wait, Wait::ReleaseComplete { .. });
+        let commanded = matches!(o.proc, Procedure::ExpectReleaseComplete { .. });
+        // The procedure's own state (a new M-TMSI, a vector, keys) goes with it.
+        let pending_tmsi = match o.proc {
+            Procedure::ExpectGutiReallocComplete { m_tmsi } => Some(m_tmsi),
+            _ => None,
+        };
         o.superseded = true;
         o.emm = Emm_::Deregistered;
-        o.wait = Wait::ReleaseComplete { then_remove: true };
+        o.proc = Procedure::ExpectReleaseComplete { then_remove: true };
         // Nothing of the subscriber stays here: no keys (so nothing is parked at the
         // release), no timers, no identities that could find this context again.
         o.sec = None;
-        o.new_sec = None;
-        o.vector = None;
         o.nh = None;
         o.retx = None;
-        o.ho = None;
+        o.handover = None;
         o.nas_timer = None;
         o.paging_timer = None;
         o.reach_timer = None;
         o.pending_bearers.clear();
+        o.esm_info_flag = false;
         let imsi = o.imsi.take();
-        let tmsis = [Some(std::mem::take(&mut o.m_tmsi)), o.pending_tmsi.take()];
+        let tmsis = [Some(std::mem::take(&mut o.m_tmsi)), pending_tmsi];
         if let Some(i) = imsi {
             if self.by_imsi.get(&i) == Some(&old) {
                 self.by_imsi.remove(&i);
@@ -183,7 +187,7 @@ impl Mme {
         let rej = nasx::NasAttachReject::new(nasx::NasEmmCause::new(cause.into()));
         let now = self.last_now.unwrap_or_else(Instant::now);
         if let Some(u) = self.ues.get_mut(&id) {
-            u.wait = Wait::None;
+            u.proc = Procedure::Idle;
             // A reject to an unauthenticated UE is sent plain.
             if u.emm == Emm_::Deregistered {
                 u.sec = None;

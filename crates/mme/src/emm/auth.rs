@@ -18,12 +18,14 @@ impl Mme {
         self.ask_profile(now, id, imsi, false, attach, out);
     }
 
-    /// The Authentication Request with vector `v` from the HSS.
+    /// The Authentication Request with vector `v` from the HSS (`resynced`: after a
+    /// resynchronisation, which is not done twice in one AKA).
     pub(crate) fn send_auth_request(
         &mut self,
         now: Instant,
         id: u32,
         v: Box<AuthVector>,
+        resynced: bool,
         out: &mut Vec<Output>,
     ) {
         let Some(u) = self.ues.get_mut(&id) else {
@@ -36,12 +38,12 @@ impl Mme {
             nasx::NasAuthenticationParameterRand::new(v.rand.to_vec()),
             nasx::NasAuthenticationParameterAutn::new(v.autn.to_vec()),
         );
-        u.vector = Some(v);
-        u.wait = Wait::AuthResponse;
-        u.new_sec = None;
+        u.proc = Procedure::ExpectAuthResponse {
+            vector: v,
+            resynced,
+        };
         // The challenge goes protected when a context is in use (re-authentication).
         let t = self.cfg.t3460;
-        self.ues.get_mut(&id).expect("present").new_sec = None;
         let ksi_store = ksi;
         self.send_nas(now, id, NasEpsMessage::new_emm(req), false, Some(t), out);
         self.ues.get_mut(&id).expect("present").next_ksi = (ksi_store + 1) % 7;
@@ -55,10 +57,13 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let u = self.ues.get_mut(&id).expect("present");
-        if u.wait != Wait::AuthResponse {
-            return;
-        }
-        let Some(v) = u.vector.take() else { return };
+        let v = match std::mem::replace(&mut u.proc, Procedure::Idle) {
+            Procedure::ExpectAuthResponse { vector, .. } => vector,
+            other => {
+                u.proc = other;
+                return;
+            }
+        };
         u.nas_timer = None;
         u.retx = None;
         let ok = res.len() == v.xres.len()
@@ -112,8 +117,7 @@ impl Mme {
                 return;
             }
         };
-        u.new_sec = Some(Box::new(ctx));
-        u.wait = Wait::SmcComplete;
+        u.proc = Procedure::ExpectSmcComplete { sec: Box::new(ctx) };
         let mut replay = cap
             .get(..2)
             .map(|c| c.to_vec())
@@ -139,13 +143,15 @@ impl Mme {
     ) {
         let u = self.ues.get_mut(&id).expect("present");
         let imsi = u.imsi;
+        let (rand, resynced) = match &u.proc {
+            Procedure::ExpectAuthResponse { vector, resynced } => (vector.rand, *resynced),
+            _ => return,
+        };
         match (EmmCause::try_from(cause), auts, imsi) {
             // Synch failure: resynchronise the HSS once, then a fresh challenge.
             (Ok(EmmCause::SynchFailure), Some(auts), Some(imsi))
-                if !u.resync_done && auts.len() == 14 =>
+                if !resynced && auts.len() == 14 =>
             {
-                u.resync_done = true;
-                let rand = u.vector.as_ref().map(|v| v.rand).unwrap_or([0; 16]);
                 let mut a = [0u8; 14];
                 a.copy_from_slice(&auts);
                 self.stats.resyncs += 1;
@@ -163,8 +169,7 @@ impl Mme {
     pub(crate) fn auth_reject(&mut self, now: Instant, id: u32, out: &mut Vec<Output>) {
         self.stats.auth_rejects += 1;
         if let Some(u) = self.ues.get_mut(&id) {
-            u.vector = None;
-            u.wait = Wait::None;
+            u.proc = Procedure::Idle;
         }
         self.send_nas(
             now,

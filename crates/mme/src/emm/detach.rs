@@ -49,7 +49,7 @@ impl Mme {
             self.remove_ue(id, false, cp);
             return Ok(());
         }
-        self.ues.get_mut(&id).expect("present").wait = Wait::DetachAccept;
+        self.ues.get_mut(&id).expect("present").proc = Procedure::ExpectDetachAccept;
         let req = nasx::NasDetachRequestUeTerminated::new(nasx::NasDetachType::new(1));
         let t = self.cfg.t3422;
         self.send_nas(now, id, NasEpsMessage::new_emm(req), false, Some(t), out);

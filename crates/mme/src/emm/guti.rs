@@ -62,8 +62,7 @@ impl Mme {
             nasx::guti_value(plmn, self.cfg.mme_group_id, self.cfg.mme_code, t),
         ));
         let u = self.ues.get_mut(&id).expect("present");
-        u.pending_tmsi = Some(t);
-        u.wait = Wait::GutiReallocComplete;
+        u.proc = Procedure::ExpectGutiReallocComplete { m_tmsi: t };
         let d = self.cfg.t3450;
         self.send_nas(now, id, NasEpsMessage::new_emm(cmd), false, Some(d), out);
         Ok(t)

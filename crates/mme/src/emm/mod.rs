@@ -25,7 +25,7 @@ impl Mme {
         match e {
             Emm::AttachRequest(r) => self.attach_request(now, id, *r, verified, cp, out),
             Emm::IdentityResponse(r) => {
-                if self.ues[&id].wait != Wait::Identity {
+                if !matches!(self.ues[&id].proc, Procedure::ExpectIdentity) {
                     return;
                 }
                 self.stop_nas_timer(id);
@@ -43,7 +43,7 @@ impl Mme {
                 self.auth_response(now, id, &r.authentication_response_parameter.value, out)
             }
             Emm::AuthenticationFailure(f) => {
-                if self.ues[&id].wait != Wait::AuthResponse {
+                if !matches!(self.ues[&id].proc, Procedure::ExpectAuthResponse { .. }) {
                     return;
                 }
                 self.stop_nas_timer(id);
@@ -60,12 +60,12 @@ impl Mme {
                 self.attach_reject(id, EmmCause::UeSecurityCapabilitiesMismatch, out);
             }
             Emm::AttachComplete(c) => {
-                if self.ues[&id].wait != Wait::AttachComplete {
+                if !matches!(self.ues[&id].proc, Procedure::ExpectAttachComplete) {
                     return;
                 }
                 self.stop_nas_timer(id);
                 let u = self.ues.get_mut(&id).expect("present");
-                u.wait = Wait::None;
+                u.proc = Procedure::Idle;
                 u.emm = Emm_::Registered;
                 self.stats.attaches += 1;
                 let _ = c; // carries Activate Default EPS Bearer Context Accept
@@ -79,7 +79,7 @@ impl Mme {
             Emm::DetachRequestUeOriginating(d) => {
                 self.ue_detach(id, d.detach_type.value & 0x08 != 0, cp, out, now)
             }
-            Emm::DetachAccept(_) if self.ues[&id].wait == Wait::DetachAccept => {
+            Emm::DetachAccept(_) if matches!(self.ues[&id].proc, Procedure::ExpectDetachAccept) => {
                 self.stop_nas_timer(id);
                 self.stats.detaches += 1;
                 if let Some(s) = self.ues.get_mut(&id).and_then(|u| u.slot.take()) {
@@ -91,17 +91,16 @@ impl Mme {
             Emm::TrackingAreaUpdateRequest(t) => self.tau(now, id, *t, verified, cp, out),
             Emm::TrackingAreaUpdateComplete(_) | Emm::GutiReallocationComplete(_) => {
                 let u = self.ues.get_mut(&id).expect("present");
-                if let Some(t) = u.pending_tmsi.take() {
-                    self.by_tmsi.remove(&u.m_tmsi);
-                    u.m_tmsi = t;
-                    self.by_tmsi.insert(t, id);
-                    if let Some(s) = u.slot {
-                        let g = self.guti_of(t);
-                        warn_cp(out, id, "GUTI update", cp.set_guti(s, g));
-                    }
-                }
-                if self.ues[&id].wait == Wait::GutiReallocComplete {
-                    self.ues.get_mut(&id).expect("present").wait = Wait::None;
+                let Procedure::ExpectGutiReallocComplete { m_tmsi: t } = u.proc else {
+                    return;
+                };
+                u.proc = Procedure::Idle;
+                self.by_tmsi.remove(&u.m_tmsi);
+                u.m_tmsi = t;
+                self.by_tmsi.insert(t, id);
+                if let Some(s) = u.slot {
+                    let g = self.guti_of(t);
+                    warn_cp(out, id, "GUTI update", cp.set_guti(s, g));
                 }
                 self.stop_nas_timer(id);
             }

@@ -12,12 +12,16 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let u = self.ues.get_mut(&id).expect("present");
-        if u.wait != Wait::SmcComplete {
-            return;
-        }
+        let sec = match std::mem::replace(&mut u.proc, Procedure::Idle) {
+            Procedure::ExpectSmcComplete { sec } => sec,
+            other => {
+                u.proc = other; // not awaited: a stray Complete changes nothing
+                return;
+            }
+        };
         u.nas_timer = None;
         u.retx = None;
-        u.sec = u.new_sec.take();
+        u.sec = Some(sec);
         self.security_established(now, id, cp, out);
     }
 
@@ -31,10 +35,9 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let u = self.ues.get_mut(&id).expect("present");
-        let want_info = self.cfg.esm_info_request || u.pending_bearers.contains(&0xff);
-        u.pending_bearers.retain(|b| *b != 0xff);
+        let want_info = self.cfg.esm_info_request || std::mem::take(&mut u.esm_info_flag);
         if want_info {
-            u.wait = Wait::EsmInfo;
+            u.proc = Procedure::ExpectEsmInfo;
             let pti = u.pti;
             let msg = NasEpsMessage::new_esm(nasx::NasEsmInformationRequest::new(), 0, pti);
             let t = self.cfg.t3460;

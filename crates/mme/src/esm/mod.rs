@@ -21,7 +21,7 @@ impl Mme {
     ) {
         match e {
             Esm::EsmInformationResponse(r) => {
-                if self.ues[&id].wait != Wait::EsmInfo {
+                if !matches!(self.ues[&id].proc, Procedure::ExpectEsmInfo) {
                     return;
                 }
                 self.stop_nas_timer(id);

@@ -78,7 +78,7 @@ impl Mme {
             tmsi,
         )));
         let msg = NasEpsMessage::new_emm(acc);
-        u.wait = Wait::IcsResponse { attach: true };
+        u.proc = Procedure::ExpectIcsResponse { attach: true };
         let Some(nas) = self.nas_bytes(id, &msg, false) else {
             return;
         };
@@ -135,8 +135,8 @@ impl Mme {
             ue_security_capabilities: sec_caps(&u.ue_net_cap),
             security_key: S1Key(*kenb.as_bytes()),
         };
-        if !matches!(u.wait, Wait::IcsResponse { .. }) {
-            u.wait = Wait::IcsResponse { attach: false };
+        if !matches!(u.proc, Procedure::ExpectIcsResponse { .. }) {
+            u.proc = Procedure::ExpectIcsResponse { attach: false };
         }
         self.send(assoc, Some(id), req.into(), out);
     }

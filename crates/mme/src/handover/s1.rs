@@ -72,7 +72,7 @@ impl Mme {
             ue_security_capabilities: caps,
             security_context: sc,
         };
-        self.ues.get_mut(&id).expect("present").ho = Some(Box::new(HoState {
+        self.ues.get_mut(&id).expect("present").handover = Some(Box::new(HoState {
             target_assoc: target,
             target_enb_ue_id: None,
             admitted: vec![],
@@ -91,7 +91,7 @@ impl Mme {
         let Some(h) = self
             .ues
             .get_mut(&id)
-            .and_then(|u| u.ho.as_mut())
+            .and_then(|u| u.handover.as_mut())
             .filter(|h| h.target_assoc == assoc)
         else {
             self.stats.unknown_ue_ids += 1;
@@ -122,7 +122,7 @@ impl Mme {
 
     pub(crate) fn ho_failure(&mut self, assoc: AssocId, m: HandoverFailure, out: &mut Vec<Output>) {
         let id = m.mme_ue_id;
-        let Some(h) = self.ues.get_mut(&id).and_then(|u| u.ho.take()) else {
+        let Some(h) = self.ues.get_mut(&id).and_then(|u| u.handover.take()) else {
             return;
         };
         let _ = assoc;
@@ -147,7 +147,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let id = m.mme_ue_id;
-        let Some(h) = self.ues.get_mut(&id).and_then(|u| u.ho.take()) else {
+        let Some(h) = self.ues.get_mut(&id).and_then(|u| u.handover.take()) else {
             return;
         };
         let slot = self.ues[&id].slot;
