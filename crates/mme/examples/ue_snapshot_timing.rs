@@ -9,7 +9,7 @@
 
 use pepc_mme::sim::{attach, subscriber, Harness, SimUe};
 use pepc_mme::snapshot::{restore_whole_ue, snapshot_whole_ue_with, Scratch, UeKey};
-use pepc_mme::{Mme, MmeConfig};
+use pepc_mme::MmeConfig;
 use pepc_slice::snapshot::SnapshotView;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -84,7 +84,7 @@ fn main() {
                 for k in &keys {
                     out.clear();
                     src.mme
-                        .snapshot_ue(*k, src.now, &mut out)
+                        .snapshot_ue(&src.cp, *k, src.now, &mut out)
                         .expect("snapshot");
                     black_box(&out);
                 }
@@ -124,7 +124,8 @@ fn main() {
     };
     let restore_ns = restore_into(false);
     let restore_prewarmed_ns = restore_into(true);
-    // The MME section alone, into a fresh MME per run.
+    // The MME section alone, into a fresh node per run whose slice already holds the
+    // sessions (restored untimed): the entries the sections go into.
     let sections: Vec<Vec<u8>> = snaps
         .iter()
         .map(|s| {
@@ -139,13 +140,24 @@ fn main() {
     let mme_restore_ns = median(
         (0..RUNS)
             .map(|_| {
-                let mut mme = Mme::new(cfg.clone());
-                mme.prewarm(n);
+                let mut dst = Harness::new(n + 16, cfg.clone());
+                dst.mme.prewarm(n);
+                let slots: Vec<Option<u32>> = snaps
+                    .iter()
+                    .map(|s| {
+                        let v = SnapshotView::parse(s).expect("parse");
+                        v.has_slice().then(|| {
+                            let slice = v.decode_slice().expect("slice");
+                            dst.cp.restore_ue(&slice).expect("session").ue_slot
+                        })
+                    })
+                    .collect();
                 let now = Instant::now();
                 let t = Instant::now();
-                for (i, s) in sections.iter().enumerate() {
+                for (s, slot) in sections.iter().zip(&slots) {
                     black_box(
-                        mme.restore_ue(black_box(s), Some(i as u32), now)
+                        dst.mme
+                            .restore_ue(&mut dst.cp, black_box(s), *slot, now)
                             .expect("restore"),
                     );
                 }

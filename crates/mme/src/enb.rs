@@ -66,8 +66,7 @@ impl Mme {
                     let id = c
                         .mme_ue_id
                         .filter(|i| {
-                            self.ues
-                                .get(i)
+                            self.ue(cp, *i)
                                 .is_some_and(|u| u.conn.map(|x| x.0) == Some(assoc))
                         })
                         .or_else(|| {

@@ -274,13 +274,14 @@ mod procedures {
         /// `cfg.hss_timeout`.
         pub(crate) fn ask_hss(
             &mut self,
+            cp: &mut ControlPlane,
             now: Instant,
             id: u32,
             req: impl FnOnce(HssRef) -> HssRequest,
             wait: impl FnOnce(u32) -> Procedure,
             out: &mut Vec<Output>,
         ) {
-            let Some(u) = self.ues.get_mut(&id) else {
+            let Some(u) = self.ue_mut(cp, id) else {
                 return;
             };
             self.hss_seq = self.hss_seq.wrapping_add(1);
@@ -289,7 +290,7 @@ mod procedures {
             // Nothing of the NAS layer is pending while the HSS is asked.
             u.nas_timer = None;
             u.retx = None;
-            self.prune_hss_deadlines();
+            self.prune_hss_deadlines(cp);
             self.hss_deadlines
                 .push_back((now + self.cfg.hss_timeout, id, seq));
             self.stats.hss_requests += 1;
@@ -298,8 +299,11 @@ mod procedures {
 
         /// Ask the HSS for `imsi`'s subscription data; then AKA, or for a `resumed`
         /// (parked) security context the rest of the attach.
+        // The MME and the slice (`cp`) travel apart until handlers take one context (STYLE.md §4).
+        #[allow(clippy::too_many_arguments)]
         pub(crate) fn ask_profile(
             &mut self,
+            cp: &mut ControlPlane,
             now: Instant,
             id: u32,
             imsi: u64,
@@ -308,6 +312,7 @@ mod procedures {
             out: &mut Vec<Output>,
         ) {
             self.ask_hss(
+                cp,
                 now,
                 id,
                 |r| HssRequest::Profile { r, imsi },
@@ -324,6 +329,7 @@ mod procedures {
         /// Request.
         pub(crate) fn ask_vector(
             &mut self,
+            cp: &mut ControlPlane,
             now: Instant,
             id: u32,
             imsi: u64,
@@ -332,6 +338,7 @@ mod procedures {
         ) {
             let plmn = self.cfg.plmn.0;
             self.ask_hss(
+                cp,
                 now,
                 id,
                 |r| HssRequest::Vector { r, imsi, plmn },
@@ -345,8 +352,11 @@ mod procedures {
         }
 
         /// Resynchronise `imsi` with the UE's AUTS for `rand`, and get a fresh vector.
+        // The MME and the slice (`cp`) travel apart until handlers take one context (STYLE.md §4).
+        #[allow(clippy::too_many_arguments)]
         pub(crate) fn ask_resync(
             &mut self,
+            cp: &mut ControlPlane,
             now: Instant,
             id: u32,
             imsi: u64,
@@ -356,6 +366,7 @@ mod procedures {
         ) {
             let plmn = self.cfg.plmn.0;
             self.ask_hss(
+                cp,
                 now,
                 id,
                 |r| HssRequest::Resync {
@@ -382,7 +393,7 @@ mod procedures {
             out: &mut Vec<Output>,
         ) {
             let HssRef { mme_ue_id: id, seq } = a.r;
-            let awaited = self.ues.get(&id).map(|u| match u.proc {
+            let awaited = self.ue(cp, id).map(|u| match u.proc {
                 Procedure::ExpectHssProfile {
                     seq: s,
                     resumed,
@@ -415,26 +426,28 @@ mod procedures {
             {
                 self.hss_deadlines.pop_front();
             }
-            if let Some(u) = self.ues.get_mut(&id) {
+            if let Some(u) = self.ue_mut(cp, id) {
                 u.proc = Procedure::Idle;
             }
             match (a.result, want_vector) {
                 (Ok(HssData::Profile(sub)), false) => {
-                    self.adopt_profile(id, sub);
+                    self.adopt_profile(cp, id, sub);
                     if resumed {
                         self.security_established(now, id, cp, out);
-                    } else if let Some(imsi) = self.ues.get(&id).and_then(|u| u.imsi) {
-                        self.ask_vector(now, id, imsi, attach, out);
+                    } else if let Some(imsi) = self.ue(cp, id).and_then(|u| u.imsi) {
+                        self.ask_vector(cp, now, id, imsi, attach, out);
                     }
                 }
-                (Ok(HssData::Vector(v)), true) => self.send_auth_request(now, id, v, resynced, out),
+                (Ok(HssData::Vector(v)), true) => {
+                    self.send_auth_request(cp, now, id, v, resynced, out)
+                }
                 (Err(HssFailure::ResyncRefused), true) => {
                     log(
                         out,
                         LogLevel::Info,
                         format!("UE {id}: HSS refused the resynchronisation"),
                     );
-                    self.auth_reject(now, id, out);
+                    self.auth_reject(cp, now, id, out);
                 }
                 (Err(e), _) => {
                     self.stats.hss_failures += 1;
@@ -445,7 +458,7 @@ mod procedures {
                         _ => LogLevel::Warn,
                     };
                     log(out, lvl, format!("UE {id}: HSS: {e}"));
-                    self.attach_reject(id, e.emm_cause(), out);
+                    self.attach_reject(cp, id, e.emm_cause(), out);
                 }
                 (Ok(d), _) => {
                     self.stats.hss_failures += 1;
@@ -460,16 +473,16 @@ mod procedures {
                             "UE {id}: HSS answered request {seq} with {what}, not what was asked"
                         ),
                     );
-                    self.attach_reject(id, EmmCause::NetworkFailure, out);
+                    self.attach_reject(cp, id, EmmCause::NetworkFailure, out);
                 }
             }
         }
 
         /// The subscription's QoS, AMBR and APN into the UE's context.
-        fn adopt_profile(&mut self, id: u32, sub: SubscriptionData) {
+        fn adopt_profile(&mut self, cp: &mut ControlPlane, id: u32, sub: SubscriptionData) {
             let default_ambr = self.cfg.default_ambr;
             let apn = self.apn_id(&sub.apn);
-            let Some(u) = self.ues.get_mut(&id) else {
+            let Some(u) = self.ue_mut(cp, id) else {
                 return;
             };
             u.ambr = if sub.ambr_ul_bps > 0 {
@@ -490,11 +503,11 @@ mod procedures {
         pub(crate) fn expire_hss_requests(
             &mut self,
             now: Instant,
-            _cp: &mut ControlPlane,
+            cp: &mut ControlPlane,
             out: &mut Vec<Output>,
         ) {
             loop {
-                self.prune_hss_deadlines();
+                self.prune_hss_deadlines(cp);
                 match self.hss_deadlines.front() {
                     Some(&(t, id, seq)) if t <= now => {
                         self.hss_deadlines.pop_front();
@@ -505,10 +518,10 @@ mod procedures {
                             LogLevel::Warn,
                             format!("UE {id}: no HSS answer to request {seq} in time"),
                         );
-                        if let Some(u) = self.ues.get_mut(&id) {
+                        if let Some(u) = self.ue_mut(cp, id) {
                             u.proc = Procedure::Idle;
                         }
-                        self.attach_reject(id, HssFailure::Timeout.emm_cause(), out);
+                        self.attach_reject(cp, id, HssFailure::Timeout.emm_cause(), out);
                     }
                     _ => break,
                 }

@@ -5,12 +5,22 @@
 //! sends the [`Output`]s; the MME writes UE state only through the slice's
 //! [`ControlPlane`] (no GTP-C: the S/P-GW user plane is in the same slice).
 //!
+//! **One UE context.** The MME has no UE table of its own: a UE's MME state
+//! (`Ue`'s fields: EMM/ECM state, security context, S1AP IDs, location, GUTI,
+//! the procedure in progress, timers) is the *signaling part* of the UE's entry in the
+//! slice's table, beside the data path's part (see `pepc_slice::control`). The entry is
+//! taken at the UE's first message, its session is created in it, and both go
+//! together. The MME keeps indexes only (MME UE S1AP ID, S1 connection, IMSI, M-TMSI →
+//! entry). The procedure in progress is one enum, `Procedure`, one state per
+//! awaited message (rustls's style).
+//!
 //! * [`config`]: [`MmeConfig`] with documented defaults.
 //! * [`endpoint`]: the node's S1AP endpoint: S1 Setup, eNB Configuration Update,
 //!   Reset, Error Indication, Paging fan-out, and the demux of UE signaling to slices.
 //! * [`hss`]: the HSS seam: [`hss::HssRequest`] out, [`hss::HssAnswer`] in, and the
 //!   proxy's sans-IO core over the embedded HSS ([`hss::HssProxy`]).
-//! * [`mme`]: the [`Mme`] of one slice and its contexts, input routing, timers, S1 send.
+//! * [`mme`]: the [`Mme`] of one slice, its UE state and procedure states, input
+//!   routing, timers, S1 send.
 //! * `s1ap`: where a UE-associated S1AP PDU goes in the slice; `enb`: what a slice
 //!   does when its eNBs are set up, reset or lost.
 //! * `nas`: NAS security, transport and retransmission; `parked`: parked contexts.

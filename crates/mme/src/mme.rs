@@ -142,6 +142,8 @@ pub struct MmeStats {
     /// only a new Attach Request or a Detach Request then), including Attach
     /// Requests that repeat the one being served (§5.5.1.2.7 e).
     pub nas_dropped_awaiting_hss: u64,
+    /// First messages of UEs not served: the slice's UE table was full.
+    pub no_ue_entry: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -385,8 +387,10 @@ pub struct Mme {
     pub(crate) apn_ids: Map<Box<str>, u16>,
     pub(crate) enbs: Map<AssocId, Enb>,
     pub(crate) enb_by_gid: Map<GlobalEnbId, AssocId>,
-    /// Boxed: a UE context is large and the map moves its values when it grows.
-    pub(crate) ues: Map<u32, Box<Ue>>,
+    /// MME UE S1AP ID → the UE's entry (UE slot) in the slice's table, which holds
+    /// the UE's one context: this MME's part of it ([`Ue`], its signaling part) and
+    /// the data path's ([`ControlPlane`]). An index, like the three below.
+    pub(crate) by_id: Map<u32, u32>,
     pub(crate) by_conn: Map<(AssocId, u32), u32>,
     pub(crate) by_imsi: Map<u64, u32>,
     pub(crate) by_tmsi: Map<u32, u32>,
@@ -418,7 +422,7 @@ impl Mme {
             apn_ids: Map::default(),
             enbs: Map::default(),
             enb_by_gid: Map::default(),
-            ues: Map::default(),
+            by_id: Map::default(),
             by_conn: Map::default(),
             by_imsi: Map::default(),
             by_tmsi: Map::default(),
@@ -442,7 +446,7 @@ impl Mme {
     /// UE maps get their capacity (no rehash of a large table in a storm) and as much
     /// heap as their contexts take is faulted in on this (the control) thread.
     pub fn prewarm(&mut self, users: usize) {
-        self.ues.reserve(users);
+        self.by_id.reserve(users);
         self.by_conn.reserve(users);
         self.by_imsi.reserve(users);
         self.by_tmsi.reserve(users);
@@ -468,12 +472,28 @@ impl Mme {
 
     /// Registered or in-progress UE contexts.
     pub fn ue_count(&self) -> usize {
-        self.ues.len()
+        self.by_id.len()
+    }
+
+    /// The signaling part of UE `id`'s context, in its entry of the slice's table.
+    #[inline]
+    pub(crate) fn ue<'c>(&self, cp: &'c ControlPlane, id: u32) -> Option<&'c Ue> {
+        cp.signaling::<Ue>(*self.by_id.get(&id)?)
+    }
+
+    #[inline]
+    pub(crate) fn ue_mut<'c>(&self, cp: &'c mut ControlPlane, id: u32) -> Option<&'c mut Ue> {
+        cp.signaling_mut::<Ue>(*self.by_id.get(&id)?)
+    }
+
+    /// The UE slot of UE `id`'s entry.
+    pub(crate) fn entry_of(&self, id: u32) -> Option<u32> {
+        self.by_id.get(&id).copied()
     }
 
     /// The M-TMSI currently assigned to `imsi`, if registered.
-    pub fn m_tmsi_of(&self, imsi: u64) -> Option<u32> {
-        let u = self.ues.get(self.by_imsi.get(&imsi)?)?;
+    pub fn m_tmsi_of(&self, cp: &ControlPlane, imsi: u64) -> Option<u32> {
+        let u = self.ue(cp, *self.by_imsi.get(&imsi)?)?;
         (u.emm == Emm_::Registered).then_some(u.m_tmsi)
     }
 
@@ -482,23 +502,23 @@ impl Mme {
         self.by_imsi.get(&imsi).copied()
     }
 
-    pub fn is_connected(&self, imsi: u64) -> bool {
+    pub fn is_connected(&self, cp: &ControlPlane, imsi: u64) -> bool {
         self.by_imsi
             .get(&imsi)
-            .and_then(|i| self.ues.get(i))
+            .and_then(|i| self.ue(cp, *i))
             .is_some_and(|u| u.conn.is_some())
     }
 
-    pub fn next_timeout(&mut self) -> Option<Instant> {
+    pub fn next_timeout(&mut self, cp: &ControlPlane) -> Option<Instant> {
         let mut next = None;
         while let Some(Reverse((t, id, gen, _))) = self.timers.peek().copied() {
-            if self.ues.get(&id).is_some_and(|u| u.gen == gen) {
+            if self.ue(cp, id).is_some_and(|u| u.gen == gen) {
                 next = Some(t);
                 break;
             }
             self.timers.pop();
         }
-        self.prune_hss_deadlines();
+        self.prune_hss_deadlines(cp);
         if let Some((t, _, _)) = self.hss_deadlines.front() {
             next = Some(next.map_or(*t, |n: Instant| n.min(*t)));
         }
@@ -506,11 +526,10 @@ impl Mme {
     }
 
     /// Drop the answered (or abandoned) requests at the front of `hss_deadlines`.
-    pub(crate) fn prune_hss_deadlines(&mut self) {
+    pub(crate) fn prune_hss_deadlines(&mut self, cp: &ControlPlane) {
         while let Some(&(_, id, seq)) = self.hss_deadlines.front() {
             if self
-                .ues
-                .get(&id)
+                .ue(cp, id)
                 .is_some_and(|u| u.proc.hss_seq() == Some(seq))
             {
                 break;
@@ -519,8 +538,8 @@ impl Mme {
         }
     }
 
-    pub(crate) fn arm(&mut self, id: u32, kind: TimerKind, at: Instant) {
-        let Some(u) = self.ues.get_mut(&id) else {
+    pub(crate) fn arm(&mut self, cp: &mut ControlPlane, id: u32, kind: TimerKind, at: Instant) {
+        let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
         match kind {
@@ -548,7 +567,7 @@ impl Mme {
                 break;
             }
             self.timers.pop();
-            let Some(u) = self.ues.get_mut(&id) else {
+            let Some(u) = self.ue_mut(cp, id) else {
                 continue;
             };
             if u.gen != gen {
@@ -694,7 +713,7 @@ impl Mme {
     /// Drop the UE's S1 connection; a registered UE becomes ECM-IDLE, a UE in the
     /// middle of attach is forgotten.
     pub(crate) fn make_idle(&mut self, id: u32, cp: &mut ControlPlane, out: &mut Vec<Output>) {
-        let Some(u) = self.ues.get_mut(&id) else {
+        let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
         if let Some(c) = u.conn.take() {
@@ -709,24 +728,32 @@ impl Mme {
         u.retx = None;
         u.nas_timer = None;
         if u.emm == Emm_::Registered {
+            let page = std::mem::take(&mut u.page_after_release);
             if let Some(s) = u.slot {
                 warn_cp(out, id, "release to idle", cp.release_to_idle(s));
             }
-            let page = std::mem::take(&mut u.page_after_release);
             self.stats.releases += 1;
             let at = self.now_hint().map(|n| n + self.cfg.mobile_reachable);
             if let Some(at) = at {
-                self.arm(id, TimerKind::Reachable, at);
+                self.arm(cp, id, TimerKind::Reachable, at);
                 // Downlink came while the connection was being released.
                 if page {
-                    if let Some(u) = self.ues.get_mut(&id) {
+                    if let Some(u) = self.ue_mut(cp, id) {
                         u.paging_left = self.cfg.paging_attempts;
                     }
-                    self.send_paging(at - self.cfg.mobile_reachable, id, out);
+                    self.send_paging(cp, at - self.cfg.mobile_reachable, id, out);
                 }
             }
         } else {
             self.remove_ue(id, true, cp);
+        }
+    }
+
+    /// Drop UE `id`'s session (the data-path part of its entry: PDN connections,
+    /// bearers, tunnels); its signaling part stays.
+    pub(crate) fn drop_session(&mut self, cp: &mut ControlPlane, id: u32, out: &mut Vec<Output>) {
+        if let Some(s) = self.ue_mut(cp, id).and_then(|u| u.slot.take()) {
+            warn_cp(out, id, "detach", cp.detach(s));
         }
     }
 
@@ -759,7 +786,11 @@ impl Mme {
     /// Drop a UE context. `park`: the UE detached (or was rejected) and keeps its EPS
     /// security context, so we keep it too for a GUTI re-attach.
     pub(crate) fn remove_ue(&mut self, id: u32, park: bool, cp: &mut ControlPlane) {
-        let Some(mut u) = self.ues.remove(&id) else {
+        let Some(slot) = self.by_id.remove(&id) else {
+            return;
+        };
+        // The whole entry goes: the data-path part if any (detach), and this part.
+        let Some(mut u) = cp.release_ue(slot).and_then(|s| s.downcast::<Ue>().ok()) else {
             return;
         };
         if park && u.emm == Emm_::Deregistered && u.m_tmsi != 0 {
@@ -784,66 +815,77 @@ impl Mme {
         if self.by_tmsi.get(&u.m_tmsi) == Some(&id) {
             self.by_tmsi.remove(&u.m_tmsi);
         }
-        if let Some(s) = u.slot {
-            // No `out` here: the slot is the MME's alone, so an error can only mean it
-            // is gone already, which is what this removal wants.
-            let _ = cp.detach(s);
-        }
     }
 
-    pub(crate) fn new_ue(&mut self, assoc: AssocId, enb_ue_id: u32, tai: Tai, ecgi: Ecgi) -> u32 {
+    /// A new UE context for a UE's first message on S1 connection (`assoc`,
+    /// `enb_ue_id`): its entry in the slice's table. `None` when the slice has no
+    /// entry left (counted; the message is not served).
+    pub(crate) fn new_ue(
+        &mut self,
+        cp: &mut ControlPlane,
+        assoc: AssocId,
+        enb_ue_id: u32,
+        tai: Tai,
+        ecgi: Ecgi,
+    ) -> Option<u32> {
         let id = self.alloc_mme_ue_id();
-        self.ues.insert(
-            id,
-            Box::new(Ue {
-                imsi: None,
-                emm: Emm_::Deregistered,
-                conn: Some((assoc, enb_ue_id)),
-                proc: Procedure::Idle,
-                sec: None,
-                ue_net_cap: vec![],
-                pti: 0,
-                apn: String::new(),
-                subscribed_apn: 0,
-                slot: None,
-                m_tmsi: 0,
-                tai,
-                ecgi,
-                nh: None,
-                ncc: 0,
-                retx: None,
-                retx_count: 0,
-                nas_timer: None,
-                paging_timer: None,
-                paging_left: 0,
-                reach_timer: None,
-                gen: 0,
-                handover: None,
-                old_conn: None,
-                x2_source: None,
-                ambr: self.cfg.default_ambr,
-                qci: 9,
-                arp_priority: 9,
-                next_ksi: 0,
-                pending_bearers: vec![],
-                esm_info_flag: false,
-                resumed: false,
-                superseded: false,
-                page_after_release: false,
-            }),
-        );
+        let ue = Box::new(Ue {
+            imsi: None,
+            emm: Emm_::Deregistered,
+            conn: Some((assoc, enb_ue_id)),
+            proc: Procedure::Idle,
+            sec: None,
+            ue_net_cap: vec![],
+            pti: 0,
+            apn: String::new(),
+            subscribed_apn: 0,
+            slot: None,
+            m_tmsi: 0,
+            tai,
+            ecgi,
+            nh: None,
+            ncc: 0,
+            retx: None,
+            retx_count: 0,
+            nas_timer: None,
+            paging_timer: None,
+            paging_left: 0,
+            reach_timer: None,
+            gen: 0,
+            handover: None,
+            old_conn: None,
+            x2_source: None,
+            ambr: self.cfg.default_ambr,
+            qci: 9,
+            arp_priority: 9,
+            next_ksi: 0,
+            pending_bearers: vec![],
+            esm_info_flag: false,
+            resumed: false,
+            superseded: false,
+            page_after_release: false,
+        });
+        let slot = match cp.reserve_ue(ue) {
+            Ok(s) => s,
+            Err(_) => {
+                self.stats.no_ue_entry += 1;
+                return None;
+            }
+        };
+        self.by_id.insert(id, slot);
         self.by_conn.insert((assoc, enb_ue_id), id);
-        id
+        Some(id)
     }
 
     pub(crate) fn release(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         cause: Cause,
         then_remove: bool,
         out: &mut Vec<Output>,
     ) {
-        let Some(u) = self.ues.get_mut(&id) else {
+        let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
         let Some((assoc, enb_ue_id)) = u.conn else {
@@ -876,7 +918,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        if let Some(u) = self.ues.get(&id) {
+        if let Some(u) = self.ue(cp, id) {
             if let (Some(s), true) = (u.slot, u.emm == Emm_::Registered) {
                 warn_cp(
                     out,
@@ -886,19 +928,20 @@ impl Mme {
                 );
             }
         }
-        self.release(id, cause, false, out);
+        self.release(cp, id, cause, false, out);
     }
 
     /// Give a known UE a new S1 connection (idle → connected).
     pub(crate) fn attach_conn(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         assoc: AssocId,
         enb_ue_id: u32,
         tai: Tai,
         ecgi: Ecgi,
     ) {
-        let Some(u) = self.ues.get_mut(&id) else {
+        let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
         if let Some(c) = u.conn.take() {
@@ -916,14 +959,6 @@ impl Mme {
             u.page_after_release = true;
         }
         self.by_conn.insert((assoc, enb_ue_id), id);
-    }
-
-    pub(crate) fn location(&self, u: &Ue) -> Location {
-        Location {
-            tai: u.tai,
-            ecgi: u.ecgi,
-            enb_assoc: u.conn.map(|c| c.0).unwrap_or(0),
-        }
     }
 }
 

@@ -8,11 +8,12 @@ impl Mme {
     /// Encode (and protect when a context is in use) a downlink NAS message.
     pub(crate) fn nas_bytes(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         msg: &NasEpsMessage,
         new_ctx: bool,
     ) -> Option<Vec<u8>> {
-        let u = self.ues.get_mut(&id)?;
+        let u = self.ue_mut(cp, id)?;
         let r = if new_ctx {
             // The context being established: the Security Mode Command's.
             let Procedure::ExpectSmcComplete { sec } = &mut u.proc else {
@@ -28,8 +29,11 @@ impl Mme {
     }
 
     /// Send a NAS message in Downlink NAS Transport; `timer` arms T3450/T3460/T3470/T3422.
+    // The MME and the slice (`cp`) travel apart until handlers take one context (STYLE.md §4).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_nas(
         &mut self,
+        cp: &mut ControlPlane,
         now: Instant,
         id: u32,
         msg: NasEpsMessage,
@@ -37,10 +41,10 @@ impl Mme {
         timer: Option<std::time::Duration>,
         out: &mut Vec<Output>,
     ) {
-        let Some(bytes) = self.nas_bytes(id, &msg, new_ctx) else {
+        let Some(bytes) = self.nas_bytes(cp, id, &msg, new_ctx) else {
             return;
         };
-        let Some(u) = self.ues.get_mut(&id) else {
+        let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
         let Some((assoc, enb_ue_id)) = u.conn else {
@@ -49,7 +53,7 @@ impl Mme {
         if let Some(d) = timer {
             u.retx = Some(Box::new((msg, new_ctx)));
             u.retx_count = 0;
-            self.arm(id, TimerKind::Nas, now + d);
+            self.arm(cp, id, TimerKind::Nas, now + d);
         }
         self.send(
             assoc,
@@ -64,8 +68,8 @@ impl Mme {
         );
     }
 
-    pub(crate) fn stop_nas_timer(&mut self, id: u32) {
-        if let Some(u) = self.ues.get_mut(&id) {
+    pub(crate) fn stop_nas_timer(&mut self, cp: &mut ControlPlane, id: u32) {
+        if let Some(u) = self.ue_mut(cp, id) {
             u.nas_timer = None;
             u.retx = None;
         }
@@ -78,7 +82,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        let Some(u) = self.ues.get_mut(&id) else {
+        let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
         u.retx_count += 1;
@@ -96,15 +100,13 @@ impl Mme {
                 && !detaching
                 && !matches!(u.proc, Procedure::ExpectAttachComplete);
             if detaching {
-                self.release(id, Cause::NAS_DETACH, true, out);
+                self.release(cp, id, Cause::NAS_DETACH, true, out);
             } else if registered {
                 u.proc = Procedure::Idle;
             } else {
-                if let Some(s) = u.slot.take() {
-                    warn_cp(out, id, "detach", cp.detach(s));
-                }
                 u.emm = Emm_::Deregistered;
-                self.release(id, Cause::NAS_UNSPECIFIED, true, out);
+                self.drop_session(cp, id, out);
+                self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
             }
             return;
         }
@@ -120,8 +122,8 @@ impl Mme {
         };
         self.stats.retransmissions += 1;
         // Protected messages are re-protected: a repeated COUNT would be a replay.
-        if let Some(bytes) = self.nas_bytes(id, &msg, new_ctx) {
-            if let Some((assoc, enb_ue_id)) = self.ues[&id].conn {
+        if let Some(bytes) = self.nas_bytes(cp, id, &msg, new_ctx) {
+            if let Some((assoc, enb_ue_id)) = self.ue(cp, id).expect("present").conn {
                 self.send(
                     assoc,
                     Some(id),
@@ -135,8 +137,8 @@ impl Mme {
                 );
             }
         }
-        self.arm(id, TimerKind::Nas, now + d);
-        if let Some(u) = self.ues.get_mut(&id) {
+        self.arm(cp, id, TimerKind::Nas, now + d);
+        if let Some(u) = self.ue_mut(cp, id) {
             u.retx_count = n;
         }
     }
@@ -144,6 +146,7 @@ impl Mme {
     /// Decode an uplink NAS PDU, verifying its MAC first when a context exists.
     pub(crate) fn uplink_nas(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         bytes: &[u8],
         out: &mut Vec<Output>,
@@ -151,7 +154,7 @@ impl Mme {
         let first = *bytes.first()?;
         let sht = first >> 4;
         let pd = first & 0x0f;
-        let u = self.ues.get_mut(&id)?;
+        let u = self.ue_mut(cp, id)?;
         if pd == 7 && (1..=4).contains(&sht) {
             // SMC Complete comes under the new context.
             let ctx = match &mut u.proc {
@@ -204,7 +207,7 @@ impl Mme {
             }
             // No context: an Attach Request may verify with a parked one.
             if sht == 1 {
-                if let Some(m) = self.unpark(id, bytes) {
+                if let Some(m) = self.unpark(cp, id, bytes) {
                     return Some((m, true));
                 }
             }
@@ -244,10 +247,10 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        let Some((msg, verified)) = self.uplink_nas(id, bytes, out) else {
+        let Some((msg, verified)) = self.uplink_nas(cp, id, bytes, out) else {
             return;
         };
-        if self.ues.get(&id).is_some_and(|u| u.proc.awaits_hss())
+        if self.ue(cp, id).is_some_and(|u| u.proc.awaits_hss())
             && !matches!(
                 msg,
                 NasEpsMessage::Emm(
@@ -265,7 +268,7 @@ impl Mme {
             );
             return;
         }
-        let has_ctx = self.ues.get(&id).is_some_and(|u| u.sec.is_some());
+        let has_ctx = self.ue(cp, id).is_some_and(|u| u.sec.is_some());
         match msg {
             NasEpsMessage::Emm(_, e) => {
                 // After security is established every uplink message must be verified.

@@ -15,7 +15,7 @@ impl Mme {
             cp.paging_failed(_slot);
             return;
         };
-        let u = self.ues.get_mut(&id).expect("present");
+        let u = self.ue_mut(cp, id).expect("present");
         if u.conn.is_some() {
             // Downlink for a UE on an S1 connection without user plane: its tunnels
             // went with a release under way, or it is in a procedure that sets none
@@ -28,12 +28,18 @@ impl Mme {
         if u.paging_timer.is_some() {
             return;
         }
-        self.ues.get_mut(&id).expect("present").paging_left = self.cfg.paging_attempts;
-        self.send_paging(now, id, out);
+        self.ue_mut(cp, id).expect("present").paging_left = self.cfg.paging_attempts;
+        self.send_paging(cp, now, id, out);
     }
 
-    pub(crate) fn send_paging(&mut self, now: Instant, id: u32, out: &mut Vec<Output>) {
-        let u = self.ues.get_mut(&id).expect("present");
+    pub(crate) fn send_paging(
+        &mut self,
+        cp: &mut ControlPlane,
+        now: Instant,
+        id: u32,
+        out: &mut Vec<Output>,
+    ) {
+        let u = self.ue_mut(cp, id).expect("present");
         u.paging_left = u.paging_left.saturating_sub(1);
         let imsi = u.imsi.unwrap_or(0);
         let tais: Vec<Tai> = self
@@ -61,7 +67,7 @@ impl Mme {
             Err(e) => log(out, LogLevel::Warn, format!("cannot encode Paging: {e}")),
         }
         let t = self.cfg.t3413;
-        self.arm(id, TimerKind::Paging, now + t);
+        self.arm(cp, id, TimerKind::Paging, now + t);
     }
 
     pub(crate) fn paging_expired(
@@ -71,12 +77,12 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        let u = &self.ues[&id];
+        let u = self.ue(cp, id).expect("present");
         if u.conn.is_some() {
             return;
         }
         if u.paging_left > 0 {
-            self.send_paging(now, id, out);
+            self.send_paging(cp, now, id, out);
         } else {
             self.stats.paging_failures += 1;
             if let Some(s) = u.slot {

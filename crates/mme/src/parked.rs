@@ -47,7 +47,12 @@ impl Mme {
     /// context here: if its GUTI is ours, a context is parked under it with the same
     /// KSI and the MAC verifies with it, the context becomes the UE's current one.
     /// Anything else leaves the parked context alone (`None`: identification goes on).
-    pub(crate) fn unpark(&mut self, id: u32, bytes: &[u8]) -> Option<NasEpsMessage> {
+    pub(crate) fn unpark(
+        &mut self,
+        cp: &mut ControlPlane,
+        id: u32,
+        bytes: &[u8],
+    ) -> Option<NasEpsMessage> {
         let now = self.last_now?;
         let NasEpsMessage::Emm(_, Emm::AttachRequest(r)) = nasx::unverified_inner(bytes)? else {
             return None;
@@ -67,7 +72,7 @@ impl Mme {
         }
         let m = p.sec.unprotect(bytes, Direction::Uplink).ok()?;
         let p = self.parked.remove(&t)?;
-        let u = self.ues.get_mut(&id)?;
+        let u = self.ue_mut(cp, id)?;
         u.sec = Some(p.sec);
         u.imsi = Some(p.imsi);
         u.resumed = true;

@@ -18,7 +18,7 @@ pub(crate) use pepc_s1ap::{
     UeSecurityCapabilities,
 };
 pub(crate) use pepc_security::{AuthVector, Eia, Key256};
-pub(crate) use pepc_slice::context::{Arp, Guti, Location};
+pub(crate) use pepc_slice::context::{Arp, Guti};
 pub(crate) use pepc_slice::control::{
     AttachParams, BearerParams, ControlEvent, ControlPlane, CtrlError, PdnParams,
 };

@@ -31,8 +31,8 @@ impl Mme {
         use S1apMessage as M;
         match msg {
             M::InitialUeMessage(m) => self.initial_ue(now, assoc, m, cp, out),
-            M::HandoverRequestAcknowledge(m) => self.ho_request_ack(assoc, m, out),
-            M::HandoverFailure(m) => self.ho_failure(assoc, m, out),
+            M::HandoverRequestAcknowledge(m) => self.ho_request_ack(cp, assoc, m, out),
+            M::HandoverFailure(m) => self.ho_failure(cp, assoc, m, out),
             // Comes from the target eNB, which has no connection for the UE yet.
             M::PathSwitchRequest(m) => self.path_switch(assoc, m, cp, out),
             other => {
@@ -44,7 +44,7 @@ impl Mme {
                     );
                     return;
                 };
-                let Some(ue) = self.ues.get(&mme_id) else {
+                let Some(ue) = self.ue(cp, mme_id) else {
                     self.stats.unknown_ue_ids += 1;
                     self.error_indication(
                         assoc,
@@ -114,10 +114,23 @@ impl Mme {
             .and_then(|s| self.by_tmsi.get(&s.m_tmsi).copied());
         let id = match known {
             Some(id) => {
-                self.attach_conn(id, assoc, m.enb_ue_id, m.tai, m.ecgi);
+                self.attach_conn(cp, id, assoc, m.enb_ue_id, m.tai, m.ecgi);
                 id
             }
-            None => self.new_ue(assoc, m.enb_ue_id, m.tai, m.ecgi),
+            None => match self.new_ue(cp, assoc, m.enb_ue_id, m.tai, m.ecgi) {
+                Some(id) => id,
+                None => {
+                    log(
+                        out,
+                        LogLevel::Warn,
+                        format!(
+                            "assoc {assoc}: no UE context left for eNB UE {}, message dropped",
+                            m.enb_ue_id
+                        ),
+                    );
+                    return;
+                }
+            },
         };
         self.nas_in(now, id, &m.nas_pdu, cp, out);
     }
@@ -133,7 +146,7 @@ impl Mme {
     ) {
         self.last_now = Some(now);
         use S1apMessage as M;
-        if self.ues.get(&id).is_some_and(|u| u.superseded)
+        if self.ue(cp, id).is_some_and(|u| u.superseded)
             && !matches!(msg, M::UeContextReleaseComplete(_))
         {
             // The context only waits for its release: whatever crossed our command
@@ -146,7 +159,7 @@ impl Mme {
             return;
         }
         let enb_id = msg.enb_ue_id();
-        let from_x2_source = self.ues.get(&id).is_some_and(|u| {
+        let from_x2_source = self.ue(cp, id).is_some_and(|u| {
             let pair = enb_id.map(|e| (assoc, e));
             pair.is_some() && u.conn != pair && u.x2_source.map(|(c, _)| c) == pair
         });
@@ -155,19 +168,18 @@ impl Mme {
         }
         match msg {
             M::UplinkNasTransport(m) => {
-                if let Some(u) = self.ues.get_mut(&id) {
+                if let Some(u) = self.ue_mut(cp, id) {
                     u.tai = m.tai;
                     u.ecgi = m.ecgi;
                 }
                 self.nas_in(now, id, &m.nas_pdu, cp, out);
             }
             M::InitialContextSetupResponse(m) => {
-                let u = self.ues.get_mut(&id).expect("present");
+                let u = self.ue_mut(cp, id).expect("present");
                 // The user plane is up: buffered downlink flows, nothing to page for.
                 u.page_after_release = false;
                 let attach = matches!(u.proc, Procedure::ExpectIcsResponse { attach: true });
                 let slot = u.slot;
-                let loc = self.location(&self.ues[&id]);
                 if let Some(s) = slot {
                     for t in &m.erabs {
                         warn_cp(
@@ -177,9 +189,8 @@ impl Mme {
                             cp.set_enb_tunnel(s, t.id, t.transport, t.teid),
                         );
                     }
-                    warn_cp(out, id, "location update", cp.set_location(s, loc));
                 }
-                let u = self.ues.get_mut(&id).expect("present");
+                let u = self.ue_mut(cp, id).expect("present");
                 u.paging_timer = None;
                 u.proc = if attach {
                     Procedure::ExpectAttachComplete
@@ -189,15 +200,13 @@ impl Mme {
             }
             M::InitialContextSetupFailure(_) => {
                 let attach = matches!(
-                    self.ues[&id].proc,
+                    self.ue(cp, id).expect("present").proc,
                     Procedure::ExpectIcsResponse { attach: true }
                 );
                 if attach {
-                    if let Some(s) = self.ues.get_mut(&id).and_then(|u| u.slot.take()) {
-                        warn_cp(out, id, "detach", cp.detach(s));
-                    }
-                    self.stop_nas_timer(id);
-                    self.release(id, Cause::NAS_UNSPECIFIED, true, out);
+                    self.drop_session(cp, id, out);
+                    self.stop_nas_timer(cp, id);
+                    self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
                 } else {
                     self.release_connection(id, Cause::RADIO_UNSPECIFIED, cp, out);
                 }
@@ -206,10 +215,13 @@ impl Mme {
             // command in flight answers it; a second one would be answered with a
             // second Release Complete for an already removed context.
             M::UeContextReleaseRequest(_)
-                if matches!(self.ues[&id].proc, Procedure::ExpectReleaseComplete { .. }) => {}
+                if matches!(
+                    self.ue(cp, id).expect("present").proc,
+                    Procedure::ExpectReleaseComplete { .. }
+                ) => {}
             M::UeContextReleaseRequest(m) => self.release_connection(id, m.cause, cp, out),
             M::UeContextReleaseComplete(m) => {
-                let u = self.ues.get_mut(&id).expect("present");
+                let u = self.ue_mut(cp, id).expect("present");
                 if u.old_conn == Some((assoc, m.enb_ue_id)) {
                     // The source side of a finished handover.
                     u.old_conn = None;
@@ -238,7 +250,7 @@ impl Mme {
                 );
             }
             M::ERabSetupResponse(m) => {
-                if let Some(s) = self.ues[&id].slot {
+                if let Some(s) = self.ue(cp, id).expect("present").slot {
                     for t in &m.setup {
                         warn_cp(
                             out,
@@ -261,7 +273,7 @@ impl Mme {
             M::PathSwitchRequest(m) => self.path_switch(assoc, m, cp, out),
             M::HandoverRequired(m) => self.ho_required(assoc, m, cp, out),
             M::HandoverCancel(m) => {
-                let u = self.ues.get_mut(&id).expect("present");
+                let u = self.ue_mut(cp, id).expect("present");
                 if let Some(h) = u.handover.take() {
                     if let Some(t) = h.target_enb_ue_id {
                         self.send(
@@ -291,7 +303,7 @@ impl Mme {
                 );
             }
             M::EnbStatusTransfer(m) => {
-                if let Some(h) = self.ues[&id].handover.as_ref() {
+                if let Some(h) = self.ue(cp, id).expect("present").handover.as_ref() {
                     if let Some(t) = h.target_enb_ue_id {
                         let ta = h.target_assoc;
                         self.send(

@@ -330,25 +330,27 @@ fn eia_of(v: u8) -> Result<Eia, SnapshotError> {
 impl Mme {
     fn id_of(&self, key: UeKey) -> Option<u32> {
         match key {
-            UeKey::MmeUeId(id) => self.ues.contains_key(&id).then_some(id),
+            UeKey::MmeUeId(id) => self.by_id.contains_key(&id).then_some(id),
             UeKey::Imsi(imsi) => self.by_imsi.get(&imsi).copied(),
         }
     }
 
-    /// The slice UE slot of a UE's context, if it has one yet.
-    pub fn ue_slot_of(&self, key: UeKey) -> Option<u32> {
-        self.ues.get(&self.id_of(key)?)?.slot
+    /// The slice UE slot of a UE's session (the data-path part of its entry), if it
+    /// has one yet.
+    pub fn ue_slot_of(&self, cp: &ControlPlane, key: UeKey) -> Option<u32> {
+        self.ue(cp, self.id_of(key)?)?.slot
     }
 
     /// Append the MME section of UE `key` to `out`, timers relative to `now`.
     pub fn snapshot_ue(
         &self,
+        cp: &ControlPlane,
         key: UeKey,
         now: Instant,
         out: &mut Vec<u8>,
     ) -> Result<(), SnapshotError> {
         let id = self.id_of(key).ok_or(SnapshotError::UnknownUe(key))?;
-        let u = self.ues.get(&id).ok_or(SnapshotError::UnknownUe(key))?;
+        let u = self.ue(cp, id).ok_or(SnapshotError::UnknownUe(key))?;
         let start = out.len();
         let apn = self.apn_name(u.subscribed_apn);
         let r = write_ue(id, u, apn, now, out, MME_SECTION_VERSION);
@@ -359,11 +361,12 @@ impl Mme {
     }
 
     /// Recreate a UE from its MME section in this MME: `slot` is the slice UE slot the
-    /// caller's [`ControlPlane::restore_ue`] gave it (None for a UE with no slice state
-    /// yet). Timers are re-armed relative to `now`. Nothing here changes unless it
-    /// succeeds.
+    /// caller's [`ControlPlane::restore_ue`] gave its session (None for a UE with no
+    /// session yet, which gets a new entry). Timers are re-armed relative to `now`.
+    /// Nothing here changes unless it succeeds.
     pub fn restore_ue(
         &mut self,
+        cp: &mut ControlPlane,
         section: &[u8],
         slot: Option<u32>,
         now: Instant,
@@ -404,45 +407,58 @@ impl Mme {
         }
         let (ids, index) = (self.role.ids(), self.role.index);
         let mine = |v: u32| ids.slice_of(v) == index;
-        let keep = d.mme_ue_id != 0 && mine(d.mme_ue_id) && !self.ues.contains_key(&d.mme_ue_id);
+        let keep = d.mme_ue_id != 0 && mine(d.mme_ue_id) && !self.by_id.contains_key(&d.mme_ue_id);
         let id = if keep {
             d.mme_ue_id
         } else {
             self.alloc_mme_ue_id()
         };
+        let imsi = u.imsi;
+        // The entry: the session's, or a new one. The last thing that can fail.
+        let mut ue = d.ue;
+        ue.subscribed_apn = d.subscribed_apn.as_deref().map_or(0, |a| self.apn_id(a));
+        let hss_wait = ue.proc.hss_seq().is_some();
+        let entry = match slot {
+            Some(s) => cp.set_signaling(s, ue).map(|()| s),
+            None => cp.reserve_ue(ue),
+        }
+        .map_err(SnapshotError::Slice)?;
+        self.by_id.insert(id, entry);
         let result = MmeRestored {
             mme_ue_id: id,
             renumbered_from: (!keep).then_some(d.mme_ue_id),
             guti_reallocation_needed: tmsis.into_iter().flatten().any(|t| !mine(t)),
-            imsi_exception: u.imsi.is_some_and(|i| !self.role.is_home_of(i)),
+            imsi_exception: imsi.is_some_and(|i| !self.role.is_home_of(i)),
         };
         for c in conns.into_iter().flatten() {
             self.by_conn.insert(c, id);
         }
-        if let Some(i) = u.imsi {
+        if let Some(i) = imsi {
             self.by_imsi.insert(i, id);
         }
         if let Some(t) = tmsis[0] {
             self.by_tmsi.insert(t, id);
         }
-        let mut ue = d.ue;
-        ue.subscribed_apn = d.subscribed_apn.as_deref().map_or(0, |a| self.apn_id(a));
         // A UE waiting for the HSS: its request went to the proxy of the MME it
         // left, whose answer cannot reach it here. Its deadline is due at once (or with
         // the requests queued before it: deadlines stay in order), so the attach is
         // rejected (#17, the UE retries) rather than waiting for nothing; snapshots for
         // migration or restart are taken between procedures, so this is rare.
-        if let Procedure::ExpectHssProfile { seq, .. } | Procedure::ExpectHssVector { seq, .. } =
-            &mut ue.proc
-        {
+        if hss_wait {
             self.hss_seq = self.hss_seq.wrapping_add(1);
-            *seq = self.hss_seq;
+            let seq = self.hss_seq;
+            if let Some(
+                Procedure::ExpectHssProfile { seq: s, .. }
+                | Procedure::ExpectHssVector { seq: s, .. },
+            ) = self.ue_mut(cp, id).map(|u| &mut u.proc)
+            {
+                *s = seq;
+            }
             let at = self.hss_deadlines.back().map_or(now, |b| b.0.max(now));
-            self.hss_deadlines.push_back((at, id, *seq));
+            self.hss_deadlines.push_back((at, id, seq));
         }
-        self.ues.insert(id, ue);
         self.last_now = Some(now);
-        self.rearm(id);
+        self.rearm(cp, id);
         Ok(result)
     }
 
@@ -459,8 +475,8 @@ impl Mme {
     }
 
     /// Push every live timer of UE `id` under a new generation.
-    fn rearm(&mut self, id: u32) {
-        let Some(u) = self.ues.get_mut(&id) else {
+    fn rearm(&mut self, cp: &mut ControlPlane, id: u32) {
+        let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
         u.gen += 1;
@@ -1036,8 +1052,8 @@ pub fn snapshot_whole_ue_with(
 ) -> Result<usize, SnapshotError> {
     scratch.mme.fill(0);
     scratch.mme.clear();
-    mme.snapshot_ue(key, now, &mut scratch.mme)?;
-    let slice = match mme.ue_slot_of(key) {
+    mme.snapshot_ue(cp, key, now, &mut scratch.mme)?;
+    let slice = match mme.ue_slot_of(cp, key) {
         Some(slot) => {
             cp.snapshot_ue_into(slot, &mut scratch.slice)?;
             Some(&scratch.slice)
@@ -1068,7 +1084,7 @@ pub fn restore_whole_ue(
     } else {
         None
     };
-    match mme.restore_ue(section.bytes(), slice.map(|r| r.ue_slot), now) {
+    match mme.restore_ue(cp, section.bytes(), slice.map(|r| r.ue_slot), now) {
         Ok(m) => Ok(WholeRestored { mme: m, slice }),
         Err(e) => {
             if let Some(r) = slice {
@@ -1292,9 +1308,9 @@ mod tests {
         (h, ue)
     }
 
-    fn sec_of(m: &Mme) -> &SecCtx {
+    fn sec_of<'c>(m: &Mme, cp: &'c ControlPlane) -> &'c SecCtx {
         let id = m.mme_ue_id_of(IMSI_N).unwrap();
-        m.ues[&id].sec.as_ref().unwrap()
+        m.ue(cp, id).unwrap().sec.as_ref().unwrap()
     }
 
     fn hex(b: &[u8]) -> String {
@@ -1308,7 +1324,7 @@ mod tests {
         snapshot_whole_ue(&h.mme, &h.cp, UeKey::Imsi(IMSI_N), h.now, &mut bytes).unwrap();
         let mut h2 = node();
         restore_whole_ue(&mut h2.mme, &mut h2.cp, &bytes, h2.now).unwrap();
-        let s = sec_of(&h2.mme);
+        let s = sec_of(&h2.mme, &h2.cp);
         assert!(!s.ctx.keyed(), "EIA/EEA set up on restore");
         assert!(s.kdf.is_none(), "KASME KDF keyed on restore");
         let mut again = vec![];
@@ -1328,7 +1344,10 @@ mod tests {
         // own (oxirush) context verifies and deciphers it, and the MME verifies the
         // Complete.
         let mut out = vec![];
-        let t = h2.mme.reallocate_guti(h2.now, IMSI_N, &mut out).unwrap();
+        let t = h2
+            .mme
+            .reallocate_guti(h2.now, IMSI_N, &mut h2.cp, &mut out)
+            .unwrap();
         let msgs = out
             .into_iter()
             .filter_map(|o| match o {
@@ -1342,9 +1361,9 @@ mod tests {
             pump(&mut h2, &mut ue, 1, msgs).unwrap(),
             ["DownlinkNASTransport"]
         );
-        assert_eq!(h2.mme.m_tmsi_of(IMSI_N), Some(t));
+        assert_eq!(h2.mme.m_tmsi_of(&h2.cp, IMSI_N), Some(t));
         assert_eq!(ue.m_tmsi, Some(t));
-        assert!(sec_of(&h2.mme).ctx.keyed());
+        assert!(sec_of(&h2.mme, &h2.cp).ctx.keyed());
         assert_eq!(h2.mme.stats.nas_bad_mac + h2.mme.stats.nas_replays, 0);
     }
 
@@ -1378,24 +1397,34 @@ mod tests {
     fn version_1_sections_are_read_and_give_the_same_context() {
         let (h, _ue) = attached();
         let id = h.mme.mme_ue_id_of(IMSI_N).unwrap();
-        let slot = h.mme.ue_slot_of(UeKey::Imsi(IMSI_N));
+        let slot = h.mme.ue_slot_of(&h.cp, UeKey::Imsi(IMSI_N));
         let (mut v1, mut v2) = (vec![], vec![]);
-        let apn = h.mme.apn_name(h.mme.ues[&id].subscribed_apn);
-        write_ue(id, &h.mme.ues[&id], apn, h.now, &mut v1, 1).unwrap();
+        let u = h.mme.ue(&h.cp, id).unwrap();
+        let apn = h.mme.apn_name(u.subscribed_apn);
+        write_ue(id, u, apn, h.now, &mut v1, 1).unwrap();
         h.mme
-            .snapshot_ue(UeKey::Imsi(IMSI_N), h.now, &mut v2)
+            .snapshot_ue(&h.cp, UeKey::Imsi(IMSI_N), h.now, &mut v2)
             .unwrap();
         assert_eq!((v1[0], v2[0]), (1, MME_SECTION_VERSION));
         assert_eq!(v2.len(), v1.len() + 32, "K_NASint and K_NASenc");
-        let mut m = Mme::new(MmeConfig::default());
-        m.restore_ue(&v1, slot, h.now).unwrap();
-        let s = sec_of(&m);
-        let o = sec_of(&h.mme);
+        // Into a node whose slice took the session part of the same UE.
+        let mut whole = vec![];
+        snapshot_whole_ue(&h.mme, &h.cp, UeKey::Imsi(IMSI_N), h.now, &mut whole).unwrap();
+        let session = container::SnapshotView::parse(&whole)
+            .unwrap()
+            .decode_slice()
+            .unwrap();
+        let mut h2 = node();
+        let slot = slot.map(|_| h2.cp.restore_ue(&session).unwrap().ue_slot);
+        h2.mme.restore_ue(&mut h2.cp, &v1, slot, h.now).unwrap();
+        let s = sec_of(&h2.mme, &h2.cp);
+        let o = sec_of(&h.mme, &h.cp);
         assert_eq!(s.ctx.knas_int(), o.ctx.knas_int());
         assert_eq!(s.ctx.knas_enc(), o.ctx.knas_enc());
-        // Restored from version 1, snapshotted as version 2: the original's bytes.
+        // Restored from version 1, snapshotted as the current version: the original's.
         let mut again = vec![];
-        m.snapshot_ue(UeKey::Imsi(IMSI_N), h.now, &mut again)
+        h2.mme
+            .snapshot_ue(&h2.cp, UeKey::Imsi(IMSI_N), h.now, &mut again)
             .unwrap();
         assert_eq!(again, v2);
     }
@@ -1404,7 +1433,7 @@ mod tests {
     fn no_nas_key_bytes_in_debug_output() {
         let (h, _ue) = attached();
         let (mut h2, bytes) = restored(&h);
-        let o = sec_of(&h.mme);
+        let o = sec_of(&h.mme, &h.cp);
         let keys = [
             o.kasme.as_bytes().to_vec(),
             o.ctx.knas_int().as_bytes().to_vec(),
@@ -1418,10 +1447,12 @@ mod tests {
         }
         let mut texts = vec![format!("{o:?}"), format!("{:?}", o.ctx)];
         // Before and after the restored context is keyed.
-        texts.push(format!("{:?}", sec_of(&h2.mme)));
+        texts.push(format!("{:?}", sec_of(&h2.mme, &h2.cp)));
         let mut out = vec![];
-        h2.mme.reallocate_guti(h2.now, IMSI_N, &mut out).unwrap();
-        let s = sec_of(&h2.mme);
+        h2.mme
+            .reallocate_guti(h2.now, IMSI_N, &mut h2.cp, &mut out)
+            .unwrap();
+        let s = sec_of(&h2.mme, &h2.cp);
         assert!(s.ctx.keyed());
         texts.push(format!("{s:?}"));
         texts.push(format!("{:?}", s.ctx));

@@ -147,7 +147,10 @@ fn full_reset_from_an_enb_idles_its_ues_in_every_slice_then_one_acknowledge() {
     assert_eq!(acks.len(), 1, "{r:?}");
     assert_eq!(r.len(), 1, "nothing else is sent: {r:?}");
     for imsi in imsis.iter().flatten() {
-        assert!(!h.slice(0).0.is_connected(imsi_num(imsi)));
+        assert!(!{
+            let (m, c, _) = h.slice(0);
+            m.is_connected(c, imsi_num(imsi))
+        });
         let (s, slot) = h.find_imsi(imsi_num(imsi)).unwrap();
         let ctx = h.slice(s).1.ue(slot).unwrap();
         assert_eq!(ctx.ecm, pepc_slice::context::EcmState::Idle);
@@ -202,7 +205,10 @@ fn partial_reset_reaches_only_the_named_ues_and_is_echoed() {
         .flatten()
         .map(|i| {
             let (s, _) = h.find_imsi(imsi_num(i)).unwrap();
-            h.slice(s).0.is_connected(imsi_num(i))
+            {
+                let (m, c, _) = h.slice(s);
+                m.is_connected(c, imsi_num(i))
+            }
         })
         .collect();
     assert_eq!(connected, vec![false, true, false, false]);
@@ -215,7 +221,10 @@ fn association_loss_idles_ues_of_every_slice_and_they_return_after_re_setup() {
     assert!(h.input(Input::EnbDown { assoc: 1 }).is_empty());
     for imsi in imsis.iter().flatten() {
         let (s, _) = h.find_imsi(imsi_num(imsi)).expect("still registered");
-        assert!(!h.slice(s).0.is_connected(imsi_num(imsi)));
+        assert!(!{
+            let (m, c, _) = h.slice(s);
+            m.is_connected(c, imsi_num(imsi))
+        });
     }
     // UE signaling on a new association before its S1 Setup is refused.
     h.input(Input::EnbUp {
@@ -263,7 +272,10 @@ fn node_initiated_reset_idles_every_slices_ues() {
     assert_eq!(h.endpoint.stats.resets_tx, 1);
     for imsi in imsis.iter().flatten() {
         let (s, _) = h.find_imsi(imsi_num(imsi)).unwrap();
-        assert!(!h.slice(s).0.is_connected(imsi_num(imsi)));
+        assert!(!{
+            let (m, c, _) = h.slice(s);
+            m.is_connected(c, imsi_num(imsi))
+        });
     }
     // The eNB's acknowledge is taken quietly.
     assert!(h.send(1, ResetAcknowledge::default()).is_empty());

@@ -6,12 +6,12 @@ use pepc_mme::sim::*;
 use pepc_mme::snapshot::{
     restore_whole_ue, snapshot_whole_ue, MmeRestored, Scratch, SnapshotError, UeKey, WholeRestored,
 };
-use pepc_mme::{Mme, MmeConfig, Output};
+use pepc_mme::{MmeConfig, Output};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::Cause;
 use pepc_slice::snapshot::SnapshotView;
 use std::net::Ipv4Addr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const IMSI: &str = "001010000000001";
 const IMSI_N: u64 = 1010000000001;
@@ -123,15 +123,68 @@ fn migrate(h: &mut Harness, key: UeKey, enbs: u64) -> (Harness, WholeRestored, V
     // (it fires as a no-op), the restored side arms live timers only.
     let src = h
         .mme
-        .next_timeout()
+        .next_timeout(&h.cp)
         .map(|t| t.saturating_duration_since(h.now));
-    let dst = h2.mme.next_timeout().map(|t| t - h2.now);
+    let dst = h2.mme.next_timeout(&h2.cp).map(|t| t - h2.now);
     match (src, dst) {
         (_, None) => {}
         (Some(a), Some(b)) => assert!(b >= a, "timer {a:?} restored as {b:?}"),
         (None, Some(b)) => panic!("a timer ({b:?}) the source did not have"),
     }
     (h2, r, bytes)
+}
+
+/// A slice to restore bare MME sections of `bytes` into. A section that had a session
+/// goes into the entry of that session, restored first from `bytes`' slice section.
+struct Target {
+    h: Harness,
+    bytes: Vec<u8>,
+}
+
+impl Target {
+    fn new(bytes: &[u8]) -> Target {
+        Target {
+            h: node(1),
+            bytes: bytes.to_vec(),
+        }
+    }
+
+    /// The slot of the session (made if absent) when `with` is set.
+    fn slot(&mut self, with: bool) -> Option<u32> {
+        if !with {
+            return None;
+        }
+        if let Some((_, s)) = self.h.cp.find_imsi(IMSI_N) {
+            return Some(s);
+        }
+        let v = SnapshotView::parse(&self.bytes).unwrap();
+        if !v.has_slice() {
+            // No session to go into: a slot that holds none (refused).
+            return Some(0);
+        }
+        let s = v.decode_slice().unwrap();
+        Some(self.h.cp.restore_ue(&s).unwrap().ue_slot)
+    }
+
+    fn restore(
+        &mut self,
+        section: &[u8],
+        with_session: bool,
+    ) -> Result<MmeRestored, SnapshotError> {
+        let slot = self.slot(with_session);
+        self.h
+            .mme
+            .restore_ue(&mut self.h.cp, section, slot, self.h.now)
+    }
+
+    /// Undo a successful restore (its entry, session included, goes).
+    fn remove(&mut self, r: &MmeRestored) {
+        let k = UeKey::MmeUeId(r.mme_ue_id);
+        self.h.mme.remove_migrated_ue(k, &mut self.h.cp).unwrap();
+        assert_eq!(self.h.mme.ue_count(), 0);
+        // Nothing of it is left: only a session made for a restore stays.
+        assert_eq!(self.h.cp.entry_count(), self.h.cp.ue_count());
+    }
 }
 
 fn mme_section(bytes: &[u8]) -> Vec<u8> {
@@ -153,7 +206,7 @@ fn waiting_identity_response() {
         panic!("{:?}", names(&r))
     };
     let id = d.mme_ue_id;
-    assert!(h.mme.ue_slot_of(UeKey::MmeUeId(id)).is_none());
+    assert!(h.mme.ue_slot_of(&h.cp, UeKey::MmeUeId(id)).is_none());
     let (mut h2, rest, bytes) = migrate(&mut h, UeKey::MmeUeId(id), 1);
     assert!(rest.slice.is_none(), "no slice state before the session");
     assert!(!SnapshotView::parse(&bytes).unwrap().has_slice());
@@ -164,7 +217,7 @@ fn waiting_identity_response() {
     );
     assert_eq!(ue.received[0], "IdentityRequest");
     assert_eq!(h2.mme.stats.attaches, 1, "{:?}", h2.logs);
-    assert!(h2.mme.is_connected(IMSI_N));
+    assert!(h2.mme.is_connected(&h2.cp, IMSI_N));
 }
 
 #[test]
@@ -272,7 +325,7 @@ fn waiting_attach_complete() {
     // EMM Information, protected under the continued downlink COUNT.
     pump(&mut h2, &mut ue, 1, r).unwrap();
     assert_eq!(ue.received.last().unwrap(), "EmmInformation");
-    assert!(h2.mme.m_tmsi_of(IMSI_N).is_some());
+    assert!(h2.mme.m_tmsi_of(&h2.cp, IMSI_N).is_some());
     // T3450 of the Attach Accept stopped with the restored timer.
     assert!(h2.advance(Duration::from_secs(7)).is_empty());
 }
@@ -289,11 +342,14 @@ fn attached_connected_continues_nas_counts() {
     );
     // A protected downlink (GUTI Reallocation Command) and uplink (its Complete).
     let mut out = vec![];
-    let t = h2.mme.reallocate_guti(h2.now, IMSI_N, &mut out).unwrap();
+    let t = h2
+        .mme
+        .reallocate_guti(h2.now, IMSI_N, &mut h2.cp, &mut out)
+        .unwrap();
     let seen = pump(&mut h2, &mut ue, 1, s1(out)).unwrap();
     assert_eq!(seen, ["DownlinkNASTransport"]);
     assert_eq!(ue.m_tmsi, Some(t));
-    assert_eq!(h2.mme.m_tmsi_of(IMSI_N), Some(t));
+    assert_eq!(h2.mme.m_tmsi_of(&h2.cp, IMSI_N), Some(t));
     // And a UE-initiated detach, under the continued COUNTs.
     let d = ue.detach_request(false);
     let r = ul(&mut h2, &ue, d);
@@ -313,16 +369,16 @@ fn release_to_idle(h: &mut Harness, ue: &mut SimUe) {
         },
     );
     pump(h, ue, 1, r).unwrap();
-    assert!(!h.mme.is_connected(IMSI_N));
+    assert!(!h.mme.is_connected(&h.cp, IMSI_N));
 }
 
 #[test]
 fn attached_idle_service_request_with_the_old_context() {
     let (mut h, mut ue) = attached();
     release_to_idle(&mut h, &mut ue);
-    let reach = h.mme.next_timeout().unwrap() - h.now;
+    let reach = h.mme.next_timeout(&h.cp).unwrap() - h.now;
     let (mut h2, _, _) = migrate(&mut h, UeKey::Imsi(IMSI_N), 1);
-    let left = h2.mme.next_timeout().unwrap() - h2.now;
+    let left = h2.mme.next_timeout(&h2.cp).unwrap() - h2.now;
     assert!(
         left >= reach && left - reach < Duration::from_micros(1),
         "mobile reachable timer {reach:?} restored as {left:?}"
@@ -333,7 +389,7 @@ fn attached_idle_service_request_with_the_old_context() {
     // `pump` checks the KeNB: derived from the Service Request's uplink COUNT.
     let seen = pump(&mut h2, &mut ue, 1, r).unwrap();
     assert_eq!(seen, ["InitialContextSetupRequest"], "{:?}", h2.logs);
-    assert!(h2.mme.is_connected(IMSI_N));
+    assert!(h2.mme.is_connected(&h2.cp, IMSI_N));
     assert_eq!(h2.mme.stats.nas_bad_mac, 0);
 }
 
@@ -391,14 +447,17 @@ fn guti_reallocation_pending() {
     let (mut h, mut ue) = attached();
     let old = ue.m_tmsi.unwrap();
     let mut out = vec![];
-    let t = h.mme.reallocate_guti(h.now, IMSI_N, &mut out).unwrap();
+    let t = h
+        .mme
+        .reallocate_guti(h.now, IMSI_N, &mut h.cp, &mut out)
+        .unwrap();
     let (mut h2, _, _) = migrate(&mut h, UeKey::Imsi(IMSI_N), 1);
-    assert_eq!(h2.mme.m_tmsi_of(IMSI_N), Some(old));
+    assert_eq!(h2.mme.m_tmsi_of(&h2.cp, IMSI_N), Some(old));
     pump(&mut h2, &mut ue, 1, s1(out)).unwrap();
     assert_eq!(ue.m_tmsi, Some(t));
-    assert_eq!(h2.mme.m_tmsi_of(IMSI_N), Some(t));
-    let (_, slot) = h2.cp.find_imsi(IMSI_N).unwrap();
-    assert_eq!(h2.cp.ue(slot).unwrap().guti.unwrap().m_tmsi, t);
+    assert_eq!(h2.mme.m_tmsi_of(&h2.cp, IMSI_N), Some(t));
+    // One copy of the GUTI: the signaling part's.
+    assert_eq!(h2.mme.guti_of(&h2.cp, IMSI_N).unwrap().m_tmsi, t);
     // Nothing left to retransmit.
     assert!(h2.advance(Duration::from_secs(7)).is_empty());
 }
@@ -485,9 +544,11 @@ fn during_s1_handover() {
         },
     );
     assert!(rc.is_empty());
-    assert!(h2.mme.is_connected(IMSI_N));
+    assert!(h2.mme.is_connected(&h2.cp, IMSI_N));
     let mut out = vec![];
-    h2.mme.reallocate_guti(h2.now, IMSI_N, &mut out).unwrap();
+    h2.mme
+        .reallocate_guti(h2.now, IMSI_N, &mut h2.cp, &mut out)
+        .unwrap();
     let [(2, S1apMessage::DownlinkNasTransport(d))] = &s1(out)[..] else {
         panic!("NAS goes to the target")
     };
@@ -507,7 +568,7 @@ fn during_s1_handover() {
             tai: pepc_s1ap::Tai { plmn, tac: 1 },
         },
     );
-    assert_eq!(h2.mme.m_tmsi_of(IMSI_N), ue.m_tmsi);
+    assert_eq!(h2.mme.m_tmsi_of(&h2.cp, IMSI_N), ue.m_tmsi);
     assert_eq!(h2.mme.stats.nas_bad_mac, 0);
 }
 
@@ -552,7 +613,7 @@ fn migration_to_another_slice_renumbers_and_reallocates_the_guti() {
     // The eNB learns the new MME UE S1AP ID (the node's part; here the test's).
     ue.mme_ue_id = Some(mme_ue_id);
     let mut out = vec![];
-    let t = mme.reallocate_guti(now, IMSI_N, &mut out).unwrap();
+    let t = mme.reallocate_guti(now, IMSI_N, cp, &mut out).unwrap();
     pump(&mut h, &mut ue, 1, s1(out)).unwrap();
     assert_eq!(ue.m_tmsi, Some(t));
     let ids = pepc_slice::ids::SignalingIds::new(2);
@@ -572,7 +633,10 @@ fn migration_to_another_slice_renumbers_and_reallocates_the_guti() {
     let r = h.send(1, initial_ue(&h, &ue, sr, Some(t)));
     let seen = pump(&mut h, &mut ue, 1, r).unwrap();
     assert_eq!(seen, ["InitialContextSetupRequest"], "{:?}", h.logs);
-    assert!(h.slice(b).0.is_connected(IMSI_N));
+    assert!({
+        let (m, c, _) = h.slice(b);
+        m.is_connected(c, IMSI_N)
+    });
 }
 
 #[test]
@@ -587,27 +651,41 @@ fn restore_refuses_a_ue_already_here_and_leaves_nothing_behind() {
         restore_whole_ue(&mut h2.mme, &mut h2.cp, &bytes, h2.now),
         Err(SnapshotError::Slice(_))
     ));
-    // MME part refused after the slice took its part: the slice's is undone.
+    // MME part refused after the slice took its part: the slice's is undone. h3's
+    // MME holds the subscriber mid-attach (IMSI known, no session yet).
     let mut h3 = node(1);
-    let section = mme_section(&bytes);
-    h3.mme.restore_ue(&section, Some(0), h3.now).unwrap();
+    let early = &sample_snapshots()[0];
+    assert!(!SnapshotView::parse(early).unwrap().has_slice());
+    h3.mme
+        .restore_ue(&mut h3.cp, &mme_section(early), None, h3.now)
+        .unwrap();
     assert!(matches!(
         restore_whole_ue(&mut h3.mme, &mut h3.cp, &bytes, h3.now),
         Err(SnapshotError::ImsiExists(IMSI_N))
     ));
     assert!(h3.cp.find_imsi(IMSI_N).is_none());
-    assert_eq!(h3.mme.ue_count(), 1);
+    assert_eq!((h3.mme.ue_count(), h3.cp.entry_count()), (1, 1));
     // Slot given or not as the snapshot says.
-    let mut m = Mme::new(MmeConfig::default());
+    let section = mme_section(&bytes);
+    let mut h4 = node(1);
     assert_eq!(
-        m.restore_ue(&section, None, Instant::now()),
+        h4.mme.restore_ue(&mut h4.cp, &section, None, h4.now),
         Err(SnapshotError::SlotMismatch { had_slot: true })
     );
-    assert_eq!(m.ue_count(), 0);
+    // A slot that holds no session is not one to go into.
     assert!(matches!(
-        snapshot_whole_ue(&m, &h3.cp, UeKey::Imsi(1), h3.now, &mut vec![]),
+        h4.mme.restore_ue(&mut h4.cp, &section, Some(5), h4.now),
+        Err(SnapshotError::Slice(_))
+    ));
+    assert_eq!((h4.mme.ue_count(), h4.cp.entry_count()), (0, 0));
+    assert!(matches!(
+        snapshot_whole_ue(&h4.mme, &h4.cp, UeKey::Imsi(1), h4.now, &mut vec![]),
         Err(SnapshotError::UnknownUe(UeKey::Imsi(1)))
     ));
+    // Into the session's entry, it is accepted.
+    let mut t = Target::new(&bytes);
+    let r = t.restore(&section, true).unwrap();
+    t.remove(&r);
 }
 
 /// Sections of UEs in several states (keys, vector, retransmission, handover...).
@@ -626,7 +704,9 @@ fn sample_snapshots() -> Vec<Vec<u8>> {
     let ics = answer(&mut h, &mut ue, smc);
     pump(&mut h, &mut ue, 1, ics).unwrap();
     let mut out = vec![];
-    h.mme.reallocate_guti(h.now, IMSI_N, &mut out).unwrap();
+    h.mme
+        .reallocate_guti(h.now, IMSI_N, &mut h.cp, &mut out)
+        .unwrap();
     let mut b = vec![];
     snapshot_whole_ue(&h.mme, &h.cp, UeKey::Imsi(IMSI_N), h.now, &mut b).unwrap();
     v.push(b);
@@ -635,7 +715,6 @@ fn sample_snapshots() -> Vec<Vec<u8>> {
 
 #[test]
 fn every_truncation_is_an_error() {
-    let h = node(1);
     for bytes in sample_snapshots() {
         let section = mme_section(&bytes);
         let mut h2 = node(1);
@@ -645,29 +724,25 @@ fn every_truncation_is_an_error() {
                 "container cut at {n}"
             );
         }
+        let had_slot = SnapshotView::parse(&bytes).unwrap().has_slice();
+        let mut t = Target::new(&bytes);
         for n in 0..section.len() {
-            let mut m = Mme::new(MmeConfig::default());
-            let e = m.restore_ue(&section[..n], Some(0), h.now);
+            let e = t.restore(&section[..n], had_slot);
             assert!(e.is_err(), "section cut at {n}");
-            assert_eq!(m.ue_count(), 0);
+            assert_eq!(t.h.mme.ue_count(), 0);
         }
         assert_eq!(h2.mme.ue_count(), 0);
         assert!(h2.cp.find_imsi(IMSI_N).is_none());
-        let mut m = Mme::new(MmeConfig::default());
-        let had_slot = SnapshotView::parse(&bytes).unwrap().has_slice();
-        m.restore_ue(&section, had_slot.then_some(0), h.now)
-            .unwrap();
+        let r = t.restore(&section, had_slot).unwrap();
+        t.remove(&r);
         // Trailing bytes.
         let mut long = section.clone();
         long.push(0);
-        assert_eq!(
-            Mme::new(MmeConfig::default()).restore_ue(&long, had_slot.then_some(0), h.now),
-            Err(SnapshotError::Trailing(1))
-        );
+        assert_eq!(t.restore(&long, had_slot), Err(SnapshotError::Trailing(1)));
         let mut v2 = section.clone();
         v2[0] = pepc_mme::snapshot::MME_SECTION_VERSION + 1;
         assert_eq!(
-            Mme::new(MmeConfig::default()).restore_ue(&v2, had_slot.then_some(0), h.now),
+            t.restore(&v2, had_slot),
             Err(SnapshotError::UnsupportedVersion(
                 pepc_mme::snapshot::MME_SECTION_VERSION + 1
             ))
@@ -688,6 +763,7 @@ fn random_mutations_never_panic() {
     let (mut ok, mut err) = (0, 0);
     for bytes in sample_snapshots() {
         let section = mme_section(&bytes);
+        let mut t = Target::new(&bytes);
         for _ in 0..1500 {
             let mut m = section.clone();
             for _ in 0..1 + rnd() % 3 {
@@ -704,21 +780,19 @@ fn random_mutations_never_panic() {
                     _ => m.insert(i, rnd() as u8),
                 }
             }
-            let mut mme = Mme::new(MmeConfig::default());
-            let slot = (rnd() % 2 == 0).then_some(0);
-            match mme.restore_ue(&m, slot, h.now) {
-                Ok(_) => {
+            let with_session = rnd() % 2 == 0;
+            match t.restore(&m, with_session) {
+                Ok(r) => {
                     ok += 1;
                     // Whatever was accepted snapshots again.
                     let mut again = vec![];
-                    let id = mme.mme_ue_id_of(IMSI_N).map(UeKey::MmeUeId);
-                    if let Some(k) = id {
-                        mme.snapshot_ue(k, h.now, &mut again).unwrap();
-                    }
+                    let k = UeKey::MmeUeId(r.mme_ue_id);
+                    t.h.mme.snapshot_ue(&t.h.cp, k, h.now, &mut again).unwrap();
+                    t.remove(&r);
                 }
                 Err(e) => {
                     err += 1;
-                    assert_eq!(mme.ue_count(), 0);
+                    assert_eq!(t.h.mme.ue_count(), 0);
                     let _ = e.to_string();
                 }
             }

@@ -247,7 +247,7 @@ impl ControlDriver for MmeDriver {
             busy = true;
         }
         self.settle(cp, now);
-        if self.mme.next_timeout().is_some_and(|t| t <= now) {
+        if self.mme.next_timeout(cp).is_some_and(|t| t <= now) {
             self.mme.handle_timeout(now, cp, &mut self.out);
             self.settle(cp, now);
             busy = true;
@@ -263,12 +263,12 @@ impl ControlDriver for MmeDriver {
 
     /// Blocks until S1-MME input arrives, the data thread wakes us, the MME's or the
     /// transport's next timer is due, or `max` passes.
-    fn wait_idle(&mut self, _cp: &ControlPlane, max: Duration, wake: Option<RawFd>) {
+    fn wait_idle(&mut self, cp: &ControlPlane, max: Duration, wake: Option<RawFd>) {
         if !self.wire.events.is_empty() {
             return;
         }
         let mut deadline = Instant::now() + max;
-        if let Some(t) = self.mme.next_timeout() {
+        if let Some(t) = self.mme.next_timeout(cp) {
             deadline = deadline.min(t);
         }
         let extra: Vec<RawFd> = wake.into_iter().chain(self.hss.wake_fd()).collect();
@@ -411,7 +411,7 @@ impl ControlDriver for SliceMme {
         for ev in self.control.drain(..) {
             self.mme.handle(now, Input::Control(ev), cp, &mut self.out);
         }
-        if self.mme.next_timeout().is_some_and(|t| t <= now) {
+        if self.mme.next_timeout(cp).is_some_and(|t| t <= now) {
             self.mme.handle_timeout(now, cp, &mut self.out);
             busy = true;
         }
@@ -432,9 +432,9 @@ impl ControlDriver for SliceMme {
         busy
     }
 
-    fn wait_idle(&mut self, _cp: &ControlPlane, max: Duration, wake: Option<RawFd>) {
+    fn wait_idle(&mut self, cp: &ControlPlane, max: Duration, wake: Option<RawFd>) {
         let mut wait = max;
-        if let Some(t) = self.mme.next_timeout() {
+        if let Some(t) = self.mme.next_timeout(cp) {
             wait = wait.min(t.saturating_duration_since(Instant::now()));
         }
         if wait.is_zero() || !self.inbox_wake.begin_wait(self.inbox_mark) {

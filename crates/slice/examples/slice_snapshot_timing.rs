@@ -1,5 +1,5 @@
 //! UE snapshot size and cost: an attached, connected UE with one PDN connection and one
-//! bearer (GUTI, location, counters), moved from slice 1 to slice 2 of a four-slice node.
+//! bearer (counters), moved from slice 1 to slice 2 of a four-slice node.
 //! Prints JSON: sizes in bytes, and ns per operation as the median of repeated runs.
 //!
 //! ```text
@@ -8,7 +8,6 @@
 //! The MME section is an opaque placeholder of the given size (default 128) until the
 //! MME's per-UE record is plugged in.
 
-use pepc_slice::context::*;
 use pepc_slice::control::{AttachParams, ControlPlane};
 use pepc_slice::datapath::DataPlane;
 use pepc_slice::ids::IdLayout;
@@ -71,33 +70,12 @@ fn main() {
 
     let (mut src, mut src_dp) = slice(1);
     let mut p = AttachParams::new(1_010_123_456_789);
-    p.location = Location {
-        tai: Tai {
-            plmn: Plmn([0x00, 0xf1, 0x10]),
-            tac: 0x1234,
-        },
-        ecgi: Ecgi {
-            plmn: Plmn([0x00, 0xf1, 0x10]),
-            cell_id: 0x0AB_CDEF,
-        },
-        enb_assoc: 42,
-    };
     p.ambr_ul = 50_000_000;
     p.ambr_dl = 150_000_000;
     p.apn = "internet".into();
     p.enb_addr = Ipv4Addr::new(192, 0, 2, 10);
     p.enb_teid = 0x0102_0304;
     let a = src.attach(&p).expect("attach");
-    src.set_guti(
-        a.ue_slot,
-        Guti {
-            plmn: Plmn([0x00, 0xf1, 0x10]),
-            mme_group_id: 0x8001,
-            mme_code: 1,
-            m_tmsi: 0xC123_4567,
-        },
-    )
-    .expect("guti");
     // Some traffic so that counters are not zero (and not tiny).
     let pkt = gpdu(
         a.teid_ul,

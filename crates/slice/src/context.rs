@@ -1,7 +1,8 @@
 //! The UE context, split as in PEPC Table 1.
 //!
-//! * **Control state** ([`UeContext`], [`BearerContext`]): identity, location, bearers,
-//!   UE address, AMBR, PCEF rules. Written only by the slice's control thread, which
+//! * **Control state**: the signaling part (the MME's: EMM/ECM, security, location,
+//!   GUTI, procedures; see [`crate::control`]) and the data-path part ([`UeContext`],
+//!   [`BearerContext`]): identity, bearers, UE address, AMBR, PCEF rules. Written only by the slice's control thread, which
 //!   owns it outright (the *secondary* table holds every UE). The data thread never
 //!   reads it in place: the control thread *publishes* the part the data path needs as
 //!   immutable, versioned records ([`DpUeRecord`], [`DpBearerRecord`]) through the
@@ -23,15 +24,6 @@ pub const NO_SLOT: u32 = u32::MAX;
 
 // Identifiers and the ARP are pepc-types', the very values the S1AP/NAS codecs decode.
 pub use pepc_types::{Arp, Ecgi, Guti, Plmn, Tai};
-
-/// Where the UE is (PEPC "user location").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Location {
-    pub tai: Tai,
-    pub ecgi: Ecgi,
-    /// The serving eNB's S1-MME association (0 = none / synthetic).
-    pub enb_assoc: u64,
-}
 
 /// One EPS bearer as the control thread knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,8 +80,6 @@ pub enum EcmState {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UeContext {
     pub imsi: u64,
-    pub guti: Option<Guti>,
-    pub location: Location,
     pub class: DeviceClass,
     pub ecm: EcmState,
     pub ue_slot: u32,

@@ -2,6 +2,22 @@
 //! identifier allocation, and publication to the data thread. Signaling (the MME
 //! procedures, or the synthetic events of the benchmark) drives it; it is the single
 //! writer of control state.
+//!
+//! ## One UE, one entry
+//! A UE's entry in the table (its UE slot) holds all of its control state, in two
+//! parts written by this thread alone:
+//! * the **signaling part**: what the slice's MME keeps of the UE (EMM/ECM state,
+//!   security context, S1AP IDs, the procedure in progress, timers, location, GUTI).
+//!   The slice does not look inside it: it is the MME's type, held as `dyn Any` so
+//!   that this crate does not depend on the MME (see [`ControlPlane::reserve_ue`]);
+//! * the **data-path part** ([`UeContext`]): PDN connections, bearers, AMBR, rules,
+//!   the part published to the data thread.
+//!
+//! A UE that signals gets its entry at its first message ([`ControlPlane::reserve_ue`]),
+//! before anything of its session exists; the data-path part is created in the same
+//! entry when its session is ([`AttachParams::ue_slot`]) and goes at detach, and the
+//! entry with the signaling part ([`ControlPlane::release_ue`]). UEs without signaling
+//! (the synthetic events) have the data-path part only.
 
 use crate::context::*;
 use crate::counters::{SliceCounters, Usage};
@@ -10,6 +26,7 @@ use crate::pcef::RuleSet;
 use crate::snapshot::{SnapshotError, UeSliceSnapshot};
 use crate::spsc::{Consumer, Producer};
 use crate::update::{DpRequest, DpUpdate};
+use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -86,7 +103,9 @@ pub enum ControlEvent {
 pub struct AttachParams {
     pub imsi: u64,
     pub class: DeviceClass,
-    pub location: Location,
+    /// The entry reserved for this UE by [`ControlPlane::reserve_ue`] (a UE whose
+    /// signaling came first); `None`: a new entry.
+    pub ue_slot: Option<u32>,
     pub ambr_ul: u64,
     pub ambr_dl: u64,
     pub default_ebi: u8,
@@ -106,7 +125,7 @@ impl AttachParams {
         AttachParams {
             imsi,
             class: DeviceClass::Normal,
-            location: Location::default(),
+            ue_slot: None,
             ambr_ul: 0,
             ambr_dl: 0,
             default_ebi: FIRST_EBI,
@@ -177,10 +196,27 @@ pub struct PdnAdded {
     pub teid_ul: u32,
 }
 
+/// The signaling part of a UE's entry: the MME's per-UE state, opaque to the slice.
+pub type Signaling = Box<dyn Any + Send>;
+
+/// One UE's entry in the secondary table (see the module docs).
+#[derive(Default)]
+struct UeEntry {
+    /// The data-path part, once the UE has a session.
+    ctx: Option<UeContext>,
+    signaling: Option<Signaling>,
+}
+
+impl UeEntry {
+    fn is_free(&self) -> bool {
+        self.ctx.is_none() && self.signaling.is_none()
+    }
+}
+
 pub struct ControlPlane {
     cfg: ControlConfig,
     /// Secondary table: every UE of the slice, by UE slot.
-    ues: Vec<Option<UeContext>>,
+    ues: Vec<UeEntry>,
     /// Stateless-IoT devices, by pool index.
     iot_ues: Vec<Option<UeContext>>,
     iot_free: VecDeque<u32>,
@@ -298,8 +334,77 @@ impl ControlPlane {
         self.by_imsi.len()
     }
 
+    /// The data-path part of the UE in `ue_slot`.
     pub fn ue(&self, ue_slot: u32) -> Option<&UeContext> {
-        self.ues.get(ue_slot as usize).and_then(|u| u.as_ref())
+        self.ues.get(ue_slot as usize).and_then(|u| u.ctx.as_ref())
+    }
+
+    /// Entries in use: UEs with a signaling part, a data-path part or both.
+    pub fn entry_count(&self) -> usize {
+        self.ue_alloc.in_use()
+    }
+
+    /// Give a UE that starts signaling its entry: a UE slot holding `signaling` (the
+    /// MME's state of it), and later its data-path part ([`AttachParams::ue_slot`]).
+    pub fn reserve_ue(&mut self, signaling: Signaling) -> Result<u32, CtrlError> {
+        let (ue_slot, _) = self
+            .ue_alloc
+            .alloc()
+            .ok_or(CtrlError::Exhausted("UE slots"))?;
+        self.entry_mut(ue_slot).signaling = Some(signaling);
+        Ok(ue_slot)
+    }
+
+    /// Put the signaling part into the entry of `ue_slot`, which has a data-path part
+    /// and none yet (a UE restored from a snapshot).
+    pub fn set_signaling(&mut self, ue_slot: u32, signaling: Signaling) -> Result<(), CtrlError> {
+        match self.ues.get_mut(ue_slot as usize) {
+            Some(e) if e.ctx.is_some() && e.signaling.is_none() => {
+                e.signaling = Some(signaling);
+                Ok(())
+            }
+            _ => Err(CtrlError::UnknownUe(ue_slot)),
+        }
+    }
+
+    /// The signaling part of the entry of `ue_slot`, if it is a `T`.
+    #[inline]
+    pub fn signaling<T: Any>(&self, ue_slot: u32) -> Option<&T> {
+        self.ues
+            .get(ue_slot as usize)?
+            .signaling
+            .as_ref()?
+            .downcast_ref()
+    }
+
+    #[inline]
+    pub fn signaling_mut<T: Any>(&mut self, ue_slot: u32) -> Option<&mut T> {
+        self.ues
+            .get_mut(ue_slot as usize)?
+            .signaling
+            .as_mut()?
+            .downcast_mut()
+    }
+
+    /// Drop the UE's entry: its data-path part as [`Self::detach`] does, then its
+    /// signaling part, which is returned; the slot is free again.
+    pub fn release_ue(&mut self, ue_slot: u32) -> Option<Signaling> {
+        let e = self.ues.get_mut(ue_slot as usize)?;
+        let signaling = e.signaling.take();
+        if e.ctx.is_some() {
+            // Detach frees the slot, now that the signaling part is gone.
+            let _ = self.detach(ue_slot);
+        } else if signaling.is_some() {
+            self.ue_alloc.free(ue_slot);
+        }
+        signaling
+    }
+
+    fn entry_mut(&mut self, ue_slot: u32) -> &mut UeEntry {
+        if self.ues.len() <= ue_slot as usize {
+            self.ues.resize_with(ue_slot as usize + 1, UeEntry::default);
+        }
+        &mut self.ues[ue_slot as usize]
     }
 
     pub fn find_imsi(&self, imsi: u64) -> Option<(DeviceClass, u32)> {
@@ -309,7 +414,7 @@ impl ControlPlane {
     fn ue_mut(&mut self, ue_slot: u32) -> Result<&mut UeContext, CtrlError> {
         self.ues
             .get_mut(ue_slot as usize)
-            .and_then(|u| u.as_mut())
+            .and_then(|u| u.ctx.as_mut())
             .ok_or(CtrlError::UnknownUe(ue_slot))
     }
 
@@ -378,12 +483,23 @@ impl ControlPlane {
         if p.class == DeviceClass::StatelessIot {
             return self.attach_iot(p);
         }
-        let (ue_slot, _) = self
-            .ue_alloc
-            .alloc()
-            .ok_or(CtrlError::Exhausted("UE slots"))?;
+        let ue_slot = match p.ue_slot {
+            // The entry the UE's signaling holds, without a data-path part yet.
+            Some(s) => match self.ues.get(s as usize) {
+                Some(e) if e.ctx.is_none() && e.signaling.is_some() => s,
+                _ => return Err(CtrlError::UnknownUe(s)),
+            },
+            None => {
+                self.ue_alloc
+                    .alloc()
+                    .ok_or(CtrlError::Exhausted("UE slots"))?
+                    .0
+            }
+        };
         let Some((bslot, gen)) = self.bearer_alloc.alloc() else {
-            self.ue_alloc.free(ue_slot);
+            if p.ue_slot.is_none() {
+                self.ue_alloc.free(ue_slot);
+            }
             return Err(CtrlError::Exhausted("bearer slots"));
         };
         let teid_ul = self.cfg.layout.teid(self.cfg.slice, bslot, gen);
@@ -391,8 +507,6 @@ impl ControlPlane {
         let connected = p.enb_teid != 0;
         let ctx = UeContext {
             imsi: p.imsi,
-            guti: None,
-            location: p.location,
             class: DeviceClass::Normal,
             ecm: if connected {
                 EcmState::Connected
@@ -429,9 +543,6 @@ impl ControlPlane {
             version: 1,
             in_primary: false,
         };
-        if self.ues.len() <= ue_slot as usize {
-            self.ues.resize_with(ue_slot as usize + 1, || None);
-        }
         self.set_bearer_owner(bslot, ue_slot);
         self.by_imsi.insert(p.imsi, (DeviceClass::Normal, ue_slot));
         self.publish(DpUpdate::UeExists {
@@ -442,7 +553,7 @@ impl ControlPlane {
             slot: bslot,
             teid: Some(teid_ul),
         });
-        self.ues[ue_slot as usize] = Some(ctx);
+        self.entry_mut(ue_slot).ctx = Some(ctx);
         self.promote(ue_slot)?;
         Ok(Attached {
             ue_slot,
@@ -460,8 +571,6 @@ impl ControlPlane {
         let idx = self.alloc_iot_index(pool)?;
         let ctx = UeContext {
             imsi: p.imsi,
-            guti: None,
-            location: p.location,
             class: DeviceClass::StatelessIot,
             ecm: if p.enb_teid != 0 {
                 EcmState::Connected
@@ -554,7 +663,7 @@ impl ControlPlane {
         let ue = self
             .ues
             .get_mut(ue_slot as usize)
-            .and_then(|u| u.as_mut())
+            .and_then(|u| u.ctx.as_mut())
             .ok_or(CtrlError::UnknownUe(ue_slot))?;
         ue.in_primary = true;
         let (updates, backlog) = (&mut self.updates, &mut self.backlog);
@@ -612,17 +721,6 @@ impl ControlPlane {
         ue.in_primary = true;
         self.paging.remove(&ue_slot);
         self.republish(ue_slot)
-    }
-
-    /// Update the UE's location (TAU, handover).
-    pub fn set_location(&mut self, ue_slot: u32, loc: Location) -> Result<(), CtrlError> {
-        self.ue_mut(ue_slot)?.location = loc;
-        Ok(())
-    }
-
-    pub fn set_guti(&mut self, ue_slot: u32, guti: Guti) -> Result<(), CtrlError> {
-        self.ue_mut(ue_slot)?.guti = Some(guti);
-        Ok(())
     }
 
     /// S1 release: ECM-IDLE. eNB tunnels are forgotten and the UE leaves the primary
@@ -886,13 +984,15 @@ impl ControlPlane {
         self.republish(ue_slot)
     }
 
-    /// Delete the UE entirely (detach). Its identifiers become stale.
+    /// Delete the UE's data-path part (detach). Its identifiers become stale. The entry
+    /// stays while it has a signaling part ([`Self::release_ue`] frees it).
     pub fn detach(&mut self, ue_slot: u32) -> Result<(), CtrlError> {
-        let ue = self
+        let e = self
             .ues
             .get_mut(ue_slot as usize)
-            .and_then(|u| u.take())
             .ok_or(CtrlError::UnknownUe(ue_slot))?;
+        let ue = e.ctx.take().ok_or(CtrlError::UnknownUe(ue_slot))?;
+        let keep_entry = e.signaling.is_some();
         self.publish(DpUpdate::EvictUe { slot: ue_slot });
         self.publish(DpUpdate::UeExists {
             slot: ue_slot,
@@ -906,7 +1006,9 @@ impl ControlPlane {
         }
         self.by_imsi.remove(&ue.imsi);
         self.paging.remove(&ue_slot);
-        self.ue_alloc.free(ue_slot);
+        if !keep_entry {
+            self.ue_alloc.free(ue_slot);
+        }
         Ok(())
     }
 
@@ -1149,7 +1251,8 @@ impl ControlPlane {
             });
         let ue_slot = match wanted {
             Some(w)
-                if self.ue(w).is_none() && self.ue_alloc.claim(w, self.ue_alloc.generation(w)) =>
+                if self.ues.get(w as usize).is_none_or(UeEntry::is_free)
+                    && self.ue_alloc.claim(w, self.ue_alloc.generation(w)) =>
             {
                 w
             }
@@ -1270,8 +1373,6 @@ impl ControlPlane {
         }
         let ctx = UeContext {
             imsi: s.imsi,
-            guti: s.guti,
-            location: s.location,
             class: DeviceClass::Normal,
             ecm: s.ecm,
             ue_slot,
@@ -1289,10 +1390,7 @@ impl ControlPlane {
             slot: ue_slot,
             pdns: ctx.pdn_mask(),
         });
-        if self.ues.len() <= ue_slot as usize {
-            self.ues.resize_with(ue_slot as usize + 1, || None);
-        }
-        self.ues[ue_slot as usize] = Some(ctx);
+        self.entry_mut(ue_slot).ctx = Some(ctx);
         self.by_imsi.insert(s.imsi, (DeviceClass::Normal, ue_slot));
         if s.in_primary {
             self.promote(ue_slot)?;
@@ -1321,8 +1419,6 @@ impl ControlPlane {
         bearer.teid_ul = teid;
         let ctx = UeContext {
             imsi: s.imsi,
-            guti: s.guti,
-            location: s.location,
             class: DeviceClass::StatelessIot,
             ecm: s.ecm,
             ue_slot: idx,

@@ -7,11 +7,11 @@
 //! the caller. The MME section will carry key material, so nothing here ever prints
 //! it: [`MmeSection`] and [`SnapshotView`] show lengths only.
 //!
-//! ## Container, version 1
+//! ## Container, version 2
 //! ```text
 //! offset  size  field
 //! 0       2     magic "PU" (0x50 0x55)
-//! 2       1     format version (1); any other is UnsupportedVersion
+//! 2       1     format version (2; 1 is still read); any other is UnsupportedVersion
 //! 3       2     body length B, u16 LE, <= MAX_BODY
 //! 5       B     sections: tag u8 | length u16 LE | bytes
 //! 5+B     4     check, u32 LE: a multiply-xorshift hash of bytes 0..5+B
@@ -22,13 +22,11 @@
 //! `0x80..=0xFF` are optional to readers (skipped when unknown); an unknown tag below
 //! `0x80` is an error. Input must end right after the check (no trailing bytes).
 //!
-//! ## Slice section, version 1
+//! ## Slice section, version 2
 //! Integers are LEB128 varints (`v`) unless sized; fixed-size integers are little
 //! endian; IPv4 addresses are their 4 octets in network order.
 //! ```text
-//! imsi v | flags u8 (bit0 StatelessIot, bit1 ECM-CONNECTED, bit2 GUTI, bit3 in primary)
-//! [guti: plmn 3 | mme_group_id u16 | mme_code u8 | m_tmsi u32]
-//! location: tai.plmn 3 | tac u16 | ecgi.plmn 3 | cell_id u32 | enb_assoc v
+//! imsi v | flags u8 (bit0 StatelessIot, bit1 ECM-CONNECTED, bit3 in primary)
 //! ambr_ul v | ambr_dl v | rule_set v | version v
 //! n_pdns u8 (1..=4), each: index u8 | ip 4 | default_ebi u8 | apn_len u8 (<=100) | apn
 //! n_bearers u8 (1..=11), each:
@@ -41,6 +39,11 @@
 //! [`UeContext`]); bearer and UE *slots* are local to a slice and not carried: the
 //! restoring slice allocates its own (see [`crate::control::ControlPlane::restore_ue`]).
 //! Reserved flag bits must be zero.
+//!
+//! Version 1 also had, after the flags, `[guti: plmn 3 | mme_group_id u16 | mme_code u8
+//! | m_tmsi u32]` (flag bit2) and `location: tai.plmn 3 | tac u16 | ecgi.plmn 3 |
+//! cell_id u32 | enb_assoc v`: the UE's location and GUTI are the signaling part's
+//! (one copy, in the MME section), and a version 1 reader skips them.
 
 use crate::context::*;
 use crate::counters::Usage;
@@ -48,8 +51,10 @@ use crate::ids::MAX_PDNS;
 use std::net::Ipv4Addr;
 
 pub const MAGIC: [u8; 2] = *b"PU";
-/// The format version written, and the only one read.
-pub const VERSION: u8 = 1;
+/// The format version written.
+pub const VERSION: u8 = 2;
+/// The oldest format version read.
+pub const VERSION_MIN: u8 = 1;
 /// Header: magic, version, body length.
 const HEADER: usize = 5;
 const CHECK: usize = 4;
@@ -106,7 +111,7 @@ impl std::fmt::Display for SnapshotError {
             SnapshotError::UnsupportedVersion(v) => {
                 write!(
                     f,
-                    "snapshot format version {v} not supported (this reads {VERSION})"
+                    "snapshot format version {v} not supported (this reads {VERSION_MIN} to {VERSION})"
                 )
             }
             SnapshotError::TooLong { what, len, max } => {
@@ -200,8 +205,6 @@ pub struct UeSliceSnapshot {
     pub imsi: u64,
     pub class: DeviceClass,
     pub ecm: EcmState,
-    pub guti: Option<Guti>,
-    pub location: Location,
     pub ambr_ul: u64,
     pub ambr_dl: u64,
     pub rule_set: u16,
@@ -220,8 +223,6 @@ impl UeSliceSnapshot {
         self.imsi = ue.imsi;
         self.class = ue.class;
         self.ecm = ue.ecm;
-        self.guti = ue.guti;
-        self.location = ue.location;
         self.ambr_ul = ue.ambr_ul;
         self.ambr_dl = ue.ambr_dl;
         self.rule_set = ue.rule_set;
@@ -318,26 +319,11 @@ impl UeSliceSnapshot {
         if self.ecm == EcmState::Connected {
             flags |= 2;
         }
-        if self.guti.is_some() {
-            flags |= 4;
-        }
         if self.in_primary {
             flags |= 8;
         }
         w.varint(self.imsi);
         w.u8(flags);
-        if let Some(g) = &self.guti {
-            w.bytes(&g.plmn.0);
-            w.u16(g.mme_group_id);
-            w.u8(g.mme_code);
-            w.u32(g.m_tmsi);
-        }
-        let l = &self.location;
-        w.bytes(&l.tai.plmn.0);
-        w.u16(l.tai.tac);
-        w.bytes(&l.ecgi.plmn.0);
-        w.u32(l.ecgi.cell_id);
-        w.varint(l.enb_assoc);
         w.varint(self.ambr_ul);
         w.varint(self.ambr_dl);
         w.varint(self.rule_set as u64);
@@ -389,14 +375,15 @@ impl UeSliceSnapshot {
         }
     }
 
-    /// Decode a slice section's body into `self`, reusing its vectors and strings.
-    /// On error `self` holds a partial value.
-    pub fn read_body(&mut self, body: &[u8]) -> Result<(), SnapshotError> {
+    /// Decode a slice section's body of container version `version` into `self`,
+    /// reusing its vectors and strings. On error `self` holds a partial value.
+    pub fn read_body(&mut self, body: &[u8], version: u8) -> Result<(), SnapshotError> {
         use SnapshotError::Invalid;
         let mut r = Reader::new(body);
         self.imsi = r.varint()?;
         let flags = r.u8()?;
-        if flags & !0x0f != 0 {
+        let known = if version >= 2 { 0x0b } else { 0x0f };
+        if flags & !known != 0 {
             return Err(Invalid("reserved UE flag bits set"));
         }
         self.class = if flags & 1 != 0 {
@@ -410,27 +397,14 @@ impl UeSliceSnapshot {
             EcmState::Idle
         };
         self.in_primary = flags & 8 != 0;
-        self.guti = if flags & 4 != 0 {
-            Some(Guti {
-                plmn: Plmn(r.array()?),
-                mme_group_id: r.u16()?,
-                mme_code: r.u8()?,
-                m_tmsi: r.u32()?,
-            })
-        } else {
-            None
-        };
-        self.location = Location {
-            tai: Tai {
-                plmn: Plmn(r.array()?),
-                tac: r.u16()?,
-            },
-            ecgi: Ecgi {
-                plmn: Plmn(r.array()?),
-                cell_id: r.u32()?,
-            },
-            enb_assoc: r.varint()?,
-        };
+        if version < 2 {
+            // Version 1's GUTI and location: the MME section carries them now.
+            if flags & 4 != 0 {
+                r.take(3 + 2 + 1 + 4)?;
+            }
+            r.take(3 + 2 + 3 + 4)?;
+            r.varint()?;
+        }
         self.ambr_ul = r.varint()?;
         self.ambr_dl = r.varint()?;
         self.rule_set = r.varint_u16()?;
@@ -565,6 +539,7 @@ impl std::fmt::Debug for MmeSection<'_> {
 /// structure verified once; sections read in place.
 #[derive(Clone, Copy)]
 pub struct SnapshotView<'a> {
+    version: u8,
     slice: Option<&'a [u8]>,
     mme: Option<&'a [u8]>,
 }
@@ -589,8 +564,9 @@ impl<'a> SnapshotView<'a> {
         if buf[0..2] != MAGIC {
             return Err(SnapshotError::BadMagic([buf[0], buf[1]]));
         }
-        if buf[2] != VERSION {
-            return Err(SnapshotError::UnsupportedVersion(buf[2]));
+        let version = buf[2];
+        if !(VERSION_MIN..=VERSION).contains(&version) {
+            return Err(SnapshotError::UnsupportedVersion(version));
         }
         let body_len = u16::from_le_bytes([buf[3], buf[4]]) as usize;
         if body_len > MAX_BODY {
@@ -644,7 +620,11 @@ impl<'a> SnapshotView<'a> {
         if slice.is_none() && mme.is_none() {
             return Err(SnapshotError::MissingSection("slice"));
         }
-        Ok(SnapshotView { slice, mme })
+        Ok(SnapshotView {
+            version,
+            slice,
+            mme,
+        })
     }
 
     /// The slice section's bytes (empty when there is none: see [`Self::has_slice`]).
@@ -669,7 +649,10 @@ impl<'a> SnapshotView<'a> {
 
     /// Decode the slice section into `out`, reusing its allocations.
     pub fn decode_slice_into(&self, out: &mut UeSliceSnapshot) -> Result<(), SnapshotError> {
-        out.read_body(self.slice.ok_or(SnapshotError::MissingSection("slice"))?)
+        out.read_body(
+            self.slice.ok_or(SnapshotError::MissingSection("slice"))?,
+            self.version,
+        )
     }
 }
 

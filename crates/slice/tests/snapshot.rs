@@ -73,17 +73,6 @@ struct Shape {
 /// A UE with `shape`, some traffic counted on each bearer, in ECM state as asked.
 fn make_ue(cp: &mut ControlPlane, dp: &mut DataPlane, imsi: u64, shape: Shape) -> u32 {
     let mut p = AttachParams::new(imsi);
-    p.location = Location {
-        tai: Tai {
-            plmn: Plmn([0x00, 0xf1, 0x10]),
-            tac: 0x1234,
-        },
-        ecgi: Ecgi {
-            plmn: Plmn([0x00, 0xf1, 0x10]),
-            cell_id: 0x0AB_CDEF,
-        },
-        enb_assoc: 42,
-    };
     p.ambr_ul = 50_000_000;
     p.ambr_dl = 150_000_000;
     p.apn = "internet".into();
@@ -97,16 +86,6 @@ fn make_ue(cp: &mut ControlPlane, dp: &mut DataPlane, imsi: u64, shape: Shape) -
     };
     let a = cp.attach(&p).unwrap();
     let slot = a.ue_slot;
-    cp.set_guti(
-        slot,
-        Guti {
-            plmn: Plmn([0x00, 0xf1, 0x10]),
-            mme_group_id: 0x8001,
-            mme_code: 1,
-            m_tmsi: 0xC000_0000 | imsi as u32,
-        },
-    )
-    .unwrap();
     cp.set_rule_set(slot, VOICE_RULES).unwrap();
     for k in 1..shape.pdns {
         let ebi = 7 + k as u8; // 8, 9, 10 (7 is the dedicated bearer)
@@ -167,8 +146,6 @@ fn make_ue(cp: &mut ControlPlane, dp: &mut DataPlane, imsi: u64, shape: Shape) -
 /// Field by field: everything but the slots, which are the restoring slice's own.
 fn assert_same_ue(a: &UeContext, b: &UeContext) {
     assert_eq!(a.imsi, b.imsi);
-    assert_eq!(a.guti, b.guti);
-    assert_eq!(a.location, b.location);
     assert_eq!(a.class, b.class);
     assert_eq!(a.ecm, b.ecm);
     assert_eq!(a.ue_ip, b.ue_ip);
@@ -498,12 +475,14 @@ fn over_long_versions_and_magic_are_rejected() {
         SnapshotView::parse(&long).unwrap_err(),
         SnapshotError::TrailingBytes(1)
     );
-    let mut v2 = bytes.clone();
-    v2[2] = 2;
-    assert_eq!(
-        SnapshotView::parse(&v2).unwrap_err(),
-        SnapshotError::UnsupportedVersion(2)
-    );
+    for v in [0, pepc_slice::snapshot::VERSION + 1] {
+        let mut other = bytes.clone();
+        other[2] = v;
+        assert_eq!(
+            SnapshotView::parse(&other).unwrap_err(),
+            SnapshotError::UnsupportedVersion(v)
+        );
+    }
     let mut huge = bytes.clone();
     huge[3..5].copy_from_slice(&0xFFFFu16.to_le_bytes());
     assert!(matches!(
@@ -559,6 +538,31 @@ fn random_corruption_is_an_error() {
     }
 }
 
+/// A version 1 slice section, which also carried the GUTI and the location (now the
+/// MME section's), reads to the same UE.
+#[test]
+fn version_1_slice_section_is_read() {
+    let (snap, bytes) = sample();
+    let body = SnapshotView::parse(&bytes)
+        .unwrap()
+        .slice_section()
+        .to_vec();
+    // imsi (varint) | flags: the version 1 fields follow the flags.
+    let flags_at = body.iter().position(|b| b & 0x80 == 0).unwrap() + 1;
+    let mut v1 = body[..flags_at].to_vec();
+    v1.push(body[flags_at] | 4);
+    v1.extend_from_slice(&[0x00, 0xf1, 0x10, 0x01, 0x80, 0x01, 0x04, 0x03, 0x02, 0x01]);
+    v1.extend_from_slice(&[
+        0x00, 0xf1, 0x10, 0x34, 0x12, 0x00, 0xf1, 0x10, 1, 2, 3, 4, 42,
+    ]);
+    v1.extend_from_slice(&body[flags_at + 1..]);
+    let mut out = UeSliceSnapshot::default();
+    out.read_body(&v1, 1).unwrap();
+    assert_eq!(out, snap);
+    // Version 2 has no GUTI flag.
+    assert!(out.read_body(&v1, 2).is_err());
+}
+
 /// Behind the container's check: the slice section decoder itself on damaged bodies
 /// (as if the check were recomputed) returns errors or a valid snapshot, never panics.
 #[test]
@@ -569,10 +573,14 @@ fn slice_section_decoder_survives_random_bodies() {
         .slice_section()
         .to_vec();
     let mut out = UeSliceSnapshot::default();
-    out.read_body(&body).unwrap();
+    out.read_body(&body, pepc_slice::snapshot::VERSION).unwrap();
     assert_eq!(out, snap);
     for n in 0..body.len() {
-        assert!(out.read_body(&body[..n]).is_err(), "length {n}");
+        assert!(
+            out.read_body(&body[..n], pepc_slice::snapshot::VERSION)
+                .is_err(),
+            "length {n}"
+        );
     }
     let mut rng = Rng(0x5eed_0002);
     let (mut ok, mut err) = (0, 0);
@@ -582,7 +590,7 @@ fn slice_section_decoder_survives_random_bodies() {
             let at = rng.below(b.len());
             b[at] = rng.next() as u8;
         }
-        match out.read_body(&b) {
+        match out.read_body(&b, pepc_slice::snapshot::VERSION) {
             Ok(()) => {
                 ok += 1;
                 // Whatever decodes is a consistent snapshot that encodes again.
@@ -597,7 +605,7 @@ fn slice_section_decoder_survives_random_bodies() {
     // Random garbage of every short length.
     for len in 0..300 {
         let g: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-        let _ = out.read_body(&g);
+        let _ = out.read_body(&g, pepc_slice::snapshot::VERSION);
         let _ = SnapshotView::parse(&g);
     }
 }

@@ -15,7 +15,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let digest = attach_digest(&r);
-        let u = self.ues.get_mut(&id).expect("present");
+        let u = self.ue_mut(cp, id).expect("present");
         if u.proc.awaits_hss() && u.proc.hss_attach() == digest {
             // The same Attach Request again while the HSS is asked: the attach goes on
             // and this one is not treated further (TS 24.301 §5.5.1.2.7 e). A
@@ -33,7 +33,7 @@ impl Mme {
         }
         self.stats.attach_requests += 1;
         let esm = r.esm_message_container.decode_as_esm_message().ok();
-        let u = self.ues.get_mut(&id).expect("present");
+        let u = self.ue_mut(cp, id).expect("present");
         u.ue_net_cap = r.ue_network_capability.value.to_vec();
         u.emm = Emm_::Deregistered;
         if let Some(NasEpsMessage::Esm(h, Esm::PdnConnectivityRequest(p))) = &esm {
@@ -50,18 +50,18 @@ impl Mme {
                 u.esm_info_flag = true;
             }
         } else {
-            self.attach_reject(id, EmmCause::InvalidMandatoryInformation, out);
+            self.attach_reject(cp, id, EmmCause::InvalidMandatoryInformation, out);
             return;
         }
         // Verified with a parked context: the subscriber is known and the UE holds the
         // keys, so identity, AKA and SMC are skipped (TS 24.301 §5.5.1.2.3).
-        let u = self.ues.get_mut(&id).expect("present");
+        let u = self.ue_mut(cp, id).expect("present");
         if std::mem::take(&mut u.resumed) {
             if let (true, Some(imsi)) = (_verified, u.imsi) {
                 self.stats.parked_contexts_reused += 1;
                 self.claim(imsi, out);
                 self.adopt_subscriber(id, imsi, cp, out);
-                self.ask_profile(now, id, imsi, true, digest, out);
+                self.ask_profile(cp, now, id, imsi, true, digest, out);
                 return;
             }
         }
@@ -74,19 +74,29 @@ impl Mme {
                     .then(|| self.by_tmsi.get(&t).copied())
                     .flatten()
                     .filter(|o| *o != id);
-                match known.and_then(|o| self.ues.get(&o).and_then(|u| u.imsi)) {
+                match known.and_then(|o| self.ue(cp, o).and_then(|u| u.imsi)) {
                     // A GUTI we allocated: re-authenticate the known subscriber.
                     Some(imsi) => self.start_auth(now, id, imsi, digest, cp, out),
                     None => {
-                        let u = self.ues.get_mut(&id).expect("present");
+                        let u = self.ue_mut(cp, id).expect("present");
                         u.proc = Procedure::ExpectIdentity;
                         let req = nasx::NasIdentityRequest::new(nasx::NasIdentityType2::new(1));
                         let t = self.cfg.t3470;
-                        self.send_nas(now, id, NasEpsMessage::new_emm(req), false, Some(t), out);
+                        self.send_nas(
+                            cp,
+                            now,
+                            id,
+                            NasEpsMessage::new_emm(req),
+                            false,
+                            Some(t),
+                            out,
+                        );
                     }
                 }
             }
-            Identity::Other => self.attach_reject(id, EmmCause::InvalidMandatoryInformation, out),
+            Identity::Other => {
+                self.attach_reject(cp, id, EmmCause::InvalidMandatoryInformation, out)
+            }
         }
     }
 
@@ -97,12 +107,10 @@ impl Mme {
     /// and must not meet an Error Indication (unknown MME UE S1AP ID). A release already
     /// under way (switch-off detach, then re-attach) is not commanded twice.
     pub(crate) fn supersede(&mut self, old: u32, cp: &mut ControlPlane, out: &mut Vec<Output>) {
-        let Some(o) = self.ues.get_mut(&old) else {
+        self.drop_session(cp, old, out);
+        let Some(o) = self.ue_mut(cp, old) else {
             return;
         };
-        if let Some(s) = o.slot.take() {
-            warn_cp(out, old, "detach", cp.detach(s));
-        }
         let Some((assoc, enb_ue_id)) = o.conn else {
             self.remove_ue(old, false, cp);
             return;
@@ -177,24 +185,30 @@ impl Mme {
             }
         }
         self.by_imsi.insert(imsi, id);
-        if let Some(u) = self.ues.get_mut(&id) {
+        if let Some(u) = self.ue_mut(cp, id) {
             u.imsi = Some(imsi);
         }
     }
 
-    pub(crate) fn attach_reject(&mut self, id: u32, cause: EmmCause, out: &mut Vec<Output>) {
+    pub(crate) fn attach_reject(
+        &mut self,
+        cp: &mut ControlPlane,
+        id: u32,
+        cause: EmmCause,
+        out: &mut Vec<Output>,
+    ) {
         self.stats.attach_rejects += 1;
         let rej = nasx::NasAttachReject::new(nasx::NasEmmCause::new(cause.into()));
         let now = self.last_now.unwrap_or_else(Instant::now);
-        if let Some(u) = self.ues.get_mut(&id) {
+        if let Some(u) = self.ue_mut(cp, id) {
             u.proc = Procedure::Idle;
             // A reject to an unauthenticated UE is sent plain.
             if u.emm == Emm_::Deregistered {
                 u.sec = None;
             }
         }
-        self.send_nas(now, id, NasEpsMessage::new_emm(rej), false, None, out);
-        self.release(id, Cause::NAS_UNSPECIFIED, true, out);
+        self.send_nas(cp, now, id, NasEpsMessage::new_emm(rej), false, None, out);
+        self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
     }
 }
 

@@ -15,20 +15,21 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         self.adopt_subscriber(id, imsi, cp, out);
-        self.ask_profile(now, id, imsi, false, attach, out);
+        self.ask_profile(cp, now, id, imsi, false, attach, out);
     }
 
     /// The Authentication Request with vector `v` from the HSS (`resynced`: after a
     /// resynchronisation, which is not done twice in one AKA).
     pub(crate) fn send_auth_request(
         &mut self,
+        cp: &mut ControlPlane,
         now: Instant,
         id: u32,
         v: Box<AuthVector>,
         resynced: bool,
         out: &mut Vec<Output>,
     ) {
-        let Some(u) = self.ues.get_mut(&id) else {
+        let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
         let ksi = u.next_ksi % 7;
@@ -45,18 +46,27 @@ impl Mme {
         // The challenge goes protected when a context is in use (re-authentication).
         let t = self.cfg.t3460;
         let ksi_store = ksi;
-        self.send_nas(now, id, NasEpsMessage::new_emm(req), false, Some(t), out);
-        self.ues.get_mut(&id).expect("present").next_ksi = (ksi_store + 1) % 7;
+        self.send_nas(
+            cp,
+            now,
+            id,
+            NasEpsMessage::new_emm(req),
+            false,
+            Some(t),
+            out,
+        );
+        self.ue_mut(cp, id).expect("present").next_ksi = (ksi_store + 1) % 7;
     }
 
     pub(crate) fn auth_response(
         &mut self,
+        cp: &mut ControlPlane,
         now: Instant,
         id: u32,
         res: &[u8],
         out: &mut Vec<Output>,
     ) {
-        let u = self.ues.get_mut(&id).expect("present");
+        let u = self.ue_mut(cp, id).expect("present");
         let v = match std::mem::replace(&mut u.proc, Procedure::Idle) {
             Procedure::ExpectAuthResponse { vector, .. } => vector,
             other => {
@@ -75,6 +85,7 @@ impl Mme {
         if !ok {
             self.stats.auth_rejects += 1;
             self.send_nas(
+                cp,
                 now,
                 id,
                 NasEpsMessage::new_emm(nasx::NasAuthenticationReject::new()),
@@ -82,7 +93,7 @@ impl Mme {
                 None,
                 out,
             );
-            self.release(id, Cause::NAS_AUTHENTICATION_FAILURE, true, out);
+            self.release(cp, id, Cause::NAS_AUTHENTICATION_FAILURE, true, out);
             return;
         }
         // Algorithm selection by our preference among what the UE supports.
@@ -101,7 +112,7 @@ impl Mme {
             .filter(|a| *a != Eia::Eia0)
             .find(|a| cap.get(1).is_some_and(|c| c & (0x80 >> *a as u8) != 0));
         let (Some(eea), Some(eia)) = (eea, eia) else {
-            self.attach_reject(id, EmmCause::UeSecurityCapabilitiesMismatch, out);
+            self.attach_reject(cp, id, EmmCause::UeSecurityCapabilitiesMismatch, out);
             return;
         };
         let ksi = (u.next_ksi + 6) % 7;
@@ -113,7 +124,7 @@ impl Mme {
                     LogLevel::Warn,
                     format!("UE {id}: security context: {e}"),
                 );
-                self.attach_reject(id, EmmCause::UeSecurityCapabilitiesMismatch, out);
+                self.attach_reject(cp, id, EmmCause::UeSecurityCapabilitiesMismatch, out);
                 return;
             }
         };
@@ -129,7 +140,7 @@ impl Mme {
             nasx::NasUeSecurityCapability::new(replay),
         );
         let t = self.cfg.t3460;
-        self.send_nas(now, id, NasEpsMessage::new_emm(smc), true, Some(t), out);
+        self.send_nas(cp, now, id, NasEpsMessage::new_emm(smc), true, Some(t), out);
     }
 
     pub(crate) fn auth_failure(
@@ -141,7 +152,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        let u = self.ues.get_mut(&id).expect("present");
+        let u = self.ue_mut(cp, id).expect("present");
         let imsi = u.imsi;
         let (rand, resynced) = match &u.proc {
             Procedure::ExpectAuthResponse { vector, resynced } => (vector.rand, *resynced),
@@ -157,21 +168,28 @@ impl Mme {
                 self.stats.resyncs += 1;
                 // The HSS answers with a fresh vector, or refuses (Authentication
                 // Reject, as when the AUTS does not verify).
-                self.ask_resync(now, id, imsi, rand, a, out);
+                self.ask_resync(cp, now, id, imsi, rand, a, out);
             }
             _ => {
                 let _ = cp;
-                self.auth_reject(now, id, out);
+                self.auth_reject(cp, now, id, out);
             }
         }
     }
 
-    pub(crate) fn auth_reject(&mut self, now: Instant, id: u32, out: &mut Vec<Output>) {
+    pub(crate) fn auth_reject(
+        &mut self,
+        cp: &mut ControlPlane,
+        now: Instant,
+        id: u32,
+        out: &mut Vec<Output>,
+    ) {
         self.stats.auth_rejects += 1;
-        if let Some(u) = self.ues.get_mut(&id) {
+        if let Some(u) = self.ue_mut(cp, id) {
             u.proc = Procedure::Idle;
         }
         self.send_nas(
+            cp,
             now,
             id,
             NasEpsMessage::new_emm(nasx::NasAuthenticationReject::new()),
@@ -179,6 +197,6 @@ impl Mme {
             None,
             out,
         );
-        self.release(id, Cause::NAS_AUTHENTICATION_FAILURE, true, out);
+        self.release(cp, id, Cause::NAS_AUTHENTICATION_FAILURE, true, out);
     }
 }

@@ -13,16 +13,15 @@ impl Mme {
         now: Instant,
     ) {
         self.stats.detaches += 1;
-        if let Some(s) = self.ues.get_mut(&id).and_then(|u| u.slot.take()) {
-            warn_cp(out, id, "detach", cp.detach(s));
-        }
-        if let Some(u) = self.ues.get_mut(&id) {
+        self.drop_session(cp, id, out);
+        if let Some(u) = self.ue_mut(cp, id) {
             u.emm = Emm_::Deregistered;
             u.nas_timer = None;
             u.retx = None;
         }
         if !switch_off {
             self.send_nas(
+                cp,
                 now,
                 id,
                 NasEpsMessage::new_emm(nasx::NasDetachAccept::new()),
@@ -31,7 +30,7 @@ impl Mme {
                 out,
             );
         }
-        self.release(id, Cause::NAS_DETACH, true, out);
+        self.release(cp, id, Cause::NAS_DETACH, true, out);
     }
 
     /// Network-initiated detach (re-attach required), supervised by T3422. An idle UE
@@ -44,15 +43,23 @@ impl Mme {
         out: &mut Vec<Output>,
     ) -> Result<(), MmeError> {
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
-        if self.ues[&id].conn.is_none() {
+        if self.ue(cp, id).expect("present").conn.is_none() {
             self.stats.detaches += 1;
             self.remove_ue(id, false, cp);
             return Ok(());
         }
-        self.ues.get_mut(&id).expect("present").proc = Procedure::ExpectDetachAccept;
+        self.ue_mut(cp, id).expect("present").proc = Procedure::ExpectDetachAccept;
         let req = nasx::NasDetachRequestUeTerminated::new(nasx::NasDetachType::new(1));
         let t = self.cfg.t3422;
-        self.send_nas(now, id, NasEpsMessage::new_emm(req), false, Some(t), out);
+        self.send_nas(
+            cp,
+            now,
+            id,
+            NasEpsMessage::new_emm(req),
+            false,
+            Some(t),
+            out,
+        );
         Ok(())
     }
 }

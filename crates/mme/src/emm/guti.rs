@@ -3,13 +3,15 @@
 use crate::prelude::*;
 
 impl Mme {
-    pub(crate) fn guti_of(&self, m_tmsi: u32) -> Guti {
-        Guti {
+    /// The GUTI of registered subscriber `imsi` (its one copy: the M-TMSI in the
+    /// signaling part of its context, with this MME's identity).
+    pub fn guti_of(&self, cp: &ControlPlane, imsi: u64) -> Option<Guti> {
+        Some(Guti {
             plmn: self.cfg.plmn,
             mme_group_id: self.cfg.mme_group_id,
             mme_code: self.cfg.mme_code,
-            m_tmsi,
-        }
+            m_tmsi: self.m_tmsi_of(cp, imsi)?,
+        })
     }
 
     /// Tell the node this slice now holds `imsi` (learned by identity, not by the
@@ -26,7 +28,7 @@ impl Mme {
         loop {
             let id = self.next_id;
             self.next_id = ids.compose(self.role.index, id.wrapping_add(1));
-            if id != 0 && !self.ues.contains_key(&id) {
+            if id != 0 && !self.by_id.contains_key(&id) {
                 return id;
             }
         }
@@ -50,10 +52,11 @@ impl Mme {
         &mut self,
         now: Instant,
         imsi: u64,
+        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<u32, MmeError> {
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
-        if self.ues[&id].conn.is_none() {
+        if self.ue(cp, id).expect("present").conn.is_none() {
             return Err(MmeError::NotConnected);
         }
         let t = self.alloc_tmsi();
@@ -61,10 +64,18 @@ impl Mme {
         let cmd = nasx::NasGutiReallocationCommand::new(nasx::NasEpsMobileIdentity::new(
             nasx::guti_value(plmn, self.cfg.mme_group_id, self.cfg.mme_code, t),
         ));
-        let u = self.ues.get_mut(&id).expect("present");
+        let u = self.ue_mut(cp, id).expect("present");
         u.proc = Procedure::ExpectGutiReallocComplete { m_tmsi: t };
         let d = self.cfg.t3450;
-        self.send_nas(now, id, NasEpsMessage::new_emm(cmd), false, Some(d), out);
+        self.send_nas(
+            cp,
+            now,
+            id,
+            NasEpsMessage::new_emm(cmd),
+            false,
+            Some(d),
+            out,
+        );
         Ok(t)
     }
 }

@@ -25,10 +25,13 @@ impl Mme {
         match e {
             Emm::AttachRequest(r) => self.attach_request(now, id, *r, verified, cp, out),
             Emm::IdentityResponse(r) => {
-                if !matches!(self.ues[&id].proc, Procedure::ExpectIdentity) {
+                if !matches!(
+                    self.ue(cp, id).expect("present").proc,
+                    Procedure::ExpectIdentity
+                ) {
                     return;
                 }
-                self.stop_nas_timer(id);
+                self.stop_nas_timer(cp, id);
                 match nasx::parse_identity(&r.mobile_identity.value) {
                     Identity::Imsi(imsi) => {
                         self.claim(imsi, out);
@@ -36,17 +39,20 @@ impl Mme {
                         // identification: a repetition now restarts the attach.
                         self.start_auth(now, id, imsi, 0, cp, out)
                     }
-                    _ => self.attach_reject(id, EmmCause::InvalidMandatoryInformation, out),
+                    _ => self.attach_reject(cp, id, EmmCause::InvalidMandatoryInformation, out),
                 }
             }
             Emm::AuthenticationResponse(r) => {
-                self.auth_response(now, id, &r.authentication_response_parameter.value, out)
+                self.auth_response(cp, now, id, &r.authentication_response_parameter.value, out)
             }
             Emm::AuthenticationFailure(f) => {
-                if !matches!(self.ues[&id].proc, Procedure::ExpectAuthResponse { .. }) {
+                if !matches!(
+                    self.ue(cp, id).expect("present").proc,
+                    Procedure::ExpectAuthResponse { .. }
+                ) {
                     return;
                 }
-                self.stop_nas_timer(id);
+                self.stop_nas_timer(cp, id);
                 let cause = f.emm_cause.value;
                 let auts = f
                     .authentication_failure_parameter
@@ -56,15 +62,18 @@ impl Mme {
             }
             Emm::SecurityModeComplete(_) => self.smc_complete(now, id, cp, out),
             Emm::SecurityModeReject(_) => {
-                self.stop_nas_timer(id);
-                self.attach_reject(id, EmmCause::UeSecurityCapabilitiesMismatch, out);
+                self.stop_nas_timer(cp, id);
+                self.attach_reject(cp, id, EmmCause::UeSecurityCapabilitiesMismatch, out);
             }
             Emm::AttachComplete(c) => {
-                if !matches!(self.ues[&id].proc, Procedure::ExpectAttachComplete) {
+                if !matches!(
+                    self.ue(cp, id).expect("present").proc,
+                    Procedure::ExpectAttachComplete
+                ) {
                     return;
                 }
-                self.stop_nas_timer(id);
-                let u = self.ues.get_mut(&id).expect("present");
+                self.stop_nas_timer(cp, id);
+                let u = self.ue_mut(cp, id).expect("present");
                 u.proc = Procedure::Idle;
                 u.emm = Emm_::Registered;
                 self.stats.attaches += 1;
@@ -73,24 +82,27 @@ impl Mme {
                     let mut info = nasx::NasEmmInformation::new();
                     info.full_name_for_network =
                         Some(nasx::NasNetworkName::new(nasx::network_name_value(&name)));
-                    self.send_nas(now, id, NasEpsMessage::new_emm(info), false, None, out);
+                    self.send_nas(cp, now, id, NasEpsMessage::new_emm(info), false, None, out);
                 }
             }
             Emm::DetachRequestUeOriginating(d) => {
                 self.ue_detach(id, d.detach_type.value & 0x08 != 0, cp, out, now)
             }
-            Emm::DetachAccept(_) if matches!(self.ues[&id].proc, Procedure::ExpectDetachAccept) => {
-                self.stop_nas_timer(id);
+            Emm::DetachAccept(_)
+                if matches!(
+                    self.ue(cp, id).expect("present").proc,
+                    Procedure::ExpectDetachAccept
+                ) =>
+            {
+                self.stop_nas_timer(cp, id);
                 self.stats.detaches += 1;
-                if let Some(s) = self.ues.get_mut(&id).and_then(|u| u.slot.take()) {
-                    warn_cp(out, id, "detach", cp.detach(s));
-                }
-                self.ues.get_mut(&id).expect("present").emm = Emm_::Deregistered;
-                self.release(id, Cause::NAS_DETACH, true, out);
+                self.drop_session(cp, id, out);
+                self.ue_mut(cp, id).expect("present").emm = Emm_::Deregistered;
+                self.release(cp, id, Cause::NAS_DETACH, true, out);
             }
             Emm::TrackingAreaUpdateRequest(t) => self.tau(now, id, *t, verified, cp, out),
             Emm::TrackingAreaUpdateComplete(_) | Emm::GutiReallocationComplete(_) => {
-                let u = self.ues.get_mut(&id).expect("present");
+                let u = self.ue_mut(cp, id).expect("present");
                 let Procedure::ExpectGutiReallocComplete { m_tmsi: t } = u.proc else {
                     return;
                 };
@@ -98,11 +110,7 @@ impl Mme {
                 self.by_tmsi.remove(&u.m_tmsi);
                 u.m_tmsi = t;
                 self.by_tmsi.insert(t, id);
-                if let Some(s) = u.slot {
-                    let g = self.guti_of(t);
-                    warn_cp(out, id, "GUTI update", cp.set_guti(s, g));
-                }
-                self.stop_nas_timer(id);
+                self.stop_nas_timer(cp, id);
             }
             Emm::EmmStatus(_) => {}
             _ => {}

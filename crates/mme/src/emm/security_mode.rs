@@ -11,7 +11,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        let u = self.ues.get_mut(&id).expect("present");
+        let u = self.ue_mut(cp, id).expect("present");
         let sec = match std::mem::replace(&mut u.proc, Procedure::Idle) {
             Procedure::ExpectSmcComplete { sec } => sec,
             other => {
@@ -34,14 +34,14 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        let u = self.ues.get_mut(&id).expect("present");
+        let u = self.ue_mut(cp, id).expect("present");
         let want_info = self.cfg.esm_info_request || std::mem::take(&mut u.esm_info_flag);
         if want_info {
             u.proc = Procedure::ExpectEsmInfo;
             let pti = u.pti;
             let msg = NasEpsMessage::new_esm(nasx::NasEsmInformationRequest::new(), 0, pti);
             let t = self.cfg.t3460;
-            self.send_nas(now, id, msg, false, Some(t), out);
+            self.send_nas(cp, now, id, msg, false, Some(t), out);
             return;
         }
         self.create_session(now, id, cp, out);

@@ -21,23 +21,23 @@ impl Mme {
             }
         };
         let Some(id) = id.filter(|i| {
-            self.ues
-                .get(i)
+            self.ue(cp, *i)
                 .is_some_and(|u| u.emm == Emm_::Registered && u.sec.is_some())
         }) else {
             // Unknown UE: Service Reject #9 (UE identity cannot be derived), on a temporary context.
             self.stats.service_rejects += 1;
-            let tmp = self.new_ue(assoc, m.enb_ue_id, m.tai, m.ecgi);
+            let Some(tmp) = self.new_ue(cp, assoc, m.enb_ue_id, m.tai, m.ecgi) else {
+                return;
+            };
             let rej = nasx::NasServiceReject::new(nasx::NasEmmCause::new(
                 EmmCause::UeIdentityCannotBeDerived.into(),
             ));
-            self.send_nas(now, tmp, NasEpsMessage::new_emm(rej), false, None, out);
-            self.release(tmp, Cause::NAS_UNSPECIFIED, true, out);
+            self.send_nas(cp, now, tmp, NasEpsMessage::new_emm(rej), false, None, out);
+            self.release(cp, tmp, Cause::NAS_UNSPECIFIED, true, out);
             return;
         };
         let res = self
-            .ues
-            .get_mut(&id)
+            .ue_mut(cp, id)
             .and_then(|u| u.sec.as_mut())
             .map(|s| s.unprotect_service_request(&sr));
         match res {
@@ -56,7 +56,7 @@ impl Mme {
                 return;
             }
         }
-        self.attach_conn(id, assoc, m.enb_ue_id, m.tai, m.ecgi);
+        self.attach_conn(cp, id, assoc, m.enb_ue_id, m.tai, m.ecgi);
         self.send_ics(id, None, cp, out);
     }
 }

@@ -13,8 +13,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let registered = self
-            .ues
-            .get(&id)
+            .ue(cp, id)
             .is_some_and(|u| u.emm == Emm_::Registered && u.sec.is_some());
         if !verified || !registered {
             // Unknown or unverifiable: the UE must attach again (#9 / #10).
@@ -24,26 +23,22 @@ impl Mme {
                 EmmCause::UeIdentityCannotBeDerived
             };
             let rej = nasx::NasTrackingAreaUpdateReject::new(nasx::NasEmmCause::new(cause.into()));
-            if let Some(u) = self.ues.get_mut(&id) {
+            if let Some(u) = self.ue_mut(cp, id) {
                 if !registered {
                     u.sec = None;
                 }
             }
-            self.send_nas(now, id, NasEpsMessage::new_emm(rej), false, None, out);
+            self.send_nas(cp, now, id, NasEpsMessage::new_emm(rej), false, None, out);
             if registered {
                 self.release_connection(id, Cause::NAS_UNSPECIFIED, cp, out);
             } else {
-                self.release(id, Cause::NAS_UNSPECIFIED, true, out);
+                self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
             }
             return;
         }
         self.stats.tau += 1;
         let active = t.eps_update_type.value & 0x08 != 0;
-        let u = &self.ues[&id];
-        if let Some(s) = u.slot {
-            let loc = self.location(u);
-            warn_cp(out, id, "location update", cp.set_location(s, loc));
-        }
+        let u = self.ue(cp, id).expect("present");
         let plmn = self.cfg.plmn.0;
         let mut acc = nasx::NasTrackingAreaUpdateAccept::new(nasx::NasEpsUpdateResult::new(0));
         acc.t3412_value = Some(nasx::NasT3412Value::new(nasx::gprs_timer(
@@ -55,7 +50,7 @@ impl Mme {
         acc.eps_bearer_context_status = Some(nasx::NasEpsBearerContextStatus::new(bearer_status(
             cp, u.slot,
         )));
-        self.send_nas(now, id, NasEpsMessage::new_emm(acc), false, None, out);
+        self.send_nas(cp, now, id, NasEpsMessage::new_emm(acc), false, None, out);
         if active {
             self.send_ics(id, None, cp, out);
         } else {

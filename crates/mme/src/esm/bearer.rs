@@ -18,7 +18,11 @@ impl Mme {
         out: &mut Vec<Output>,
     ) -> Result<u8, MmeError> {
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
-        let slot = self.ues[&id].slot.ok_or(MmeError::NotConnected)?;
+        let slot = self
+            .ue(cp, id)
+            .expect("present")
+            .slot
+            .ok_or(MmeError::NotConnected)?;
         let linked = cp.ue(slot).ok_or(MmeError::UnknownUe)?.default_ebi;
         let tft = nasx::default_tft_value();
         self.dedicated(id, linked, qci, mbr, gbr, 0, tft, cp, out)
@@ -39,7 +43,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<u8, MmeError> {
-        let u = &self.ues[&id];
+        let u = self.ue(cp, id).expect("present");
         let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
         };
@@ -68,7 +72,8 @@ impl Mme {
             nasx::NasEpsQualityOfService::new(nasx::eps_qos_value(qci, g)),
             nasx::NasTrafficFlowTemplate::new(tft),
         );
-        let Some(nas) = self.nas_bytes(id, &NasEpsMessage::new_esm(req, ebi, pti), false) else {
+        let Some(nas) = self.nas_bytes(cp, id, &NasEpsMessage::new_esm(req, ebi, pti), false)
+        else {
             warn_cp(
                 out,
                 id,
@@ -77,8 +82,7 @@ impl Mme {
             );
             return Err(MmeError::Codec("NAS".into()));
         };
-        self.ues
-            .get_mut(&id)
+        self.ue_mut(cp, id)
             .expect("present")
             .pending_bearers
             .push(ebi);
@@ -122,7 +126,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) -> Result<(), MmeError> {
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
-        let u = &self.ues[&id];
+        let u = self.ue(cp, id).expect("present");
         let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
         };
@@ -133,7 +137,7 @@ impl Mme {
             qci, None,
         )));
         let nas = self
-            .nas_bytes(id, &NasEpsMessage::new_esm(req, ebi, 0), false)
+            .nas_bytes(cp, id, &NasEpsMessage::new_esm(req, ebi, 0), false)
             .ok_or(MmeError::Codec("NAS".into()))?;
         let m = pepc_s1ap::ERabModify {
             id: ebi,
@@ -179,7 +183,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), MmeError> {
-        let u = &self.ues[&id];
+        let u = self.ue(cp, id).expect("present");
         let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
         };
@@ -191,7 +195,7 @@ impl Mme {
             EsmCause::RegularDeactivation.into(),
         ));
         let nas = self
-            .nas_bytes(id, &NasEpsMessage::new_esm(req, ebi, pti), false)
+            .nas_bytes(cp, id, &NasEpsMessage::new_esm(req, ebi, pti), false)
             .ok_or(MmeError::Codec("NAS".into()))?;
         warn_cp(
             out,
@@ -221,9 +225,14 @@ impl Mme {
     /// Checks shared by UE-requested bearer resource allocation and modification:
     /// counts the request; the UE must be connected (#31 otherwise) and the PTI
     /// assigned (#81, TS 24.301 §7.3.1). Returns the UE's slice slot.
-    pub(crate) fn bearer_request_slot(&mut self, id: u32, pti: u8) -> Result<u32, EsmCause> {
+    pub(crate) fn bearer_request_slot(
+        &mut self,
+        cp: &mut ControlPlane,
+        id: u32,
+        pti: u8,
+    ) -> Result<u32, EsmCause> {
         self.stats.bearer_resource_allocations += 1;
-        let u = &self.ues[&id];
+        let u = self.ue(cp, id).expect("present");
         let (Some(slot), Some(_)) = (u.slot, u.conn) else {
             return Err(EsmCause::RequestRejectedUnspecified);
         };
@@ -244,7 +253,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), EsmCause> {
-        let slot = self.bearer_request_slot(id, pti)?;
+        let slot = self.bearer_request_slot(cp, id, pti)?;
         let linked = r.linked_eps_bearer_identity.bearer_identity();
         let ctx = cp.ue(slot).ok_or(EsmCause::RequestRejectedUnspecified)?;
         if ctx.pdn_by_default_ebi(linked).is_none() {
@@ -299,7 +308,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), EsmCause> {
-        let slot = self.bearer_request_slot(id, pti)?;
+        let slot = self.bearer_request_slot(cp, id, pti)?;
         let ebi = r.eps_bearer_identity_for_packet_filter.bearer_identity();
         let ctx = cp.ue(slot).ok_or(EsmCause::RequestRejectedUnspecified)?;
         if ctx.bearer(ebi).is_none() {

@@ -21,11 +21,14 @@ impl Mme {
     ) {
         match e {
             Esm::EsmInformationResponse(r) => {
-                if !matches!(self.ues[&id].proc, Procedure::ExpectEsmInfo) {
+                if !matches!(
+                    self.ue(cp, id).expect("present").proc,
+                    Procedure::ExpectEsmInfo
+                ) {
                     return;
                 }
-                self.stop_nas_timer(id);
-                let u = self.ues.get_mut(&id).expect("present");
+                self.stop_nas_timer(cp, id);
+                let u = self.ue_mut(cp, id).expect("present");
                 if let Some(a) = r.access_point_name.as_ref() {
                     u.apn = nasx::apn_string(&a.value);
                 }
@@ -41,7 +44,7 @@ impl Mme {
                     );
                     let rej =
                         nasx::NasPdnConnectivityReject::new(nasx::NasEsmCause::new(cause.into()));
-                    self.send_esm_reject(now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
+                    self.send_esm_reject(cp, now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
                 }
             }
             Esm::PdnDisconnectRequest(r) => {
@@ -50,7 +53,7 @@ impl Mme {
                     self.stats.pdn_disconnect_rejects += 1;
                     let rej =
                         nasx::NasPdnDisconnectReject::new(nasx::NasEsmCause::new(cause.into()));
-                    self.send_esm_reject(now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
+                    self.send_esm_reject(cp, now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
                 }
             }
             Esm::BearerResourceAllocationRequest(r) => {
@@ -59,7 +62,7 @@ impl Mme {
                     let rej = nasx::NasBearerResourceAllocationReject::new(nasx::NasEsmCause::new(
                         cause.into(),
                     ));
-                    self.send_esm_reject(now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
+                    self.send_esm_reject(cp, now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
                 }
             }
             Esm::BearerResourceModificationRequest(r) => {
@@ -68,11 +71,11 @@ impl Mme {
                     let rej = nasx::NasBearerResourceModificationReject::new(
                         nasx::NasEsmCause::new(cause.into()),
                     );
-                    self.send_esm_reject(now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
+                    self.send_esm_reject(cp, now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
                 }
             }
             Esm::ActivateDefaultEpsBearerContextAccept(_) => {
-                let u = self.ues.get_mut(&id).expect("present");
+                let u = self.ue_mut(cp, id).expect("present");
                 if u.pending_bearers.contains(&ebi) {
                     u.pending_bearers.retain(|b| *b != ebi);
                     self.stats.pdn_connects += 1;
@@ -80,7 +83,7 @@ impl Mme {
             }
             Esm::ActivateDefaultEpsBearerContextReject(_) => {
                 // The UE refused the new PDN connection: release it (never the last).
-                let u = self.ues.get_mut(&id).expect("present");
+                let u = self.ue_mut(cp, id).expect("present");
                 if u.pending_bearers.contains(&ebi) {
                     u.pending_bearers.retain(|b| *b != ebi);
                     if let Some(s) = u.slot {
@@ -95,15 +98,14 @@ impl Mme {
             }
             Esm::ActivateDedicatedEpsBearerContextAccept(_)
             | Esm::ModifyEpsBearerContextAccept(_) => {
-                self.ues
-                    .get_mut(&id)
+                self.ue_mut(cp, id)
                     .expect("present")
                     .pending_bearers
                     .retain(|b| *b != ebi);
             }
             Esm::ActivateDedicatedEpsBearerContextReject(_)
             | Esm::DeactivateEpsBearerContextAccept(_) => {
-                if let Some(s) = self.ues[&id].slot {
+                if let Some(s) = self.ue(cp, id).expect("present").slot {
                     // Debug: the accept of our own deactivation finds the bearer gone.
                     log_cp(
                         out,
@@ -113,8 +115,7 @@ impl Mme {
                         cp.remove_bearer(s, ebi),
                     );
                 }
-                self.ues
-                    .get_mut(&id)
+                self.ue_mut(cp, id)
                     .expect("present")
                     .pending_bearers
                     .retain(|b| *b != ebi);
@@ -126,11 +127,12 @@ impl Mme {
     /// An ESM reject to the UE: plain ESM inside the UE's protected NAS, no bearer.
     pub(crate) fn send_esm_reject(
         &mut self,
+        cp: &mut ControlPlane,
         now: Instant,
         id: u32,
         m: NasEpsMessage,
         out: &mut Vec<Output>,
     ) {
-        self.send_nas(now, id, m, false, None, out);
+        self.send_nas(cp, now, id, m, false, None, out);
     }
 }

@@ -13,14 +13,15 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        let u = self.ues.get_mut(&id).expect("present");
+        let u = self.ue_mut(cp, id).expect("present");
         if u.apn.is_empty() {
             u.apn = self.cfg.default_apn.clone();
         }
-        let u = &self.ues[&id];
+        let u = self.ue(cp, id).expect("present");
         let mut p = AttachParams::new(u.imsi.unwrap_or(0));
         p.apn = u.apn.clone();
-        p.location = self.location(u);
+        // The session goes into the UE's entry, beside this signaling part.
+        p.ue_slot = self.entry_of(id);
         p.ambr_ul = u.ambr.0;
         p.ambr_dl = u.ambr.1;
         p.qci = u.qci;
@@ -36,14 +37,12 @@ impl Mme {
                     LogLevel::Warn,
                     format!("UE {id}: slice refused attach: {e}"),
                 );
-                self.attach_reject(id, EmmCause::Congestion, out);
+                self.attach_reject(cp, id, EmmCause::Congestion, out);
                 return;
             }
         };
         let tmsi = self.alloc_tmsi();
-        let guti = self.guti_of(tmsi);
-        warn_cp(out, id, "GUTI update", cp.set_guti(att.ue_slot, guti));
-        let u = self.ues.get_mut(&id).expect("present");
+        let u = self.ue_mut(cp, id).expect("present");
         self.by_tmsi.insert(tmsi, id);
         u.m_tmsi = tmsi;
         u.slot = Some(att.ue_slot);
@@ -79,14 +78,14 @@ impl Mme {
         )));
         let msg = NasEpsMessage::new_emm(acc);
         u.proc = Procedure::ExpectIcsResponse { attach: true };
-        let Some(nas) = self.nas_bytes(id, &msg, false) else {
+        let Some(nas) = self.nas_bytes(cp, id, &msg, false) else {
             return;
         };
-        let u = self.ues.get_mut(&id).expect("present");
+        let u = self.ue_mut(cp, id).expect("present");
         u.retx = Some(Box::new((msg, false)));
         u.retx_count = 0;
         let t = self.cfg.t3450;
-        self.arm(id, TimerKind::Nas, now + t);
+        self.arm(cp, id, TimerKind::Nas, now + t);
         self.send_ics(id, Some(nas), cp, out);
     }
 
@@ -99,20 +98,11 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        let Some(u) = self.ues.get_mut(&id) else {
+        let Some(slot) = self.ue(cp, id).and_then(|u| u.slot) else {
             return;
         };
-        let (Some((assoc, enb_ue_id)), Some(sec), Some(slot)) = (u.conn, u.sec.as_mut(), u.slot)
-        else {
-            return;
-        };
-        let count = sec.last_ul_count;
-        let kenb = sec.kdf().kenb(count);
-        // NH chain restarts from the new KeNB with NCC 0 (TS 33.401 §7.2.8.1.1).
-        u.nh = Some(kenb.clone());
-        u.ncc = 0;
-        let Some(ctx) = cp.ue(slot) else { return };
         let mut erabs = Vec::new();
+        let Some(ctx) = cp.ue(slot) else { return };
         for (i, b) in ctx.bearers.iter().enumerate() {
             erabs.push(pepc_s1ap::ERab {
                 id: b.ebi,
@@ -124,6 +114,17 @@ impl Mme {
                 nas_pdu: if i == 0 { nas.clone() } else { None },
             });
         }
+        let Some(u) = self.ue_mut(cp, id) else {
+            return;
+        };
+        let (Some((assoc, enb_ue_id)), Some(sec)) = (u.conn, u.sec.as_mut()) else {
+            return;
+        };
+        let count = sec.last_ul_count;
+        let kenb = sec.kdf().kenb(count);
+        // NH chain restarts from the new KeNB with NCC 0 (TS 33.401 §7.2.8.1.1).
+        u.nh = Some(kenb.clone());
+        u.ncc = 0;
         let req = InitialContextSetupRequest {
             mme_ue_id: id,
             enb_ue_id,
@@ -152,7 +153,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), EsmCause> {
-        let u = &self.ues[&id];
+        let u = self.ue(cp, id).expect("present");
         let (Some(slot), Some((assoc, enb_ue_id)), Some(_)) = (u.slot, u.conn, u.imsi) else {
             return Err(EsmCause::RequestRejectedUnspecified);
         };
@@ -225,7 +226,8 @@ impl Mme {
         );
         act.apn_ambr =
             nasx::NasApnAggregateMaximumBitRate::from_kbps(ambr.1 / 1000, ambr.0 / 1000).ok();
-        let Some(nas) = self.nas_bytes(id, &NasEpsMessage::new_esm(act, ebi, pti), false) else {
+        let Some(nas) = self.nas_bytes(cp, id, &NasEpsMessage::new_esm(act, ebi, pti), false)
+        else {
             warn_cp(
                 out,
                 id,
@@ -234,8 +236,7 @@ impl Mme {
             );
             return Err(EsmCause::RequestRejectedUnspecified);
         };
-        self.ues
-            .get_mut(&id)
+        self.ue_mut(cp, id)
             .expect("present")
             .pending_bearers
             .push(ebi);
@@ -282,7 +283,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), EsmCause> {
-        let u = &self.ues[&id];
+        let u = self.ue(cp, id).expect("present");
         let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
             return Err(EsmCause::RequestRejectedUnspecified);
         };
@@ -300,14 +301,13 @@ impl Mme {
             EsmCause::RegularDeactivation.into(),
         ));
         let nas = self
-            .nas_bytes(id, &NasEpsMessage::new_esm(req, linked, pti), false)
+            .nas_bytes(cp, id, &NasEpsMessage::new_esm(req, linked, pti), false)
             .ok_or(EsmCause::RequestRejectedUnspecified)?;
         let ebis = cp
             .remove_pdn(slot, linked)
             .map_err(|_| EsmCause::RequestRejectedUnspecified)?;
         self.stats.pdn_disconnects += 1;
-        self.ues
-            .get_mut(&id)
+        self.ue_mut(cp, id)
             .expect("present")
             .pending_bearers
             .retain(|b| !ebis.contains(b));

@@ -8,8 +8,8 @@ use crate::prelude::*;
 
 impl Mme {
     /// Next {NH, NCC}: NH_{n+1} = KDF(KASME, NH_n) (TS 33.401 A.4, §7.2.8.4).
-    pub(crate) fn next_nh(&mut self, id: u32) -> Option<SecurityContext> {
-        let u = self.ues.get_mut(&id)?;
+    pub(crate) fn next_nh(&mut self, cp: &mut ControlPlane, id: u32) -> Option<SecurityContext> {
+        let u = self.ue_mut(cp, id)?;
         let sec = u.sec.as_mut()?;
         let prev = u.nh.clone()?;
         let nh = sec.kdf().nh(&prev);

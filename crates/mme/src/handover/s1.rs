@@ -34,7 +34,7 @@ impl Mme {
         let Some(target) = target else {
             return prep_fail(self, out, Cause::UNKNOWN_TARGET_ID);
         };
-        let u = &self.ues[&id];
+        let u = self.ue(cp, id).expect("present");
         let (Some(slot), true) = (u.slot, u.sec.is_some()) else {
             return prep_fail(self, out, Cause::RADIO_UNSPECIFIED);
         };
@@ -59,7 +59,7 @@ impl Mme {
             dl: u.ambr.1,
             ul: u.ambr.0,
         };
-        let Some(sc) = self.next_nh(id) else {
+        let Some(sc) = self.next_nh(cp, id) else {
             return prep_fail(self, out, Cause::RADIO_UNSPECIFIED);
         };
         let req = HandoverRequest {
@@ -72,7 +72,7 @@ impl Mme {
             ue_security_capabilities: caps,
             security_context: sc,
         };
-        self.ues.get_mut(&id).expect("present").handover = Some(Box::new(HoState {
+        self.ue_mut(cp, id).expect("present").handover = Some(Box::new(HoState {
             target_assoc: target,
             target_enb_ue_id: None,
             admitted: vec![],
@@ -83,14 +83,14 @@ impl Mme {
 
     pub(crate) fn ho_request_ack(
         &mut self,
+        cp: &mut ControlPlane,
         assoc: AssocId,
         m: HandoverRequestAcknowledge,
         out: &mut Vec<Output>,
     ) {
         let id = m.mme_ue_id;
         let Some(h) = self
-            .ues
-            .get_mut(&id)
+            .ue_mut(cp, id)
             .and_then(|u| u.handover.as_mut())
             .filter(|h| h.target_assoc == assoc)
         else {
@@ -120,9 +120,15 @@ impl Mme {
         self.send(sa, Some(id), cmd.into(), out);
     }
 
-    pub(crate) fn ho_failure(&mut self, assoc: AssocId, m: HandoverFailure, out: &mut Vec<Output>) {
+    pub(crate) fn ho_failure(
+        &mut self,
+        cp: &mut ControlPlane,
+        assoc: AssocId,
+        m: HandoverFailure,
+        out: &mut Vec<Output>,
+    ) {
         let id = m.mme_ue_id;
-        let Some(h) = self.ues.get_mut(&id).and_then(|u| u.handover.take()) else {
+        let Some(h) = self.ue_mut(cp, id).and_then(|u| u.handover.take()) else {
             return;
         };
         let _ = assoc;
@@ -147,10 +153,10 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let id = m.mme_ue_id;
-        let Some(h) = self.ues.get_mut(&id).and_then(|u| u.handover.take()) else {
+        let Some(h) = self.ue_mut(cp, id).and_then(|u| u.handover.take()) else {
             return;
         };
-        let slot = self.ues[&id].slot;
+        let slot = self.ue(cp, id).expect("present").slot;
         if let Some(s) = slot {
             for a in &h.admitted {
                 warn_cp(
@@ -171,16 +177,12 @@ impl Mme {
                 );
             }
         }
-        let u = self.ues.get_mut(&id).expect("present");
+        let u = self.ue_mut(cp, id).expect("present");
         u.conn = Some((assoc, m.enb_ue_id));
         u.old_conn = Some(h.source);
         u.tai = m.tai;
         u.ecgi = m.ecgi;
         self.by_conn.insert((assoc, m.enb_ue_id), id);
-        if let Some(s) = slot {
-            let loc = self.location(&self.ues[&id]);
-            warn_cp(out, id, "location update", cp.set_location(s, loc));
-        }
         self.stats.s1_handovers += 1;
         self.send(
             h.source.0,

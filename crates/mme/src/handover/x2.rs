@@ -23,7 +23,7 @@ impl Mme {
             // Bearers the source set up keep the tunnel the Path Switch gave them (or
             // stay released); those it failed to set up are gone.
             M::ERabSetupResponse(m) => {
-                if let Some(s) = self.ues[&id].slot {
+                if let Some(s) = self.ue(cp, id).expect("present").slot {
                     for f in &m.failed {
                         // Debug: the Path Switch may have released the bearer already.
                         log_cp(
@@ -71,7 +71,7 @@ impl Mme {
                 out,
             );
         };
-        let Some(u) = self.ues.get(&id) else {
+        let Some(u) = self.ue(cp, id) else {
             return fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID);
         };
         let (Some(slot), true) = (u.slot, u.conn.is_some() && u.sec.is_some()) else {
@@ -89,26 +89,23 @@ impl Mme {
             return fail(self, out, Cause::RADIO_UNSPECIFIED);
         };
         // A late accept of a released bearer (through the source) completes nothing.
-        self.ues
-            .get_mut(&id)
+        self.ue_mut(cp, id)
             .expect("present")
             .pending_bearers
             .retain(|b| !released.contains(b));
-        let old = self.ues[&id].conn;
+        let old = self.ue(cp, id).expect("present").conn;
         if let Some(c) = old {
             self.by_conn.remove(&c);
         }
-        self.attach_conn(id, assoc, m.enb_ue_id, m.tai, m.ecgi);
+        self.attach_conn(cp, id, assoc, m.enb_ue_id, m.tai, m.ecgi);
         // Not in `by_conn`: the source frees its eNB UE S1AP ID at the X2 release and
         // may give it to a new UE; late messages carry our MME UE S1AP ID anyway.
         let now = self.now_hint();
-        let u = self.ues.get_mut(&id).expect("present");
+        let u = self.ue_mut(cp, id).expect("present");
         u.x2_source = old
             .filter(|c| *c != (assoc, m.enb_ue_id))
             .zip(now.map(|n| n + X2_SOURCE_GRACE));
-        let loc = self.location(&self.ues[&id]);
-        warn_cp(out, id, "location update", cp.set_location(slot, loc));
-        let Some(sc) = self.next_nh(id) else {
+        let Some(sc) = self.next_nh(cp, id) else {
             return fail(self, out, Cause::MISC_UNSPECIFIED);
         };
         self.stats.path_switches += 1;

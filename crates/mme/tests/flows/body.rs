@@ -121,7 +121,7 @@ fn release(h: &mut Harness, ue: &mut SimUe) {
         },
     );
     pump(h, ue, 1, r).unwrap();
-    assert!(!h.mme.is_connected(IMSI_N));
+    assert!(!h.mme.is_connected(&h.cp, IMSI_N));
 }
 
 #[test]
@@ -380,7 +380,7 @@ fn bad_mac_is_discarded_and_replay_is_counted() {
         "forged detach must not act"
     );
     // A replay of a message the MME already accepted (Attach Complete's COUNT).
-    let gr = h.mme.reallocate_guti(h.now, IMSI_N, &mut vec![]).unwrap();
+    let gr = h.mme.reallocate_guti(h.now, IMSI_N, &mut h.cp, &mut vec![]).unwrap();
     let _ = gr;
     let ok = ue.protect(&pepc_mme::nasx::NasEpsMessage::new_emm(
         pepc_mme::nasx::NasGutiReallocationComplete::new(),
@@ -475,7 +475,7 @@ fn tau_periodic_and_active() {
         seen,
         vec!["DownlinkNASTransport", "InitialContextSetupRequest"]
     );
-    assert!(h.mme.is_connected(IMSI_N));
+    assert!(h.mme.is_connected(&h.cp, IMSI_N));
     assert_eq!(h.mme.stats.tau, 2);
 }
 
@@ -544,7 +544,7 @@ fn timer_retransmits_four_times_then_gives_up() {
     assert_eq!(retx, 4);
     assert!(released);
     assert_eq!(h.mme.stats.procedure_timeouts, 1);
-    assert!(h.mme.next_timeout().is_none());
+    assert!(h.mme.next_timeout(&h.cp).is_none());
 }
 
 #[test]
@@ -700,7 +700,7 @@ fn s1_handover_full_sequence() {
             }
         )
         .is_empty());
-    assert!(h.mme.is_connected(IMSI_N));
+    assert!(h.mme.is_connected(&h.cp, IMSI_N));
     assert_eq!(h.mme.stats.s1_handovers, 1);
 }
 
@@ -750,7 +750,7 @@ fn enb_reset_and_loss_make_ues_idle_but_registered() {
         },
     );
     assert_eq!(names(&r), vec!["ResetAcknowledge"]);
-    assert!(!h.mme.is_connected(IMSI_N));
+    assert!(!h.mme.is_connected(&h.cp, IMSI_N));
     let (_, slot) = h.cp.find_imsi(IMSI_N).unwrap();
     assert_eq!(
         h.cp.ue(slot).unwrap().ecm,
@@ -762,7 +762,7 @@ fn enb_reset_and_loss_make_ues_idle_but_registered() {
         S1apMessage::S1SetupResponse(_)
     ));
     assert!(h.logs.iter().any(|l| l == "close 1"));
-    assert!(h.mme.m_tmsi_of(IMSI_N).is_some());
+    assert!(h.mme.m_tmsi_of(&h.cp, IMSI_N).is_some());
 }
 
 #[test]
@@ -1246,7 +1246,7 @@ fn guti_reattach_after_detach_reuses_the_parked_security_context() {
         assert_eq!(h.mme.stats.parked_contexts_reused, 1);
         assert_eq!(h.mme.parked_count(), 0);
         assert_eq!(ue.sec.as_ref().unwrap().ksi, ksi);
-        assert!(h.mme.is_connected(IMSI_N));
+        assert!(h.mme.is_connected(&h.cp, IMSI_N));
         assert!(ue.ue_ip.is_some());
         // The context is live: a protected uplink message after the attach verifies.
         let nas = ue.detach_request(false);
@@ -1403,7 +1403,7 @@ fn reattach_overtaking_the_release_complete_of_the_detach() {
         0,
         "a superseded context is not parked"
     );
-    assert!(h.mme.is_connected(IMSI_N));
+    assert!(h.mme.is_connected(&h.cp, IMSI_N));
     assert_eq!(h.mme.stats.attaches, 2);
 
     // The new context is untouched: its uplink verifies and its detach works.
@@ -1462,7 +1462,7 @@ fn superseded_connection_stays_known_until_its_release_complete() {
     assert!(r.is_empty(), "{:?}", names(&r));
     assert_eq!(h.mme.stats.unknown_ue_ids, unknown);
     assert_eq!(h.mme.ue_count(), 1);
-    assert!(h.mme.is_connected(IMSI_N));
+    assert!(h.mme.is_connected(&h.cp, IMSI_N));
 
     // Only now is the old ID unknown.
     let r = h.send(
@@ -1624,7 +1624,7 @@ fn x2_source_answers_overtaken_by_the_path_switch() {
         },
     );
     assert!(r.is_empty(), "{r:?}");
-    assert!(h.mme.is_connected(IMSI_N));
+    assert!(h.mme.is_connected(&h.cp, IMSI_N));
     // After the grace period the source connection is unknown again.
     h.advance(Duration::from_secs(6));
     let r = h.send(1, late[0].clone());
