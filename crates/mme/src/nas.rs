@@ -268,7 +268,6 @@ impl Mme {
             );
             return;
         }
-        let has_ctx = self.ue(cp, id).is_some_and(|u| u.sec.is_some());
         match msg {
             NasEpsMessage::Emm(_, e) => {
                 // After security is established every uplink message must be verified.
@@ -286,7 +285,6 @@ impl Mme {
                     self.stats.nas_unprotected_dropped += 1;
                     return;
                 }
-                let _ = has_ctx;
                 self.emm(now, id, e, verified, cp, out);
             }
             NasEpsMessage::Esm(h, e) if verified => self.esm(

@@ -170,10 +170,7 @@ impl Mme {
                 // Reject, as when the AUTS does not verify).
                 self.ask_resync(cp, now, id, imsi, rand, a, out);
             }
-            _ => {
-                let _ = cp;
-                self.auth_reject(cp, now, id, out);
-            }
+            _ => self.auth_reject(cp, now, id, out),
         }
     }
 

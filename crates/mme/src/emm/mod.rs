@@ -65,7 +65,9 @@ impl Mme {
                 self.stop_nas_timer(cp, id);
                 self.attach_reject(cp, id, EmmCause::UeSecurityCapabilitiesMismatch, out);
             }
-            Emm::AttachComplete(c) => {
+            // It carries the Activate Default EPS Bearer Context Accept, which needs
+            // nothing more: the bearer was set up with the Initial Context Setup.
+            Emm::AttachComplete(_) => {
                 if !matches!(
                     self.ue(cp, id).expect("present").proc,
                     Procedure::ExpectAttachComplete
@@ -77,7 +79,6 @@ impl Mme {
                 u.proc = Procedure::Idle;
                 u.emm = Emm_::Registered;
                 self.stats.attaches += 1;
-                let _ = c; // carries Activate Default EPS Bearer Context Accept
                 if let Some(name) = self.cfg.network_name.clone() {
                     let mut info = nasx::NasEmmInformation::new();
                     info.full_name_for_network =

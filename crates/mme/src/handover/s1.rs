@@ -128,10 +128,17 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let id = m.mme_ue_id;
-        let Some(h) = self.ue_mut(cp, id).and_then(|u| u.handover.take()) else {
+        // Only the target eNB the request went to can refuse it.
+        let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
-        let _ = assoc;
+        if u.handover.as_ref().is_none_or(|h| h.target_assoc != assoc) {
+            self.stats.unknown_ue_ids += 1;
+            return;
+        }
+        let Some(h) = u.handover.take() else {
+            return;
+        };
         self.send(
             h.source.0,
             Some(id),
