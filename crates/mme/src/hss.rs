@@ -326,7 +326,9 @@ mod procedures {
         }
 
         /// Ask the HSS for a vector of `imsi` for our PLMN; then the Authentication
-        /// Request.
+        /// Request, and after AKA and security mode what `then` says.
+        // The MME and the slice (`cp`) travel apart until handlers take one context (STYLE.md §4).
+        #[allow(clippy::too_many_arguments)]
         pub(crate) fn ask_vector(
             &mut self,
             cp: &mut ControlPlane,
@@ -334,6 +336,7 @@ mod procedures {
             id: u32,
             imsi: u64,
             attach: u16,
+            then: Resume,
             out: &mut Vec<Output>,
         ) {
             let plmn = self.cfg.plmn.0;
@@ -346,6 +349,7 @@ mod procedures {
                     seq,
                     attach,
                     resynced: false,
+                    then,
                 },
                 out,
             );
@@ -360,8 +364,8 @@ mod procedures {
             now: Instant,
             id: u32,
             imsi: u64,
-            rand: [u8; 16],
-            auts: [u8; 14],
+            (rand, auts): ([u8; 16], [u8; 14]),
+            then: Resume,
             out: &mut Vec<Output>,
         ) {
             let plmn = self.cfg.plmn.0;
@@ -380,6 +384,7 @@ mod procedures {
                     seq,
                     attach: 0,
                     resynced: true,
+                    then,
                 },
                 out,
             );
@@ -398,15 +403,16 @@ mod procedures {
                     seq: s,
                     resumed,
                     attach,
-                } if s == seq => Some((resumed, false, attach, false)),
+                } if s == seq => Some((resumed, false, attach, false, Resume::Attach)),
                 Procedure::ExpectHssVector {
                     seq: s,
                     attach,
                     resynced,
-                } if s == seq => Some((false, true, attach, resynced)),
+                    then,
+                } if s == seq => Some((false, true, attach, resynced, then)),
                 _ => None,
             });
-            let (resumed, want_vector, attach, resynced) = match awaited.flatten() {
+            let (resumed, want_vector, attach, resynced, then) = match awaited.flatten() {
                 Some(a) => a,
                 _ => {
                     self.stats.hss_late_answers += 1;
@@ -433,13 +439,13 @@ mod procedures {
                 (Ok(HssData::Profile(sub)), false) => {
                     self.adopt_profile(cp, id, sub);
                     if resumed {
-                        self.security_established(now, id, cp, out);
+                        self.security_established(now, id, Resume::Attach, cp, out);
                     } else if let Some(imsi) = self.ue(cp, id).and_then(|u| u.imsi) {
-                        self.ask_vector(cp, now, id, imsi, attach, out);
+                        self.ask_vector(cp, now, id, imsi, attach, Resume::Attach, out);
                     }
                 }
                 (Ok(HssData::Vector(v)), true) => {
-                    self.send_auth_request(cp, now, id, v, resynced, out)
+                    self.send_auth_request(cp, now, id, v, (resynced, then), out)
                 }
                 (Err(HssFailure::ResyncRefused), true) => {
                     log(
@@ -447,7 +453,7 @@ mod procedures {
                         LogLevel::Info,
                         format!("UE {id}: HSS refused the resynchronisation"),
                     );
-                    self.auth_reject(cp, now, id, out);
+                    self.auth_reject(cp, now, id, then, out);
                 }
                 (Err(e), _) => {
                     self.stats.hss_failures += 1;
@@ -458,7 +464,7 @@ mod procedures {
                         _ => LogLevel::Warn,
                     };
                     log(out, lvl, format!("UE {id}: HSS: {e}"));
-                    self.attach_reject(cp, id, e.emm_cause(), out);
+                    self.aka_failed(cp, id, then, e.emm_cause(), out);
                 }
                 (Ok(d), _) => {
                     self.stats.hss_failures += 1;
@@ -473,7 +479,7 @@ mod procedures {
                             "UE {id}: HSS answered request {seq} with {what}, not what was asked"
                         ),
                     );
-                    self.attach_reject(cp, id, EmmCause::NetworkFailure, out);
+                    self.aka_failed(cp, id, then, EmmCause::NetworkFailure, out);
                 }
             }
         }
@@ -518,10 +524,11 @@ mod procedures {
                             LogLevel::Warn,
                             format!("UE {id}: no HSS answer to request {seq} in time"),
                         );
-                        if let Some(u) = self.ue_mut(cp, id) {
-                            u.proc = Procedure::Idle;
-                        }
-                        self.attach_reject(cp, id, HssFailure::Timeout.emm_cause(), out);
+                        let then = self
+                            .ue_mut(cp, id)
+                            .and_then(|u| std::mem::replace(&mut u.proc, Procedure::Idle).resume());
+                        let then = then.unwrap_or(Resume::Attach);
+                        self.aka_failed(cp, id, then, HssFailure::Timeout.emm_cause(), out);
                     }
                     _ => break,
                 }

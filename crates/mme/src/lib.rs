@@ -45,6 +45,7 @@ pub mod snapshot;
 mod emm;
 mod enb;
 mod esm;
+mod gate;
 mod handover;
 mod nas;
 mod paging;

@@ -144,6 +144,14 @@ pub struct MmeStats {
     pub nas_dropped_awaiting_hss: u64,
     /// First messages of UEs not served: the slice's UE table was full.
     pub no_ue_entry: u64,
+    /// Uplink NAS messages the security gate discarded (unverified where only
+    /// verified ones may change the UE's state; see `gate.rs`).
+    pub nas_gate_discards: u64,
+    /// Re-authentications the gate started before an unverified message could act.
+    pub nas_reauthentications: u64,
+    /// Those that failed (wrong RES, no answer, security mode rejected): the
+    /// connection was released and the UE's context left as it was.
+    pub nas_reauth_failures: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,15 +212,18 @@ pub(crate) enum Procedure {
         seq: u32,
         attach: u16,
         resynced: bool,
+        then: Resume,
     },
     /// The RES for the challenge of `vector` (§5.4.2).
     ExpectAuthResponse {
         vector: Box<AuthVector>,
         resynced: bool,
+        then: Resume,
     },
     /// The Security Mode Complete under `sec`, the context being established (§5.4.3).
     ExpectSmcComplete {
         sec: Box<SecCtx>,
+        then: Resume,
     },
     /// The attach's ESM Information Response (§6.6.1.2).
     ExpectEsmInfo,
@@ -235,7 +246,38 @@ pub(crate) enum Procedure {
     },
 }
 
+/// What an AKA and security mode procedure lead to: the attach that started them, or
+/// the message the NAS security gate held until the UE was authenticated again
+/// ([`crate::gate`]). Until then nothing of the UE's current context changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resume {
+    Attach,
+    /// A Tracking Area Update Request (with its active flag) that failed the check.
+    Tau {
+        active: bool,
+    },
+    /// A Detach Request (not switch-off) that failed the check.
+    Detach,
+}
+
 impl Procedure {
+    /// What the AKA under way leads to, if one is.
+    pub(crate) fn resume(&self) -> Option<Resume> {
+        match self {
+            Procedure::ExpectHssVector { then, .. }
+            | Procedure::ExpectAuthResponse { then, .. }
+            | Procedure::ExpectSmcComplete { then, .. } => Some(*then),
+            Procedure::ExpectHssProfile { .. } => Some(Resume::Attach),
+            _ => None,
+        }
+    }
+
+    /// A re-authentication of a UE whose current context stays as it is until it
+    /// succeeds (the gate's "authenticate first").
+    pub(crate) fn reauthenticating(&self) -> bool {
+        matches!(self.resume(), Some(Resume::Tau { .. } | Resume::Detach))
+    }
+
     /// Waiting for the HSS: the context is half built and takes no NAS but a new
     /// Attach Request or a Detach Request.
     pub(crate) fn awaits_hss(&self) -> bool {
@@ -307,6 +349,13 @@ pub(crate) struct Ue {
     /// Boxed: the keyed EIA/EEA state makes it ~700 bytes; the context established
     /// by a security mode procedure moves in from its state without a copy.
     pub(crate) sec: Option<Box<SecCtx>>,
+    /// Secure exchange of NAS messages is established on the current S1 connection
+    /// (a message verified on it, or a security mode procedure completed): from then on
+    /// nothing unverified is taken ([`crate::gate`]).
+    pub(crate) nas_secured: bool,
+    /// The attach learned the IMSI by identification: once secured, the slice claims it
+    /// from the node ([`Output::ClaimImsi`]).
+    pub(crate) claim_imsi: bool,
     pub(crate) ue_net_cap: Vec<u8>,
     pub(crate) pti: u8,
     pub(crate) apn: String,
@@ -724,6 +773,7 @@ impl Mme {
         }
         u.x2_source = None;
         u.handover = None;
+        u.nas_secured = false;
         u.proc = Procedure::Idle;
         u.retx = None;
         u.nas_timer = None;
@@ -835,6 +885,8 @@ impl Mme {
             conn: Some((assoc, enb_ue_id)),
             proc: Procedure::Idle,
             sec: None,
+            nas_secured: false,
+            claim_imsi: false,
             ue_net_cap: vec![],
             pti: 0,
             apn: String::new(),
@@ -931,6 +983,24 @@ impl Mme {
         self.release(cp, id, cause, false, out);
     }
 
+    /// Give idle UE `id` the S1 connection its unverified first message came on, for
+    /// a re-authentication only: nothing else of the context changes (location,
+    /// timers) unless it succeeds.
+    pub(crate) fn bind_conn(
+        &mut self,
+        cp: &mut ControlPlane,
+        id: u32,
+        assoc: AssocId,
+        enb_ue_id: u32,
+    ) {
+        let Some(u) = self.ue_mut(cp, id) else {
+            return;
+        };
+        u.conn = Some((assoc, enb_ue_id));
+        u.nas_secured = false;
+        self.by_conn.insert((assoc, enb_ue_id), id);
+    }
+
     /// Give a known UE a new S1 connection (idle → connected).
     pub(crate) fn attach_conn(
         &mut self,
@@ -948,6 +1018,7 @@ impl Mme {
             self.by_conn.remove(&c);
         }
         u.conn = Some((assoc, enb_ue_id));
+        u.nas_secured = false; // a new NAS signalling connection
         u.tai = tai;
         u.ecgi = ecgi;
         u.reach_timer = None;

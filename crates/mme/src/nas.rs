@@ -2,6 +2,7 @@
 //! and Downlink NAS Transport (TS 36.413 §8.6.2.2), retransmission on
 //! T3450/T3460/T3470/T3422 expiry (TS 24.301 §10.2), EMM/ESM dispatch of an uplink message.
 
+use crate::gate::{self, Kind, SecState, Verdict};
 use crate::prelude::*;
 
 impl Mme {
@@ -16,11 +17,14 @@ impl Mme {
         let u = self.ue_mut(cp, id)?;
         let r = if new_ctx {
             // The context being established: the Security Mode Command's.
-            let Procedure::ExpectSmcComplete { sec } = &mut u.proc else {
+            let Procedure::ExpectSmcComplete { sec, .. } = &mut u.proc else {
                 return None;
             };
             sec.protect(msg, true, Direction::Downlink)
-        } else if let Some(s) = u.sec.as_mut() {
+        } else if let (Some(s), true) = (u.sec.as_mut(), u.nas_secured) {
+            // Protected once the secure exchange is established on this connection;
+            // before (a re-authentication the gate asked for: the sender may not hold
+            // the context), the UE takes them plain (§4.4.4.2).
             s.protect(msg, false, Direction::Downlink)
         } else {
             msg.encode().map_err(|e| e.to_string())
@@ -95,6 +99,10 @@ impl Mme {
                 format!("UE {id}: NAS procedure {} timed out", u.proc.name()),
             );
             u.retx = None;
+            if u.proc.reauthenticating() {
+                // The gate's re-authentication got no answer: the context stays.
+                return self.abort_reauth(cp, id, out);
+            }
             let detaching = matches!(u.proc, Procedure::ExpectDetachAccept);
             let registered = u.emm == Emm_::Registered
                 && !detaching
@@ -158,7 +166,7 @@ impl Mme {
         if pd == 7 && (1..=4).contains(&sht) {
             // SMC Complete comes under the new context.
             let ctx = match &mut u.proc {
-                Procedure::ExpectSmcComplete { sec } if sht == 4 => Some(&mut **sec),
+                Procedure::ExpectSmcComplete { sec, .. } if sht == 4 => Some(&mut **sec),
                 _ => u.sec.as_deref_mut(),
             };
             if let Some(ctx) = ctx {
@@ -166,28 +174,17 @@ impl Mme {
                     Ok(m) => Some((m, true)),
                     Err(UnprotectError::BadMac) => {
                         self.stats.nas_bad_mac += 1;
-                        // Some messages may still be processed unverified (§4.4.4.3).
-                        let inner = nasx::unverified_inner(bytes)?;
-                        if matches!(
-                            inner,
-                            NasEpsMessage::Emm(
-                                _,
-                                Emm::AttachRequest(_)
-                                    | Emm::DetachRequestUeOriginating(_)
-                                    | Emm::TrackingAreaUpdateRequest(_)
-                            )
-                        ) && u.conn.is_some()
-                            && matches!(u.proc, Procedure::Idle)
-                            && u.emm == Emm_::Deregistered
-                        {
-                            return Some((inner, false));
+                        // The security gate decides what an unverified message may do
+                        // (§4.4.4.3); a ciphered one cannot even be read.
+                        let inner = nasx::unverified_inner(bytes);
+                        if inner.is_none() {
+                            log(
+                                out,
+                                LogLevel::Warn,
+                                format!("UE {id}: NAS MAC failure, message discarded"),
+                            );
                         }
-                        log(
-                            out,
-                            LogLevel::Warn,
-                            format!("UE {id}: NAS MAC failure, message discarded"),
-                        );
-                        None
+                        inner.map(|m| (m, false))
                     }
                     Err(UnprotectError::Replay) => {
                         self.stats.nas_replays += 1;
@@ -239,18 +236,114 @@ impl Mme {
         }
     }
 
+    /// An uplink NAS message on UE `id`'s S1 connection (`loc`: where the eNB says
+    /// the UE is): verified, passed through the security gate, then served.
     pub(crate) fn nas_in(
         &mut self,
         now: Instant,
         id: u32,
         bytes: &[u8],
+        loc: Option<(Tai, Ecgi)>,
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let Some((msg, verified)) = self.uplink_nas(cp, id, bytes, out) else {
             return;
         };
-        if self.ue(cp, id).is_some_and(|u| u.proc.awaits_hss())
+        let Some(u) = self.ue(cp, id) else {
+            return;
+        };
+        let sec = if u.sec.is_none() {
+            SecState::NoContext
+        } else if u.nas_secured {
+            SecState::Secured
+        } else {
+            SecState::Authenticating
+        };
+        let kind = gate::kind_of(&msg);
+        match gate::gate(sec, kind, verified) {
+            Verdict::Process => self.dispatch(now, id, msg, verified, loc, cp, out),
+            Verdict::Discard => self.gate_discard(id, kind, sec, out),
+            Verdict::Authenticate => match kind {
+                // A new attach by a UE whose context cannot check it: it runs on a
+                // new context, which replaces this one only once secured. This one
+                // gives up the connection and stays as it was (ECM-IDLE).
+                Kind::AttachRequest => {
+                    let Some((assoc, enb_ue_id)) = u.conn else {
+                        return;
+                    };
+                    let (tai, ecgi) = loc.unwrap_or((u.tai, u.ecgi));
+                    self.make_idle(id, cp, out);
+                    if let Some(new) = self.new_ue(cp, assoc, enb_ue_id, tai, ecgi) {
+                        self.dispatch(now, new, msg, false, loc, cp, out);
+                    }
+                }
+                _ => self.authenticate_first(now, id, kind, cp, out),
+            },
+        }
+    }
+
+    /// The gate dropped a message: counted, and said at debug level (a storm of
+    /// them is no reason to flood the log).
+    pub(crate) fn gate_discard(
+        &mut self,
+        id: u32,
+        kind: Kind,
+        sec: SecState,
+        out: &mut Vec<Output>,
+    ) {
+        self.stats.nas_gate_discards += 1;
+        log(
+            out,
+            LogLevel::Debug,
+            format!("UE {id}: unverified {kind:?} discarded ({sec:?})"),
+        );
+    }
+
+    /// Re-authenticate UE `id` before the TAU or detach that failed the check is
+    /// served (the gate's "authenticate first").
+    pub(crate) fn authenticate_first(
+        &mut self,
+        now: Instant,
+        id: u32,
+        kind: Kind,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let then = match kind {
+            Kind::TauRequest { active } => Resume::Tau { active },
+            Kind::DetachRequest { .. } => Resume::Detach,
+            _ => return,
+        };
+        self.reauthenticate(cp, now, id, then, out);
+    }
+
+    /// Serve a NAS message the gate let through.
+    // The MME and the slice (`cp`) travel apart until handlers take one context (STYLE.md §4).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn dispatch(
+        &mut self,
+        now: Instant,
+        id: u32,
+        msg: NasEpsMessage,
+        verified: bool,
+        loc: Option<(Tai, Ecgi)>,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(u) = self.ue_mut(cp, id) else {
+            return;
+        };
+        // A verified message establishes the secure exchange on this connection; the
+        // eNB's location counts once the message is one we take.
+        if verified {
+            u.nas_secured = true;
+        }
+        if let Some((tai, ecgi)) = loc {
+            u.tai = tai;
+            u.ecgi = ecgi;
+        }
+        if u.proc.awaits_hss()
             && !matches!(
                 msg,
                 NasEpsMessage::Emm(
@@ -269,25 +362,8 @@ impl Mme {
             return;
         }
         match msg {
-            NasEpsMessage::Emm(_, e) => {
-                // After security is established every uplink message must be verified.
-                let allowed_plain = matches!(
-                    e,
-                    Emm::AttachRequest(_)
-                        | Emm::IdentityResponse(_)
-                        | Emm::AuthenticationResponse(_)
-                        | Emm::AuthenticationFailure(_)
-                        | Emm::SecurityModeReject(_)
-                        | Emm::DetachRequestUeOriginating(_)
-                        | Emm::TrackingAreaUpdateRequest(_)
-                );
-                if !verified && !allowed_plain {
-                    self.stats.nas_unprotected_dropped += 1;
-                    return;
-                }
-                self.emm(now, id, e, verified, cp, out);
-            }
-            NasEpsMessage::Esm(h, e) if verified => self.esm(
+            NasEpsMessage::Emm(_, e) => self.emm(now, id, e, verified, cp, out),
+            NasEpsMessage::Esm(h, e) => self.esm(
                 now,
                 id,
                 h.procedure_transaction_identity,
@@ -296,6 +372,7 @@ impl Mme {
                 cp,
                 out,
             ),
+            // The gate classes anything else as "other": only verified ones come here.
             _ => {
                 self.stats.nas_unprotected_dropped += 1;
             }

@@ -4,6 +4,7 @@
 //! NAS Non Delivery (§8.6.2.4), E-RAB responses (§8.2), Handover Cancel (§8.4.5), eNB
 //! Status Transfer (§8.4.6).
 
+use crate::gate::{self, Kind, SecState, Verdict};
 use crate::prelude::*;
 
 impl Mme {
@@ -107,32 +108,98 @@ impl Mme {
             self.service_request(now, assoc, id, m, cp, out);
             return;
         }
-        // A UE we know (by S-TMSI) that starts a new connection: reuse its context.
+        // A UE we know (by S-TMSI) that starts a new connection: its context, if the
+        // message passes the security gate.
         let known = m
             .s_tmsi
             .filter(|s| s.mmec == self.cfg.mme_code)
             .and_then(|s| self.by_tmsi.get(&s.m_tmsi).copied());
-        let id = match known {
-            Some(id) => {
-                self.attach_conn(cp, id, assoc, m.enb_ue_id, m.tai, m.ecgi);
-                id
+        if let Some(id) = known {
+            return self.initial_known(now, assoc, id, m, cp, out);
+        }
+        let id = match self.new_ue(cp, assoc, m.enb_ue_id, m.tai, m.ecgi) {
+            Some(id) => id,
+            None => {
+                log(
+                    out,
+                    LogLevel::Warn,
+                    format!(
+                        "assoc {assoc}: no UE context left for eNB UE {}, message dropped",
+                        m.enb_ue_id
+                    ),
+                );
+                return;
             }
-            None => match self.new_ue(cp, assoc, m.enb_ue_id, m.tai, m.ecgi) {
-                Some(id) => id,
-                None => {
-                    log(
-                        out,
-                        LogLevel::Warn,
-                        format!(
-                            "assoc {assoc}: no UE context left for eNB UE {}, message dropped",
-                            m.enb_ue_id
-                        ),
-                    );
-                    return;
-                }
-            },
         };
-        self.nas_in(now, id, &m.nas_pdu, cp, out);
+        self.nas_in(now, id, &m.nas_pdu, Some((m.tai, m.ecgi)), cp, out);
+    }
+
+    /// The first message of a new connection of known UE `id` (by its S-TMSI, which
+    /// anyone may have heard in paging). It is checked against the UE's context before
+    /// the connection is given to it: only what the security gate lets through binds
+    /// it; an unverified attach goes to a new context, an unverified TAU or detach is
+    /// authenticated first, anything else is refused.
+    pub(crate) fn initial_known(
+        &mut self,
+        now: Instant,
+        assoc: AssocId,
+        id: u32,
+        m: InitialUeMessage,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let loc = (m.tai, m.ecgi);
+        let Some((msg, verified)) = self.uplink_nas(cp, id, &m.nas_pdu, out) else {
+            return self.refuse_connection(cp, assoc, m.enb_ue_id, loc, out);
+        };
+        let Some(u) = self.ue(cp, id) else {
+            return;
+        };
+        let sec = if u.sec.is_some() {
+            SecState::NewConnection
+        } else {
+            SecState::NoContext
+        };
+        let idle = u.conn.is_none();
+        let kind = gate::kind_of(&msg);
+        match gate::gate(sec, kind, verified) {
+            Verdict::Process => {
+                self.attach_conn(cp, id, assoc, m.enb_ue_id, m.tai, m.ecgi);
+                self.dispatch(now, id, msg, verified, Some(loc), cp, out);
+            }
+            Verdict::Authenticate if kind == Kind::AttachRequest => {
+                // On a new context; the known one stays as it is until that is secured.
+                if let Some(new) = self.new_ue(cp, assoc, m.enb_ue_id, m.tai, m.ecgi) {
+                    self.dispatch(now, new, msg, false, Some(loc), cp, out);
+                }
+            }
+            // The connection is the UE's for the authentication only: no location,
+            // timers or state of the context change unless it succeeds. A UE connected
+            // elsewhere keeps its connection (a real one sends its TAU protected).
+            Verdict::Authenticate if idle => {
+                self.bind_conn(cp, id, assoc, m.enb_ue_id);
+                self.authenticate_first(now, id, kind, cp, out);
+            }
+            Verdict::Authenticate | Verdict::Discard => {
+                self.gate_discard(id, kind, sec, out);
+                self.refuse_connection(cp, assoc, m.enb_ue_id, loc, out);
+            }
+        }
+    }
+
+    /// Release an eNB's new UE connection whose first message we do not serve: a
+    /// context that holds only the connection, removed at its release.
+    pub(crate) fn refuse_connection(
+        &mut self,
+        cp: &mut ControlPlane,
+        assoc: AssocId,
+        enb_ue_id: u32,
+        (tai, ecgi): (Tai, Ecgi),
+        out: &mut Vec<Output>,
+    ) {
+        if let Some(tmp) = self.new_ue(cp, assoc, enb_ue_id, tai, ecgi) {
+            self.release(cp, tmp, Cause::NAS_UNSPECIFIED, true, out);
+        }
     }
 
     pub(crate) fn ue_message(
@@ -168,11 +235,7 @@ impl Mme {
         }
         match msg {
             M::UplinkNasTransport(m) => {
-                if let Some(u) = self.ue_mut(cp, id) {
-                    u.tai = m.tai;
-                    u.ecgi = m.ecgi;
-                }
-                self.nas_in(now, id, &m.nas_pdu, cp, out);
+                self.nas_in(now, id, &m.nas_pdu, Some((m.tai, m.ecgi)), cp, out)
             }
             M::InitialContextSetupResponse(m) => {
                 let u = self.ue_mut(cp, id).expect("present");

@@ -79,6 +79,10 @@ pub struct Harness {
     pub hss_mode: HssMode,
     /// Requests held in [`HssMode::Hold`], with the slice that sent each, in order.
     pub held_hss: VecDeque<(usize, HssRequest)>,
+    /// [`pump`] leaves UE Context Release Commands for these MME UE S1AP IDs
+    /// unanswered, in `held_releases` (an eNB that has not answered yet).
+    pub hold_releases: Vec<u32>,
+    pub held_releases: Vec<S1apMessage>,
     pub now: Instant,
     pub logs: Vec<String>,
 }
@@ -131,6 +135,8 @@ impl Harness {
             hss,
             hss_mode: HssMode::Inline,
             held_hss: VecDeque::new(),
+            hold_releases: Vec::new(),
+            held_releases: Vec::new(),
             now: Instant::now(),
             logs: vec![],
         }
@@ -893,6 +899,11 @@ pub fn pump(
                         } => (mme_ue_id, enb_ue_id),
                         pepc_s1ap::UeS1apIds::MmeOnly(i) => (i, ue.enb_ue_id),
                     };
+                    if h.hold_releases.contains(&mme_ue_id) {
+                        h.held_releases
+                            .push(S1apMessage::UeContextReleaseCommand(c));
+                        continue;
+                    }
                     next.extend(h.send(
                         assoc,
                         UeContextReleaseComplete {

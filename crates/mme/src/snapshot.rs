@@ -29,6 +29,7 @@
 //! pending_bearers: len u8 (<=16) | octets
 //! [subscribed_apn: len u8 (<=100) | UTF-8]               F_SUBSCRIBED_APN
 //! [hss_seq v | attach_digest u16]                          states 12-14
+//! [resume u8: 0 attach, 1/2 TAU (active false/true), 3 detach]   states 2, 3, 14
 //! [sec] F_SEC, [new_sec] F_NEW_SEC, each:
 //!   kasme 32 | knas_int 16 | knas_enc 16 | ksi u8 (<7) | algs u8 (bits 0-2 EIA, 4-6 EEA, 7 rx_started; 3 zero)
 //!   | ul_count v | dl_count v | last_ul_count v (each < 2^24)
@@ -64,7 +65,7 @@
 //! Determinism: snapshot → restore → snapshot at the same instants gives the same
 //! bytes, except `mme_ue_id` when restore had to renumber it (see [`MmeRestored`]).
 
-use crate::mme::{AssocId, Emm_, HoState, Mme, Procedure, Ue};
+use crate::mme::{AssocId, Emm_, HoState, Mme, Procedure, Resume, Ue};
 use crate::nasx::{Direction, NasEpsMessage, RecentTags, SecCtx};
 use oxirush_nas::common::Encode;
 use pepc_s1ap::{ERabAdmitted, Ecgi, Plmn, Tai};
@@ -111,7 +112,9 @@ const F_PAGE_AFTER_RELEASE: u32 = 1 << 20;
 const F_SUBSCRIBED_APN: u32 = 1 << 21;
 /// Version 3: the ESM information transfer flag (before: a 0xff pending bearer).
 const F_ESM_INFO: u32 = 1 << 22;
-const F_ALL: u32 = (1 << 23) - 1;
+const F_NAS_SECURED: u32 = 1 << 23;
+const F_CLAIM_IMSI: u32 = 1 << 24;
+const F_ALL: u32 = (1 << 25) - 1;
 
 /// Which UE to snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,6 +260,32 @@ struct ProcParts {
     vector: Option<Box<AuthVector>>,
     pending_tmsi: Option<u32>,
     resynced: bool,
+    then: Resume,
+}
+
+/// The record's `resume` byte.
+fn resume_code(r: Resume) -> u8 {
+    match r {
+        Resume::Attach => 0,
+        Resume::Tau { active: false } => 1,
+        Resume::Tau { active: true } => 2,
+        Resume::Detach => 3,
+    }
+}
+
+fn resume_of(code: u8) -> Result<Resume, SnapshotError> {
+    Ok(match code {
+        0 => Resume::Attach,
+        1 => Resume::Tau { active: false },
+        2 => Resume::Tau { active: true },
+        3 => Resume::Detach,
+        _ => return Err(SnapshotError::Invalid("what the authentication resumes")),
+    })
+}
+
+/// States that carry a `resume` byte.
+fn has_resume(code: u8) -> bool {
+    matches!(code, 2 | 3 | 14)
 }
 
 /// The procedure of state `code` with its parts; parts that the state does not hold,
@@ -269,11 +298,16 @@ fn proc_of(code: u8, p: ProcParts) -> Result<Procedure, SnapshotError> {
         vector,
         pending_tmsi,
         resynced,
+        then,
     } = p;
     let (seq, attach) = hss.unwrap_or((0, 0));
     let proc = match (code, new_sec, vector, pending_tmsi) {
-        (2, None, Some(vector), None) => Procedure::ExpectAuthResponse { vector, resynced },
-        (3, Some(sec), None, None) => Procedure::ExpectSmcComplete { sec },
+        (2, None, Some(vector), None) => Procedure::ExpectAuthResponse {
+            vector,
+            resynced,
+            then,
+        },
+        (3, Some(sec), None, None) => Procedure::ExpectSmcComplete { sec, then },
         (8, None, None, Some(m_tmsi)) => Procedure::ExpectGutiReallocComplete { m_tmsi },
         (2 | 3 | 8, ..) => return Err(Invalid("procedure state without its parts")),
         (_, None, None, None) => match code {
@@ -295,6 +329,7 @@ fn proc_of(code: u8, p: ProcParts) -> Result<Procedure, SnapshotError> {
                 seq,
                 attach,
                 resynced,
+                then,
             },
             _ => return Err(Invalid("procedure state")),
         },
@@ -516,6 +551,8 @@ fn write_ue(
         conn,
         proc,
         sec,
+        nas_secured,
+        claim_imsi,
         ue_net_cap,
         pti,
         apn,
@@ -553,23 +590,27 @@ fn write_ue(
         Procedure::ExpectAuthResponse {
             vector: v,
             resynced,
+            then: _,
         } => {
             vector = Some(v);
             resync_done = *resynced;
         }
-        Procedure::ExpectSmcComplete { sec } => new_sec = Some(sec),
+        Procedure::ExpectSmcComplete { sec, then: _ } => new_sec = Some(sec),
         Procedure::ExpectGutiReallocComplete { m_tmsi } => pending_tmsi = Some(m_tmsi),
         Procedure::ExpectHssProfile { seq, attach, .. } => hss = Some((*seq, *attach)),
         Procedure::ExpectHssVector {
             seq,
             attach,
             resynced,
+            then: _,
         } => {
             hss = Some((*seq, *attach));
             resync_done = *resynced;
         }
         _ => {}
     }
+    // Written beside `hss` below.
+    let resume = proc.resume().map(resume_code);
     // An index into this MME's APN table: the snapshot carries the name.
     let _ = subscribed_apn;
     let registered = match emm {
@@ -614,6 +655,8 @@ fn write_ue(
     set(old_conn.is_some(), F_OLD_CONN);
     set(x2_source.is_some(), F_X2_SOURCE);
     set(resync_done, F_RESYNC_DONE);
+    set(*nas_secured, F_NAS_SECURED);
+    set(*claim_imsi, F_CLAIM_IMSI);
     set(*esm_info_flag && version >= 3, F_ESM_INFO);
     set(*resumed, F_RESUMED);
     set(*superseded, F_SUPERSEDED);
@@ -673,6 +716,9 @@ fn write_ue(
     if let Some((seq, attach)) = hss {
         w.varint(u64::from(seq));
         w.u16(attach);
+    }
+    if version >= 3 && has_resume(proc_code(proc)) {
+        w.u8(resume.unwrap_or(0));
     }
     if let Some(s) = sec {
         w.sec(s);
@@ -836,10 +882,22 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
     } else {
         None
     };
+    // Before version 3 every authentication was an attach's.
+    let then = if v >= 3 && has_resume(code) {
+        resume_of(r.u8()?)?
+    } else {
+        Resume::Attach
+    };
     let sec = if has(F_SEC) {
         Some(Box::new(r.sec()?))
     } else {
         None
+    };
+    // Before version 3: a connected UE with a context had its exchange secured.
+    let nas_secured = if v >= 3 {
+        has(F_NAS_SECURED)
+    } else {
+        conn.is_some() && sec.is_some()
     };
     let new_sec = if has(F_NEW_SEC) {
         Some(Box::new(r.sec()?))
@@ -864,6 +922,7 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
             vector,
             pending_tmsi,
             resynced: has(F_RESYNC_DONE),
+            then,
         },
     )?;
     let nh = if has(F_NH) { Some(r.key()?) } else { None };
@@ -971,6 +1030,8 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
             conn,
             proc,
             sec,
+            nas_secured,
+            claim_imsi: has(F_CLAIM_IMSI),
             ue_net_cap,
             pti,
             apn,

@@ -59,14 +59,13 @@ impl Mme {
         if std::mem::take(&mut u.resumed) {
             if let (true, Some(imsi)) = (_verified, u.imsi) {
                 self.stats.parked_contexts_reused += 1;
-                self.claim(imsi, out);
-                self.adopt_subscriber(id, imsi, cp, out);
+                self.adopt_subscriber(id, imsi, true, cp, out);
                 self.ask_profile(cp, now, id, imsi, true, digest, out);
                 return;
             }
         }
         match nasx::parse_identity(&r.eps_mobile_identity.value) {
-            Identity::Imsi(imsi) => self.start_auth(now, id, imsi, digest, cp, out),
+            Identity::Imsi(imsi) => self.start_auth(now, id, imsi, digest, false, cp, out),
             Identity::Guti(plmn, g, c, t) => {
                 let known = (plmn == self.cfg.plmn.0
                     && g == self.cfg.mme_group_id
@@ -76,7 +75,7 @@ impl Mme {
                     .filter(|o| *o != id);
                 match known.and_then(|o| self.ue(cp, o).and_then(|u| u.imsi)) {
                     // A GUTI we allocated: re-authenticate the known subscriber.
-                    Some(imsi) => self.start_auth(now, id, imsi, digest, cp, out),
+                    Some(imsi) => self.start_auth(now, id, imsi, digest, false, cp, out),
                     None => {
                         let u = self.ue_mut(cp, id).expect("present");
                         u.proc = Procedure::ExpectIdentity;
@@ -169,24 +168,62 @@ impl Mme {
         }
     }
 
-    /// Make `id` the context of subscriber `imsi`, superseding an older one; its
-    /// subscription data is asked of the HSS next.
+    /// Make `id` a context of subscriber `imsi`, whose subscription data is asked of
+    /// the HSS next. An older, secured context of the subscriber stays as it is until
+    /// this one is secured too ([`Mme::commit_subscriber`]; TS 23.401 §5.3.2.1 deletes
+    /// it after authentication), so an Attach Request anyone can send with someone's
+    /// identity changes nothing of theirs; an older one without security (an attach
+    /// that did not get that far) has nothing to keep and goes now. `claim`: the IMSI
+    /// was learned other than by its route (identification, a parked context), so the
+    /// node is told once secured.
     pub(crate) fn adopt_subscriber(
         &mut self,
         id: u32,
         imsi: u64,
+        claim: bool,
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        // An older context of the same subscriber is superseded.
-        if let Some(old) = self.by_imsi.get(&imsi).copied() {
+        match self.by_imsi.get(&imsi).copied() {
+            Some(old) if old != id => {
+                if self.ue(cp, old).is_none_or(|u| u.sec.is_none()) {
+                    self.supersede(old, cp, out);
+                    self.by_imsi.insert(imsi, id);
+                }
+            }
+            Some(_) => {}
+            None => {
+                self.by_imsi.insert(imsi, id);
+            }
+        }
+        if let Some(u) = self.ue_mut(cp, id) {
+            u.imsi = Some(imsi);
+            u.claim_imsi = claim;
+        }
+    }
+
+    /// The attach of context `id` is secured: it becomes the subscriber's context,
+    /// an older one here is superseded, and one in another slice too (by the node,
+    /// told by [`Output::ClaimImsi`]).
+    pub(crate) fn commit_subscriber(
+        &mut self,
+        cp: &mut ControlPlane,
+        id: u32,
+        out: &mut Vec<Output>,
+    ) {
+        let Some((imsi, claim)) = self.ue_mut(cp, id).and_then(|u| {
+            let c = std::mem::take(&mut u.claim_imsi);
+            u.imsi.map(|i| (i, c))
+        }) else {
+            return;
+        };
+        if let Some(old) = self.by_imsi.insert(imsi, id) {
             if old != id {
                 self.supersede(old, cp, out);
             }
         }
-        self.by_imsi.insert(imsi, id);
-        if let Some(u) = self.ue_mut(cp, id) {
-            u.imsi = Some(imsi);
+        if claim {
+            self.claim(imsi, out);
         }
     }
 

@@ -5,28 +5,33 @@
 use crate::prelude::*;
 
 impl Mme {
+    /// The attach of subscriber `imsi` (`claim`: learned by identification) goes on
+    /// with its subscription data, then AKA.
+    // The MME and the slice (`cp`) travel apart until handlers take one context (STYLE.md §4).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start_auth(
         &mut self,
         now: Instant,
         id: u32,
         imsi: u64,
         attach: u16,
+        claim: bool,
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        self.adopt_subscriber(id, imsi, cp, out);
+        self.adopt_subscriber(id, imsi, claim, cp, out);
         self.ask_profile(cp, now, id, imsi, false, attach, out);
     }
 
     /// The Authentication Request with vector `v` from the HSS (`resynced`: after a
-    /// resynchronisation, which is not done twice in one AKA).
+    /// resynchronisation, which is not done twice in one AKA; `then`: what follows).
     pub(crate) fn send_auth_request(
         &mut self,
         cp: &mut ControlPlane,
         now: Instant,
         id: u32,
         v: Box<AuthVector>,
-        resynced: bool,
+        (resynced, then): (bool, Resume),
         out: &mut Vec<Output>,
     ) {
         let Some(u) = self.ue_mut(cp, id) else {
@@ -42,6 +47,7 @@ impl Mme {
         u.proc = Procedure::ExpectAuthResponse {
             vector: v,
             resynced,
+            then,
         };
         // The challenge goes protected when a context is in use (re-authentication).
         let t = self.cfg.t3460;
@@ -67,8 +73,8 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let u = self.ue_mut(cp, id).expect("present");
-        let v = match std::mem::replace(&mut u.proc, Procedure::Idle) {
-            Procedure::ExpectAuthResponse { vector, .. } => vector,
+        let (v, then) = match std::mem::replace(&mut u.proc, Procedure::Idle) {
+            Procedure::ExpectAuthResponse { vector, then, .. } => (vector, then),
             other => {
                 u.proc = other;
                 return;
@@ -128,7 +134,10 @@ impl Mme {
                 return;
             }
         };
-        u.proc = Procedure::ExpectSmcComplete { sec: Box::new(ctx) };
+        u.proc = Procedure::ExpectSmcComplete {
+            sec: Box::new(ctx),
+            then,
+        };
         let mut replay = cap
             .get(..2)
             .map(|c| c.to_vec())
@@ -154,8 +163,12 @@ impl Mme {
     ) {
         let u = self.ue_mut(cp, id).expect("present");
         let imsi = u.imsi;
-        let (rand, resynced) = match &u.proc {
-            Procedure::ExpectAuthResponse { vector, resynced } => (vector.rand, *resynced),
+        let (rand, resynced, then) = match &u.proc {
+            Procedure::ExpectAuthResponse {
+                vector,
+                resynced,
+                then,
+            } => (vector.rand, *resynced, *then),
             _ => return,
         };
         match (EmmCause::try_from(cause), auts, imsi) {
@@ -168,17 +181,20 @@ impl Mme {
                 self.stats.resyncs += 1;
                 // The HSS answers with a fresh vector, or refuses (Authentication
                 // Reject, as when the AUTS does not verify).
-                self.ask_resync(cp, now, id, imsi, rand, a, out);
+                self.ask_resync(cp, now, id, imsi, (rand, a), then, out);
             }
-            _ => self.auth_reject(cp, now, id, out),
+            _ => self.auth_reject(cp, now, id, then, out),
         }
     }
 
+    /// Authentication Reject; an attach ends with it, a re-authentication of a
+    /// registered UE only loses its connection ([`Mme::abort_reauth`]).
     pub(crate) fn auth_reject(
         &mut self,
         cp: &mut ControlPlane,
         now: Instant,
         id: u32,
+        then: Resume,
         out: &mut Vec<Output>,
     ) {
         self.stats.auth_rejects += 1;
@@ -194,6 +210,54 @@ impl Mme {
             None,
             out,
         );
-        self.release(cp, id, Cause::NAS_AUTHENTICATION_FAILURE, true, out);
+        match then {
+            Resume::Attach => self.release(cp, id, Cause::NAS_AUTHENTICATION_FAILURE, true, out),
+            Resume::Tau { .. } | Resume::Detach => self.abort_reauth(cp, id, out),
+        }
+    }
+
+    /// AKA could not be done (HSS failure, no answer): an attach is rejected with
+    /// `cause`, a re-authentication aborted.
+    pub(crate) fn aka_failed(
+        &mut self,
+        cp: &mut ControlPlane,
+        id: u32,
+        then: Resume,
+        cause: EmmCause,
+        out: &mut Vec<Output>,
+    ) {
+        match then {
+            Resume::Attach => self.attach_reject(cp, id, cause, out),
+            Resume::Tau { .. } | Resume::Detach => self.abort_reauth(cp, id, out),
+        }
+    }
+
+    /// A re-authentication the gate asked for failed: whoever sent the unverified
+    /// message loses the S1 connection, and the UE's context stays as it was
+    /// (registered, its security context and session untouched).
+    pub(crate) fn abort_reauth(&mut self, cp: &mut ControlPlane, id: u32, out: &mut Vec<Output>) {
+        self.stats.nas_reauth_failures += 1;
+        self.stop_nas_timer(cp, id);
+        if let Some(u) = self.ue_mut(cp, id) {
+            u.proc = Procedure::Idle;
+        }
+        self.release_connection(id, Cause::NAS_UNSPECIFIED, cp, out);
+    }
+
+    /// Authenticate UE `id` again before the message the gate held (`then`) changes
+    /// anything: a fresh vector, then AKA and security mode (TS 24.301 §4.4.4.3).
+    pub(crate) fn reauthenticate(
+        &mut self,
+        cp: &mut ControlPlane,
+        now: Instant,
+        id: u32,
+        then: Resume,
+        out: &mut Vec<Output>,
+    ) {
+        self.stats.nas_reauthentications += 1;
+        let Some(imsi) = self.ue(cp, id).and_then(|u| u.imsi) else {
+            return;
+        };
+        self.ask_vector(cp, now, id, imsi, 0, then, out);
     }
 }

@@ -34,10 +34,10 @@ impl Mme {
                 self.stop_nas_timer(cp, id);
                 match nasx::parse_identity(&r.mobile_identity.value) {
                     Identity::Imsi(imsi) => {
-                        self.claim(imsi, out);
                         // The Attach Request's digest is not kept past the
-                        // identification: a repetition now restarts the attach.
-                        self.start_auth(now, id, imsi, 0, cp, out)
+                        // identification: a repetition now restarts the attach. The
+                        // IMSI is claimed from the node once the attach is secured.
+                        self.start_auth(now, id, imsi, 0, true, cp, out)
                     }
                     _ => self.attach_reject(cp, id, EmmCause::InvalidMandatoryInformation, out),
                 }
@@ -61,10 +61,7 @@ impl Mme {
                 self.auth_failure(now, id, cause, auts, cp, out);
             }
             Emm::SecurityModeComplete(_) => self.smc_complete(now, id, cp, out),
-            Emm::SecurityModeReject(_) => {
-                self.stop_nas_timer(cp, id);
-                self.attach_reject(cp, id, EmmCause::UeSecurityCapabilitiesMismatch, out);
-            }
+            Emm::SecurityModeReject(_) => self.smc_reject(cp, id, out),
             // It carries the Activate Default EPS Bearer Context Accept, which needs
             // nothing more: the bearer was set up with the Initial Context Setup.
             Emm::AttachComplete(_) => {

@@ -12,8 +12,8 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let u = self.ue_mut(cp, id).expect("present");
-        let sec = match std::mem::replace(&mut u.proc, Procedure::Idle) {
-            Procedure::ExpectSmcComplete { sec } => sec,
+        let (sec, then) = match std::mem::replace(&mut u.proc, Procedure::Idle) {
+            Procedure::ExpectSmcComplete { sec, then } => (sec, then),
             other => {
                 u.proc = other; // not awaited: a stray Complete changes nothing
                 return;
@@ -22,18 +22,41 @@ impl Mme {
         u.nas_timer = None;
         u.retx = None;
         u.sec = Some(sec);
-        self.security_established(now, id, cp, out);
+        u.nas_secured = true;
+        self.security_established(now, id, then, cp, out);
     }
 
-    /// NAS security is in place for an attach: ESM information if wanted, then the
-    /// session.
+    /// A Security Mode Reject: the security mode procedure under way (if one is: an
+    /// unverified reject outside one changes nothing) fails; an attach is rejected, a
+    /// re-authentication aborted.
+    pub(crate) fn smc_reject(&mut self, cp: &mut ControlPlane, id: u32, out: &mut Vec<Output>) {
+        let Some(then) = self.ue(cp, id).and_then(|u| match u.proc {
+            Procedure::ExpectSmcComplete { then, .. } => Some(then),
+            _ => None,
+        }) else {
+            self.stats.nas_gate_discards += 1;
+            return;
+        };
+        self.stop_nas_timer(cp, id);
+        self.aka_failed(cp, id, then, EmmCause::UeSecurityCapabilitiesMismatch, out);
+    }
+
+    /// NAS security is in place (AKA and security mode done, or a verified parked
+    /// context): the attach goes on (ESM information if wanted, then the session), or
+    /// the message the gate held is served.
     pub(crate) fn security_established(
         &mut self,
         now: Instant,
         id: u32,
+        then: Resume,
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        match then {
+            Resume::Attach => self.commit_subscriber(cp, id, out),
+            Resume::Tau { active } => return self.tau_accept(now, id, active, cp, out),
+            Resume::Detach => return self.ue_detach(id, false, cp, out, now),
+        }
         let u = self.ue_mut(cp, id).expect("present");
         let want_info = self.cfg.esm_info_request || std::mem::take(&mut u.esm_info_flag);
         if want_info {

@@ -57,6 +57,9 @@ impl Mme {
             }
         }
         self.attach_conn(cp, id, assoc, m.enb_ue_id, m.tai, m.ecgi);
+        if let Some(u) = self.ue_mut(cp, id) {
+            u.nas_secured = true; // the Service Request verified
+        }
         self.send_ics(id, None, cp, out);
     }
 }

@@ -3,6 +3,8 @@
 use crate::prelude::*;
 
 impl Mme {
+    /// A Tracking Area Update Request the NAS security gate let through: verified, or
+    /// from a context without security (which cannot be updated).
     pub(crate) fn tau(
         &mut self,
         now: Instant,
@@ -16,12 +18,10 @@ impl Mme {
             .ue(cp, id)
             .is_some_and(|u| u.emm == Emm_::Registered && u.sec.is_some());
         if !verified || !registered {
-            // Unknown or unverifiable: the UE must attach again (#9 / #10).
-            let cause = if registered {
-                EmmCause::ImplicitlyDetached
-            } else {
-                EmmCause::UeIdentityCannotBeDerived
-            };
+            // Unknown here, or known without a security context: the UE must attach
+            // again (#9). (A registered UE's unverified TAU never comes here: the gate
+            // has it authenticated first.)
+            let cause = EmmCause::UeIdentityCannotBeDerived;
             let rej = nasx::NasTrackingAreaUpdateReject::new(nasx::NasEmmCause::new(cause.into()));
             if let Some(u) = self.ue_mut(cp, id) {
                 if !registered {
@@ -36,9 +36,24 @@ impl Mme {
             }
             return;
         }
-        self.stats.tau += 1;
         let active = t.eps_update_type.value & 0x08 != 0;
-        let u = self.ue(cp, id).expect("present");
+        self.tau_accept(now, id, active, cp, out);
+    }
+
+    /// Tracking Area Update Accept, then the user plane (`active` flag) or the release
+    /// of the connection.
+    pub(crate) fn tau_accept(
+        &mut self,
+        now: Instant,
+        id: u32,
+        active: bool,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        self.stats.tau += 1;
+        let Some(u) = self.ue(cp, id) else {
+            return;
+        };
         let plmn = self.cfg.plmn.0;
         let mut acc = nasx::NasTrackingAreaUpdateAccept::new(nasx::NasEpsUpdateResult::new(0));
         acc.t3412_value = Some(nasx::NasT3412Value::new(nasx::gprs_timer(

@@ -19,7 +19,7 @@ impl Mme {
         use S1apMessage as M;
         match msg {
             // NAS the UE sent through the source: integrity and COUNT checks as usual.
-            M::UplinkNasTransport(m) => self.nas_in(now, id, &m.nas_pdu, cp, out),
+            M::UplinkNasTransport(m) => self.nas_in(now, id, &m.nas_pdu, None, cp, out),
             // Bearers the source set up keep the tunnel the Path Switch gave them (or
             // stay released); those it failed to set up are gone.
             M::ERabSetupResponse(m) => {
