@@ -203,6 +203,12 @@ impl Thread {
             self.actions(&mut c, &mut conns, now);
             c.process();
             c.take_answers(&mut answers);
+            // Figures before answers, so whoever sees an answer sees its figures.
+            let up = (0..n).any(|i| c.base().peer_state(i) == base::PeerState::Okay);
+            self.up.store(up, Ordering::Relaxed);
+            if let Ok(mut s) = self.stats.lock() {
+                s.clone_from(&c.base().stats);
+            }
             let mut woke = !answers.is_empty();
             for a in answers.drain(..) {
                 let _ = self.atx.send(a);
@@ -216,11 +222,6 @@ impl Thread {
             }
             if woke {
                 signal(&self.wake_out);
-            }
-            let up = (0..n).any(|i| c.base().peer_state(i) == base::PeerState::Okay);
-            self.up.store(up, Ordering::Relaxed);
-            if let Ok(mut s) = self.stats.lock() {
-                s.clone_from(&c.base().stats);
             }
             if let Some(deadline) = stopping {
                 if c.base().is_closed() || Instant::now() >= deadline {
