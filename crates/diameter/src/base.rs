@@ -208,6 +208,8 @@ struct Peer {
     num_dwa: i32,
     /// Has been up before: a new connection goes through REOPEN.
     failed_before: bool,
+    /// The Origin-Host of its CEA.
+    host: String,
 }
 
 struct Pending {
@@ -250,6 +252,7 @@ impl Client {
                     dw_pending: false,
                     num_dwa: 0,
                     failed_before: false,
+                    host: String::new(),
                 })
                 .collect(),
             cfg,
@@ -382,8 +385,8 @@ impl Client {
         }
     }
 
-    /// Send DPR to every open peer (DO_NOT_WANT_TO_TALK… no: REBOOTING, we go away
-    /// for now) and stop reconnecting; [`Client::is_closed`] once all are closed.
+    /// Send DPR (Disconnect-Cause REBOOTING: we go away for now) to every open peer
+    /// and stop reconnecting; [`Client::is_closed`] once all are closed.
     pub fn disconnect(&mut self, now: Instant) {
         self.shutting_down = true;
         for i in 0..self.peers.len() {
@@ -679,7 +682,7 @@ impl Client {
                 if p.num_dwa >= 3 {
                     p.state = PeerState::Okay;
                     p.timer = Some(now + tw);
-                    let host = String::new();
+                    let host = p.host.clone();
                     self.events.push_back(Event::PeerUp { peer: i, host });
                     self.dispatch();
                 }
@@ -773,6 +776,7 @@ impl Client {
         let tw = self.cfg.watchdog;
         let p = &mut self.peers[i];
         p.dw_pending = false;
+        p.host.clone_from(&host);
         if p.failed_before {
             // RFC 3539 REOPEN: a watchdog at once, three answers before traffic.
             p.state = PeerState::Reopen;
