@@ -293,6 +293,9 @@ fn our_s6a_exchange_is_clean_in_tshark() {
     w.flush().unwrap();
     drop(w);
     let rep = tshark_check(&path, &["tcp.port==3868,diameter"]).unwrap();
+    if std::env::var_os("DUMP_TSHARK").is_some() {
+        std::fs::write("/tmp/s6a-tshark.txt", &rep.text).unwrap();
+    }
     assert_eq!(rep.frames, flow.len());
     // The one warning allowed: the AVP we put in the IDR to be unknown, there and in
     // our IDA's Failed-AVP.
@@ -301,18 +304,19 @@ fn our_s6a_exchange_is_clean_in_tshark() {
     assert!(rep.malformed.is_empty() && rep.errors.is_empty() && warnings.is_empty(),
         "malformed {:?} warnings {:?} errors {:?}", rep.malformed, warnings, rep.errors);
     for want in [
-        "Capabilities-Exchange Request",
+        "Command Code: Capabilities-Exchange (257)",
+        "Command Code: 3GPP-Update-Location (316)",
         "Re-Synchronization-Info",
         "Visited-PLMN-Id",
         "E-UTRAN-Vector",
         "Service-Selection: internet",
         "QoS-Class-Identifier: QCI_9",
-        "Cancellation-Type",
+        "Cancellation-Type: SUBSCRIPTION_WITHDRAWAL (2)",
         "Failed-AVP",
-        "DIAMETER_AVP_UNSUPPORTED",
-        "Disconnect-Peer",
-        "Device-Watchdog",
-        "Purge-UE",
+        "Result-Code: DIAMETER_AVP_UNSUPPORTED (5001)",
+        "Command Code: Disconnect-Peer (282)",
+        "Command Code: Device-Watchdog (280)",
+        "Command Code: 3GPP-Purge-UE (321)",
     ] {
         assert!(rep.text.contains(want), "tshark did not show {want:?}");
     }
