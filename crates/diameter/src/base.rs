@@ -111,14 +111,29 @@ pub enum RequestError {
 /// What the application is told.
 #[derive(Debug)]
 pub enum Event {
-    PeerUp { peer: usize, host: String },
-    PeerDown { peer: usize, reason: String },
+    PeerUp {
+        peer: usize,
+        host: String,
+    },
+    PeerDown {
+        peer: usize,
+        reason: String,
+    },
     /// The answer to the request sent with `token` (whole message).
-    Answer { token: u64, msg: Vec<u8> },
-    Failed { token: u64, error: RequestError },
+    Answer {
+        token: u64,
+        msg: Vec<u8>,
+    },
+    Failed {
+        token: u64,
+        error: RequestError,
+    },
     /// A request of an advertised application from `peer`; answer it with
     /// [`Client::answer`].
-    Request { peer: usize, msg: Vec<u8> },
+    Request {
+        peer: usize,
+        msg: Vec<u8>,
+    },
 }
 
 /// A Result-Code or a (vendor's) Experimental-Result-Code.
@@ -458,7 +473,10 @@ impl Client {
         while rx.len() - off >= 4 {
             let b = &rx[off..];
             let len = u32::from_be_bytes([0, b[1], b[2], b[3]]) as usize;
-            if b[0] != 1 || len < codec::HEADER_LEN || len % 4 != 0 || len > self.cfg.max_message
+            if b[0] != 1
+                || len < codec::HEADER_LEN
+                || !len.is_multiple_of(4)
+                || len > self.cfg.max_message
             {
                 self.stats.framing_errors += 1;
                 let why = format!("not a Diameter stream (version {}, length {len})", b[0]);

@@ -115,7 +115,7 @@ impl<T: AsRef<[u8]>> MessageView<T> {
             return Err(DecodeError::Version(b[field::VERSION]));
         }
         let len = be24(&b[field::LENGTH]);
-        if (len as usize) < HEADER_LEN || len % 4 != 0 {
+        if (len as usize) < HEADER_LEN || !len.is_multiple_of(4) {
             return Err(DecodeError::BadMessageLength(len));
         }
         if b.len() < len as usize {
@@ -434,7 +434,7 @@ impl<'a> AvpWriter<'a> {
     }
 
     fn pad(&mut self) {
-        while self.buf.len() % 4 != 0 {
+        while !self.buf.len().is_multiple_of(4) {
             self.buf.push(0);
         }
     }
@@ -670,7 +670,14 @@ mod tests {
     /// and every data type.
     fn sample() -> Vec<u8> {
         let mut b = Vec::new();
-        begin(&mut b, flags::PROXIABLE, cmd::UPDATE_LOCATION, 16777251, 7, 9);
+        begin(
+            &mut b,
+            flags::PROXIABLE,
+            cmd::UPDATE_LOCATION,
+            16777251,
+            7,
+            9,
+        );
         let mut w = AvpWriter::new(&mut b);
         w.str(avp::SESSION_ID, 0, true, "mme;1;2");
         w.u32(avp::RESULT_CODE, 0, true, 2001);
@@ -696,14 +703,25 @@ mod tests {
         let b = sample();
         let m = MessageView::new_checked(&b[..]).unwrap();
         assert_eq!(m.length() as usize, b.len());
-        assert_eq!((m.command_code(), m.application_id(), m.hop_by_hop(), m.end_to_end()), (316, 16777251, 7, 9));
+        assert_eq!(
+            (
+                m.command_code(),
+                m.application_id(),
+                m.hop_by_hop(),
+                m.end_to_end()
+            ),
+            (316, 16777251, 7, 9)
+        );
         assert!(m.is_proxiable() && !m.is_request() && !m.is_error() && !m.is_retransmit());
         let avps: Vec<_> = m.avps().collect::<Result<_, _>>().unwrap();
         assert_eq!(avps.len(), 7);
         assert_eq!(avps[0].utf8().unwrap(), "mme;1;2");
         assert_eq!(avps[0].length(), 8 + 7, "length excludes padding");
         assert_eq!(avps[1].u32().unwrap(), 2001);
-        assert_eq!(avps[3].address().unwrap(), "10.0.0.1".parse::<IpAddr>().unwrap());
+        assert_eq!(
+            avps[3].address().unwrap(),
+            "10.0.0.1".parse::<IpAddr>().unwrap()
+        );
         assert_eq!(avps[4].u64().unwrap(), u64::MAX - 1);
         assert!(!avps[4].is_mandatory());
         assert_eq!((avps[5].vendor_id(), avps[5].i32().unwrap()), (V, -1004));
@@ -711,12 +729,22 @@ mod tests {
         let inner: Vec<_> = sd.grouped().collect::<Result<_, _>>().unwrap();
         assert_eq!(inner[0].octets(), &[0x64, 0x21, 0xf3]);
         let prof = &inner[1];
-        let cfg = find_in(prof.grouped(), V, avp3::APN_CONFIGURATION).unwrap().unwrap();
-        let apn = find_in(cfg.grouped(), 0, avp::SERVICE_SELECTION).unwrap().unwrap();
+        let cfg = find_in(prof.grouped(), V, avp3::APN_CONFIGURATION)
+            .unwrap()
+            .unwrap();
+        let apn = find_in(cfg.grouped(), 0, avp::SERVICE_SELECTION)
+            .unwrap()
+            .unwrap();
         assert_eq!(apn.utf8().unwrap(), "internet");
         // The owned form writes the same bytes back.
         let grouped = |v: u32, c: u32| {
-            v == V && [avp3::SUBSCRIPTION_DATA, avp3::APN_CONFIGURATION_PROFILE, avp3::APN_CONFIGURATION].contains(&c)
+            v == V
+                && [
+                    avp3::SUBSCRIPTION_DATA,
+                    avp3::APN_CONFIGURATION_PROFILE,
+                    avp3::APN_CONFIGURATION,
+                ]
+                .contains(&c)
         };
         let r = MessageRepr::parse(&m, &grouped).unwrap();
         let mut again = Vec::new();
@@ -729,39 +757,72 @@ mod tests {
         let b = sample();
         assert_eq!(
             MessageView::new_checked(&b[..10]).unwrap_err(),
-            DecodeError::Truncated { what: "message header", need: 20, have: 10 }
+            DecodeError::Truncated {
+                what: "message header",
+                need: 20,
+                have: 10
+            }
         );
         assert_eq!(
             MessageView::new_checked(&b[..b.len() - 4]).unwrap_err(),
-            DecodeError::Truncated { what: "message", need: b.len(), have: b.len() - 4 }
+            DecodeError::Truncated {
+                what: "message",
+                need: b.len(),
+                have: b.len() - 4
+            }
         );
         let mut v2 = b.clone();
         v2[0] = 2;
-        assert_eq!(MessageView::new_checked(&v2[..]).unwrap_err(), DecodeError::Version(2));
+        assert_eq!(
+            MessageView::new_checked(&v2[..]).unwrap_err(),
+            DecodeError::Version(2)
+        );
         let mut odd = b.clone();
         odd[3] = odd[3].wrapping_add(1);
-        assert!(matches!(MessageView::new_checked(&odd[..]), Err(DecodeError::BadMessageLength(_))));
+        assert!(matches!(
+            MessageView::new_checked(&odd[..]),
+            Err(DecodeError::BadMessageLength(_))
+        ));
         // Non-zero padding after the 7-byte Session-Id.
         let mut pad = b.clone();
         pad[20 + 15] = 1;
         let m = MessageView::new_checked(&pad[..]).unwrap();
-        assert_eq!(m.avps().next().unwrap().unwrap_err(), DecodeError::BadPadding { code: 263 });
+        assert_eq!(
+            m.avps().next().unwrap().unwrap_err(),
+            DecodeError::BadPadding { code: 263 }
+        );
         // An AVP length below its header.
         let mut short = b.clone();
         short[20 + 7] = 4;
         let m = MessageView::new_checked(&short[..]).unwrap();
         assert_eq!(
             m.avps().next().unwrap().unwrap_err(),
-            DecodeError::BadAvpLength { code: 263, len: 4, min: 8 }
+            DecodeError::BadAvpLength {
+                code: 263,
+                len: 4,
+                min: 8
+            }
         );
         let m = MessageView::new_checked(&b[..]).unwrap();
         let rc = m.find(0, avp::RESULT_CODE).unwrap().unwrap();
         assert_eq!(
             rc.u64().unwrap_err(),
-            DecodeError::BadDataLength { code: 268, what: "Unsigned64", need: 8, have: 4 }
+            DecodeError::BadDataLength {
+                code: 268,
+                what: "Unsigned64",
+                need: 8,
+                have: 4
+            }
         );
         let host = m.find(0, avp::ORIGIN_HOST).unwrap().unwrap();
-        assert_eq!(host.address().unwrap_err(), DecodeError::BadAddress { code: 264, family: 0x6873, len: 3 });
+        assert_eq!(
+            host.address().unwrap_err(),
+            DecodeError::BadAddress {
+                code: 264,
+                family: 0x6873,
+                len: 3
+            }
+        );
     }
 
     /// Every truncation and every single-bit flip of valid messages decodes or fails

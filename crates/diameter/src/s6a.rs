@@ -29,7 +29,10 @@ pub struct S6aConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum S6aEvent {
     /// CLR (→ network-initiated detach of `imsi`); `cancellation_type` per §7.3.24.
-    CancelLocation { imsi: String, cancellation_type: u32 },
+    CancelLocation {
+        imsi: String,
+        cancellation_type: u32,
+    },
     /// IDR: the subscription data it carried (what could be read of it).
     InsertSubscriberData {
         imsi: String,
@@ -40,8 +43,14 @@ pub enum S6aEvent {
         imsi: String,
         result: Result<(), HssFailure>,
     },
-    PeerUp { peer: usize, host: String },
-    PeerDown { peer: usize, reason: String },
+    PeerUp {
+        peer: usize,
+        host: String,
+    },
+    PeerDown {
+        peer: usize,
+        reason: String,
+    },
 }
 
 /// The identity of one request for the AVPs every S6a request starts with.
@@ -56,7 +65,14 @@ pub struct Head<'a> {
 
 /// Starts an S6a request `command` in `buf` (ids left 0: the client sets them).
 pub fn begin_request(buf: &mut Vec<u8>, command: u32, h: &Head<'_>) {
-    codec::begin(buf, flags::REQUEST | flags::PROXIABLE, command, app::S6A, 0, 0);
+    codec::begin(
+        buf,
+        flags::REQUEST | flags::PROXIABLE,
+        command,
+        app::S6A,
+        0,
+        0,
+    );
     let mut w = AvpWriter::new(buf);
     w.str(avp::SESSION_ID, 0, true, h.session_id);
     vendor_specific_app(&mut w);
@@ -115,16 +131,17 @@ pub fn pur(buf: &mut Vec<u8>, h: &Head<'_>) {
 
 /// The first E-UTRAN-Vector of an AIA's Authentication-Info.
 pub fn parse_vector_of<T: AsRef<[u8]>>(m: &MessageView<T>) -> Result<AuthVector, DecodeError> {
-    let info = m.find(V, avp3::AUTHENTICATION_INFO)?.ok_or(DecodeError::Missing {
-        name: "Authentication-Info",
-        code: avp3::AUTHENTICATION_INFO,
-    })?;
-    let vec = codec::find_in(info.grouped(), V, avp3::E_UTRAN_VECTOR)?.ok_or(
-        DecodeError::Missing {
+    let info = m
+        .find(V, avp3::AUTHENTICATION_INFO)?
+        .ok_or(DecodeError::Missing {
+            name: "Authentication-Info",
+            code: avp3::AUTHENTICATION_INFO,
+        })?;
+    let vec =
+        codec::find_in(info.grouped(), V, avp3::E_UTRAN_VECTOR)?.ok_or(DecodeError::Missing {
             name: "E-UTRAN-Vector",
             code: avp3::E_UTRAN_VECTOR,
-        },
-    )?;
+        })?;
     let (mut rand, mut xres, mut autn, mut kasme) = (None, None, None, None);
     for a in vec.grouped() {
         let a = a?;
@@ -227,9 +244,7 @@ pub fn parse_subscription_data(s: &AvpView<&[u8]>) -> Result<SubscriptionData, D
                     match (q.vendor_id(), q.code()) {
                         (V, avp3::QOS_CLASS_IDENTIFIER) => qci = Some(q.enumerated()?),
                         (V, avp3::ALLOCATION_RETENTION_PRIORITY) => {
-                            if let Some(p) =
-                                codec::find_in(q.grouped(), V, avp3::PRIORITY_LEVEL)?
-                            {
+                            if let Some(p) = codec::find_in(q.grouped(), V, avp3::PRIORITY_LEVEL)? {
                                 arp_priority = Some(p.u32()?);
                             }
                         }
@@ -258,8 +273,13 @@ pub fn parse_subscription_data(s: &AvpView<&[u8]>) -> Result<SubscriptionData, D
             name: "PDN-Type",
             code: avp3::PDN_TYPE,
         })?,
-        qci: u8::try_from(qci)
-            .map_err(|_| bad("QoS-Class-Identifier", avp3::QOS_CLASS_IDENTIFIER, format!("{qci}")))?,
+        qci: u8::try_from(qci).map_err(|_| {
+            bad(
+                "QoS-Class-Identifier",
+                avp3::QOS_CLASS_IDENTIFIER,
+                format!("{qci}"),
+            )
+        })?,
         arp_priority: u8::try_from(arp)
             .ok()
             .filter(|p| (1..=15).contains(p))
@@ -318,9 +338,9 @@ pub fn failure_of(r: Option<ResultCode>) -> Option<HssFailure> {
             }
             c => HssFailure::Unavailable(format!("3GPP experimental result {c}")),
         }),
-        Some(ResultCode::Experimental { vendor, code }) => Some(HssFailure::Unavailable(
-            format!("experimental result {code} of vendor {vendor}"),
-        )),
+        Some(ResultCode::Experimental { vendor, code }) => Some(HssFailure::Unavailable(format!(
+            "experimental result {code} of vendor {vendor}"
+        ))),
         Some(ResultCode::Base(c)) => Some(HssFailure::Unavailable(format!("Diameter result {c}"))),
         None => Some(HssFailure::Unavailable("answer without a result".into())),
     }
@@ -392,7 +412,9 @@ impl S6aClient {
             match &req {
                 HssRequest::Profile { .. } => ulr(&mut buf, &h, plmn),
                 HssRequest::Vector { .. } => air(&mut buf, &h, plmn, None),
-                HssRequest::Resync { rand, auts, .. } => air(&mut buf, &h, plmn, Some((rand, auts))),
+                HssRequest::Resync { rand, auts, .. } => {
+                    air(&mut buf, &h, plmn, Some((rand, auts)))
+                }
             }
         }
         if let Err(e) = self.send(now, &buf, want) {
@@ -469,7 +491,9 @@ impl S6aClient {
                     self.fail(token, f);
                 }
                 Event::Request { peer, msg } => self.on_request(peer, &msg),
-                Event::PeerUp { peer, host } => self.events.push_back(S6aEvent::PeerUp { peer, host }),
+                Event::PeerUp { peer, host } => {
+                    self.events.push_back(S6aEvent::PeerUp { peer, host })
+                }
                 Event::PeerDown { peer, reason } => {
                     self.events.push_back(S6aEvent::PeerDown { peer, reason })
                 }
@@ -521,7 +545,9 @@ impl S6aClient {
                 let result = match parse_subscription_data_of(&m) {
                     _ if m.command_code() != cmd::UPDATE_LOCATION => Err(wrong_command(&m)),
                     Ok(Some(s)) => Ok(HssData::Profile(s)),
-                    Ok(None) => Err(HssFailure::Unavailable("ULA without Subscription-Data".into())),
+                    Ok(None) => Err(HssFailure::Unavailable(
+                        "ULA without Subscription-Data".into(),
+                    )),
                     Err(e) => Err(HssFailure::Unavailable(format!("ULA: {e}"))),
                 };
                 self.answers.push(HssAnswer { r, result });
@@ -545,7 +571,9 @@ impl S6aClient {
 
     fn fail_want(&mut self, want: Want, f: HssFailure) {
         match want {
-            Want::Profile(r) | Want::Vector(r) => self.answers.push(HssAnswer { r, result: Err(f) }),
+            Want::Profile(r) | Want::Vector(r) => {
+                self.answers.push(HssAnswer { r, result: Err(f) })
+            }
             Want::Purge(imsi) => self.events.push_back(S6aEvent::Purged {
                 imsi,
                 result: Err(f),
@@ -580,18 +608,26 @@ impl S6aClient {
                 known.extend([(V, avp3::SUBSCRIPTION_DATA), (V, avp3::IDR_FLAGS)])
             }
             _ => {
-                return self
-                    .base
-                    .answer(peer, msg, result::COMMAND_UNSUPPORTED, None, s6a_answer_avps)
+                return self.base.answer(
+                    peer,
+                    msg,
+                    result::COMMAND_UNSUPPORTED,
+                    None,
+                    s6a_answer_avps,
+                )
             }
         }
         match base::unknown_mandatory(m.avps(), &known) {
             Ok(None) => {}
             Ok(Some(a)) => {
                 let a = a.as_bytes().to_vec();
-                return self
-                    .base
-                    .answer(peer, msg, result::AVP_UNSUPPORTED, Some(&a), s6a_answer_avps);
+                return self.base.answer(
+                    peer,
+                    msg,
+                    result::AVP_UNSUPPORTED,
+                    Some(&a),
+                    s6a_answer_avps,
+                );
             }
             Err(_) => {
                 return self

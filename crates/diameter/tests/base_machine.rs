@@ -39,7 +39,14 @@ fn sent(c: &mut Client, peer: usize) -> Vec<Vec<u8>> {
 fn answer(req: &[u8], code: u32, extra: impl FnOnce(&mut AvpWriter<'_>)) -> Vec<u8> {
     let v = MessageView::new_checked(req).unwrap();
     let mut b = vec![];
-    codec::begin(&mut b, 0, v.command_code(), v.application_id(), v.hop_by_hop(), v.end_to_end());
+    codec::begin(
+        &mut b,
+        0,
+        v.command_code(),
+        v.application_id(),
+        v.hop_by_hop(),
+        v.end_to_end(),
+    );
     let mut w = AvpWriter::new(&mut b);
     w.u32(avp::RESULT_CODE, 0, true, code);
     w.str(avp::ORIGIN_HOST, 0, true, "hss.a");
@@ -58,7 +65,14 @@ fn s6a_app(w: &mut AvpWriter<'_>) {
 
 fn request(command: u32) -> Vec<u8> {
     let mut b = vec![];
-    codec::begin(&mut b, flags::REQUEST | flags::PROXIABLE, command, app::S6A, 0, 0);
+    codec::begin(
+        &mut b,
+        flags::REQUEST | flags::PROXIABLE,
+        command,
+        app::S6A,
+        0,
+        0,
+    );
     AvpWriter::new(&mut b).str(avp::SESSION_ID, 0, true, "s;1");
     codec::finish(&mut b);
     b
@@ -98,7 +112,10 @@ fn pending_requests_are_bounded_and_time_out() {
     ));
     let reqs = sent(&mut c, 0);
     assert_eq!(reqs.len(), 3);
-    let hbh: Vec<u32> = reqs.iter().map(|r| MessageView::new_checked(&r[..]).unwrap().hop_by_hop()).collect();
+    let hbh: Vec<u32> = reqs
+        .iter()
+        .map(|r| MessageView::new_checked(&r[..]).unwrap().hop_by_hop())
+        .collect();
     assert!(hbh[0] != hbh[1] && hbh[1] != hbh[2], "{hbh:?}");
     // One answered, the others time out.
     c.on_bytes(0, t, &answer(&reqs[1], result::SUCCESS, |_| {}));
@@ -107,10 +124,25 @@ fn pending_requests_are_bounded_and_time_out() {
     c.handle_timeout(t + Duration::from_secs(4));
     let e = events(&mut c);
     assert!(matches!(e[1], Event::Answer { token: 1, .. }), "{e:?}");
-    assert!(matches!(e[2], Event::Failed { token: 0, error: RequestError::Timeout }));
-    assert!(matches!(e[3], Event::Failed { token: 2, error: RequestError::Timeout }));
+    assert!(matches!(
+        e[2],
+        Event::Failed {
+            token: 0,
+            error: RequestError::Timeout
+        }
+    ));
+    assert!(matches!(
+        e[3],
+        Event::Failed {
+            token: 2,
+            error: RequestError::Timeout
+        }
+    ));
     assert_eq!(c.pending(), 0);
-    assert_eq!((c.stats.unmatched_answers, c.stats.timeouts, c.stats.refused), (1, 2, 1));
+    assert_eq!(
+        (c.stats.unmatched_answers, c.stats.timeouts, c.stats.refused),
+        (1, 2, 1)
+    );
 }
 
 #[test]
@@ -121,30 +153,53 @@ fn watchdog_suspect_down_reconnect_and_reopen_before_traffic() {
     cf.request_timeout = Duration::from_secs(60);
     let mut c = Client::new(cf, 1, t, 1);
     open(&mut c, 0, t);
-    assert!(matches!(events(&mut c)[..], [Event::PeerUp { peer: 0, .. }]));
+    assert!(matches!(
+        events(&mut c)[..],
+        [Event::PeerUp { peer: 0, .. }]
+    ));
     // Tw idle: DWR. Another Tw unanswered: suspect. Another: down.
     c.handle_timeout(t + TW);
     let dwr = sent(&mut c, 0);
-    assert_eq!(MessageView::new_checked(&dwr[0][..]).unwrap().command_code(), cmd::DEVICE_WATCHDOG);
+    assert_eq!(
+        MessageView::new_checked(&dwr[0][..])
+            .unwrap()
+            .command_code(),
+        cmd::DEVICE_WATCHDOG
+    );
     c.handle_timeout(t + 2 * TW);
     assert_eq!(c.peer_state(0), PeerState::Suspect);
     // A request now waits: no peer takes it.
-    c.send_request(t + 2 * TW, request(cmd::UPDATE_LOCATION), 5).unwrap();
+    c.send_request(t + 2 * TW, request(cmd::UPDATE_LOCATION), 5)
+        .unwrap();
     assert!(c.tx(0).is_empty());
     c.handle_timeout(t + 3 * TW);
     assert_eq!(c.peer_state(0), PeerState::Closed);
     assert!(matches!(c.poll_action(), Some(Action::Close(0, _))));
-    assert!(matches!(events(&mut c)[..], [Event::Failed { token: 5, .. }, Event::PeerDown { peer: 0, .. }] | [Event::PeerDown { peer: 0, .. }, ..]));
+    assert!(matches!(
+        events(&mut c)[..],
+        [
+            Event::Failed { token: 5, .. },
+            Event::PeerDown { peer: 0, .. }
+        ] | [Event::PeerDown { peer: 0, .. }, ..]
+    ));
     // Tc later: reconnect; the CEA leads to REOPEN, a DWR at once.
     let t2 = t + 3 * TW + Duration::from_secs(2);
     open(&mut c, 0, t2);
     assert_eq!(c.peer_state(0), PeerState::Reopen);
-    c.send_request(t2, request(cmd::UPDATE_LOCATION), 6).unwrap();
+    c.send_request(t2, request(cmd::UPDATE_LOCATION), 6)
+        .unwrap();
     for k in 0..3 {
         let out = sent(&mut c, 0);
-        assert_eq!(out.len(), 1, "only a watchdog while reopening ({k}): {out:?}");
+        assert_eq!(
+            out.len(),
+            1,
+            "only a watchdog while reopening ({k}): {out:?}"
+        );
         let dwr = &out[0];
-        assert_eq!(MessageView::new_checked(&dwr[..]).unwrap().command_code(), cmd::DEVICE_WATCHDOG);
+        assert_eq!(
+            MessageView::new_checked(&dwr[..]).unwrap().command_code(),
+            cmd::DEVICE_WATCHDOG
+        );
         c.on_bytes(0, t2, &answer(dwr, result::SUCCESS, |_| {}));
         if k < 2 {
             c.handle_timeout(t2 + TW * (k + 1));
@@ -155,27 +210,37 @@ fn watchdog_suspect_down_reconnect_and_reopen_before_traffic() {
     let out = sent(&mut c, 0);
     assert_eq!(out.len(), 2);
     for m in &out {
-        assert_eq!(MessageView::new_checked(&m[..]).unwrap().command_code(), cmd::UPDATE_LOCATION);
+        assert_eq!(
+            MessageView::new_checked(&m[..]).unwrap().command_code(),
+            cmd::UPDATE_LOCATION
+        );
     }
 }
 
 #[test]
 fn refused_capabilities_close_the_connection() {
     let t = Instant::now();
-    for (code, app_avp) in [(result::NO_COMMON_APPLICATION, true), (result::SUCCESS, false)] {
+    for (code, app_avp) in [
+        (result::NO_COMMON_APPLICATION, true),
+        (result::SUCCESS, false),
+    ] {
         let mut c = Client::new(cfg(), 1, t, 1);
         c.handle_timeout(t);
         assert_eq!(c.poll_action(), Some(Action::Connect(0)));
         c.on_connected(0, t);
         let cer = sent(&mut c, 0).remove(0);
-        c.on_bytes(0, t, &answer(&cer, code, |w| {
-            if app_avp {
-                s6a_app(w)
-            } else {
-                // Gx only: nothing in common with our S6a.
-                w.u32(avp::AUTH_APPLICATION_ID, 0, true, app::GX)
-            }
-        }));
+        c.on_bytes(
+            0,
+            t,
+            &answer(&cer, code, |w| {
+                if app_avp {
+                    s6a_app(w)
+                } else {
+                    // Gx only: nothing in common with our S6a.
+                    w.u32(avp::AUTH_APPLICATION_ID, 0, true, app::GX)
+                }
+            }),
+        );
         assert_eq!(c.peer_state(0), PeerState::Closed, "{code} {app_avp}");
         assert!(matches!(c.poll_action(), Some(Action::Close(0, _))));
         // Not up, so not "down".
@@ -202,7 +267,10 @@ fn requests_of_unknown_applications_and_unknown_mandatory_avps_are_refused() {
     let v = MessageView::new_checked(&a[..]).unwrap();
     assert!(v.is_error() && !v.is_request());
     assert_eq!((v.hop_by_hop(), v.end_to_end()), (11, 12));
-    assert_eq!(v.find(0, avp::RESULT_CODE).unwrap().unwrap().u32().unwrap(), result::APPLICATION_UNSUPPORTED);
+    assert_eq!(
+        v.find(0, avp::RESULT_CODE).unwrap().unwrap().u32().unwrap(),
+        result::APPLICATION_UNSUPPORTED
+    );
     // A DWR with an unknown mandatory AVP: 5001, Failed-AVP holds it.
     let mut dwr = vec![];
     codec::begin(&mut dwr, flags::REQUEST, cmd::DEVICE_WATCHDOG, 0, 13, 14);
@@ -214,7 +282,10 @@ fn requests_of_unknown_applications_and_unknown_mandatory_avps_are_refused() {
     let a = sent(&mut c, 0).remove(0);
     let v = MessageView::new_checked(&a[..]).unwrap();
     assert!(!v.is_error());
-    assert_eq!(v.find(0, avp::RESULT_CODE).unwrap().unwrap().u32().unwrap(), result::AVP_UNSUPPORTED);
+    assert_eq!(
+        v.find(0, avp::RESULT_CODE).unwrap().unwrap().u32().unwrap(),
+        result::AVP_UNSUPPORTED
+    );
     let f = v.find(0, avp::FAILED_AVP).unwrap().unwrap();
     let inner = f.grouped().next().unwrap().unwrap();
     assert_eq!((inner.code(), inner.octets()), (4242, &b"xyz"[..]));

@@ -31,7 +31,9 @@ impl Drop for Fd {
 fn start_fd(dir: &Path, port: u16, hss_port: u16) -> Result<Fd, String> {
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     let st = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"])
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
         .args(["-subj", "/CN=relay.fd.test", "-keyout"])
         .arg(&key)
         .arg("-out")
@@ -94,7 +96,11 @@ fn answers(d: &mut S6aDriver, n: usize) -> Vec<HssAnswer> {
 #[test]
 fn s6a_through_a_freediameter_relay_by_realm() {
     need_pycrate!();
-    if Command::new("freeDiameterd").arg("--version").output().is_err() {
+    if Command::new("freeDiameterd")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         eprintln!("SKIP: freeDiameterd not installed (scripts/test.sh installs freediameter)");
         return;
     }
@@ -127,18 +133,35 @@ fn s6a_through_a_freediameter_relay_by_realm() {
     let t0 = Instant::now();
     while !d.is_up() {
         let out = std::fs::read_to_string(dir.0.join("fd.out")).unwrap_or_default();
-        assert!(t0.elapsed() < Duration::from_secs(15), "CER/CEA with freeDiameterd failed: {out}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "CER/CEA with freeDiameterd failed: {out}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let r = |seq| HssRef { mme_ue_id: 3, seq };
     let imsi = 1010000000001;
-    d.submit(HssRequest::Vector { r: r(1), imsi, plmn: PLMN });
+    d.submit(HssRequest::Vector {
+        r: r(1),
+        imsi,
+        plmn: PLMN,
+    });
     d.submit(HssRequest::Profile { r: r(2), imsi });
-    d.submit(HssRequest::Vector { r: r(3), imsi: 999990000000001, plmn: PLMN });
+    d.submit(HssRequest::Vector {
+        r: r(3),
+        imsi: 999990000000001,
+        plmn: PLMN,
+    });
     let got = answers(&mut d, 3);
     assert!(matches!(got[0].result, Ok(HssData::Vector(_))), "{got:?}");
-    assert!(matches!(&got[1].result, Ok(HssData::Profile(p)) if p.apn == "internet"), "{got:?}");
-    assert_eq!(got[2].result.as_ref().err(), Some(&HssFailure::UnknownSubscriber));
+    assert!(
+        matches!(&got[1].result, Ok(HssData::Profile(p)) if p.apn == "internet"),
+        "{got:?}"
+    );
+    assert_eq!(
+        got[2].result.as_ref().err(),
+        Some(&HssFailure::UnknownSubscriber)
+    );
     // The HSS saw our requests (our Session-Id) arrive through the relay.
     let relayed: Vec<_> = hss
         .log()
@@ -146,7 +169,9 @@ fn s6a_through_a_freediameter_relay_by_realm() {
         .filter(|v| v["event"] == "request" && v["cmd"] == 318)
         .collect();
     assert_eq!(relayed.len(), 2);
-    assert!(relayed.iter().all(|v| v["session"].as_str().unwrap().starts_with("mme.pepc.test;")));
+    assert!(relayed
+        .iter()
+        .all(|v| v["session"].as_str().unwrap().starts_with("mme.pepc.test;")));
     // Watchdogs with freeDiameterd: several Tw and still up.
     std::thread::sleep(Duration::from_millis(1200));
     assert!(d.is_up());
@@ -161,7 +186,11 @@ fn s6a_through_a_freediameter_relay_by_realm() {
         assert!(t0.elapsed() < Duration::from_secs(15));
         std::thread::sleep(Duration::from_millis(20));
     }
-    d.submit(HssRequest::Vector { r: r(4), imsi, plmn: PLMN });
+    d.submit(HssRequest::Vector {
+        r: r(4),
+        imsi,
+        plmn: PLMN,
+    });
     let got = answers(&mut d, 1);
     assert!(
         matches!(&got[0].result, Err(HssFailure::Unavailable(w)) if w.contains("3002")),

@@ -49,7 +49,11 @@ fn answers(d: &mut S6aDriver, n: usize, limit: Duration) -> Vec<HssAnswer> {
     let t0 = Instant::now();
     let mut got = vec![];
     while got.len() < n {
-        assert!(t0.elapsed() < limit, "{} of {n} answers: {got:?}", got.len());
+        assert!(
+            t0.elapsed() < limit,
+            "{} of {n} answers: {got:?}",
+            got.len()
+        );
         let mut p = libc::pollfd {
             fd: d.wake_fd(),
             events: libc::POLLIN,
@@ -77,10 +81,7 @@ fn events(d: &mut S6aDriver, pred: impl Fn(&[S6aEvent]) -> bool) -> Vec<S6aEvent
 }
 
 fn r(seq: u32) -> HssRef {
-    HssRef {
-        mme_ue_id: 9,
-        seq,
-    }
+    HssRef { mme_ue_id: 9, seq }
 }
 
 fn vector(seq: u32, imsi: u64) -> HssRequest {
@@ -165,8 +166,14 @@ fn vectors_profile_resync_unknown_users_and_hss_initiated_requests() {
         ("46000000001", "internet", PdnType::Ipv4v6, 9, 8)
     );
     assert_eq!((p.ambr_ul_bps, p.ambr_dl_bps), (50_000_000, 100_000_000));
-    assert_eq!(got[3].result.as_ref().err(), Some(&HssFailure::UnknownSubscriber));
-    assert_eq!(got[4].result.as_ref().err(), Some(&HssFailure::NoEpsSubscription));
+    assert_eq!(
+        got[3].result.as_ref().err(),
+        Some(&HssFailure::UnknownSubscriber)
+    );
+    assert_eq!(
+        got[4].result.as_ref().err(),
+        Some(&HssFailure::NoEpsSubscription)
+    );
     assert!(requests(&hss, 316)
         .iter()
         .all(|v| v["dest_realm"] == "test" && v["T"] == 0));
@@ -204,7 +211,10 @@ fn vectors_profile_resync_unknown_users_and_hss_initiated_requests() {
     };
     assert!(results.contains(&(317, 2001, json!([]))), "{results:?}");
     assert!(results.contains(&(319, 2001, json!([]))), "{results:?}");
-    assert!(results.contains(&(319, 5001, json!([99999]))), "{results:?}");
+    assert!(
+        results.contains(&(319, 5001, json!([99999]))),
+        "{results:?}"
+    );
 
     // PUR.
     d.purge(IMSI);
@@ -233,7 +243,11 @@ fn an_hss_that_never_answers_times_out() {
     d.submit(vector(1, IMSI));
     let got = answers(&mut d, 1, Duration::from_secs(5));
     assert_eq!(got[0].result.as_ref().err(), Some(&HssFailure::Timeout));
-    assert!(t0.elapsed() >= Duration::from_millis(450), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() >= Duration::from_millis(450),
+        "{:?}",
+        t0.elapsed()
+    );
     let s = d.stats();
     assert_eq!((s.timeouts, s.answers), (1, 0));
     // The peer is still up: it answers watchdogs.
@@ -283,7 +297,11 @@ fn watchdog_failover_from_a_mute_peer_and_failback_after_reopen() {
     // request goes to the second peer.
     let got = answers(&mut d, 1, Duration::from_secs(5));
     assert!(matches!(got[0].result, Ok(HssData::Vector(_))), "{got:?}");
-    assert!(t0.elapsed() >= Duration::from_millis(500), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() >= Duration::from_millis(500),
+        "{:?}",
+        t0.elapsed()
+    );
     assert_eq!(requests(&mute, 318).len(), 1);
     assert!(!requests(&mute, 280).is_empty(), "watchdog sent");
     assert_eq!(requests(&good, 318)[0]["T"], 1);

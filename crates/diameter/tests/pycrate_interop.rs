@@ -71,7 +71,10 @@ fn cea_spec(cer: &[u8]) -> Value {
         avp(
             a::VENDOR_SPECIFIC_APPLICATION_ID,
             0,
-            json!([avp(a::VENDOR_ID, 0, json!(V)), avp(a::AUTH_APPLICATION_ID, 0, json!(app::S6A))]),
+            json!([
+                avp(a::VENDOR_ID, 0, json!(V)),
+                avp(a::AUTH_APPLICATION_ID, 0, json!(app::S6A))
+            ]),
         ),
     ]);
     answer_to(cer, avps)
@@ -108,7 +111,10 @@ fn cer_and_dwr_and_dpr_decode_in_pycrate_and_pycrate_cea_dwa_dpa_open_and_close(
     c.base().on_connected(0, now);
     let cer = take_tx(&mut c).remove(0);
     let d = &py_decode(std::slice::from_ref(&cer))[0];
-    assert_eq!((d["R"].as_u64(), d["cmd"].as_u64(), d["app"].as_u64()), (Some(1), Some(257), Some(0)));
+    assert_eq!(
+        (d["R"].as_u64(), d["cmd"].as_u64(), d["app"].as_u64()),
+        (Some(1), Some(257), Some(0))
+    );
     let avps = &d["avps"];
     assert_eq!(find(avps, 264, 0), Some(&json!("mme.pepc.test")));
     assert_eq!(find(avps, 296, 0), Some(&json!("pepc.test")));
@@ -125,7 +131,9 @@ fn cer_and_dwr_and_dpr_decode_in_pycrate_and_pycrate_cea_dwa_dpa_open_and_close(
     let cea = py_encode(&[cea_spec(&cer)]).remove(0);
     c.base().on_bytes(0, now, &cea);
     c.process();
-    assert!(matches!(c.poll_event(), Some(S6aEvent::PeerUp { peer: 0, ref host }) if host == "hss.test"));
+    assert!(
+        matches!(c.poll_event(), Some(S6aEvent::PeerUp { peer: 0, ref host }) if host == "hss.test")
+    );
 
     // Idle for Tw: a DWR; pycrate's DWA keeps the peer open.
     let t1 = now + Duration::from_secs(6);
@@ -146,11 +154,21 @@ fn cer_and_dwr_and_dpr_decode_in_pycrate_and_pycrate_cea_dwa_dpa_open_and_close(
     // pycrate's DWR: our DWA decodes in pycrate with the ids of the request.
     let mut dwr_avps = hss_id();
     dwr_avps.push(avp(a::ORIGIN_STATE_ID, 0, json!(3)));
-    let their_dwr = py_encode(&[json!({"R": 1, "cmd": 280, "app": 0, "hbh": 77, "e2e": 78, "avps": dwr_avps})]).remove(0);
+    let their_dwr =
+        py_encode(&[json!({"R": 1, "cmd": 280, "app": 0, "hbh": 77, "e2e": 78, "avps": dwr_avps})])
+            .remove(0);
     c.base().on_bytes(0, t1, &their_dwr);
     let our_dwa = take_tx(&mut c).remove(0);
     let d = &py_decode(&[our_dwa])[0];
-    assert_eq!((d["R"].as_u64(), d["cmd"].as_u64(), d["hbh"].as_u64(), d["e2e"].as_u64()), (Some(0), Some(280), Some(77), Some(78)));
+    assert_eq!(
+        (
+            d["R"].as_u64(),
+            d["cmd"].as_u64(),
+            d["hbh"].as_u64(),
+            d["e2e"].as_u64()
+        ),
+        (Some(0), Some(280), Some(77), Some(78))
+    );
     assert_eq!(find(&d["avps"], 268, 0), Some(&json!(2001)));
 
     // DPR out, pycrate's DPA closes.
@@ -180,7 +198,11 @@ fn our_cea_repr_decodes_in_pycrate() {
             AvpRepr::new(a::RESULT_CODE, 0, AvpData::Unsigned32(2001)),
             AvpRepr::new(a::ORIGIN_HOST, 0, AvpData::DiameterIdentity("hss.x".into())),
             AvpRepr::new(a::ORIGIN_REALM, 0, AvpData::DiameterIdentity("x".into())),
-            AvpRepr::new(a::HOST_IP_ADDRESS, 0, AvpData::Address("::1".parse().unwrap())),
+            AvpRepr::new(
+                a::HOST_IP_ADDRESS,
+                0,
+                AvpData::Address("::1".parse().unwrap()),
+            ),
             AvpRepr::new(a::VENDOR_ID, 0, AvpData::Unsigned32(0)),
             AvpRepr::new(
                 a::VENDOR_SPECIFIC_APPLICATION_ID,
@@ -195,8 +217,14 @@ fn our_cea_repr_decodes_in_pycrate() {
     let mut b = vec![];
     m.emit(&mut b);
     let d = &py_decode(&[b])[0];
-    assert_eq!((d["R"].as_u64(), d["hbh"].as_u64(), d["e2e"].as_u64()), (Some(0), Some(0x1234_5678), Some(0x9abc_def0)));
-    assert_eq!(find(&d["avps"], 257, 0), Some(&json!({"addr": [2, "00000000000000000000000000000001"]})));
+    assert_eq!(
+        (d["R"].as_u64(), d["hbh"].as_u64(), d["e2e"].as_u64()),
+        (Some(0), Some(0x1234_5678), Some(0x9abc_def0))
+    );
+    assert_eq!(
+        find(&d["avps"], 257, 0),
+        Some(&json!({"addr": [2, "00000000000000000000000000000001"]}))
+    );
     assert_eq!(find(&d["avps"], 264, 0), Some(&json!("hss.x")));
     let vsai = find(&d["avps"], 260, 0).unwrap();
     assert_eq!(find(vsai, 258, 0), Some(&json!(app::GX)));
@@ -212,25 +240,61 @@ fn air_ulr_pur_decode_in_pycrate_and_pycrate_aia_ula_pua_answer_them() {
     let now = Instant::now();
     let mut c = open(now);
     let (rand, auts) = ([0x11u8; 16], [0x22u8; 14]);
-    c.submit(now, HssRequest::Vector { r: r(1), imsi: IMSI, plmn: PLMN });
-    c.submit(now, HssRequest::Resync { r: r(2), imsi: IMSI, plmn: PLMN, rand, auts });
-    c.submit(now, HssRequest::Profile { r: r(3), imsi: IMSI });
+    c.submit(
+        now,
+        HssRequest::Vector {
+            r: r(1),
+            imsi: IMSI,
+            plmn: PLMN,
+        },
+    );
+    c.submit(
+        now,
+        HssRequest::Resync {
+            r: r(2),
+            imsi: IMSI,
+            plmn: PLMN,
+            rand,
+            auts,
+        },
+    );
+    c.submit(
+        now,
+        HssRequest::Profile {
+            r: r(3),
+            imsi: IMSI,
+        },
+    );
     c.purge(now, IMSI);
     let reqs = take_tx(&mut c);
     assert_eq!(reqs.len(), 4);
     let d = py_decode(&reqs);
     for (m, want) in d.iter().zip([318, 318, 316, 321]) {
-        assert_eq!((m["R"].as_u64(), m["P"].as_u64(), m["cmd"].as_u64(), m["app"].as_u64()), (Some(1), Some(1), Some(want), Some(app::S6A as u64)));
+        assert_eq!(
+            (
+                m["R"].as_u64(),
+                m["P"].as_u64(),
+                m["cmd"].as_u64(),
+                m["app"].as_u64()
+            ),
+            (Some(1), Some(1), Some(want), Some(app::S6A as u64))
+        );
         let avps = &m["avps"];
         assert_eq!(avps[0]["code"], 263, "Session-Id first");
-        assert!(avps[0]["value"].as_str().unwrap().starts_with("mme.pepc.test;"));
+        assert!(avps[0]["value"]
+            .as_str()
+            .unwrap()
+            .starts_with("mme.pepc.test;"));
         assert_eq!(find(avps, 1, 0), Some(&json!("001010000000001")));
         assert_eq!(find(avps, 277, 0), Some(&json!(1)));
         assert_eq!(find(avps, 283, 0), Some(&json!("test")));
         assert_eq!(find(avps, 264, 0), Some(&json!("mme.pepc.test")));
         assert!(find(avps, 293, 0).is_none());
     }
-    let sessions: std::collections::HashSet<_> = d.iter().map(|m| m["avps"][0]["value"].to_string()).collect();
+    let sessions: std::collections::HashSet<_> = d
+        .iter()
+        .map(|m| m["avps"][0]["value"].to_string())
+        .collect();
     assert_eq!(sessions.len(), 4, "a Session-Id per request");
     // AIR: one vector, immediate, for our PLMN; the resync one carries RAND || AUTS.
     let rei = find(&d[0]["avps"], 1408, V).unwrap();
@@ -249,48 +313,83 @@ fn air_ulr_pur_decode_in_pycrate_and_pycrate_aia_ula_pua_answer_them() {
     // pycrate's answers, out of order.
     let kasme = [0x44u8; 32];
     let vec_avp = |rand: &[u8]| {
-        avp(avp3::AUTHENTICATION_INFO, V, json!([avp(avp3::E_UTRAN_VECTOR, V, json!([
-            avp(avp3::ITEM_NUMBER, V, json!(1)),
-            avp(avp3::RAND, V, hexv(rand)),
-            avp(avp3::XRES, V, hexv(&[0x55; 8])),
-            avp(avp3::AUTN, V, hexv(&[0x66; 16])),
-            avp(avp3::KASME, V, hexv(&kasme)),
-        ]))]))
+        avp(
+            avp3::AUTHENTICATION_INFO,
+            V,
+            json!([avp(
+                avp3::E_UTRAN_VECTOR,
+                V,
+                json!([
+                    avp(avp3::ITEM_NUMBER, V, json!(1)),
+                    avp(avp3::RAND, V, hexv(rand)),
+                    avp(avp3::XRES, V, hexv(&[0x55; 8])),
+                    avp(avp3::AUTN, V, hexv(&[0x66; 16])),
+                    avp(avp3::KASME, V, hexv(&kasme)),
+                ])
+            )]),
+        )
     };
     let ok = |extra: Vec<Value>| {
-        let mut v = vec![avp(a::RESULT_CODE, 0, json!(2001)), avp(a::AUTH_SESSION_STATE, 0, json!(1))];
+        let mut v = vec![
+            avp(a::RESULT_CODE, 0, json!(2001)),
+            avp(a::AUTH_SESSION_STATE, 0, json!(1)),
+        ];
         v.extend(hss_id());
         v.extend(extra);
         v
     };
     let apn_cfg = |ctx: u32, apn: &str, pdn: i32, qci: i32, arp: u32| {
-        avp(avp3::APN_CONFIGURATION, V, json!([
-            avp(avp3::CONTEXT_IDENTIFIER, V, json!(ctx)),
-            avp(avp3::PDN_TYPE, V, json!(pdn)),
-            avp(a::SERVICE_SELECTION, 0, json!(apn)),
-            avp(avp3::EPS_SUBSCRIBED_QOS_PROFILE, V, json!([
-                avp(avp3::QOS_CLASS_IDENTIFIER, V, json!(qci)),
-                avp(avp3::ALLOCATION_RETENTION_PRIORITY, V, json!([
-                    avp(avp3::PRIORITY_LEVEL, V, json!(arp)),
-                    avp(avp3::PRE_EMPTION_CAPABILITY, V, json!(1)),
-                    avp(avp3::PRE_EMPTION_VULNERABILITY, V, json!(0)),
-                ])),
-            ])),
-        ]))
+        avp(
+            avp3::APN_CONFIGURATION,
+            V,
+            json!([
+                avp(avp3::CONTEXT_IDENTIFIER, V, json!(ctx)),
+                avp(avp3::PDN_TYPE, V, json!(pdn)),
+                avp(a::SERVICE_SELECTION, 0, json!(apn)),
+                avp(
+                    avp3::EPS_SUBSCRIBED_QOS_PROFILE,
+                    V,
+                    json!([
+                        avp(avp3::QOS_CLASS_IDENTIFIER, V, json!(qci)),
+                        avp(
+                            avp3::ALLOCATION_RETENTION_PRIORITY,
+                            V,
+                            json!([
+                                avp(avp3::PRIORITY_LEVEL, V, json!(arp)),
+                                avp(avp3::PRE_EMPTION_CAPABILITY, V, json!(1)),
+                                avp(avp3::PRE_EMPTION_VULNERABILITY, V, json!(0)),
+                            ])
+                        ),
+                    ])
+                ),
+            ]),
+        )
     };
-    let sub = avp(avp3::SUBSCRIPTION_DATA, V, json!([
-        avp(avp3::MSISDN, V, hexv(&[0x64, 0x21, 0x43, 0x65, 0x87, 0xf9])),
-        avp(avp3::AMBR, V, json!([
-            avp(avp3::MAX_REQUESTED_BANDWIDTH_UL, V, json!(50_000_000)),
-            avp(avp3::MAX_REQUESTED_BANDWIDTH_DL, V, json!(100_000_000)),
-        ])),
-        avp(avp3::APN_CONFIGURATION_PROFILE, V, json!([
-            avp(avp3::CONTEXT_IDENTIFIER, V, json!(7)),
-            avp(avp3::ALL_APN_CONFIGURATIONS_INCLUDED_INDICATOR, V, json!(0)),
-            apn_cfg(3, "ims", 1, 5, 1),
-            apn_cfg(7, "internet", 2, 9, 8),
-        ])),
-    ]));
+    let sub = avp(
+        avp3::SUBSCRIPTION_DATA,
+        V,
+        json!([
+            avp(avp3::MSISDN, V, hexv(&[0x64, 0x21, 0x43, 0x65, 0x87, 0xf9])),
+            avp(
+                avp3::AMBR,
+                V,
+                json!([
+                    avp(avp3::MAX_REQUESTED_BANDWIDTH_UL, V, json!(50_000_000)),
+                    avp(avp3::MAX_REQUESTED_BANDWIDTH_DL, V, json!(100_000_000)),
+                ])
+            ),
+            avp(
+                avp3::APN_CONFIGURATION_PROFILE,
+                V,
+                json!([
+                    avp(avp3::CONTEXT_IDENTIFIER, V, json!(7)),
+                    avp(avp3::ALL_APN_CONFIGURATIONS_INCLUDED_INDICATOR, V, json!(0)),
+                    apn_cfg(3, "ims", 1, 5, 1),
+                    apn_cfg(7, "internet", 2, 9, 8),
+                ])
+            ),
+        ]),
+    );
     let answers = py_encode(&[
         answer_to(&reqs[2], ok(vec![avp(avp3::ULA_FLAGS, V, json!(1)), sub])),
         answer_to(&reqs[3], ok(vec![avp(avp3::PUA_FLAGS, V, json!(0))])),
@@ -304,7 +403,9 @@ fn air_ulr_pur_decode_in_pycrate_and_pycrate_aia_ula_pua_answer_them() {
     let mut got = vec![];
     c.take_answers(&mut got);
     assert_eq!(got.len(), 3);
-    let Ok(HssData::Profile(s)) = &got[0].result else { panic!("{:?}", got[0]) };
+    let Ok(HssData::Profile(s)) = &got[0].result else {
+        panic!("{:?}", got[0])
+    };
     assert_eq!(got[0].r, r(3));
     assert_eq!(
         s,
@@ -320,13 +421,18 @@ fn air_ulr_pur_decode_in_pycrate_and_pycrate_aia_ula_pua_answer_them() {
     );
     for (a, rnd, seq) in [(&got[1], 0x77, 2), (&got[2], 0x33, 1)] {
         assert_eq!(a.r, r(seq));
-        let Ok(HssData::Vector(v)) = &a.result else { panic!("{a:?}") };
+        let Ok(HssData::Vector(v)) = &a.result else {
+            panic!("{a:?}")
+        };
         assert_eq!((v.rand, v.xres, v.autn), ([rnd; 16], [0x55; 8], [0x66; 16]));
         assert_eq!(v.kasme.as_bytes(), &kasme);
     }
     assert_eq!(
         c.poll_event(),
-        Some(S6aEvent::Purged { imsi: "001010000000001".into(), result: Ok(()) })
+        Some(S6aEvent::Purged {
+            imsi: "001010000000001".into(),
+            result: Ok(())
+        })
     );
     assert_eq!(c.outstanding(), 0);
     assert_eq!(c.base().pending(), 0);
@@ -338,14 +444,25 @@ fn pycrate_error_answers_map_to_hss_failures() {
     let now = Instant::now();
     let mut c = open(now);
     for seq in 1..=5 {
-        c.submit(now, HssRequest::Vector { r: r(seq), imsi: IMSI, plmn: PLMN });
+        c.submit(
+            now,
+            HssRequest::Vector {
+                r: r(seq),
+                imsi: IMSI,
+                plmn: PLMN,
+            },
+        );
     }
     let reqs = take_tx(&mut c);
     let exp = |code: u32| {
-        let mut v = vec![avp(a::EXPERIMENTAL_RESULT, 0, json!([
-            avp(a::VENDOR_ID, 0, json!(V)),
-            avp(a::EXPERIMENTAL_RESULT_CODE, 0, json!(code)),
-        ]))];
+        let mut v = vec![avp(
+            a::EXPERIMENTAL_RESULT,
+            0,
+            json!([
+                avp(a::VENDOR_ID, 0, json!(V)),
+                avp(a::EXPERIMENTAL_RESULT_CODE, 0, json!(code)),
+            ]),
+        )];
         v.extend(hss_id());
         v
     };
@@ -366,12 +483,24 @@ fn pycrate_error_answers_map_to_hss_failures() {
     c.process();
     let mut got = vec![];
     c.take_answers(&mut got);
-    let f: Vec<_> = got.iter().map(|a| (a.r.seq, a.result.as_ref().err().cloned())).collect();
+    let f: Vec<_> = got
+        .iter()
+        .map(|a| (a.r.seq, a.result.as_ref().err().cloned()))
+        .collect();
     assert_eq!(f[0], (1, Some(HssFailure::UnknownSubscriber)));
     assert_eq!(f[1], (2, Some(HssFailure::NoEpsSubscription)));
-    assert!(matches!(&f[2], (3, Some(HssFailure::Unavailable(w))) if w.contains("4181")), "{f:?}");
-    assert!(matches!(&f[3], (4, Some(HssFailure::Unavailable(w))) if w.contains("3002")), "{f:?}");
-    assert!(matches!(&f[4], (5, Some(HssFailure::Unavailable(w))) if w.contains("without a result")), "{f:?}");
+    assert!(
+        matches!(&f[2], (3, Some(HssFailure::Unavailable(w))) if w.contains("4181")),
+        "{f:?}"
+    );
+    assert!(
+        matches!(&f[3], (4, Some(HssFailure::Unavailable(w))) if w.contains("3002")),
+        "{f:?}"
+    );
+    assert!(
+        matches!(&f[4], (5, Some(HssFailure::Unavailable(w))) if w.contains("without a result")),
+        "{f:?}"
+    );
 }
 
 #[test]
@@ -382,7 +511,14 @@ fn pycrate_clr_and_idr_are_answered_and_surfaced_and_unknown_mandatory_avps_refu
     let push = |cmd: u32, hbh: u32, extra: Vec<Value>| {
         let mut v = vec![
             avp(a::SESSION_ID, 0, json!(format!("hss.test;{hbh}"))),
-            avp(a::VENDOR_SPECIFIC_APPLICATION_ID, 0, json!([avp(a::VENDOR_ID, 0, json!(V)), avp(a::AUTH_APPLICATION_ID, 0, json!(app::S6A))])),
+            avp(
+                a::VENDOR_SPECIFIC_APPLICATION_ID,
+                0,
+                json!([
+                    avp(a::VENDOR_ID, 0, json!(V)),
+                    avp(a::AUTH_APPLICATION_ID, 0, json!(app::S6A))
+                ]),
+            ),
             avp(a::AUTH_SESSION_STATE, 0, json!(1)),
         ];
         v.extend(hss_id());
@@ -392,24 +528,50 @@ fn pycrate_clr_and_idr_are_answered_and_surfaced_and_unknown_mandatory_avps_refu
         v.extend(extra);
         json!({"R": 1, "P": 1, "cmd": cmd, "app": app::S6A, "hbh": hbh, "e2e": hbh + 1, "avps": v})
     };
-    let sub = avp(avp3::SUBSCRIPTION_DATA, V, json!([
-        avp(avp3::APN_CONFIGURATION_PROFILE, V, json!([
-            avp(avp3::CONTEXT_IDENTIFIER, V, json!(1)),
-            avp(avp3::APN_CONFIGURATION, V, json!([
+    let sub = avp(
+        avp3::SUBSCRIPTION_DATA,
+        V,
+        json!([avp(
+            avp3::APN_CONFIGURATION_PROFILE,
+            V,
+            json!([
                 avp(avp3::CONTEXT_IDENTIFIER, V, json!(1)),
-                avp(avp3::PDN_TYPE, V, json!(0)),
-                avp(a::SERVICE_SELECTION, 0, json!("fast")),
-                avp(avp3::EPS_SUBSCRIBED_QOS_PROFILE, V, json!([
-                    avp(avp3::QOS_CLASS_IDENTIFIER, V, json!(6)),
-                    avp(avp3::ALLOCATION_RETENTION_PRIORITY, V, json!([avp(avp3::PRIORITY_LEVEL, V, json!(2))])),
-                ])),
-            ])),
-        ])),
-    ]));
+                avp(
+                    avp3::APN_CONFIGURATION,
+                    V,
+                    json!([
+                        avp(avp3::CONTEXT_IDENTIFIER, V, json!(1)),
+                        avp(avp3::PDN_TYPE, V, json!(0)),
+                        avp(a::SERVICE_SELECTION, 0, json!("fast")),
+                        avp(
+                            avp3::EPS_SUBSCRIBED_QOS_PROFILE,
+                            V,
+                            json!([
+                                avp(avp3::QOS_CLASS_IDENTIFIER, V, json!(6)),
+                                avp(
+                                    avp3::ALLOCATION_RETENTION_PRIORITY,
+                                    V,
+                                    json!([avp(avp3::PRIORITY_LEVEL, V, json!(2))])
+                                ),
+                            ])
+                        ),
+                    ])
+                ),
+            ])
+        ),]),
+    );
     let msgs = py_encode(&[
-        push(cmd::CANCEL_LOCATION, 100, vec![avp(avp3::CANCELLATION_TYPE, V, json!(2))]),
+        push(
+            cmd::CANCEL_LOCATION,
+            100,
+            vec![avp(avp3::CANCELLATION_TYPE, V, json!(2))],
+        ),
         push(cmd::INSERT_SUBSCRIBER_DATA, 200, vec![sub]),
-        push(cmd::INSERT_SUBSCRIBER_DATA, 300, vec![avp(99999, V, hexv(&[1, 2]))]),
+        push(
+            cmd::INSERT_SUBSCRIBER_DATA,
+            300,
+            vec![avp(99999, V, hexv(&[1, 2]))],
+        ),
         push(cmd::DELETE_SUBSCRIBER_DATA, 400, vec![]),
     ]);
     for m in &msgs {
@@ -418,18 +580,50 @@ fn pycrate_clr_and_idr_are_answered_and_surfaced_and_unknown_mandatory_avps_refu
     c.process();
     assert_eq!(
         c.poll_event(),
-        Some(S6aEvent::CancelLocation { imsi: "001010000000001".into(), cancellation_type: 2 })
+        Some(S6aEvent::CancelLocation {
+            imsi: "001010000000001".into(),
+            cancellation_type: 2
+        })
     );
-    let Some(S6aEvent::InsertSubscriberData { imsi, data: Some(d) }) = c.poll_event() else { panic!() };
+    let Some(S6aEvent::InsertSubscriberData {
+        imsi,
+        data: Some(d),
+    }) = c.poll_event()
+    else {
+        panic!()
+    };
     assert_eq!(imsi, "001010000000001");
-    assert_eq!((d.apn.as_str(), d.qci, d.arp_priority, d.pdn_type, d.ambr_dl_bps), ("fast", 6, 2, PdnType::Ipv4, 0));
+    assert_eq!(
+        (
+            d.apn.as_str(),
+            d.qci,
+            d.arp_priority,
+            d.pdn_type,
+            d.ambr_dl_bps
+        ),
+        ("fast", 6, 2, PdnType::Ipv4, 0)
+    );
     assert_eq!(c.poll_event(), None, "no event for the refused requests");
 
     let answers = take_tx(&mut c);
     let d = py_decode(&answers);
-    let want = [(317, 100, 2001, false), (319, 200, 2001, false), (319, 300, 5001, false), (320, 400, 3001, true)];
+    let want = [
+        (317, 100, 2001, false),
+        (319, 200, 2001, false),
+        (319, 300, 5001, false),
+        (320, 400, 3001, true),
+    ];
     for (m, (cmd, hbh, code, e)) in d.iter().zip(want) {
-        assert_eq!((m["R"].as_u64(), m["cmd"].as_u64(), m["hbh"].as_u64(), m["e2e"].as_u64(), m["E"] == 1), (Some(0), Some(cmd), Some(hbh), Some(hbh + 1), e));
+        assert_eq!(
+            (
+                m["R"].as_u64(),
+                m["cmd"].as_u64(),
+                m["hbh"].as_u64(),
+                m["e2e"].as_u64(),
+                m["E"] == 1
+            ),
+            (Some(0), Some(cmd), Some(hbh), Some(hbh + 1), e)
+        );
         let avps = &m["avps"];
         assert_eq!(avps[0]["code"], 263);
         assert_eq!(avps[0]["value"], json!(format!("hss.test;{hbh}")));

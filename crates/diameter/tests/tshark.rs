@@ -31,7 +31,13 @@ fn fold(mut acc: u32) -> u16 {
 }
 
 /// One IPv4/TCP segment (PSH|ACK) carrying `payload`.
-fn segment(src: ([u8; 4], u16), dst: ([u8; 4], u16), seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
+fn segment(
+    src: ([u8; 4], u16),
+    dst: ([u8; 4], u16),
+    seq: u32,
+    ack: u32,
+    payload: &[u8],
+) -> Vec<u8> {
     let total = 40 + payload.len();
     let mut p = vec![0u8; total];
     p[0] = 0x45;
@@ -77,11 +83,23 @@ fn hss_answer(req: &[u8], avps: Vec<AvpRepr>) -> Vec<u8> {
     let v = MessageView::new_checked(req).unwrap();
     let mut all = vec![];
     if let Ok(Some(s)) = v.find(0, a::SESSION_ID) {
-        all.push(AvpRepr::new(a::SESSION_ID, 0, D::Utf8String(s.utf8().unwrap().into())));
+        all.push(AvpRepr::new(
+            a::SESSION_ID,
+            0,
+            D::Utf8String(s.utf8().unwrap().into()),
+        ));
     }
     all.push(AvpRepr::new(a::RESULT_CODE, 0, D::Unsigned32(2001)));
-    all.push(AvpRepr::new(a::ORIGIN_HOST, 0, D::DiameterIdentity("hss.test".into())));
-    all.push(AvpRepr::new(a::ORIGIN_REALM, 0, D::DiameterIdentity("test".into())));
+    all.push(AvpRepr::new(
+        a::ORIGIN_HOST,
+        0,
+        D::DiameterIdentity("hss.test".into()),
+    ));
+    all.push(AvpRepr::new(
+        a::ORIGIN_REALM,
+        0,
+        D::DiameterIdentity("test".into()),
+    ));
     all.extend(avps);
     let m = MessageRepr {
         flags: v.flags() & flags::PROXIABLE,
@@ -127,8 +145,16 @@ fn hss_request(command: u32, hbh: u32, extra: Vec<AvpRepr>) -> Vec<u8> {
         AvpRepr::new(a::AUTH_SESSION_STATE, 0, D::Enumerated(1)),
         AvpRepr::new(a::ORIGIN_HOST, 0, D::DiameterIdentity("hss.test".into())),
         AvpRepr::new(a::ORIGIN_REALM, 0, D::DiameterIdentity("test".into())),
-        AvpRepr::new(a::DESTINATION_HOST, 0, D::DiameterIdentity("mme.pepc.test".into())),
-        AvpRepr::new(a::DESTINATION_REALM, 0, D::DiameterIdentity("pepc.test".into())),
+        AvpRepr::new(
+            a::DESTINATION_HOST,
+            0,
+            D::DiameterIdentity("mme.pepc.test".into()),
+        ),
+        AvpRepr::new(
+            a::DESTINATION_REALM,
+            0,
+            D::DiameterIdentity("pepc.test".into()),
+        ),
         AvpRepr::new(a::USER_NAME, 0, D::Utf8String("001010000000001".into())),
     ];
     avps.extend(extra);
@@ -147,7 +173,11 @@ fn hss_request(command: u32, hbh: u32, extra: Vec<AvpRepr>) -> Vec<u8> {
 
 #[test]
 fn our_s6a_exchange_is_clean_in_tshark() {
-    if std::process::Command::new("tshark").arg("-v").output().is_err() {
+    if std::process::Command::new("tshark")
+        .arg("-v")
+        .output()
+        .is_err()
+    {
         eprintln!("SKIP: tshark not installed (scripts/test.sh installs it)");
         return;
     }
@@ -171,51 +201,101 @@ fn our_s6a_exchange_is_clean_in_tshark() {
     assert_eq!(c.base().poll_action(), Some(Action::Connect(0)));
     c.base().on_connected(0, now);
     ours(&mut c, &mut flow);
-    let cea = hss_answer(&flow[0].1, vec![
-        AvpRepr::new(a::HOST_IP_ADDRESS, 0, D::Address("127.0.0.2".parse().unwrap())),
-        AvpRepr::new(a::VENDOR_ID, 0, D::Unsigned32(0)),
-        AvpRepr::new(a::PRODUCT_NAME, 0, D::Utf8String("hss".into())),
-        vsai(),
-    ]);
+    let cea = hss_answer(
+        &flow[0].1,
+        vec![
+            AvpRepr::new(
+                a::HOST_IP_ADDRESS,
+                0,
+                D::Address("127.0.0.2".parse().unwrap()),
+            ),
+            AvpRepr::new(a::VENDOR_ID, 0, D::Unsigned32(0)),
+            AvpRepr::new(a::PRODUCT_NAME, 0, D::Utf8String("hss".into())),
+            vsai(),
+        ],
+    );
     c.base().on_bytes(0, now, &cea);
     flow.push((false, cea));
     let r = |seq| HssRef { mme_ue_id: 1, seq };
     let imsi = 1010000000001;
-    c.submit(now, HssRequest::Vector { r: r(1), imsi, plmn: PLMN });
-    c.submit(now, HssRequest::Resync { r: r(2), imsi, plmn: PLMN, rand: [1; 16], auts: [2; 14] });
+    c.submit(
+        now,
+        HssRequest::Vector {
+            r: r(1),
+            imsi,
+            plmn: PLMN,
+        },
+    );
+    c.submit(
+        now,
+        HssRequest::Resync {
+            r: r(2),
+            imsi,
+            plmn: PLMN,
+            rand: [1; 16],
+            auts: [2; 14],
+        },
+    );
     c.submit(now, HssRequest::Profile { r: r(3), imsi });
     c.purge(now, imsi);
     let first = flow.len();
     ours(&mut c, &mut flow);
     let reqs: Vec<Vec<u8>> = flow[first..].iter().map(|f| f.1.clone()).collect();
-    let vector = g(avp3::AUTHENTICATION_INFO, vec![g(avp3::E_UTRAN_VECTOR, vec![
-        u(avp3::ITEM_NUMBER, 1),
-        o(avp3::RAND, &[3; 16]),
-        o(avp3::XRES, &[4; 8]),
-        o(avp3::AUTN, &[5; 16]),
-        o(avp3::KASME, &[6; 32]),
-    ])]);
-    let sub = g(avp3::SUBSCRIPTION_DATA, vec![
-        o(avp3::MSISDN, &[0x64, 0x21, 0xf3]),
-        g(avp3::AMBR, vec![u(avp3::MAX_REQUESTED_BANDWIDTH_UL, 1000), u(avp3::MAX_REQUESTED_BANDWIDTH_DL, 2000)]),
-        g(avp3::APN_CONFIGURATION_PROFILE, vec![
-            u(avp3::CONTEXT_IDENTIFIER, 1),
-            e(avp3::ALL_APN_CONFIGURATIONS_INCLUDED_INDICATOR, 0),
-            g(avp3::APN_CONFIGURATION, vec![
-                u(avp3::CONTEXT_IDENTIFIER, 1),
-                e(avp3::PDN_TYPE, 0),
-                AvpRepr::new(a::SERVICE_SELECTION, 0, D::Utf8String("internet".into())),
-                g(avp3::EPS_SUBSCRIBED_QOS_PROFILE, vec![
-                    e(avp3::QOS_CLASS_IDENTIFIER, 9),
-                    g(avp3::ALLOCATION_RETENTION_PRIORITY, vec![
-                        u(avp3::PRIORITY_LEVEL, 8),
-                        e(avp3::PRE_EMPTION_CAPABILITY, 1),
-                        e(avp3::PRE_EMPTION_VULNERABILITY, 0),
-                    ]),
-                ]),
-            ]),
-        ]),
-    ]);
+    let vector = g(
+        avp3::AUTHENTICATION_INFO,
+        vec![g(
+            avp3::E_UTRAN_VECTOR,
+            vec![
+                u(avp3::ITEM_NUMBER, 1),
+                o(avp3::RAND, &[3; 16]),
+                o(avp3::XRES, &[4; 8]),
+                o(avp3::AUTN, &[5; 16]),
+                o(avp3::KASME, &[6; 32]),
+            ],
+        )],
+    );
+    let sub = g(
+        avp3::SUBSCRIPTION_DATA,
+        vec![
+            o(avp3::MSISDN, &[0x64, 0x21, 0xf3]),
+            g(
+                avp3::AMBR,
+                vec![
+                    u(avp3::MAX_REQUESTED_BANDWIDTH_UL, 1000),
+                    u(avp3::MAX_REQUESTED_BANDWIDTH_DL, 2000),
+                ],
+            ),
+            g(
+                avp3::APN_CONFIGURATION_PROFILE,
+                vec![
+                    u(avp3::CONTEXT_IDENTIFIER, 1),
+                    e(avp3::ALL_APN_CONFIGURATIONS_INCLUDED_INDICATOR, 0),
+                    g(
+                        avp3::APN_CONFIGURATION,
+                        vec![
+                            u(avp3::CONTEXT_IDENTIFIER, 1),
+                            e(avp3::PDN_TYPE, 0),
+                            AvpRepr::new(a::SERVICE_SELECTION, 0, D::Utf8String("internet".into())),
+                            g(
+                                avp3::EPS_SUBSCRIBED_QOS_PROFILE,
+                                vec![
+                                    e(avp3::QOS_CLASS_IDENTIFIER, 9),
+                                    g(
+                                        avp3::ALLOCATION_RETENTION_PRIORITY,
+                                        vec![
+                                            u(avp3::PRIORITY_LEVEL, 8),
+                                            e(avp3::PRE_EMPTION_CAPABILITY, 1),
+                                            e(avp3::PRE_EMPTION_VULNERABILITY, 0),
+                                        ],
+                                    ),
+                                ],
+                            ),
+                        ],
+                    ),
+                ],
+            ),
+        ],
+    );
     let ss = AvpRepr::new(a::AUTH_SESSION_STATE, 0, D::Enumerated(1));
     let answers = vec![
         hss_answer(&reqs[0], vec![ss.clone(), vector.clone()]),
@@ -233,7 +313,11 @@ fn our_s6a_exchange_is_clean_in_tshark() {
     assert!(got.iter().all(|a| a.result.is_ok()), "{got:?}");
     // The HSS's CLR and an IDR with an unknown mandatory AVP; our answers.
     for m in [
-        hss_request(cmd::CANCEL_LOCATION, 900, vec![e(avp3::CANCELLATION_TYPE, 2)]),
+        hss_request(
+            cmd::CANCEL_LOCATION,
+            900,
+            vec![e(avp3::CANCELLATION_TYPE, 2)],
+        ),
         hss_request(cmd::INSERT_SUBSCRIBER_DATA, 901, vec![o(4242, b"??")]),
     ] {
         c.base().on_bytes(0, now, &m);
@@ -299,10 +383,19 @@ fn our_s6a_exchange_is_clean_in_tshark() {
     assert_eq!(rep.frames, flow.len());
     // The one warning allowed: the AVP we put in the IDR to be unknown, there and in
     // our IDA's Failed-AVP.
-    let warnings: Vec<_> = rep.warnings.iter().filter(|w| !w.contains("Unknown AVP 4242")).collect();
+    let warnings: Vec<_> = rep
+        .warnings
+        .iter()
+        .filter(|w| !w.contains("Unknown AVP 4242"))
+        .collect();
     assert_eq!(rep.warnings.len(), 2, "{:?}", rep.warnings);
-    assert!(rep.malformed.is_empty() && rep.errors.is_empty() && warnings.is_empty(),
-        "malformed {:?} warnings {:?} errors {:?}", rep.malformed, warnings, rep.errors);
+    assert!(
+        rep.malformed.is_empty() && rep.errors.is_empty() && warnings.is_empty(),
+        "malformed {:?} warnings {:?} errors {:?}",
+        rep.malformed,
+        warnings,
+        rep.errors
+    );
     for want in [
         "Command Code: Capabilities-Exchange (257)",
         "Command Code: 3GPP-Update-Location (316)",

@@ -187,8 +187,10 @@ mod tests {
         assert!(out.is_empty(), "{out:?}");
         let t0 = Instant::now();
         let auth_request = |out: &[Output]| {
-            out.iter().any(|o| matches!(o, Output::S1ap { bytes, .. }
-                if matches!(S1apMessage::decode(bytes), Ok(S1apMessage::DownlinkNasTransport(_)))))
+            out.iter().any(|o| {
+                matches!(o, Output::S1ap { bytes, .. }
+                if matches!(S1apMessage::decode(bytes), Ok(S1apMessage::DownlinkNasTransport(_))))
+            })
         };
         while !auth_request(&out) {
             assert!(t0.elapsed() < Duration::from_secs(10), "no answer: {out:?}");

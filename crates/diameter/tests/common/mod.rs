@@ -103,14 +103,14 @@ pub fn py_encode(specs: &[Value]) -> Vec<Vec<u8>> {
 }
 
 /// The AVP `code` of `vendor` in a decoded list.
-pub fn find<'a>(avps: &'a Value, code: u32, vendor: u32) -> Option<&'a Value> {
+pub fn find(avps: &Value, code: u32, vendor: u32) -> Option<&Value> {
     avps.as_array()?
         .iter()
         .find(|a| a["code"] == code && a["vendor"] == vendor)
         .map(|a| &a["value"])
 }
 
-pub fn all<'a>(avps: &'a Value, code: u32, vendor: u32) -> Vec<&'a Value> {
+pub fn all(avps: &Value, code: u32, vendor: u32) -> Vec<&Value> {
     avps.as_array()
         .map(|v| {
             v.iter()
