@@ -294,6 +294,10 @@ impl Client {
     pub fn pending(&self) -> usize {
         self.pending.len()
     }
+    /// Entries of the queue of requests waiting for a peer (some may be stale).
+    pub fn queued(&self) -> usize {
+        self.unsent.len()
+    }
     /// Bytes to write to peer `peer`; the driver drains what it wrote.
     pub fn tx(&mut self, peer: usize) -> &mut Vec<u8> {
         &mut self.peers[peer].tx
@@ -516,11 +520,15 @@ impl Client {
                 });
             }
         }
-        // Entries of answered requests left at the back are dropped as they come up;
-        // the queue stays bounded by the requests sent within one timeout.
+        // Entries of answered requests are dropped as they come up: the deadlines stay
+        // bounded by the requests sent within one timeout. Requests that waited for a
+        // peer in vain leave stale entries in `unsent`: sweep them while no peer is up.
         if self.pending.is_empty() {
             self.deadlines.clear();
             self.unsent.clear();
+        } else if self.unsent.len() > 2 * self.pending.len() + 64 {
+            let pending = &self.pending;
+            self.unsent.retain(|h| pending.contains_key(h));
         }
     }
 
@@ -601,17 +609,13 @@ impl Client {
         if was_up {
             p.failed_before = true;
         }
-        let had_connection = p.state != PeerState::Closed && p.state != PeerState::Connecting;
         p.state = PeerState::Closed;
         p.dw_pending = false;
         p.rx = Vec::new();
         let rest = std::mem::take(&mut p.tx);
         p.timer = (!self.shutting_down).then(|| now + self.cfg.reconnect);
-        if had_connection || !rest.is_empty() {
-            self.actions.push_back(Action::Close(i, rest));
-        } else {
-            self.actions.push_back(Action::Close(i, Vec::new()));
-        }
+        // The driver drops the socket, if it has one, after writing what is left.
+        self.actions.push_back(Action::Close(i, rest));
         if was_up {
             self.events.push_back(Event::PeerDown {
                 peer: i,

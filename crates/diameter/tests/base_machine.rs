@@ -325,3 +325,20 @@ fn garbage_and_oversized_frames_close_the_connection_and_nothing_panics() {
         c.on_closed(0, tt, "test");
     }
 }
+
+#[test]
+fn with_no_peer_up_requests_time_out_and_queues_stay_bounded() {
+    let t = Instant::now();
+    let mut c = Client::new(cfg(), 2, t, 1);
+    let mut tt = t;
+    for k in 0..10_000u64 {
+        tt += Duration::from_millis(10);
+        c.handle_timeout(tt);
+        while c.poll_action().is_some() {}
+        let _ = c.send_request(tt, request(cmd::UPDATE_LOCATION), k);
+        events(&mut c);
+        assert!(c.pending() <= 3);
+        assert!(c.queued() <= 2 * 3 + 64 + 1, "{}", c.queued());
+    }
+    assert!(c.stats.timeouts > 0 && c.stats.refused > 0);
+}
