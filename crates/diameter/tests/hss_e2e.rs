@@ -263,8 +263,9 @@ fn a_peer_that_resets_the_connection_fails_over_to_the_second_with_the_t_flag() 
     let mut d = S6aDriver::start(config(vec![bad.addr(), good.addr()])).unwrap();
     wait_up(&d);
     // Both up, so the request goes to the first.
+    bad.wait_log("CER", |v| v["cmd"] == 257);
     good.wait_log("CER", |v| v["cmd"] == 257);
-    std::thread::sleep(Duration::from_millis(100));
+    std::thread::sleep(Duration::from_millis(200));
     d.submit(vector(1, IMSI));
     let got = answers(&mut d, 1, Duration::from_secs(10));
     assert!(matches!(got[0].result, Ok(HssData::Vector(_))), "{got:?}");
@@ -289,8 +290,9 @@ fn watchdog_failover_from_a_mute_peer_and_failback_after_reopen() {
     let good = TestHss::start(&dir.0, "good", free_port(), "normal", "");
     let mut d = S6aDriver::start(config(vec![mute.addr(), good.addr()])).unwrap();
     wait_up(&d);
+    mute.wait_log("CER", |v| v["cmd"] == 257);
     good.wait_log("CER", |v| v["cmd"] == 257);
-    std::thread::sleep(Duration::from_millis(100));
+    std::thread::sleep(Duration::from_millis(200));
     let t0 = Instant::now();
     d.submit(vector(1, IMSI));
     // Unanswered at the mute peer: a DWR after Tw, suspect after 2 Tw, then the
