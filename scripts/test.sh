@@ -8,13 +8,16 @@ need_apt=()
 command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
 [ -e /usr/include/usrsctp.h ] || need_apt+=(libusrsctp-dev)
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+# A real Diameter agent (relay) for pepc-diameter's interop test; it wants a TLS pair.
+command -v freeDiameterd >/dev/null 2>&1 || need_apt+=(freediameter)
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
-python3 -c 'import pycrate_asn1dir.S1AP, pycrate_mobile.NASLTE' 2>/dev/null || python3 -m pip install -q 'pycrate==0.8.1' || python3 -m pip install -q --break-system-packages 'pycrate==0.8.1'
+python3 -c 'import pycrate_asn1dir.S1AP, pycrate_mobile.NASLTE, pycrate_diameter.Diameter3GPP' 2>/dev/null || python3 -m pip install -q 'pycrate==0.8.1' || python3 -m pip install -q --break-system-packages 'pycrate==0.8.1'
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings

@@ -10,4 +10,5 @@ pub mod proxy;
 pub mod ring;
 pub mod runtime;
 pub mod s1mme;
+pub mod s6a;
 pub mod stats;

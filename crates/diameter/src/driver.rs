@@ -1,0 +1,368 @@
+//! The thin driver: a thread owning the TCP connections to the peers (RFC 6733 over
+//! TCP), feeding the sans-IO [`S6aClient`] bytes and time and carrying out what it
+//! asks. The MME side talks to it through channels and an eventfd ([`S6aDriver`]),
+//! the shape of the node's `HssBackend`.
+//!
+//! Connections are opened with a blocking `connect_timeout` on this thread: a peer
+//! that does not answer SYNs holds the others for that long (loopback and a LAN
+//! answer at once; a non-blocking connect is a later refinement).
+
+use crate::base::{self, Action, Client};
+use crate::s6a::{S6aClient, S6aConfig, S6aEvent};
+use pepc_mme::{HssAnswer, HssRequest};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+/// The peers and what to say to them.
+#[derive(Debug, Clone)]
+pub struct DriverConfig {
+    /// "host:port", in order of preference: the first one up takes the requests.
+    pub peers: Vec<String>,
+    pub base: base::Config,
+    pub s6a: S6aConfig,
+    pub connect_timeout: Duration,
+}
+
+enum Cmd {
+    Request(HssRequest),
+    Purge(u64),
+}
+
+/// The S6a client on a thread of its own.
+pub struct S6aDriver {
+    to: Option<mpsc::Sender<Cmd>>,
+    wake_in: Arc<OwnedFd>,
+    answers: mpsc::Receiver<HssAnswer>,
+    events: mpsc::Receiver<S6aEvent>,
+    wake_out: Arc<OwnedFd>,
+    stats: Arc<Mutex<base::Stats>>,
+    up: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+fn eventfd() -> std::io::Result<Arc<OwnedFd>> {
+    // SAFETY: plain eventfd(2).
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(Arc::new(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+fn signal(fd: &OwnedFd) {
+    let one = 1u64.to_ne_bytes();
+    // SAFETY: 8-byte write to our eventfd; EAGAIN (counter full) still wakes.
+    unsafe { libc::write(fd.as_raw_fd(), one.as_ptr() as *const libc::c_void, 8) };
+}
+
+fn clear(fd: &OwnedFd) {
+    let mut b = [0u8; 8];
+    // SAFETY: 8-byte read from our non-blocking eventfd (EAGAIN when clear).
+    unsafe { libc::read(fd.as_raw_fd(), b.as_mut_ptr() as *mut libc::c_void, 8) };
+}
+
+impl S6aDriver {
+    pub fn start(cfg: DriverConfig) -> std::io::Result<S6aDriver> {
+        let wake_in = eventfd()?;
+        let wake_out = eventfd()?;
+        let (to, rx) = mpsc::channel();
+        let (atx, answers) = mpsc::channel();
+        let (etx, events) = mpsc::channel();
+        let stats = Arc::new(Mutex::new(base::Stats::default()));
+        let up = Arc::new(AtomicBool::new(false));
+        let mut t = Thread {
+            cfg,
+            rx,
+            atx,
+            etx,
+            wake_in: wake_in.clone(),
+            wake_out: wake_out.clone(),
+            stats: stats.clone(),
+            up: up.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("pepc-s6a".into())
+            .spawn(move || t.run())?;
+        Ok(S6aDriver {
+            to: Some(to),
+            wake_in,
+            answers,
+            events,
+            wake_out,
+            stats,
+            up,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn submit(&mut self, req: HssRequest) {
+        if let Some(to) = &self.to {
+            // A gone thread never answers: the MME's HSS timer rejects the attach.
+            let _ = to.send(Cmd::Request(req));
+            signal(&self.wake_in);
+        }
+    }
+
+    /// PUR for `imsi`; the outcome comes as [`S6aEvent::Purged`].
+    pub fn purge(&mut self, imsi: u64) {
+        if let Some(to) = &self.to {
+            let _ = to.send(Cmd::Purge(imsi));
+            signal(&self.wake_in);
+        }
+    }
+
+    /// Answers that arrived; clears the wake descriptor first so none waits unseen.
+    pub fn poll(&mut self, answers: &mut Vec<HssAnswer>) {
+        clear(&self.wake_out);
+        answers.extend(self.answers.try_iter());
+    }
+
+    /// What the HSS asked (CLR, IDR) and peer changes.
+    pub fn poll_events(&mut self, events: &mut Vec<S6aEvent>) {
+        events.extend(self.events.try_iter());
+    }
+
+    /// Readable when answers or events may be waiting.
+    pub fn wake_fd(&self) -> RawFd {
+        self.wake_out.as_raw_fd()
+    }
+
+    pub fn stats(&self) -> base::Stats {
+        self.stats.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Some peer takes requests.
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for S6aDriver {
+    fn drop(&mut self) {
+        // The thread sees the channel closed: DPR to its peers, then it ends (bounded
+        // by the DPA timeout).
+        self.to = None;
+        signal(&self.wake_in);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Thread {
+    cfg: DriverConfig,
+    rx: mpsc::Receiver<Cmd>,
+    atx: mpsc::Sender<HssAnswer>,
+    etx: mpsc::Sender<S6aEvent>,
+    wake_in: Arc<OwnedFd>,
+    wake_out: Arc<OwnedFd>,
+    stats: Arc<Mutex<base::Stats>>,
+    up: Arc<AtomicBool>,
+}
+
+impl Thread {
+    fn run(&mut self) {
+        let n = self.cfg.peers.len();
+        let osi = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs() as u32)
+            .unwrap_or(1);
+        let start = Instant::now();
+        let base = Client::new(self.cfg.base.clone(), n, start, osi);
+        let mut c = S6aClient::new(base, self.cfg.s6a.clone(), osi);
+        let mut conns: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
+        let mut stopping: Option<Instant> = None;
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut answers = Vec::new();
+        loop {
+            let now = Instant::now();
+            clear(&self.wake_in);
+            loop {
+                match self.rx.try_recv() {
+                    Ok(Cmd::Request(r)) => c.submit(now, r),
+                    Ok(Cmd::Purge(imsi)) => c.purge(now, imsi),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        if stopping.is_none() {
+                            stopping = Some(now + self.cfg.base.cea_timeout);
+                            c.base().disconnect(now);
+                        }
+                        break;
+                    }
+                }
+            }
+            c.handle_timeout(now);
+            self.actions(&mut c, &mut conns, now);
+            self.write(&mut c, &mut conns, now);
+            self.actions(&mut c, &mut conns, now);
+            c.process();
+            c.take_answers(&mut answers);
+            // Figures before answers, so whoever sees an answer sees its figures.
+            let up = (0..n).any(|i| c.base().peer_state(i) == base::PeerState::Okay);
+            self.up.store(up, Ordering::Relaxed);
+            if let Ok(mut s) = self.stats.lock() {
+                s.clone_from(&c.base().stats);
+            }
+            let mut woke = !answers.is_empty();
+            for a in answers.drain(..) {
+                let _ = self.atx.send(a);
+            }
+            while let Some(e) = c.poll_event() {
+                match &e {
+                    S6aEvent::PeerUp { .. } | S6aEvent::PeerDown { .. } => {}
+                    _ => woke = true,
+                }
+                let _ = self.etx.send(e);
+            }
+            if woke {
+                signal(&self.wake_out);
+            }
+            if let Some(deadline) = stopping {
+                if c.base().is_closed() || Instant::now() >= deadline {
+                    for s in conns.iter_mut().filter_map(Option::take) {
+                        let _ = s.shutdown(Shutdown::Both);
+                    }
+                    return;
+                }
+            }
+            // Wait for bytes, a command or the next timer.
+            let mut fds = vec![libc::pollfd {
+                fd: self.wake_in.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            }];
+            let mut which = Vec::new();
+            for (i, s) in conns.iter().enumerate() {
+                if let Some(s) = s {
+                    let mut ev = libc::POLLIN;
+                    if !c.base().tx(i).is_empty() {
+                        ev |= libc::POLLOUT;
+                    }
+                    fds.push(libc::pollfd {
+                        fd: s.as_raw_fd(),
+                        events: ev,
+                        revents: 0,
+                    });
+                    which.push(i);
+                }
+            }
+            let wait = c
+                .base()
+                .next_timeout()
+                .map(|t| t.saturating_duration_since(Instant::now()))
+                .unwrap_or(Duration::from_secs(1))
+                .min(Duration::from_secs(1));
+            // Round up so a timer is not polled for again a hair before it is due.
+            let ms = (wait.as_micros().div_ceil(1000)) as libc::c_int;
+            // SAFETY: fds is a valid array of pollfd of the length given.
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+            let now = Instant::now();
+            for (k, &i) in which.iter().enumerate() {
+                if fds[k + 1].revents == 0 {
+                    continue;
+                }
+                self.read(&mut c, &mut conns, i, now, &mut buf);
+            }
+        }
+    }
+
+    fn read(
+        &self,
+        c: &mut S6aClient,
+        conns: &mut [Option<TcpStream>],
+        i: usize,
+        now: Instant,
+        buf: &mut [u8],
+    ) {
+        loop {
+            let Some(s) = conns[i].as_mut() else { return };
+            match s.read(buf) {
+                Ok(0) => {
+                    conns[i] = None;
+                    return c.base().on_closed(i, now, "connection closed by the peer");
+                }
+                Ok(k) => c.base().on_bytes(i, now, &buf[..k]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    conns[i] = None;
+                    return c.base().on_closed(i, now, &format!("read: {e}"));
+                }
+            }
+        }
+    }
+
+    fn write(&self, c: &mut S6aClient, conns: &mut [Option<TcpStream>], now: Instant) {
+        for (i, conn) in conns.iter_mut().enumerate() {
+            let Some(s) = conn.as_mut() else { continue };
+            let tx = c.base().tx(i);
+            let mut off = 0;
+            let mut failed = None;
+            while off < tx.len() {
+                match s.write(&tx[off..]) {
+                    Ok(0) => {
+                        failed = Some("write: connection closed".to_string());
+                        break;
+                    }
+                    Ok(k) => off += k,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        failed = Some(format!("write: {e}"));
+                        break;
+                    }
+                }
+            }
+            tx.drain(..off);
+            if let Some(why) = failed {
+                *conn = None;
+                c.base().on_closed(i, now, &why);
+            }
+        }
+    }
+
+    fn actions(&self, c: &mut S6aClient, conns: &mut [Option<TcpStream>], now: Instant) {
+        while let Some(a) = c.base().poll_action() {
+            match a {
+                Action::Connect(i) => match self.connect(&self.cfg.peers[i]) {
+                    Ok(s) => {
+                        conns[i] = Some(s);
+                        c.base().on_connected(i, now);
+                    }
+                    Err(e) => {
+                        let why = format!("connect {}: {e}", self.cfg.peers[i]);
+                        c.base().on_closed(i, now, &why);
+                    }
+                },
+                Action::Close(i, rest) => {
+                    if let Some(mut s) = conns[i].take() {
+                        // Best effort (a DPA): the socket is non-blocking.
+                        let _ = s.write(&rest);
+                        let _ = s.shutdown(Shutdown::Both);
+                    }
+                }
+            }
+        }
+    }
+
+    fn connect(&self, peer: &str) -> std::io::Result<TcpStream> {
+        let mut last = std::io::Error::new(ErrorKind::NotFound, "no address");
+        for addr in peer.to_socket_addrs()? {
+            match TcpStream::connect_timeout(&addr, self.cfg.connect_timeout) {
+                Ok(s) => {
+                    s.set_nonblocking(true)?;
+                    s.set_nodelay(true)?;
+                    return Ok(s);
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+}

@@ -1,0 +1,22 @@
+//! Diameter for pepc (PEPC §3.3, issue 13): the base protocol of RFC 6733 and the S6a
+//! client of TS 29.272, which serves the MME's HSS requests
+//! ([`pepc_mme::HssRequest`]) from an external HSS.
+//!
+//! ```text
+//! codec   the wire format: zero-copy views, an AVP writer, owned reprs
+//! dict    command, application, AVP and result codes
+//! base    the sans-IO client: peers (CER/CEA, DWR/DWA, DPR/DPA), pending requests,
+//!         failover
+//! s6a     AIR/ULR/PUR out, AIA/ULA/PUA in, CLR/IDR answered; results → HssFailure
+//! driver  a thread owning the TCP connections, driving the S6a client
+//! ```
+//!
+//! [`fuzz_decode`] runs any bytes through every view (a fuzz target's entry).
+
+pub mod base;
+pub mod codec;
+pub mod dict;
+pub mod driver;
+pub mod s6a;
+
+pub use codec::{fuzz_decode, AvpIter, AvpView, AvpWriter, DecodeError, MessageRepr, MessageView};

@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""Diameter on an independent codec (pycrate_diameter, pinned with pycrate==0.8.1 in
+scripts/test.sh) for pepc-diameter's tests:
+
+  diam.py decode            hex messages on stdin (one a line) -> JSON trees, one a line
+  diam.py encode            JSON message specs on stdin (one a line) -> hex, one a line
+  diam.py hss PORT LOG ...  a test HSS serving S6a over TCP on 127.0.0.1:PORT
+
+A JSON tree: {"R":1,"P":1,"E":0,"T":0,"cmd":318,"app":16777251,"hbh":..,"e2e":..,
+"avps":[{"code":263,"vendor":0,"M":1,"value":...}, ...]} where a value is an int, a
+string, {"hex": "..."} for octets, {"addr": [family, "hex"]} or a list (Grouped).
+Decoding is strict: every length and padding is checked against what pycrate parsed,
+and pycrate's re-encoding must give the input bytes back.
+"""
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+
+from pycrate_diameter.Diameter import DiameterIdentity
+from pycrate_diameter.Diameter3GPP import Diameter3GPP, FMT_LUT_TS29230
+from pycrate_core.elt import Sequence
+
+V3GPP = 10415
+S6A = 16777251
+
+
+class Strict(Exception):
+    pass
+
+
+def _value(data):
+    if isinstance(data, Sequence):
+        return [_avp(a) for a in data]
+    v = data.get_val()
+    if isinstance(data, DiameterIdentity):
+        return v.decode()
+    if isinstance(v, bytes):
+        return {"hex": v.hex()}
+    if isinstance(v, list):  # Address
+        return {"addr": [v[0], v[1].hex()]}
+    return v
+
+
+def _avp(a):
+    hdr = a[0].get_val()
+    code, vbit, mbit, pbit, _res, length = hdr[:6]
+    vendor = hdr[6] if vbit else 0
+    data = a[1].to_bytes()
+    pad = a[2].to_bytes() if len(a._content) > 2 else b""
+    hl = 12 if vbit else 8
+    if length != hl + len(data):
+        raise Strict(f"AVP {code}: length {length} but {hl}+{len(data)} bytes parsed")
+    if pad != b"\x00" * ((-len(data)) % 4):
+        raise Strict(f"AVP {code}: padding {pad.hex()} after {len(data)} data bytes")
+    if isinstance(a[1], Sequence):
+        inner = sum(len(x.to_bytes()) for x in a[1])
+        if inner != len(data):
+            raise Strict(f"grouped AVP {code}: members take {inner} of {len(data)} bytes")
+    return {"code": code, "vendor": vendor, "M": mbit, "P": pbit, "value": _value(a[1])}
+
+
+def decode(raw):
+    m = Diameter3GPP()
+    m.from_bytes(raw)
+    h = m[0].get_val()
+    if h[1] != len(raw):
+        raise Strict(f"header length {h[1]} but {len(raw)} bytes")
+    if m.to_bytes() != raw:
+        raise Strict("pycrate did not consume the message as it is")
+    avps = [_avp(a) for a in m[1]]
+    if 20 + sum(len(a.to_bytes()) for a in m[1]) != len(raw):
+        raise Strict("AVPs do not fill the message")
+    return {"R": h[2], "P": h[3], "E": h[4], "T": h[5], "cmd": h[7], "app": h[8],
+            "hbh": h[9], "e2e": h[10], "avps": avps}
+
+
+def _spec_avp(s):
+    code = s["code"]
+    vendor = s.get("vendor", 0)
+    hdr = {"Code": code, "M": s.get("M", 1)}
+    if vendor:
+        hdr.update({"V": 1, "VendorID": vendor})
+    v = s["value"]
+    if isinstance(v, list):
+        data = [_spec_avp(x) for x in v]
+    elif isinstance(v, dict) and "hex" in v:
+        data = bytes.fromhex(v["hex"])
+    elif isinstance(v, dict) and "addr" in v:
+        data = {"AddressType": v["addr"][0], "Value": bytes.fromhex(v["addr"][1])}
+    elif isinstance(v, int) and code not in FMT_LUT_TS29230:
+        data = struct.pack(">I", v)
+    elif isinstance(v, str) and str not in getattr(FMT_LUT_TS29230.get(code), "TYPES", ()):
+        data = v.encode()  # DiameterIdentity and untyped AVPs take bytes
+    else:
+        data = v
+    return {"AVPHdr": hdr, "AVPData": data}
+
+
+def encode(spec):
+    hdr = {k: spec.get(k, 0) for k in ("R", "P", "E", "T")}
+    hdr.update({"Cmd": spec["cmd"], "AppID": spec["app"], "HHID": spec.get("hbh", 0),
+                "EEID": spec.get("e2e", 0)})
+    m = Diameter3GPP(val={"DiameterHdr": hdr, "AVPs": [_spec_avp(a) for a in spec["avps"]]})
+    return m.to_bytes()
+
+
+def find(avps, code, vendor=0):
+    for a in avps:
+        if a["code"] == code and a["vendor"] == vendor:
+            return a["value"]
+    return None
+
+
+# ---------------------------------------------------------------------------- HSS
+
+def A(code, value, vendor=0, M=1):
+    return {"code": code, "vendor": vendor, "M": M, "value": value}
+
+
+def G(code, members, vendor=V3GPP):
+    return A(code, members, vendor)
+
+
+def subscription(msisdn, apn, qci, arp, ul, dl):
+    tb = bytes(int((msisdn + "f")[i + 1], 16) << 4 | int(msisdn[i])
+               for i in range(0, len(msisdn), 2))
+    return G(1400, [
+        A(701, {"hex": tb.hex()}, V3GPP),
+        A(1424, 0, V3GPP),  # SERVICE_GRANTED
+        G(1435, [A(516, ul, V3GPP), A(515, dl, V3GPP)]),
+        G(1429, [
+            A(1423, 1, V3GPP),
+            A(1428, 0, V3GPP),
+            G(1430, [
+                A(1423, 2, V3GPP),
+                A(1456, 0, V3GPP),
+                A(493, "ims", 0),
+                G(1431, [A(1028, 5, V3GPP), G(1034, [A(1046, 1, V3GPP)])]),
+            ]),
+            G(1430, [
+                A(1423, 1, V3GPP),
+                A(1456, 2, V3GPP),
+                A(493, apn, 0),
+                G(1431, [A(1028, qci, V3GPP), G(1034, [A(1046, arp, V3GPP),
+                                                      A(1047, 1, V3GPP), A(1048, 0, V3GPP)])]),
+                G(1435, [A(516, ul, V3GPP), A(515, dl, V3GPP)]),
+            ]),
+        ]),
+    ])
+
+
+class Hss:
+    """Answers CER/DWR/DPR/AIR/ULR/PUR; modes for the failure tests. Logs every
+    request it receives, and what it answered, as JSON lines to LOG."""
+
+    def __init__(self, port, log, name, mode, after_ulr):
+        self.port, self.name, self.mode, self.after_ulr = port, name, mode, after_ulr
+        self.log = open(log, "a", buffering=1)
+        self.lock = threading.Lock()
+        self.counter = 0
+
+    def note(self, **kw):
+        kw["hss"] = self.name
+        with self.lock:
+            self.log.write(json.dumps(kw) + "\n")
+
+    def answer(self, req, avps, E=0):
+        head = [A(263, find(req["avps"], 263))] if find(req["avps"], 263) is not None else []
+        return encode({"R": 0, "P": req["P"], "E": E, "cmd": req["cmd"], "app": req["app"],
+                       "hbh": req["hbh"], "e2e": req["e2e"],
+                       "avps": head + avps + [A(264, self.name + ".test"), A(296, "test")]})
+
+    def vector(self, imsi, resync):
+        with self.lock:
+            self.counter += 1
+            n = self.counter
+        seed = (imsi + (resync or "") + str(n)).encode()
+        import hashlib
+        h = hashlib.sha512(seed).digest()
+        return {"rand": h[:16].hex(), "xres": h[16:24].hex(), "autn": h[24:40].hex(),
+                "kasme": h[32:64].hex()}
+
+    def serve(self):
+        srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("127.0.0.1", self.port))
+        srv.listen(16)
+        print("ready", flush=True)
+        while True:
+            c, _ = srv.accept()
+            threading.Thread(target=self.conn, args=(c,), daemon=True).start()
+
+    def conn(self, c):
+        buf = b""
+        while True:
+            try:
+                d = c.recv(65536)
+            except OSError:
+                return
+            if not d:
+                return
+            buf += d
+            while len(buf) >= 20:
+                n = int.from_bytes(buf[1:4], "big")
+                if len(buf) < n:
+                    break
+                raw, buf = buf[:n], buf[n:]
+                try:
+                    m = decode(raw)
+                except Exception as e:  # noqa: BLE001 - logged for the test to see
+                    self.note(event="undecodable", error=str(e), hex=raw.hex())
+                    continue
+                if not self.handle(c, m):
+                    return
+
+    def handle(self, c, m):
+        avps = m["avps"]
+        user = find(avps, 1)
+        if not m["R"]:
+            self.note(event="answer", cmd=m["cmd"], result=find(avps, 268),
+                      failed=[a["code"] for a in (find(avps, 279) or [])])
+            return True
+        self.note(event="request", cmd=m["cmd"], user=user, T=m["T"],
+                  resync=(find(find(avps, 1408, V3GPP) or [], 1411, V3GPP) or {}).get("hex"),
+                  dest_realm=find(avps, 283), session=find(avps, 263))
+        if self.mode == "mute" and m["cmd"] != 257:
+            return True
+        if m["cmd"] == 257:
+            c.sendall(self.answer(m, [A(268, 2001), A(257, {"addr": [1, "7f000001"]}),
+                                      A(266, 0), A(269, "pycrate-hss", M=0),
+                                      A(265, V3GPP),
+                                      A(260, [A(266, V3GPP), A(258, S6A)])]))
+        elif m["cmd"] == 280:
+            c.sendall(self.answer(m, [A(268, 2001)]))
+        elif m["cmd"] == 282:
+            c.sendall(self.answer(m, [A(268, 2001)]))
+            c.close()
+            return False
+        elif self.mode == "silent":
+            pass
+        elif self.mode == "reset":
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()
+            return False
+        elif user is None or not user.startswith("00101"):
+            c.sendall(self.answer(m, [A(297, [A(266, V3GPP), A(298, 5001)]),
+                                      A(277, 1)]))
+        elif user.endswith("99"):
+            c.sendall(self.answer(m, [A(297, [A(266, V3GPP), A(298, 5420)]), A(277, 1)]))
+        elif m["cmd"] == 318:
+            resync = (find(find(avps, 1408, V3GPP) or [], 1411, V3GPP) or {}).get("hex")
+            v = self.vector(user, resync)
+            self.note(event="vector", user=user, **v)
+            c.sendall(self.answer(m, [A(268, 2001), A(277, 1), G(1413, [G(1414, [
+                A(1419, 1, V3GPP), A(1447, {"hex": v["rand"]}, V3GPP),
+                A(1448, {"hex": v["xres"]}, V3GPP), A(1449, {"hex": v["autn"]}, V3GPP),
+                A(1450, {"hex": v["kasme"]}, V3GPP)])])]))
+        elif m["cmd"] == 316:
+            c.sendall(self.answer(m, [A(268, 2001), A(277, 1), A(1406, 1, V3GPP),
+                                      subscription("46" + user[-9:], "internet", 9, 8,
+                                                   50000000, 100000000)]))
+            for what in self.after_ulr:
+                self.push(c, m, what, user)
+        elif m["cmd"] == 321:
+            c.sendall(self.answer(m, [A(268, 2001), A(277, 1), A(1442, 0, V3GPP)]))
+        else:
+            c.sendall(self.answer(m, [A(268, 3001)], E=1))
+        return True
+
+    def push(self, c, req, what, user):
+        """An HSS-initiated request to the MME that sent `req`."""
+        origin = find(req["avps"], 264)
+        realm = find(req["avps"], 296)
+        base = [A(263, f"{self.name}.test;push;{what}"),
+                A(260, [A(266, V3GPP), A(258, S6A)]), A(277, 1),
+                A(264, self.name + ".test"), A(296, "test"), A(293, origin), A(283, realm),
+                A(1, user)]
+        if what == "clr":
+            avps = base + [A(1420, 2, V3GPP)]  # SUBSCRIPTION_WITHDRAWAL
+            cmd = 317
+        elif what == "idr":
+            avps = base + [subscription("46" + user[-9:], "fast", 6, 2, 1000, 2000)]
+            cmd = 319
+        else:  # an IDR with an unknown AVP marked mandatory
+            avps = base + [A(99999, {"hex": "0102"}, V3GPP, M=1)]
+            cmd = 319
+        c.sendall(encode({"R": 1, "P": 1, "cmd": cmd, "app": S6A, "hbh": 0x5000 + cmd,
+                          "e2e": 0x6000 + cmd, "avps": avps}))
+
+
+def main():
+    what = sys.argv[1]
+    if what == "decode":
+        for line in sys.stdin:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                print(json.dumps(decode(bytes.fromhex(line))), flush=True)
+            except Exception as e:  # noqa: BLE001 - the test reads the reason
+                print(json.dumps({"error": str(e)}), flush=True)
+    elif what == "encode":
+        for line in sys.stdin:
+            if line.strip():
+                print(encode(json.loads(line)).hex(), flush=True)
+    elif what == "hss":
+        port, log, name, mode = int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+        after = [x for x in (sys.argv[6] if len(sys.argv) > 6 else "").split(",") if x]
+        # Bounded: a test HSS never outlives its test by long, even if killed badly.
+        threading.Timer(120, lambda: os._exit(0)).start()
+        Hss(port, log, name, mode, after).serve()
+
+
+if __name__ == "__main__":
+    main()
