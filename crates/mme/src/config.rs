@@ -66,6 +66,19 @@ pub struct MmeConfig {
     /// comes well within it, and with the two requests of an attach the reject still
     /// reaches the UE before its T3410 (15 s) expires.
     pub hss_timeout: Duration,
+    /// How long a UE Context Release Command waits for its Release Complete before the
+    /// context is released locally (TS 36.413 names no timer; an eNB that never
+    /// answers must not keep contexts alive).
+    pub release_guard: Duration,
+    /// How long a context may stay without a security context (an attach that never
+    /// authenticates, a first message that led nowhere) before it is released. Above
+    /// the NAS timers' own end (5 x T3460 = 30 s) and the HSS timeout.
+    pub unauth_context_ttl: Duration,
+    /// Contexts without a security context at once, per slice and per eNB: beyond,
+    /// a new UE's first message is refused (Error Indication, control processing
+    /// overload) and counted.
+    pub max_unauth_contexts: usize,
+    pub max_unauth_per_enb: usize,
 }
 
 impl Default for MmeConfig {
@@ -98,6 +111,10 @@ impl Default for MmeConfig {
             parked_contexts: 65_536,
             parked_context_ttl: Duration::from_secs(3600),
             hss_timeout: Duration::from_secs(5),
+            release_guard: Duration::from_secs(10),
+            unauth_context_ttl: Duration::from_secs(45),
+            max_unauth_contexts: 65_536,
+            max_unauth_per_enb: 4096,
         }
     }
 }

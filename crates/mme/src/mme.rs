@@ -152,6 +152,13 @@ pub struct MmeStats {
     /// Those that failed (wrong RES, no answer, security mode rejected): the
     /// connection was released and the UE's context left as it was.
     pub nas_reauth_failures: u64,
+    /// UE Context Release Commands never completed: released locally at
+    /// `release_guard`.
+    pub release_guard_expiries: u64,
+    /// Contexts that never got a security context within `unauth_context_ttl`.
+    pub unauth_expired: u64,
+    /// New UEs refused at the per-slice or per-eNB bound on unauthenticated contexts.
+    pub unauth_refused: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -330,6 +337,8 @@ pub(crate) enum TimerKind {
     Nas,
     Paging,
     Reachable,
+    /// The release guard, or the lifetime of a context without security.
+    Guard,
 }
 
 pub(crate) struct HoState {
@@ -376,6 +385,12 @@ pub(crate) struct Ue {
     pub(crate) paging_timer: Option<Instant>,
     pub(crate) paging_left: u32,
     pub(crate) reach_timer: Option<Instant>,
+    /// [`TimerKind::Guard`]: while a release awaits its Complete, the release guard;
+    /// before, for a context without security, its time to live.
+    pub(crate) guard_timer: Option<Instant>,
+    /// The eNB whose budget of unauthenticated contexts this one counts against
+    /// (until it gets a security context or goes).
+    pub(crate) unauth_on: Option<AssocId>,
     pub(crate) gen: u64,
     /// The S1 handover under way (TS 36.413 §8.4), beside any EMM procedure. Boxed,
     /// like `retx`: held only during the procedure, and out of line the context that
@@ -407,6 +422,21 @@ pub(crate) struct Ue {
     /// Downlink arrived while the S1 connection was being released: page the UE once
     /// the release completes.
     pub(crate) page_after_release: bool,
+}
+
+impl Ue {
+    /// The UE's live timers with their kind codes (0 NAS, 1 paging, 2 reachability,
+    /// 3 guard), as the timer heap holds them.
+    pub(crate) fn timers(&self) -> impl Iterator<Item = (Instant, u8)> {
+        [
+            (self.nas_timer, 0u8),
+            (self.paging_timer, 1),
+            (self.reach_timer, 2),
+            (self.guard_timer, 3),
+        ]
+        .into_iter()
+        .filter_map(|(t, k)| t.map(|t| (t, k)))
+    }
 }
 
 // A context is one allocation of 1 KiB: one more byte and it takes mimalloc's next
@@ -451,6 +481,10 @@ pub struct Mme {
     pub(crate) parked: Map<u32, Parked>,
     /// (expiry, M-TMSI) in parking order: expiry and eviction of the oldest.
     pub(crate) parked_order: VecDeque<(Instant, u32)>,
+    /// Contexts without a security context, per eNB and in all (bounded by
+    /// `cfg.max_unauth_per_enb` and `cfg.max_unauth_contexts`).
+    pub(crate) unauth: Map<AssocId, u32>,
+    pub(crate) unauth_total: usize,
     /// Which slice of the node this MME serves (identifier bits, IMSI routing).
     pub(crate) role: SliceRole,
     /// IMSIs held outside their policy slice whose context went (for the node).
@@ -481,6 +515,8 @@ impl Mme {
             last_now: None,
             parked: Map::default(),
             parked_order: VecDeque::new(),
+            unauth: Map::default(),
+            unauth_total: 0,
             role: SliceRole::default(),
             released: Vec::new(),
             stats: MmeStats::default(),
@@ -595,14 +631,13 @@ impl Mme {
             TimerKind::Nas => u.nas_timer = Some(at),
             TimerKind::Paging => u.paging_timer = Some(at),
             TimerKind::Reachable => u.reach_timer = Some(at),
+            TimerKind::Guard => u.guard_timer = Some(at),
         }
         u.gen += 1;
         let gen = u.gen;
-        // Re-push every live timer of the UE under the new generation (at most 3).
-        for (t, k) in [(u.nas_timer, 0u8), (u.paging_timer, 1), (u.reach_timer, 2)] {
-            if let Some(t) = t {
-                self.timers.push(Reverse((t, id, gen, k)));
-            }
+        // Re-push every live timer of the UE under the new generation (at most 4).
+        for (t, k) in u.timers() {
+            self.timers.push(Reverse((t, id, gen, k)));
         }
     }
 
@@ -637,10 +672,113 @@ impl Mme {
                     log(out, LogLevel::Info, format!("implicit detach of UE {id}"));
                     self.remove_ue(id, false, cp);
                 }
+                3 if u.guard_timer == Some(t) => {
+                    u.guard_timer = None;
+                    self.guard_expired(id, cp, out);
+                }
                 _ => {}
             }
         }
+        self.compact(cp);
         self.flush_released(out);
+    }
+
+    /// The guard of UE `id` ran out: a release never completed is completed locally;
+    /// a context still without security after its time to live goes.
+    fn guard_expired(&mut self, id: u32, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+        let Some(u) = self.ue_mut(cp, id) else {
+            return;
+        };
+        match u.proc {
+            Procedure::ExpectReleaseComplete { then_remove } => {
+                self.stats.release_guard_expiries += 1;
+                log(
+                    out,
+                    LogLevel::Info,
+                    format!("UE {id}: no UE Context Release Complete in time, released locally"),
+                );
+                if then_remove || u.emm == Emm_::Deregistered {
+                    self.remove_ue(id, true, cp);
+                } else {
+                    self.make_idle(id, cp, out);
+                }
+            }
+            _ if u.sec.is_none() => {
+                self.stats.unauth_expired += 1;
+                log(
+                    out,
+                    LogLevel::Debug,
+                    format!("UE {id}: no security context in time, context released"),
+                );
+                if u.conn.is_some() {
+                    self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
+                } else {
+                    self.remove_ue(id, false, cp);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Give back memory after a storm: the timer heap loses its stale entries and the
+    /// indexes their spare capacity once mostly empty, so state returns to its
+    /// baseline size. Cheap unless there is something to give back.
+    fn compact(&mut self, cp: &ControlPlane) {
+        let live = self.by_id.len();
+        if self.timers.len() > 4 * live + 1024 {
+            let by_id = &self.by_id;
+            self.timers.retain(|Reverse((_, id, gen, _))| {
+                by_id
+                    .get(id)
+                    .and_then(|s| cp.signaling::<Ue>(*s))
+                    .is_some_and(|u| u.gen == *gen)
+            });
+            self.timers.shrink_to_fit();
+        } else if self.timers.capacity() > 4096 && self.timers.len() * 8 < self.timers.capacity() {
+            self.timers.shrink_to_fit();
+        }
+        fn shrink<K: std::hash::Hash + Eq, V>(m: &mut Map<K, V>) {
+            if m.capacity() > 1024 && m.len() * 8 < m.capacity() {
+                m.shrink_to_fit();
+            }
+        }
+        shrink(&mut self.by_id);
+        shrink(&mut self.by_conn);
+        shrink(&mut self.by_imsi);
+        shrink(&mut self.by_tmsi);
+        shrink(&mut self.unauth);
+        if self.hss_deadlines.capacity() > 1024
+            && self.hss_deadlines.len() * 8 < self.hss_deadlines.capacity()
+        {
+            self.hss_deadlines.shrink_to_fit();
+        }
+    }
+
+    /// UE `id` has a security context now: it no longer counts as unauthenticated.
+    pub(crate) fn authenticated(&mut self, cp: &mut ControlPlane, id: u32) {
+        let Some(a) = self.ue_mut(cp, id).and_then(|u| {
+            u.guard_timer = None;
+            u.unauth_on.take()
+        }) else {
+            return;
+        };
+        self.uncount_unauth(a);
+    }
+
+    fn uncount_unauth(&mut self, assoc: AssocId) {
+        self.unauth_total = self.unauth_total.saturating_sub(1);
+        if let Some(n) = self.unauth.get_mut(&assoc) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.unauth.remove(&assoc);
+            }
+        }
+    }
+
+    /// Room for one more context without security from eNB `assoc`?
+    fn unauth_room(&self, assoc: AssocId) -> bool {
+        self.unauth_total < self.cfg.max_unauth_contexts
+            && self.unauth.get(&assoc).map_or(0, |n| *n as usize) < self.cfg.max_unauth_per_enb
     }
 
     /// [`Mme::handle`] of an S1AP PDU the caller keeps: a driver that reuses its
@@ -773,6 +911,7 @@ impl Mme {
         }
         u.x2_source = None;
         u.handover = None;
+        u.guard_timer = None;
         u.nas_secured = false;
         u.proc = Procedure::Idle;
         u.retx = None;
@@ -843,6 +982,9 @@ impl Mme {
         let Some(mut u) = cp.release_ue(slot).and_then(|s| s.downcast::<Ue>().ok()) else {
             return;
         };
+        if let Some(a) = u.unauth_on.take() {
+            self.uncount_unauth(a);
+        }
         if park && u.emm == Emm_::Deregistered && u.m_tmsi != 0 {
             if let (Some(sec), Some(imsi), Some(now)) = (u.sec.take(), u.imsi, self.last_now) {
                 self.park(now, u.m_tmsi, imsi, sec);
@@ -878,6 +1020,10 @@ impl Mme {
         tai: Tai,
         ecgi: Ecgi,
     ) -> Option<u32> {
+        if !self.unauth_room(assoc) {
+            self.stats.unauth_refused += 1;
+            return None;
+        }
         let id = self.alloc_mme_ue_id();
         let ue = Box::new(Ue {
             imsi: None,
@@ -903,6 +1049,8 @@ impl Mme {
             paging_timer: None,
             paging_left: 0,
             reach_timer: None,
+            guard_timer: None,
+            unauth_on: Some(assoc),
             gen: 0,
             handover: None,
             old_conn: None,
@@ -926,6 +1074,11 @@ impl Mme {
         };
         self.by_id.insert(id, slot);
         self.by_conn.insert((assoc, enb_ue_id), id);
+        *self.unauth.entry(assoc).or_insert(0) += 1;
+        self.unauth_total += 1;
+        if let Some(now) = self.last_now {
+            self.arm(cp, id, TimerKind::Guard, now + self.cfg.unauth_context_ttl);
+        }
         Some(id)
     }
 
@@ -944,6 +1097,11 @@ impl Mme {
             return;
         };
         u.proc = Procedure::ExpectReleaseComplete { then_remove };
+        // Not for ever: an eNB that never completes is not keeping the context.
+        if let Some(now) = self.last_now {
+            let at = now + self.cfg.release_guard;
+            self.arm(cp, id, TimerKind::Guard, at);
+        }
         self.send(
             assoc,
             Some(id),

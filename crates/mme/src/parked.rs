@@ -76,6 +76,7 @@ impl Mme {
         u.sec = Some(p.sec);
         u.imsi = Some(p.imsi);
         u.resumed = true;
+        self.authenticated(cp, id);
         Some(m)
     }
 }

@@ -120,15 +120,16 @@ impl Mme {
         let id = match self.new_ue(cp, assoc, m.enb_ue_id, m.tai, m.ecgi) {
             Some(id) => id,
             None => {
-                log(
+                // At a bound (unauthenticated contexts, UE slots): the eNB is told and
+                // releases its side; nothing is kept here.
+                return self.error_indication(
+                    assoc,
+                    "Initial UE Message",
+                    None,
+                    Some(m.enb_ue_id),
+                    Cause::CONTROL_PROCESSING_OVERLOAD,
                     out,
-                    LogLevel::Warn,
-                    format!(
-                        "assoc {assoc}: no UE context left for eNB UE {}, message dropped",
-                        m.enb_ue_id
-                    ),
                 );
-                return;
             }
         };
         self.nas_in(now, id, &m.nas_pdu, Some((m.tai, m.ecgi)), cp, out);

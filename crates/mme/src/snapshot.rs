@@ -43,7 +43,7 @@
 //!      | [dl fwd addr 4 | teid u32] | [ul fwd addr 4 | teid u32]]   F_HO
 //! [old_conn: assoc v | enb_ue_id v]                        F_OLD_CONN
 //! [x2_source: assoc v | enb_ue_id v | remaining v]         F_X2_SOURCE
-//! [nas_timer v] [paging_timer v] [reach_timer v]           F_*_TIMER
+//! [nas_timer v] [paging_timer v] [reach_timer v] [guard_timer v]   F_*_TIMER
 //! ```
 //! Version 2 is version 3 without F_ESM_INFO (the flag was a 0xff pending bearer);
 //! version 1 is version 2 without `knas_int` and `knas_enc` (restore derives them
@@ -114,7 +114,8 @@ const F_SUBSCRIBED_APN: u32 = 1 << 21;
 const F_ESM_INFO: u32 = 1 << 22;
 const F_NAS_SECURED: u32 = 1 << 23;
 const F_CLAIM_IMSI: u32 = 1 << 24;
-const F_ALL: u32 = (1 << 25) - 1;
+const F_GUARD_TIMER: u32 = 1 << 25;
+const F_ALL: u32 = (1 << 26) - 1;
 
 /// Which UE to snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -453,12 +454,19 @@ impl Mme {
         let mut ue = d.ue;
         ue.subscribed_apn = d.subscribed_apn.as_deref().map_or(0, |a| self.apn_id(a));
         let hss_wait = ue.proc.hss_seq().is_some();
+        // Without security it counts against its eNB's budget here too.
+        ue.unauth_on = ue.conn.filter(|_| ue.sec.is_none()).map(|c| c.0);
+        let unauth = ue.unauth_on;
         let entry = match slot {
             Some(s) => cp.set_signaling(s, ue).map(|()| s),
             None => cp.reserve_ue(ue),
         }
         .map_err(SnapshotError::Slice)?;
         self.by_id.insert(id, entry);
+        if let Some(a) = unauth {
+            *self.unauth.entry(a).or_insert(0) += 1;
+            self.unauth_total += 1;
+        }
         let result = MmeRestored {
             mme_ue_id: id,
             renumbered_from: (!keep).then_some(d.mme_ue_id),
@@ -516,11 +524,8 @@ impl Mme {
         };
         u.gen += 1;
         let gen = u.gen;
-        // Kind codes as `Mme::arm` pushes them (0 NAS, 1 paging, 2 reachability).
-        for (t, k) in [(u.nas_timer, 0u8), (u.paging_timer, 1), (u.reach_timer, 2)] {
-            if let Some(t) = t {
-                self.timers.push(Reverse((t, id, gen, k)));
-            }
+        for (t, k) in u.timers() {
+            self.timers.push(Reverse((t, id, gen, k)));
         }
     }
 }
@@ -568,6 +573,8 @@ fn write_ue(
         paging_timer,
         paging_left,
         reach_timer,
+        guard_timer,
+        unauth_on: _,
         gen: _,
         handover: ho,
         old_conn,
@@ -666,6 +673,7 @@ fn write_ue(
     set(nas_timer.is_some(), F_NAS_TIMER);
     set(paging_timer.is_some(), F_PAGING_TIMER);
     set(reach_timer.is_some(), F_REACH_TIMER);
+    set(guard_timer.is_some() && version >= 3, F_GUARD_TIMER);
 
     let mut w = Writer(container::Writer(out), version);
     w.u8(version);
@@ -790,7 +798,11 @@ fn write_ue(
         w.conn(*a, *e);
         w.varint(remaining_us(*until, now));
     }
-    for t in [nas_timer, paging_timer, reach_timer].into_iter().flatten() {
+    let guard = guard_timer.filter(|_| version >= 3);
+    for t in [nas_timer, paging_timer, reach_timer, &guard]
+        .into_iter()
+        .flatten()
+    {
         w.varint(remaining_us(*t, now));
     }
     Ok(())
@@ -1014,6 +1026,7 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
     let nas_timer = timer(F_NAS_TIMER)?;
     let paging_timer = timer(F_PAGING_TIMER)?;
     let reach_timer = timer(F_REACH_TIMER)?;
+    let guard_timer = timer(F_GUARD_TIMER)?;
     if r.remaining() != 0 {
         return Err(SnapshotError::Trailing(r.remaining()));
     }
@@ -1047,6 +1060,9 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
             paging_timer,
             paging_left,
             reach_timer,
+            guard_timer,
+            // Counted again by the restoring MME.
+            unauth_on: None,
             gen: 0,
             handover: ho,
             old_conn,

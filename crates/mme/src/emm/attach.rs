@@ -132,6 +132,7 @@ impl Mme {
         o.nas_timer = None;
         o.paging_timer = None;
         o.reach_timer = None;
+        o.guard_timer = None;
         o.pending_bearers.clear();
         o.esm_info_flag = false;
         let imsi = o.imsi.take();
@@ -151,6 +152,9 @@ impl Mme {
             LogLevel::Debug,
             format!("UE {old} superseded by a new attach; awaiting its release complete"),
         );
+        if let Some(now) = self.last_now {
+            self.arm(cp, old, TimerKind::Guard, now + self.cfg.release_guard);
+        }
         if !commanded {
             self.send(
                 assoc,

@@ -23,6 +23,7 @@ impl Mme {
         u.retx = None;
         u.sec = Some(sec);
         u.nas_secured = true;
+        self.authenticated(cp, id);
         self.security_established(now, id, then, cp, out);
     }
 

@@ -544,6 +544,12 @@ fn timer_retransmits_four_times_then_gives_up() {
     assert_eq!(retx, 4);
     assert!(released);
     assert_eq!(h.mme.stats.procedure_timeouts, 1);
+    // The eNB never completes the release: the guard releases the context locally.
+    assert!(h.mme.next_timeout(&h.cp).is_some(), "the release guard");
+    assert!(h.advance(Duration::from_secs(10)).is_empty());
+    assert_eq!(h.mme.stats.release_guard_expiries, 1);
+    assert_eq!(h.mme.ue_count(), 0);
+    assert_eq!(h.cp.entry_count(), 0);
     assert!(h.mme.next_timeout(&h.cp).is_none());
 }
 

@@ -1,0 +1,223 @@
+//! Bounded state per peer (issue 11): contexts that never authenticate go when their
+//! timers run out, a release never completed is guarded, unauthenticated contexts are
+//! bounded per eNB and per slice, and after a storm of never-answered attaches the
+//! heap returns to its size before the storm.
+
+use pepc_mme::hss::{HssData, SubscriptionData};
+use pepc_mme::sim::*;
+use pepc_mme::{HssAnswer, HssRequest, Input, MmeConfig};
+use pepc_s1ap::msg::*;
+use pepc_s1ap::Cause;
+use pepc_security::{AuthVector, Key256};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Live heap bytes of this test binary (tests here run one at a time: `SERIAL`).
+struct Counting;
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+static SERIAL: Mutex<()> = Mutex::new(());
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            LIVE.fetch_add(l.size() as isize, Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) };
+        LIVE.fetch_sub(l.size() as isize, Relaxed);
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        let q = unsafe { System.realloc(p, l, new) };
+        if !q.is_null() {
+            LIVE.fetch_add(new as isize - l.size() as isize, Relaxed);
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+fn imsi(i: usize) -> String {
+    format!("00101{:010}", 1_000_000 + i)
+}
+
+fn node(users: usize, cfg: MmeConfig, enbs: u64) -> Harness {
+    let mut h = Harness::new(users, cfg);
+    for a in 1..=enbs {
+        assert!(matches!(
+            h.enb_setup(a, a as u32, 1),
+            S1apMessage::S1SetupResponse(_)
+        ));
+    }
+    h
+}
+
+/// `n` attaches by IMSI from `enbs` eNBs, never answered; what came back. The HSS's
+/// requests are answered here, with made-up data (`HssMode::Hold`): what is measured
+/// is the MME's and the slice's state, not the HSS store's (its SQN writes).
+fn storm(h: &mut Harness, n: usize, enbs: u64, first_enb_ue_id: u32) -> Vec<(u64, S1apMessage)> {
+    h.hss_mode = HssMode::Hold;
+    let mut all = vec![];
+    for i in 0..n {
+        let ue = SimUe::new(&imsi(i), first_enb_ue_id + i as u32);
+        let nas = ue.attach_request(None, false);
+        let assoc = 1 + (i as u64 % enbs);
+        all.extend(h.send(assoc, initial_ue(h, &ue, nas, None)));
+        while let Some((_, req)) = h.held_hss.pop_front() {
+            all.extend(h.input(Input::Hss(made_up_answer(req))));
+        }
+        h.logs.clear();
+    }
+    all
+}
+
+fn made_up_answer(req: HssRequest) -> HssAnswer {
+    match req {
+        HssRequest::Profile { r, .. } => HssAnswer {
+            r,
+            result: Ok(HssData::Profile(SubscriptionData {
+                msisdn: String::new(),
+                apn: "internet".into(),
+                pdn_type: pepc_hss::PdnType::Ipv4,
+                qci: 9,
+                arp_priority: 8,
+                ambr_ul_bps: 0,
+                ambr_dl_bps: 0,
+            })),
+        },
+        HssRequest::Vector { r, .. } | HssRequest::Resync { r, .. } => HssAnswer {
+            r,
+            result: Ok(HssData::Vector(Box::new(AuthVector {
+                rand: [r.seq as u8; 16],
+                xres: [1; 8],
+                autn: [2; 16],
+                kasme: Key256::from([3; 32]),
+            }))),
+        },
+    }
+}
+
+/// Let every timer run out (NAS retransmissions, release guards, unauthenticated TTL).
+fn expire(h: &mut Harness) {
+    for _ in 0..12 {
+        h.advance(Duration::from_secs(6));
+        h.logs.clear();
+    }
+}
+
+#[test]
+fn storm_of_never_answered_attaches_leaves_nothing_behind() {
+    let _one = SERIAL.lock().unwrap();
+    const N: usize = 10_000;
+    let mut h = node(N + 16, MmeConfig::default(), 3);
+    // A first storm sizes what is sized once (the timer heap, the test's own buffers):
+    // the baseline is the state after it.
+    storm(&mut h, N, 3, 1);
+    expire(&mut h);
+    assert_eq!((h.mme.ue_count(), h.cp.entry_count()), (0, 0));
+    let baseline = LIVE.load(Relaxed);
+
+    let r = storm(&mut h, N, 3, 100_000);
+    assert_eq!(
+        r.iter()
+            .filter(|(_, m)| matches!(m, S1apMessage::DownlinkNasTransport(_)))
+            .count(),
+        N,
+        "every attach is challenged"
+    );
+    drop(r); // the test's own copy of what was sent is not the node's state
+    assert_eq!(h.mme.ue_count(), N);
+    let peak = LIVE.load(Relaxed);
+    expire(&mut h);
+    let after = LIVE.load(Relaxed);
+    let s = &h.mme.stats;
+    assert_eq!(s.procedure_timeouts, 2 * N as u64);
+    assert_eq!(s.release_guard_expiries, 2 * N as u64, "no eNB answered");
+    assert_eq!((h.mme.ue_count(), h.cp.entry_count()), (0, 0));
+    assert_eq!(h.cp.ue_count(), 0);
+    assert!(h.mme.next_timeout(&h.cp).is_none(), "no timer left");
+    println!(
+        "heap: baseline {baseline} B, {N} contexts {peak} B (+{} B/UE), after {after} B",
+        (peak - baseline) / N as isize
+    );
+    assert!(
+        after <= baseline + 64 * 1024,
+        "heap after the storm {after} B, baseline {baseline} B"
+    );
+}
+
+#[test]
+fn unauthenticated_contexts_are_bounded_per_enb_and_per_slice() {
+    let _one = SERIAL.lock().unwrap();
+    let cfg = MmeConfig {
+        max_unauth_per_enb: 50,
+        max_unauth_contexts: 80,
+        ..MmeConfig::default()
+    };
+    let mut h = node(200, cfg, 2);
+    for i in 0..150 {
+        h.hss.add(&subscriber(&imsi(i))).unwrap();
+    }
+    // A UE that authenticates does not count.
+    let mut ue = SimUe::new(&imsi(149), 9_999);
+    attach(&mut h, &mut ue, 1).unwrap();
+
+    let overload = |r: &[(u64, S1apMessage)]| {
+        r.iter()
+            .filter(|(_, m)| {
+                matches!(m, S1apMessage::ErrorIndication(e)
+                    if e.cause == Some(Cause::CONTROL_PROCESSING_OVERLOAD))
+            })
+            .count()
+    };
+    // 60 from eNB 1: 50 taken, 10 refused.
+    let mut r = vec![];
+    for i in 0..60 {
+        let u = SimUe::new(&imsi(i), 1 + i as u32);
+        r.extend(h.send(1, initial_ue(&h, &u, u.attach_request(None, false), None)));
+    }
+    assert_eq!(overload(&r), 10);
+    // 40 from eNB 2: 30 more reach the slice's 80, 10 refused.
+    let mut r = vec![];
+    for i in 60..100 {
+        let u = SimUe::new(&imsi(i), 1 + i as u32);
+        r.extend(h.send(2, initial_ue(&h, &u, u.attach_request(None, false), None)));
+    }
+    assert_eq!(overload(&r), 10);
+    assert_eq!(h.mme.stats.unauth_refused, 20);
+    assert_eq!(h.mme.ue_count(), 81);
+    // Once they have timed out, there is room again.
+    expire(&mut h);
+    assert_eq!(h.mme.ue_count(), 1, "the authenticated UE stays");
+    let u = SimUe::new(&imsi(120), 500);
+    let r = h.send(1, initial_ue(&h, &u, u.attach_request(None, false), None));
+    assert_eq!(overload(&r), 0);
+}
+
+#[test]
+fn a_first_message_that_leads_nowhere_is_released_at_its_ttl() {
+    let _one = SERIAL.lock().unwrap();
+    let mut h = node(16, MmeConfig::default(), 1);
+    let ue = SimUe::new(&imsi(0), 7);
+    // Undecodable NAS: no procedure starts, so no NAS timer would ever free it.
+    let r = h.send(1, initial_ue(&h, &ue, vec![0x07, 0x99, 0x01], None));
+    assert!(r.is_empty());
+    assert_eq!(h.mme.ue_count(), 1);
+    let ttl = MmeConfig::default().unauth_context_ttl;
+    let r = h.advance(ttl);
+    assert!(
+        r.iter()
+            .any(|(_, m)| matches!(m, S1apMessage::UeContextReleaseCommand(_))),
+        "released at its TTL"
+    );
+    assert_eq!(h.mme.stats.unauth_expired, 1);
+    // The eNB does not answer either: the release guard removes it.
+    h.advance(MmeConfig::default().release_guard);
+    assert_eq!((h.mme.ue_count(), h.cp.entry_count()), (0, 0));
+}
