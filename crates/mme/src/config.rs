@@ -79,6 +79,10 @@ pub struct MmeConfig {
     /// overload) and counted.
     pub max_unauth_contexts: usize,
     pub max_unauth_per_enb: usize,
+    /// Emit [`crate::Output::Checkpoint`] with a registered UE's snapshot at the end of
+    /// each of its procedures (and [`crate::Output::Forget`] when it goes), for the
+    /// node's state store: a restarted node then loses no registered UE.
+    pub checkpoints: bool,
 }
 
 impl Default for MmeConfig {
@@ -115,6 +119,7 @@ impl Default for MmeConfig {
             unauth_context_ttl: Duration::from_secs(45),
             max_unauth_contexts: 65_536,
             max_unauth_per_enb: 4096,
+            checkpoints: false,
         }
     }
 }

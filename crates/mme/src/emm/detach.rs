@@ -14,6 +14,7 @@ impl Mme {
     ) {
         self.stats.detaches += 1;
         self.drop_session(cp, id, out);
+        self.procedure_done(id);
         if let Some(u) = self.ue_mut(cp, id) {
             u.emm = Emm_::Deregistered;
             u.nas_timer = None;
@@ -46,6 +47,7 @@ impl Mme {
         if self.ue(cp, id).expect("present").conn.is_none() {
             self.stats.detaches += 1;
             self.remove_ue(id, false, cp);
+            self.flush_released(cp, out);
             return Ok(());
         }
         self.ue_mut(cp, id).expect("present").proc = Procedure::ExpectDetachAccept;
@@ -60,6 +62,8 @@ impl Mme {
             Some(t),
             out,
         );
+        self.last_now = Some(now);
+        self.flush_released(cp, out);
         Ok(())
     }
 }
