@@ -1177,6 +1177,16 @@ pub fn restore_whole_ue(
     }
 }
 
+/// The M-TMSI of the UE of a whole snapshot (0: none): its slice bits say which slice
+/// its S-TMSI routes to, where a restart restores it.
+pub fn snapshot_m_tmsi(bytes: &[u8]) -> Result<u32, SnapshotError> {
+    let view = container::SnapshotView::parse(bytes)?;
+    let section = view
+        .mme()
+        .ok_or(container::SnapshotError::MissingSection("mme"))?;
+    Ok(read_ue(section.bytes(), Instant::now())?.ue.m_tmsi)
+}
+
 /// Restore a checkpoint a dead process of this node wrote (`Output::Checkpoint`): as
 /// [`restore_whole_ue`], then what that process's end means for the UE:
 /// * its S1 connections died with the old process's associations, so it is

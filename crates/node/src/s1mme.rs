@@ -13,6 +13,7 @@
 //! Either way a slice's MME reaches the HSS through its [`Proxy`] driver, called on
 //! the slice's control thread (see [`crate::proxy`]).
 
+use crate::checkpoint::{Restored, SliceState};
 use crate::io::wait_any_readable;
 use crate::proxy::Proxy;
 use crate::runtime::{ControlDriver, IdleWake};
@@ -41,6 +42,16 @@ pub struct SliceGauges {
     pub attaches: AtomicU64,
     /// Messages dropped because the endpoint's ring and backlog were full.
     pub dropped_outputs: AtomicU64,
+    /// UEs restored from the state store at start, and checkpoints that failed to.
+    pub restored: AtomicU64,
+    pub restore_failed: AtomicU64,
+}
+
+impl SliceGauges {
+    fn restored(&self, r: Restored) {
+        self.restored.store(r.ues, Ordering::Relaxed);
+        self.restore_failed.store(r.failed, Ordering::Relaxed);
+    }
 }
 
 fn log_output(level: LogLevel, msg: &str, verbose: bool) {
@@ -172,6 +183,8 @@ pub struct MmeDriver {
     control: Vec<ControlEvent>,
     gauges: Arc<SliceGauges>,
     pub verbose: bool,
+    /// The node's state store, if it has one.
+    pub state: SliceState,
 }
 
 impl MmeDriver {
@@ -187,6 +200,7 @@ impl MmeDriver {
             control: Vec::new(),
             gauges: Arc::default(),
             verbose: false,
+            state: SliceState::default(),
         }
     }
 
@@ -200,7 +214,9 @@ impl MmeDriver {
         loop {
             self.hss.serve(&mut self.mme, now, cp, &mut self.out, 0);
             for o in self.out.drain(..) {
-                self.endpoint.on_slice_output(0, o, &mut self.eo);
+                if let Some(o) = self.state.offer(o) {
+                    self.endpoint.on_slice_output(0, o, &mut self.eo);
+                }
             }
             if self.eo.slices.is_empty() {
                 break;
@@ -231,6 +247,15 @@ impl ControlDriver for MmeDriver {
     fn prewarm(&mut self, cp: &mut ControlPlane, users: usize) {
         self.mme.prewarm(users);
         cp.prewarm(users);
+    }
+
+    fn start(&mut self, cp: &mut ControlPlane) {
+        let now = Instant::now();
+        let r = self
+            .state
+            .restore_into(&mut self.mme, cp, now, &mut self.out);
+        self.gauges.restored(r);
+        self.settle(cp, now);
     }
 
     fn run_once(&mut self, cp: &mut ControlPlane, now: Instant) -> bool {
@@ -343,6 +368,8 @@ pub struct SliceMme {
     control: Vec<ControlEvent>,
     gauges: Arc<SliceGauges>,
     verbose: bool,
+    /// The node's state store, if it has one.
+    pub state: SliceState,
 }
 
 impl SliceMme {
@@ -352,6 +379,9 @@ impl SliceMme {
 
     fn ship(&mut self) {
         for o in self.out.drain(..) {
+            let Some(o) = self.state.offer(o) else {
+                continue;
+            };
             if let Output::Log(level, msg) = &o {
                 log_output(*level, msg, self.verbose);
                 continue;
@@ -382,6 +412,14 @@ impl ControlDriver for SliceMme {
     fn prewarm(&mut self, cp: &mut ControlPlane, users: usize) {
         self.mme.prewarm(users);
         cp.prewarm(users);
+    }
+
+    fn start(&mut self, cp: &mut ControlPlane) {
+        let r = self
+            .state
+            .restore_into(&mut self.mme, cp, Instant::now(), &mut self.out);
+        self.gauges.restored(r);
+        self.ship();
     }
 
     fn run_once(&mut self, cp: &mut ControlPlane, now: Instant) -> bool {
@@ -495,6 +533,7 @@ pub fn start_signaling(
             control: Vec::new(),
             gauges: Arc::default(),
             verbose,
+            state: SliceState::default(),
         });
     }
     let stop = Arc::new(AtomicBool::new(false));
