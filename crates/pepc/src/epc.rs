@@ -411,6 +411,9 @@ pub struct Epc {
     pub checkpoints_found: usize,
 }
 
+/// A slice's share of the checkpoints found at start: (IMSI, snapshot).
+type Checkpoints = Vec<(u64, Vec<u8>)>;
+
 /// Open the state store, read what a previous process left, and start the
 /// checkpointer; the records go to the slices by where their UE's identifiers lead:
 /// the slice in its M-TMSI (what its S-TMSI routes to), else its IMSI's policy slice.
@@ -418,7 +421,7 @@ fn open_state(
     cfg: &StateStoreConfig,
     ep: &S1apEndpoint,
     slices: usize,
-) -> Result<(Option<Checkpointer>, Vec<Vec<(u64, Vec<u8>)>>, usize), String> {
+) -> Result<(Option<Checkpointer>, Vec<Checkpoints>, usize), String> {
     let mut per_slice = vec![Vec::new(); slices];
     let StateStoreConfig::Embedded(path) = cfg else {
         return Ok((None, per_slice, 0));
