@@ -112,6 +112,10 @@ struct AttachArgs {
     /// before the run (what a node does at start with `node.prewarm_users`).
     #[arg(long)]
     no_prewarm: bool,
+    /// inprocess: also run with checkpoints into an embedded state store (what `pepc
+    /// run` does by default), alternating with runs without, to measure their cost.
+    #[arg(long)]
+    checkpoint: bool,
     /// Run each transport this many times and report the median run (by attaches
     /// per MME core-second), with every run's figure in `per_core_runs`.
     #[arg(long, default_value_t = 1)]
@@ -280,16 +284,31 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
         return Err("--slices: slice counts must be 1..=64".into());
     }
     if inproc {
-        results.extend(median_of_each(a.repeat, &a.slices, |slices| {
-            pepc_bench::attach::run_inprocess(&AttachOpts {
-                attaches: a.attaches,
-                window: a.window,
-                reattach: a.reattach,
-                shuffle: a.shuffle,
-                no_prewarm: a.no_prewarm,
-                slices,
-            })
-        })?);
+        let ck: &[bool] = if a.checkpoint {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        let configs: Vec<(usize, bool)> = a
+            .slices
+            .iter()
+            .flat_map(|&s| ck.iter().map(move |&c| (s, c)))
+            .collect();
+        results.extend(median_of_each(
+            a.repeat,
+            &configs,
+            |(slices, checkpoint)| {
+                pepc_bench::attach::run_inprocess(&AttachOpts {
+                    attaches: a.attaches,
+                    window: a.window,
+                    reattach: a.reattach,
+                    shuffle: a.shuffle,
+                    no_prewarm: a.no_prewarm,
+                    slices,
+                    checkpoint,
+                })
+            },
+        )?);
     }
     if udp {
         results.extend(median_of_each(a.repeat, &a.slices, |slices| {
