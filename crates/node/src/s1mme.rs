@@ -45,6 +45,8 @@ pub struct SliceGauges {
     /// UEs restored from the state store at start, and checkpoints that failed to.
     pub restored: AtomicU64,
     pub restore_failed: AtomicU64,
+    /// The MME's counters when its driver stopped (printed at the node's stop).
+    pub final_stats: std::sync::Mutex<Option<pepc_mme::MmeStats>>,
 }
 
 impl SliceGauges {
@@ -243,6 +245,22 @@ impl MmeDriver {
     }
 }
 
+impl Drop for MmeDriver {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.gauges.final_stats.lock() {
+            *s = Some(self.mme.stats.clone());
+        }
+    }
+}
+
+impl Drop for SliceMme {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.gauges.final_stats.lock() {
+            *s = Some(self.mme.stats.clone());
+        }
+    }
+}
+
 impl ControlDriver for MmeDriver {
     fn prewarm(&mut self, cp: &mut ControlPlane, users: usize) {
         self.mme.prewarm(users);
@@ -335,6 +353,11 @@ pub struct EndpointThread {
 }
 
 impl EndpointThread {
+    /// The thread ended while it should run (it panicked).
+    pub fn failed(&self) -> bool {
+        !self.stop.load(Ordering::Relaxed) && self.handle.as_ref().is_some_and(|h| h.is_finished())
+    }
+
     /// Stops the thread; returns the endpoint (its counters).
     pub fn stop(mut self) -> Option<S1apEndpoint> {
         self.stop.store(true, Ordering::Relaxed);

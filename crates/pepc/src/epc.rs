@@ -519,6 +519,29 @@ impl Epc {
         })
     }
 
+    /// A thread of the node that stopped while it should run (it panicked), named.
+    pub fn failed(&self) -> Option<String> {
+        if self.endpoint.as_ref().is_some_and(|e| e.failed()) {
+            return Some("the S1AP endpoint thread stopped".into());
+        }
+        self.node.failed()
+    }
+
+    /// Stop after a failure: commit the checkpoints already made and say so; the
+    /// threads are left (the process exits).
+    pub fn abort(mut self) -> String {
+        match self.checkpointer.take() {
+            Some(c) => {
+                let st = c.stop();
+                format!(
+                    "; {} checkpoints committed",
+                    st.records.load(std::sync::atomic::Ordering::Relaxed)
+                )
+            }
+            None => String::new(),
+        }
+    }
+
     /// UEs restored from the state store at start (so far), and those that failed.
     pub fn restored(&self) -> (u64, u64) {
         self.gauges.iter().fold((0, 0), |(a, b), g| {
@@ -554,6 +577,31 @@ impl Epc {
             }
         }
         self.node.shutdown();
+        for (s, g) in self.gauges.iter().enumerate() {
+            let Some(m) = g.final_stats.lock().ok().and_then(|s| s.clone()) else {
+                continue;
+            };
+            stats += &format!(
+                "mme slice {s}: {} attaches ({} rejected), {} service requests, {} TAU, {} detaches ({} implicit), {} pagings, {} handovers; NAS: {} bad MAC, {} replays, {} discarded by the security gate, {} re-authentications ({} failed); {} procedure timeouts, {} release guards, {} unauthenticated expired, {} refused\n",
+                m.attaches,
+                m.attach_rejects,
+                m.service_requests,
+                m.tau,
+                m.detaches,
+                m.implicit_detaches,
+                m.pagings,
+                m.path_switches + m.s1_handovers,
+                m.nas_bad_mac,
+                m.nas_replays,
+                m.nas_gate_discards,
+                m.nas_reauthentications,
+                m.nas_reauth_failures,
+                m.procedure_timeouts,
+                m.release_guard_expiries,
+                m.unauth_expired,
+                m.unauth_refused,
+            );
+        }
         if let Some(c) = self.checkpointer {
             // The slices are stopped: what they sent is committed before this returns.
             let st = c.stop();

@@ -360,9 +360,22 @@ fn run_node(a: &RunArgs) -> Result<(), String> {
             v.slices, epc.node.s1u_addr, epc.node.sgi_desc, v.synthetic_users, v.synthetic_rate
         ),
     }
+    stop_on_signals();
     let start = std::time::Instant::now();
     loop {
-        std::thread::sleep(std::time::Duration::from_secs(1));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        if let Some(why) = epc.failed() {
+            // Fail loudly: a node that silently serves nothing is worse than none.
+            // What was checkpointed is committed; a supervisor restarts the node.
+            let ck = epc.abort();
+            return Err(format!(
+                "{why} (it panicked: its message is above); node stopped{ck}"
+            ));
+        }
+        if STOP.load(std::sync::atomic::Ordering::Relaxed) {
+            eprintln!("pepc node: stopping (signal)");
+            break;
+        }
         if a.seconds
             .is_some_and(|s| start.elapsed().as_secs_f64() >= s)
         {
@@ -371,6 +384,25 @@ fn run_node(a: &RunArgs) -> Result<(), String> {
     }
     eprint!("{}", epc.stop());
     Ok(())
+}
+
+/// Set by SIGTERM / SIGINT: `pepc run` stops gracefully (threads joined, checkpoints
+/// committed, figures printed) instead of dying mid-write.
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn stop_on_signals() {
+    let handler = on_stop_signal as extern "C" fn(libc::c_int);
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: installs a handler that only stores to an atomic.
+        unsafe {
+            libc::signal(sig, handler as libc::sighandler_t);
+        }
+    }
 }
 
 fn demo(a: &DemoArgs) -> Result<(), String> {

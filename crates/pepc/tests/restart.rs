@@ -333,7 +333,7 @@ fn kill_9_and_restart_loses_no_registered_ue() {
 
     // Second life, same files: the eNB sets up again and every UE comes back by
     // Service Request with the security context it has.
-    let mut node = start_node(&config, &dir.join("second.log"), Some(12));
+    let mut node = start_node(&config, &dir.join("second.log"), None);
     let mut enb = Enb::up();
     for (i, ue) in ues.iter_mut().enumerate() {
         ue.enb_ue_id = 100 + i as u32;
@@ -353,6 +353,11 @@ fn kill_9_and_restart_loses_no_registered_ue() {
         );
     }
     drop(enb);
+    // SIGTERM: a graceful stop, checkpoints committed and figures printed.
+    // SAFETY: a signal to our own child.
+    unsafe {
+        libc::kill(node.0.id() as i32, libc::SIGTERM);
+    }
     let status = wait_exit(&mut node, Duration::from_secs(30));
     assert!(status.success());
     let log = std::fs::read_to_string(dir.join("second.log")).unwrap();
@@ -360,6 +365,10 @@ fn kill_9_and_restart_loses_no_registered_ue() {
         log.contains(&format!("{UES} of {UES} found at start restored, 0 failed")),
         "{log}"
     );
+    assert!(log.contains("stopping (signal)"), "{log}");
+    // The MME's counters beside the data path's: no attach in the second life.
+    assert!(log.contains("mme slice 0: 0 attaches"), "{log}");
+    assert!(log.contains("mme slice 1: 0 attaches"), "{log}");
     for ue in &ues {
         let attaches = ue.received.iter().filter(|r| *r == "AttachAccept").count();
         assert_eq!(attaches, 1, "no re-attach: {:?}", ue.received);

@@ -160,6 +160,9 @@ impl CheckpointSink {
 pub struct Checkpointer {
     tx: Option<Sender<(Instant, Op)>>,
     thread: Option<JoinHandle<()>>,
+    /// Set by [`Checkpointer::stop`]: commit what is queued and end, even while
+    /// sinks are still alive (a node stopping after a thread failed).
+    stopping: Arc<std::sync::atomic::AtomicBool>,
     pub stats: Arc<CheckpointStats>,
 }
 
@@ -167,13 +170,15 @@ impl Checkpointer {
     pub fn start(store: Box<dyn StateStore>) -> std::io::Result<Checkpointer> {
         let (tx, rx) = mpsc::channel();
         let stats = Arc::new(CheckpointStats::default());
-        let s = stats.clone();
+        let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s, st) = (stats.clone(), stopping.clone());
         let thread = std::thread::Builder::new()
             .name("pepc-checkpoint".into())
-            .spawn(move || commit_loop(store, rx, &s))?;
+            .spawn(move || commit_loop(store, rx, &s, &st))?;
         Ok(Checkpointer {
             tx: Some(tx),
             thread: Some(thread),
+            stopping,
             stats,
         })
     }
@@ -184,9 +189,9 @@ impl Checkpointer {
         }
     }
 
-    /// Commit what is queued and stop (every sink must be dropped or idle: what they
-    /// send later is lost).
+    /// Commit what is queued and stop (what sinks send later is lost).
     pub fn stop(mut self) -> Arc<CheckpointStats> {
+        self.stopping.store(true, Relaxed);
         self.tx.take();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -197,6 +202,7 @@ impl Checkpointer {
 
 impl Drop for Checkpointer {
     fn drop(&mut self) {
+        self.stopping.store(true, Relaxed);
         self.tx.take();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -208,32 +214,44 @@ fn commit_loop(
     mut store: Box<dyn StateStore>,
     rx: Receiver<(Instant, Op)>,
     stats: &CheckpointStats,
+    stopping: &std::sync::atomic::AtomicBool,
 ) {
     let mut batch: Vec<Op> = Vec::new();
     let mut oldest: Option<Instant> = None;
     let mut open = true;
     while open || !batch.is_empty() {
-        // Wait for the first record, then gather for the window (or to the bound).
-        let wait = match oldest {
-            None => Duration::from_millis(100),
-            Some(t) => GROUP_WINDOW.saturating_sub(t.elapsed()),
-        };
-        match rx.recv_timeout(wait) {
-            Ok((at, op)) => {
+        if open && stopping.load(Relaxed) {
+            // What is queued now is the last: commit it and end.
+            while let Ok((at, op)) = rx.try_recv() {
                 oldest.get_or_insert(at);
                 batch.push(op);
-                while batch.len() < MAX_BATCH {
-                    match rx.try_recv() {
-                        Ok((_, op)) => batch.push(op),
-                        Err(_) => break,
+            }
+            open = false;
+        }
+        if open {
+            // Wait for the first record, then gather for the window (or to the bound).
+            let wait = match oldest {
+                None => Duration::from_millis(20),
+                Some(t) => GROUP_WINDOW.saturating_sub(t.elapsed()),
+            };
+            match rx.recv_timeout(wait) {
+                Ok((at, op)) => {
+                    oldest.get_or_insert(at);
+                    batch.push(op);
+                    while batch.len() < MAX_BATCH {
+                        match rx.try_recv() {
+                            Ok((_, op)) => batch.push(op),
+                            Err(_) => break,
+                        }
+                    }
+                    if batch.len() < MAX_BATCH && oldest.is_some_and(|t| t.elapsed() < GROUP_WINDOW)
+                    {
+                        continue;
                     }
                 }
-                if batch.len() < MAX_BATCH && oldest.is_some_and(|t| t.elapsed() < GROUP_WINDOW) {
-                    continue;
-                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => open = false,
             }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => open = false,
         }
         if batch.is_empty() {
             continue;
@@ -327,6 +345,22 @@ mod tests {
         let all = s.load_all().unwrap();
         assert_eq!(all.len(), 4999);
         assert!(all.iter().all(|(k, v)| *k != 7 && v.len() == 200));
+        let _ = std::fs::remove_file(&p);
+    }
+
+    #[test]
+    fn stop_commits_and_ends_while_a_sink_still_lives() {
+        let p = tmp("stop");
+        let c = Checkpointer::start(Box::new(EmbeddedStore::open(&p).unwrap())).unwrap();
+        let sink = c.sink();
+        sink.put(1, vec![1; 10]);
+        let st = c.stop(); // `sink` still alive: stop must not wait for it
+        assert_eq!(st.records.load(Relaxed), 1);
+        drop(sink);
+        assert_eq!(
+            EmbeddedStore::open(&p).unwrap().load_all().unwrap().len(),
+            1
+        );
         let _ = std::fs::remove_file(&p);
     }
 
