@@ -119,7 +119,8 @@ fn wire(data: &[u8]) {
         let _ = p.verify_checksum();
         if let Ok(r) = Ipv4Repr::parse(&p) {
             let mut o = [0u8; 20];
-            r.emit(&mut Ipv4Packet::new_unchecked(&mut o[..])).expect("20 octets");
+            r.emit(&mut Ipv4Packet::new_unchecked(&mut o[..]))
+                .expect("20 octets");
         }
         if let Ok(u) = UdpPacket::new_checked(p.payload()) {
             let _ = UdpRepr::parse(&u, p.src_addr(), p.dst_addr());
@@ -214,7 +215,11 @@ fuzz_target!(|data: &[u8]| {
         wire(body);
         let ue = &r.ues[usize::from(op >> 4) % r.ues.len()];
         let k = usize::from(op >> 6);
-        let (slot, teid, ip) = (ue.slot, ue.teids[k % ue.teids.len()], ue.ips[k % ue.ips.len()]);
+        let (slot, teid, ip) = (
+            ue.slot,
+            ue.teids[k % ue.teids.len()],
+            ue.ips[k % ue.ips.len()],
+        );
         match op & 0x0f {
             0 => r.push(true, body),
             1 => {

@@ -4,7 +4,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pepc_s1ap::msg::{InitialContextSetupResponse, InitialUeMessage, S1apMessage, UplinkNasTransport};
+use pepc_s1ap::msg::{
+    InitialContextSetupResponse, InitialUeMessage, S1apMessage, UplinkNasTransport,
+};
 use pepc_s1ap::peek::{peek, PduKind};
 use pepc_s1ap::Direction;
 
@@ -26,7 +28,10 @@ fn check(data: &[u8]) {
     // The per-message entry points with their own fast paths.
     fn same<T: PartialEq + core::fmt::Debug>(a: Result<T, pepc_s1ap::S1apError>, b: Option<T>) {
         if let (Ok(a), Some(b)) = (a, b) {
-            assert_eq!(a, b, "per-message decode disagrees with S1apMessage::decode");
+            assert_eq!(
+                a, b,
+                "per-message decode disagrees with S1apMessage::decode"
+            );
         }
     }
     let typed = slow.as_ref().ok();
@@ -56,7 +61,11 @@ fn check(data: &[u8]) {
     // PDU too, the routing view must be the PDU's.
     let pk = peek(data);
     if let (Ok(p), Ok(pdu)) = (&pk, &generic) {
-        assert_eq!(p.procedure, pepc_s1ap::procedure_code(pdu), "peek: procedure");
+        assert_eq!(
+            p.procedure,
+            pepc_s1ap::procedure_code(pdu),
+            "peek: procedure"
+        );
         let dir = match p.kind {
             PduKind::Initiating => Direction::Initiating,
             PduKind::Successful => Direction::Successful,
@@ -82,10 +91,8 @@ fn check(data: &[u8]) {
                         "peek: S-TMSI"
                     );
                 }
-                S1apMessage::PathSwitchRequest(x) => {
-                    if p.source_mme_ue_id.is_some() {
-                        assert_eq!(p.source_mme_ue_id, Some(x.source_mme_ue_id));
-                    }
+                S1apMessage::PathSwitchRequest(x) if p.source_mme_ue_id.is_some() => {
+                    assert_eq!(p.source_mme_ue_id, Some(x.source_mme_ue_id));
                 }
                 _ => {}
             }

@@ -169,7 +169,11 @@ fuzz_target!(|data: &[u8]| {
             }
             2 => {
                 // As from the server to the client: the client parses peer chunks too.
-                let tag = if op & 0x40 != 0 { 0 } else { n.client.local_vtag() };
+                let tag = if op & 0x40 != 0 {
+                    0
+                } else {
+                    n.client.local_vtag()
+                };
                 let p = packet(SPORT, CPORT, tag, body);
                 n.client.handle_packet(n.now, &p);
             }
@@ -188,7 +192,10 @@ fuzz_target!(|data: &[u8]| {
         assert!(n.pump(), "packet storm");
         // Every live association came from an INIT; the endpoint must not grow
         // associations faster than records.
-        assert!(n.server.len() <= 1 + data.len() / 3, "unbounded associations");
+        assert!(
+            n.server.len() <= 1 + data.len() / 3,
+            "unbounded associations"
+        );
     }
     n.advance(Duration::from_secs(120));
 });

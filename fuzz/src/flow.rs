@@ -9,7 +9,7 @@ use pepc_mme::sim::{self, Harness, SimUe};
 use pepc_mme::{Input, MmeConfig};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::peek::{peek, procedure, PduKind};
-use pepc_s1ap::{Cause, Ecgi, EnbId, ERabAdmitted, ERabTunnel, GlobalEnbId, SupportedTa, Tai};
+use pepc_s1ap::{Cause, ERabAdmitted, ERabTunnel, Ecgi, EnbId, GlobalEnbId, SupportedTa, Tai};
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
@@ -412,7 +412,10 @@ impl Recorder {
             },
         );
         assert!(
-            matches!(r.as_slice(), [(_, S1apMessage::PathSwitchRequestAcknowledge(_))]),
+            matches!(
+                r.as_slice(),
+                [(_, S1apMessage::PathSwitchRequestAcknowledge(_))]
+            ),
             "path switch: {r:?}"
         );
         ue.enb_ue_id = enb_ue_id;
