@@ -133,14 +133,22 @@ impl MobileIdentity {
             1 => MobileIdentity::Imsi(bcd_digits(b, 15).ok_or_else(|| bad_digits("IMSI"))?),
             2 => MobileIdentity::Imei(bcd_digits(b, 16).ok_or_else(|| bad_digits("IMEI"))?),
             3 => MobileIdentity::Imeisv(bcd_digits(b, 16).ok_or_else(|| bad_digits("IMEISV"))?),
-            6 if b.len() >= 11 => MobileIdentity::Guti(Guti {
+            // Exact lengths: trailing octets are not dropped silently (the value would
+            // not re-encode to what was received).
+            6 if b.len() == 11 => MobileIdentity::Guti(Guti {
                 plmn: Plmn([b[1], b[2], b[3]]),
                 mme_group_id: u16::from_be_bytes([b[4], b[5]]),
                 mme_code: b[6],
                 m_tmsi: u32::from_be_bytes([b[7], b[8], b[9], b[10]]),
             }),
-            6 => return Err(short("GUTI", 11, b.len())),
-            4 if b.len() >= 5 => MobileIdentity::Tmsi(u32::from_be_bytes([b[1], b[2], b[3], b[4]])),
+            6 if b.len() < 11 => return Err(short("GUTI", 11, b.len())),
+            6 => {
+                return Err(NasError::Decode(format!(
+                    "GUTI: 11 octets, have {}",
+                    b.len()
+                )))
+            }
+            4 if b.len() == 5 => MobileIdentity::Tmsi(u32::from_be_bytes([b[1], b[2], b[3], b[4]])),
             _ => MobileIdentity::Other(b.to_vec()),
         })
     }
