@@ -17,9 +17,14 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
+# The fuzz step (scripts/fuzz.sh) builds with cargo-fuzz.
+command -v cargo-fuzz >/dev/null 2>&1 || cargo install -q cargo-fuzz --version 0.13.2 --locked
 python3 -c 'import pycrate_asn1dir.S1AP, pycrate_mobile.NASLTE, pycrate_diameter.Diameter3GPP' 2>/dev/null || python3 -m pip install -q 'pycrate==0.8.1' || python3 -m pip install -q --break-system-packages 'pycrate==0.8.1'
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace --all-targets
 cargo test --workspace 2>&1
+# 20 s of every fuzz target from its corpus, two at a time on CI's two cores
+# (~3.5 min with the build; fuzz/README.md).
+FUZZ_JOBS=2 scripts/fuzz.sh 20

@@ -48,24 +48,30 @@ pub enum MobileIdentity {
     Other(Vec<u8>),
 }
 
-fn bcd_digits(b: &[u8]) -> String {
-    // First octet: digit 1 in bits 8-5; then two digits per octet, low nibble first.
+/// The digits of a BCD identity (TS 24.008 §10.5.1.4): digit 1 in bits 8-5 of the
+/// first octet, then two digits per octet, low nibble first; an even count ends with
+/// an 0xF filler. `None` for any other non-digit nibble or more than `max` digits, so
+/// that garbage is refused rather than read as another identity.
+fn bcd_digits(b: &[u8], max: usize) -> Option<String> {
     let mut s = String::new();
-    for (i, o) in b.iter().enumerate() {
-        let hi = o >> 4;
-        if i == 0 {
-            if hi <= 9 {
-                s.push(char::from(b'0' + hi));
-            }
-            continue;
-        }
-        for d in [o & 0xf, hi] {
-            if d <= 9 {
-                s.push(char::from(b'0' + d));
-            }
+    let last = b.len() - 1;
+    let nibbles = b.iter().enumerate().flat_map(|(i, o)| {
+        let pair = if i == 0 {
+            [None, Some(o >> 4)]
+        } else {
+            [Some(o & 0xf), Some(o >> 4)]
+        };
+        pair.into_iter().flatten().map(move |d| (i, d))
+    });
+    for (i, d) in nibbles {
+        match d {
+            0..=9 if s.len() < max => s.push(char::from(b'0' + d)),
+            // The filler: only the high nibble of the last octet, of an even count.
+            0xf if i == last && b[0] & 0x08 == 0 => {}
+            _ => return None,
         }
     }
-    s
+    Some(s)
 }
 
 fn encode_digits(digits: &str, typ: u8) -> R<Vec<u8>> {
@@ -88,10 +94,17 @@ fn encode_digits(digits: &str, typ: u8) -> R<Vec<u8>> {
     Ok(out)
 }
 
+fn bad_digits(what: &str) -> NasError {
+    NasError::Decode(format!("{what}: not a BCD digit string"))
+}
+
 impl MobileIdentity {
     /// Contents (after the length octet) as TS 24.301 §9.9.3.12 / TS 24.008 §10.5.1.4.
     pub fn to_bytes(&self) -> R<Vec<u8>> {
         Ok(match self {
+            MobileIdentity::Imsi(s) if s.len() > 15 => {
+                return Err(NasError::Invalid(format!("IMSI of {} digits", s.len())))
+            }
             MobileIdentity::Imsi(s) => encode_digits(s, 1)?,
             MobileIdentity::Imei(s) => encode_digits(s, 2)?,
             MobileIdentity::Imeisv(s) => encode_digits(s, 3)?,
@@ -116,17 +129,26 @@ impl MobileIdentity {
             return Err(short("mobile identity", 1, 0));
         };
         Ok(match first & 0x7 {
-            1 => MobileIdentity::Imsi(bcd_digits(b)),
-            2 => MobileIdentity::Imei(bcd_digits(b)),
-            3 => MobileIdentity::Imeisv(bcd_digits(b)),
-            6 if b.len() >= 11 => MobileIdentity::Guti(Guti {
+            // IMSI: at most 15 digits (TS 23.003 §2.2); IMEI 15, IMEISV 16 (§6.2).
+            1 => MobileIdentity::Imsi(bcd_digits(b, 15).ok_or_else(|| bad_digits("IMSI"))?),
+            2 => MobileIdentity::Imei(bcd_digits(b, 16).ok_or_else(|| bad_digits("IMEI"))?),
+            3 => MobileIdentity::Imeisv(bcd_digits(b, 16).ok_or_else(|| bad_digits("IMEISV"))?),
+            // Exact lengths: trailing octets are not dropped silently (the value would
+            // not re-encode to what was received).
+            6 if b.len() == 11 => MobileIdentity::Guti(Guti {
                 plmn: Plmn([b[1], b[2], b[3]]),
                 mme_group_id: u16::from_be_bytes([b[4], b[5]]),
                 mme_code: b[6],
                 m_tmsi: u32::from_be_bytes([b[7], b[8], b[9], b[10]]),
             }),
-            6 => return Err(short("GUTI", 11, b.len())),
-            4 if b.len() >= 5 => MobileIdentity::Tmsi(u32::from_be_bytes([b[1], b[2], b[3], b[4]])),
+            6 if b.len() < 11 => return Err(short("GUTI", 11, b.len())),
+            6 => {
+                return Err(NasError::Decode(format!(
+                    "GUTI: 11 octets, have {}",
+                    b.len()
+                )))
+            }
+            4 if b.len() == 5 => MobileIdentity::Tmsi(u32::from_be_bytes([b[1], b[2], b[3], b[4]])),
             _ => MobileIdentity::Other(b.to_vec()),
         })
     }

@@ -47,15 +47,14 @@ pub fn mobile_identity(v: &[u8]) -> NasIdentity {
                     if d == 0x0f && last && !odd {
                         break;
                     }
-                    if d > 9 {
+                    // At most 15 digits (TS 23.003 §2.2); checked before the digit is
+                    // added, as a longer value would overflow `n`.
+                    if d > 9 || digits == 15 {
                         return NasIdentity::None;
                     }
                     n = n * 10 + u64::from(d);
                     digits += 1;
                 }
-            }
-            if digits > 15 {
-                return NasIdentity::None;
             }
             NasIdentity::Imsi(n)
         }
