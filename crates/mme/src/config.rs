@@ -79,6 +79,10 @@ pub struct MmeConfig {
     /// overload) and counted.
     pub max_unauth_contexts: usize,
     pub max_unauth_per_enb: usize,
+    /// Purge the subscriber at the HSS (S6a PUR) after a UE-initiated detach too,
+    /// not only at implicit detach: this MME drops the subscription data at detach,
+    /// which TS 29.272 §5.2.1.3 lets it report. Off by default (a PUR per detach).
+    pub purge_on_detach: bool,
 }
 
 impl Default for MmeConfig {
@@ -115,6 +119,7 @@ impl Default for MmeConfig {
             unauth_context_ttl: Duration::from_secs(45),
             max_unauth_contexts: 65_536,
             max_unauth_per_enb: 4096,
+            purge_on_detach: false,
         }
     }
 }
