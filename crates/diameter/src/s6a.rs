@@ -28,10 +28,12 @@ pub struct S6aConfig {
 /// What the HSS asked of us, already answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum S6aEvent {
-    /// CLR (→ network-initiated detach of `imsi`); `cancellation_type` per §7.3.24.
+    /// CLR (→ network-initiated detach of `imsi`); `cancellation_type` per §7.3.24,
+    /// `reattach_required` the Reattach-Required bit of CLR-Flags (§7.3.152).
     CancelLocation {
         imsi: String,
         cancellation_type: u32,
+        reattach_required: bool,
     },
     /// IDR: the subscription data it carried (what could be read of it).
     InsertSubscriberData {
@@ -330,12 +332,8 @@ pub fn failure_of(r: Option<ResultCode>) -> Option<HssFailure> {
             exp::AUTHENTICATION_DATA_UNAVAILABLE => {
                 HssFailure::Unavailable("DIAMETER_AUTHENTICATION_DATA_UNAVAILABLE (4181)".into())
             }
-            exp::ERROR_ROAMING_NOT_ALLOWED => {
-                HssFailure::Unavailable("DIAMETER_ERROR_ROAMING_NOT_ALLOWED (5004)".into())
-            }
-            exp::ERROR_RAT_NOT_ALLOWED => {
-                HssFailure::Unavailable("DIAMETER_ERROR_RAT_NOT_ALLOWED (5421)".into())
-            }
+            exp::ERROR_ROAMING_NOT_ALLOWED => HssFailure::RoamingNotAllowed,
+            exp::ERROR_RAT_NOT_ALLOWED => HssFailure::RatNotAllowed,
             c => HssFailure::Unavailable(format!("3GPP experimental result {c}")),
         }),
         Some(ResultCode::Experimental { vendor, code }) => Some(HssFailure::Unavailable(format!(
@@ -348,7 +346,8 @@ pub fn failure_of(r: Option<ResultCode>) -> Option<HssFailure> {
 
 enum Want {
     Profile(HssRef),
-    Vector(HssRef),
+    /// `resync`: the AIR carried Re-Synchronization-Info.
+    Vector(HssRef, bool),
     Purge(String),
 }
 
@@ -401,9 +400,9 @@ impl S6aClient {
         let imsi = user_name(req.imsi());
         let (want, plmn) = match &req {
             HssRequest::Profile { .. } => (Want::Profile(r), self.cfg.visited_plmn),
-            HssRequest::Vector { plmn, .. } | HssRequest::Resync { plmn, .. } => {
-                (Want::Vector(r), *plmn)
-            }
+            HssRequest::Vector { plmn, .. } => (Want::Vector(r, false), *plmn),
+            HssRequest::Resync { plmn, .. } => (Want::Vector(r, true), *plmn),
+            HssRequest::Purge { imsi } => return self.purge(now, *imsi),
         };
         let mut buf = std::mem::take(&mut self.buf);
         {
@@ -415,6 +414,7 @@ impl S6aClient {
                 HssRequest::Resync { rand, auts, .. } => {
                     air(&mut buf, &h, plmn, Some((rand, auts)))
                 }
+                HssRequest::Purge { .. } => unreachable!("sent above"),
             }
         }
         if let Err(e) = self.send(now, &buf, want) {
@@ -511,7 +511,7 @@ impl S6aClient {
 
     fn fail(&mut self, token: u64, f: HssFailure) {
         match self.wants.remove(&token) {
-            Some(Want::Profile(r)) | Some(Want::Vector(r)) => {
+            Some(Want::Profile(r)) | Some(Want::Vector(r, _)) => {
                 self.answers.push(HssAnswer { r, result: Err(f) })
             }
             Some(Want::Purge(imsi)) => self.events.push_back(S6aEvent::Purged {
@@ -526,8 +526,19 @@ impl S6aClient {
         let Some(want) = self.wants.remove(&token) else {
             return;
         };
+        let resync = matches!(want, Want::Vector(_, true));
         let parsed = MessageView::new_checked(msg).and_then(|m| {
-            let f = failure_of(base::result_of(&m)?);
+            let f = match base::result_of(&m)? {
+                // TS 29.272 §5.2.3.1.3: an AUTS that does not verify is answered
+                // with DIAMETER_AUTHENTICATION_DATA_UNAVAILABLE; to the MME that is a
+                // refused resynchronisation (Authentication Reject), not an HSS
+                // outage (#17).
+                Some(ResultCode::Experimental {
+                    vendor: V,
+                    code: exp::AUTHENTICATION_DATA_UNAVAILABLE,
+                }) if resync => Some(HssFailure::ResyncRefused),
+                rc => failure_of(rc),
+            };
             Ok((m, f))
         });
         let (m, failure) = match parsed {
@@ -552,7 +563,7 @@ impl S6aClient {
                 };
                 self.answers.push(HssAnswer { r, result });
             }
-            Want::Vector(r) => {
+            Want::Vector(r, _) => {
                 let result = match parse_vector_of(&m) {
                     _ if m.command_code() != cmd::AUTHENTICATION_INFORMATION => {
                         Err(wrong_command(&m))
@@ -571,7 +582,7 @@ impl S6aClient {
 
     fn fail_want(&mut self, want: Want, f: HssFailure) {
         match want {
-            Want::Profile(r) | Want::Vector(r) => {
+            Want::Profile(r) | Want::Vector(r, _) => {
                 self.answers.push(HssAnswer { r, result: Err(f) })
             }
             Want::Purge(imsi) => self.events.push_back(S6aEvent::Purged {
@@ -662,9 +673,16 @@ impl S6aClient {
                 .flatten()
                 .and_then(|c| c.enumerated().ok())
                 .unwrap_or(0) as u32;
+            let reattach_required = m
+                .find(V, avp3::CLR_FLAGS)
+                .ok()
+                .flatten()
+                .and_then(|c| c.u32().ok())
+                .is_some_and(|f| f & 0b10 != 0);
             S6aEvent::CancelLocation {
                 imsi,
                 cancellation_type,
+                reattach_required,
             }
         } else {
             let data = parse_subscription_data_of(&m).ok().flatten();

@@ -189,7 +189,8 @@ fn vectors_profile_resync_unknown_users_and_hss_initiated_requests() {
     });
     assert!(ev.contains(&S6aEvent::CancelLocation {
         imsi: "001010000000001".into(),
-        cancellation_type: 2
+        cancellation_type: 2,
+        reattach_required: false
     }));
     assert!(ev.iter().any(|e| matches!(e,
         S6aEvent::InsertSubscriberData { imsi, data: Some(s) } if imsi == "001010000000001" && s.apn == "fast" && s.qci == 6)));

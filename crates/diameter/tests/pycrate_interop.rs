@@ -443,7 +443,7 @@ fn pycrate_error_answers_map_to_hss_failures() {
     need_pycrate!();
     let now = Instant::now();
     let mut c = open(now);
-    for seq in 1..=5 {
+    for seq in 1..=7 {
         c.submit(
             now,
             HssRequest::Vector {
@@ -453,6 +453,16 @@ fn pycrate_error_answers_map_to_hss_failures() {
             },
         );
     }
+    c.submit(
+        now,
+        HssRequest::Resync {
+            r: r(8),
+            imsi: IMSI,
+            plmn: PLMN,
+            rand: [1; 16],
+            auts: [2; 14],
+        },
+    );
     let reqs = take_tx(&mut c);
     let exp = |code: u32| {
         let mut v = vec![avp(
@@ -476,6 +486,9 @@ fn pycrate_error_answers_map_to_hss_failures() {
         answer_to(&reqs[2], exp(4181)),
         answer_to(&reqs[3], base_err),
         answer_to(&reqs[4], no_result),
+        answer_to(&reqs[5], exp(5004)),
+        answer_to(&reqs[6], exp(5421)),
+        answer_to(&reqs[7], exp(4181)),
     ];
     for b in py_encode(&specs) {
         c.base().on_bytes(0, now, &b);
@@ -501,6 +514,11 @@ fn pycrate_error_answers_map_to_hss_failures() {
         matches!(&f[4], (5, Some(HssFailure::Unavailable(w))) if w.contains("without a result")),
         "{f:?}"
     );
+    // TS 29.272 Annex A: roaming and RAT refusals are causes of their own.
+    assert_eq!(f[5], (6, Some(HssFailure::RoamingNotAllowed)));
+    assert_eq!(f[6], (7, Some(HssFailure::RatNotAllowed)));
+    // 4181 to a plain AIR is an outage (#17), to a resync a refused AUTS.
+    assert_eq!(f[7], (8, Some(HssFailure::ResyncRefused)));
 }
 
 #[test]
@@ -582,7 +600,8 @@ fn pycrate_clr_and_idr_are_answered_and_surfaced_and_unknown_mandatory_avps_refu
         c.poll_event(),
         Some(S6aEvent::CancelLocation {
             imsi: "001010000000001".into(),
-            cancellation_type: 2
+            cancellation_type: 2,
+            reattach_required: false
         })
     );
     let Some(S6aEvent::InsertSubscriberData {
