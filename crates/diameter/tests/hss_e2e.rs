@@ -355,3 +355,60 @@ fn watchdog_failover_from_a_mute_peer_and_failback_after_reopen() {
         .count();
     assert!(dwrs_before >= 3, "REOPEN: {log:?}");
 }
+
+/// One client shared by two consumers (a node's slices): each answer goes to the
+/// consumer its reference routes to, whoever submitted the request; each HSS-initiated
+/// request goes to both (only the slice holding the subscriber acts on it).
+#[test]
+fn a_routed_client_delivers_answers_by_reference_and_events_to_all() {
+    need_pycrate!();
+    let dir = temp_dir("e2e-routed");
+    let hss = TestHss::start(&dir.0, "hss1", free_port(), "normal", "clr");
+    let mut ds =
+        S6aDriver::start_routed(config(vec![hss.addr()]), 2, Box::new(|id| (id >> 31) as usize))
+            .unwrap();
+    wait_up(&ds[0]);
+    let slice1 = HssRef {
+        mme_ue_id: 0x8000_0007,
+        seq: 1,
+    };
+    // Submitted by consumer 0, answered to consumer 1; and the other way round.
+    ds[0].submit(HssRequest::Profile {
+        r: slice1,
+        imsi: IMSI,
+    });
+    ds[1].submit(vector(2, IMSI));
+    let a1 = answers(&mut ds[1], 1, Duration::from_secs(10));
+    assert_eq!(a1[0].r, slice1);
+    assert!(matches!(a1[0].result, Ok(HssData::Profile(_))), "{a1:?}");
+    let a0 = answers(&mut ds[0], 1, Duration::from_secs(10));
+    assert_eq!(a0[0].r, r(2));
+    assert!(matches!(a0[0].result, Ok(HssData::Vector(_))), "{a0:?}");
+    for d in ds.iter_mut() {
+        let ev = events(d, |e| {
+            e.iter()
+                .any(|x| matches!(x, S6aEvent::CancelLocation { .. }))
+        });
+        assert!(ev.contains(&S6aEvent::CancelLocation {
+            imsi: "001010000000001".into(),
+            cancellation_type: 2,
+            reattach_required: false,
+        }));
+    }
+    // A purge goes out as PUR and is confirmed (to every consumer).
+    ds[0].submit(HssRequest::Purge { imsi: IMSI });
+    let ev = events(&mut ds[1], |e| {
+        e.iter().any(|x| matches!(x, S6aEvent::Purged { .. }))
+    });
+    assert!(ev.contains(&S6aEvent::Purged {
+        imsi: "001010000000001".into(),
+        result: Ok(())
+    }));
+    // Both handles gone: the thread says DPR and ends.
+    drop(ds);
+    assert!(
+        requests(&hss, 282).len() == 1,
+        "DPR on the way out: {:?}",
+        hss.log()
+    );
+}

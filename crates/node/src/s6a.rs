@@ -36,13 +36,14 @@ pub struct S6aBackendStats {
     /// CLR/IDR not handed to the MME: a User-Name that is no IMSI, an IDR whose
     /// Subscription-Data could not be read whole (answered, logged, not applied).
     pub initiated_unusable: u64,
-    /// PURs the HSS did not confirm.
+    /// PURs the HSS confirmed, and those it did not.
+    pub purges_confirmed: u64,
     pub purge_failures: u64,
 }
 
 pub struct S6aBackend {
     driver: S6aDriver,
-    /// Peer changes and purge outcomes (for [`S6aBackend::take_events`]).
+    /// Peer changes and failed purges (for [`S6aBackend::take_events`]).
     events: VecDeque<S6aEvent>,
     initiated: VecDeque<Input>,
     pub stats: S6aBackendStats,
@@ -79,7 +80,7 @@ impl S6aBackend {
         &self.driver
     }
 
-    /// Peer changes and purge outcomes, oldest first (CLR and IDR go to the MME).
+    /// Peer changes and failed purges, oldest first (CLR and IDR go to the MME).
     pub fn take_events(&mut self) -> Vec<S6aEvent> {
         self.collect();
         self.events.drain(..).collect()
@@ -104,6 +105,10 @@ impl S6aBackend {
                     .ok()
                     .zip(data)
                     .map(|(imsi, data)| Input::HssInsertSubscriberData { imsi, data }),
+                S6aEvent::Purged { result: Ok(()), .. } => {
+                    self.stats.purges_confirmed += 1;
+                    continue;
+                }
                 S6aEvent::Purged { result: Err(_), .. } => {
                     self.stats.purge_failures += 1;
                     push_bounded(&mut self.events, e, &mut self.stats.events_dropped);

@@ -8,8 +8,10 @@
 //!   Request with the new UE-AMBR, whose NAS the UE verifies;
 //! * the HSS sends a CLR (subscription withdrawn): the UE gets a Detach Request and
 //!   its context is released; the HSS got DIAMETER_SUCCESS for both;
-//! * attaches of an unknown subscriber (5001) and of one not allowed to roam (5004)
-//!   are rejected with EMM #8 and #11 (TS 29.272 Annex A).
+//! * attaches of an unknown subscriber (5001), of one not allowed to roam (5004) and
+//!   of one without an EPS subscription (5420) are rejected with EMM #8, #11 and #15
+//!   (TS 29.272 Annex A);
+//! * with `purge_on_detach`, a UE-initiated detach sends the HSS a PUR.
 //!
 //! Skips (says so) when python3 with pycrate is missing; scripts/test.sh installs it.
 
@@ -271,7 +273,7 @@ fn s6a_attach_then_idr_and_clr_reach_the_ue_and_hss_errors_become_emm_causes() {
          [s1mme]\ntransport = \"udp\"\nbind = \"127.0.44.1\"\nudp_port = 9899\n\
          [hss]\nmode = \"diameter\"\npeers = [\"127.0.0.1:{port}\"]\n\
          origin_host = \"mme.pepc.test\"\norigin_realm = \"pepc.test\"\n\
-         destination_realm = \"test\"\nrequest_timeout_ms = 2000\n"
+         destination_realm = \"test\"\nrequest_timeout_ms = 2000\npurge_on_detach = true\n"
     ))
     .unwrap();
     // The embedded HSS is not used in diameter mode: it stays empty.
@@ -376,10 +378,36 @@ fn s6a_attach_then_idr_and_clr_reach_the_ue_and_hss_errors_become_emm_causes() {
         v["event"] == "answer" && v["cmd"] == 317 && v["result"] == 2001
     });
 
-    // 4. HSS refusals become the EMM causes of TS 29.272 Annex A.
+    // 4. With `purge_on_detach`, a UE-initiated detach purges the subscriber (PUR).
+    let imsi2 = "001010000000002";
+    let mut ue = SimUe::new(imsi2, 4);
+    enb.attach(&mut ue);
+    enb.run(&mut ue, "second attach", |_, ue| {
+        ue.received.iter().any(|r| r == "AttachAccept")
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let (tai, ecgi) = Enb::tai_ecgi();
+    let detach = ue.detach_request(false);
+    enb.send(UplinkNasTransport {
+        mme_ue_id: ue.mme_ue_id.unwrap(),
+        enb_ue_id: ue.enb_ue_id,
+        nas_pdu: detach,
+        ecgi,
+        tai,
+    });
+    enb.run(&mut ue, "UE-initiated detach", |seen, _| {
+        seen.iter()
+            .any(|m| matches!(m, S1apMessage::UeContextReleaseCommand(_)))
+    });
+    hss.wait_log("the PUR", |v| {
+        v["event"] == "request" && v["cmd"] == 321 && v["user"] == imsi2
+    });
+
+    // 5. HSS refusals become the EMM causes of TS 29.272 Annex A.
     for (imsi, cause, enb_ue_id) in [
         ("310150000000001", "AttachReject#8", 2),
         ("001010000000098", "AttachReject#11", 3),
+        ("001010000000099", "AttachReject#15", 5),
     ] {
         let mut ue = SimUe::new(imsi, enb_ue_id);
         enb.attach(&mut ue);
