@@ -364,9 +364,12 @@ fn a_routed_client_delivers_answers_by_reference_and_events_to_all() {
     need_pycrate!();
     let dir = temp_dir("e2e-routed");
     let hss = TestHss::start(&dir.0, "hss1", free_port(), "normal", "clr");
-    let mut ds =
-        S6aDriver::start_routed(config(vec![hss.addr()]), 2, Box::new(|id| (id >> 31) as usize))
-            .unwrap();
+    let mut ds = S6aDriver::start_routed(
+        config(vec![hss.addr()]),
+        2,
+        Box::new(|id| (id >> 31) as usize),
+    )
+    .unwrap();
     wait_up(&ds[0]);
     let slice1 = HssRef {
         mme_ue_id: 0x8000_0007,

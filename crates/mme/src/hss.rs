@@ -655,14 +655,15 @@ mod tests {
         let a = p.answer(HssRequest::Vector { r, imsi, plmn }).unwrap();
         assert!(matches!(a.result, Ok(HssData::Vector(ref v)) if v.rand == [3; 16]));
         // An AUTS whose MAC-S does not verify: refused, no vector.
-        let a = p.answer(HssRequest::Resync {
-            r,
-            imsi,
-            plmn,
-            rand: [3; 16],
-            auts: [0; 14],
-        })
-        .unwrap();
+        let a = p
+            .answer(HssRequest::Resync {
+                r,
+                imsi,
+                plmn,
+                rand: [3; 16],
+                auts: [0; 14],
+            })
+            .unwrap();
         assert!(matches!(a.result, Err(HssFailure::ResyncRefused)), "{a:?}");
         assert!(p.answer(HssRequest::Purge { imsi }).is_none());
         assert_eq!(p.served, 5);

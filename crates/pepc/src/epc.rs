@@ -52,9 +52,9 @@ use pepc_mme::{Mme, MmeConfig, S1apEndpoint, SlicePolicy};
 use pepc_node::config::{NodeConfig, Validated};
 use pepc_node::node::Node;
 use pepc_node::proxy::Proxy;
-use pepc_node::s6a::S6aBackend;
 use pepc_node::runtime::ControlDriver;
 use pepc_node::s1mme::{start_signaling, EndpointThread, MmeDriver, SliceGauges};
+use pepc_node::s6a::S6aBackend;
 use pepc_s1ap::Plmn;
 use pepc_sctp::transport::{open_server, Backend, TransportConfig};
 use pepc_security::{Eea, Eia};
@@ -183,8 +183,9 @@ impl Default for HssSection {
 pub enum HssMode {
     /// The embedded HSS (`[hss] db`), inline on each slice's control thread.
     Embedded,
-    /// An external HSS over Diameter S6a: one client for the node.
-    Diameter(DriverConfig),
+    /// An external HSS over Diameter S6a: one client for the node (boxed: the
+    /// embedded case carries nothing).
+    Diameter(Box<DriverConfig>),
 }
 
 /// Where the HSS lives.
@@ -392,12 +393,14 @@ fn hss_mode(h: &HssSection, mme: Option<&MmeConfig>) -> Result<HssMode, String> 
         }
     }
     if h.peers.is_empty() {
-        return Err("config key `hss.peers`: diameter mode needs at least one \"host:port\"".into());
+        return Err(
+            "config key `hss.peers`: diameter mode needs at least one \"host:port\"".into(),
+        );
     }
     for p in &h.peers {
-        let port_ok = p
-            .rsplit_once(':')
-            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|n| n > 0));
+        let port_ok = p.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|n| n > 0)
+        });
         if !port_ok {
             return Err(format!(
                 "config key `hss.peers`: {p:?} is not \"host:port\" (e.g. \"127.0.0.1:3868\")"
@@ -442,7 +445,7 @@ fn hss_mode(h: &HssSection, mme: Option<&MmeConfig>) -> Result<HssMode, String> 
     base.watchdog = Duration::from_secs(h.watchdog_s);
     base.request_timeout = request_timeout;
     base.reconnect = Duration::from_secs(h.reconnect_s);
-    Ok(HssMode::Diameter(DriverConfig {
+    Ok(HssMode::Diameter(Box::new(DriverConfig {
         peers: h.peers.clone(),
         base,
         s6a: pepc_diameter::s6a::S6aConfig {
@@ -451,7 +454,7 @@ fn hss_mode(h: &HssSection, mme: Option<&MmeConfig>) -> Result<HssMode, String> 
             visited_plmn: mme.map_or(MmeConfig::default().plmn.0, |m| m.plmn.0),
         },
         connect_timeout: Duration::from_secs(1),
-    }))
+    })))
 }
 
 /// Open the configured HSS.
@@ -517,7 +520,8 @@ impl Epc {
                     .collect(),
                 HssMode::Diameter(d) => {
                     let ids = pepc_slice::ids::SignalingIds::new(n);
-                    S6aBackend::start_routed(d.clone(), n, Box::new(move |id| ids.slice_of(id)))
+                    let route = Box::new(move |id| ids.slice_of(id));
+                    S6aBackend::start_routed((**d).clone(), n, route)
                         .map_err(|e| format!("starting the S6a client: {e}"))?
                         .into_iter()
                         .map(|b| Proxy::new(Box::new(b)))
@@ -669,7 +673,10 @@ mod tests {
         assert!(e.contains("hss.mode"), "{e}");
         // 2 x 3000 ms is not below the MME's 5000 ms: refused, and said why.
         let e = EpcConfig::parse(&format!("{d}request_timeout_ms = 3000\n")).unwrap_err();
-        assert!(e.contains("mme.hss_timeout_ms") && e.contains("twice"), "{e}");
+        assert!(
+            e.contains("mme.hss_timeout_ms") && e.contains("twice"),
+            "{e}"
+        );
         let c = EpcConfig::parse(&format!(
             "[mme]\nhss_timeout_ms = 7000\n{d}request_timeout_ms = 3000\n"
         ))

@@ -66,10 +66,7 @@ impl Hss {
             .local_addr()
             .unwrap()
             .port();
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../diameter/tests/py/diam.py"
-        );
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../diameter/tests/py/diam.py");
         let log = dir.join("hss.log");
         let mut child = Command::new("python3")
             .args([script, "hss", &port.to_string()])
