@@ -86,6 +86,28 @@ fn subscription_withdrawn_detaches_an_idle_ue_locally() {
 }
 
 #[test]
+fn cancel_during_a_release_lets_the_release_remove_the_context() {
+    let (mut h, mut ue) = attached(MmeConfig::default());
+    let id = ue.mme_ue_id.unwrap();
+    h.hold_releases.push(id);
+    release(&mut h, &mut ue);
+    assert_eq!(h.held_releases.len(), 1);
+    let r = to_all(&mut h, clr(CancellationType::SubscriptionWithdrawal, false));
+    assert!(r.is_empty(), "no NAS on a connection being released: {r:?}");
+    assert_eq!(h.ue_count(), 1, "kept until the Release Complete");
+    let r = h.send(
+        1,
+        UeContextReleaseComplete {
+            mme_ue_id: id,
+            enb_ue_id: ue.enb_ue_id,
+        },
+    );
+    assert!(r.is_empty(), "{r:?}");
+    assert_eq!(h.ue_count(), 0);
+    assert!(h.find_imsi(IMSI_N).is_none());
+}
+
+#[test]
 fn update_procedure_removes_the_context_without_nas() {
     let (mut h, mut ue) = attached(MmeConfig::default());
     let r = to_all(&mut h, clr(CancellationType::MmeUpdate, false));

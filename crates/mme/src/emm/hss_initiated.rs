@@ -49,7 +49,11 @@ impl Mme {
         };
         let Some(u) = self.ue(cp, id) else { return };
         self.stats.hss_cancels += 1;
-        let (connected, registered) = (u.conn.is_some(), u.emm == Emm_::Registered);
+        let registered = u.emm == Emm_::Registered;
+        // A connection being released is as good as gone: its Release Complete
+        // removes the (then deregistered) context.
+        let releasing = matches!(u.proc, Procedure::ExpectReleaseComplete { .. });
+        let connected = u.conn.is_some() && !releasing;
         log(
             out,
             LogLevel::Info,
@@ -85,7 +89,7 @@ impl Mme {
         }
         if connected {
             self.release(cp, id, Cause::NAS_DETACH, true, out);
-        } else {
+        } else if !releasing {
             self.remove_ue(id, false, cp);
         }
     }
