@@ -52,6 +52,9 @@ pub struct AttachOpts {
     pub no_prewarm: bool,
     /// Slices of the node, each with its MME thread (the endpoint demuxes to them).
     pub slices: usize,
+    /// Checkpoint every registered UE at the end of each procedure into an embedded
+    /// state store (a temporary file), as `pepc run` does by default.
+    pub checkpoint: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -104,6 +107,9 @@ pub struct AttachResult {
     /// together (the node's whole signaling cost).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attaches_per_signaling_core_s: Option<f64>,
+    /// Checkpoints on (inprocess): how they were committed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointFigures>,
 }
 
 /// Run `f` `n` times and keep the median run by `attaches_per_mme_core_s`, with all
@@ -215,6 +221,17 @@ struct MmeRun {
 }
 
 /// The MME thread: decode, run procedures, encode; nothing else.
+/// What the checkpointer did during an in-process run.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckpointFigures {
+    pub records: u64,
+    pub commits: u64,
+    pub bytes_per_record: f64,
+    /// Longest time from a checkpoint's emission to its durable commit.
+    pub max_delay_us: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn mme_thread(
     slice: usize,
     mut mme: Mme,
@@ -222,6 +239,7 @@ fn mme_thread(
     mut cp: pepc_slice::control::ControlPlane,
     rx: mpsc::Receiver<Hop>,
     tx: mpsc::Sender<Back>,
+    sink: Option<pepc_store::CheckpointSink>,
 ) -> MmeRun {
     let mut waited = 0.0;
     let mut cpu0 = thread_cpu_s();
@@ -268,6 +286,20 @@ fn mme_thread(
             let from = outs.len();
             mme.handle_s1ap(now, ASSOC, 1, bytes, &mut cp, &mut outs);
             proxy.serve(&mut mme, now, &mut cp, &mut outs, from);
+        }
+        // As a node's slice driver does: checkpoints to the store's thread.
+        if let Some(s) = &sink {
+            outs.retain_mut(|o| match o {
+                Output::Checkpoint { imsi, snapshot } => {
+                    s.put(*imsi, std::mem::take(&mut snapshot.0));
+                    false
+                }
+                Output::Forget { imsi } => {
+                    s.delete(*imsi);
+                    false
+                }
+                _ => true,
+            });
         }
         let back = Back {
             slice,
@@ -717,9 +749,24 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
     }
     // As the node does when it starts (`Epc::start`).
     hss.preload().map_err(|e| e.to_string())?;
-    let cfg = MmeConfig::default();
+    let cfg = MmeConfig {
+        checkpoints: o.checkpoint,
+        ..MmeConfig::default()
+    };
     let plmn = cfg.plmn;
     let slices = o.slices.max(1);
+    let store_path = std::env::temp_dir().join(format!(
+        "pepc-bench-state-{}-{}.redb",
+        std::process::id(),
+        slices
+    ));
+    let checkpointer = if o.checkpoint {
+        let _ = std::fs::remove_file(&store_path);
+        let store = pepc_store::EmbeddedStore::open(&store_path).map_err(|e| e.to_string())?;
+        Some(pepc_store::Checkpointer::start(Box::new(store)).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
     let endpoint = S1apEndpoint::new(cfg.clone(), slices, SlicePolicy::ConsistentHash);
     let layout = pepc_slice::ids::IdLayout::new(slices, std::net::Ipv4Addr::new(10, 0, 0, 0), 8)?;
     let prewarm = !o.no_prewarm;
@@ -768,6 +815,7 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         let (to_mme, mme_rx) = mpsc::channel::<Hop>();
         to_slices.push(to_mme);
         let tx = back_tx.clone();
+        let sink = checkpointer.as_ref().map(|c| c.sink());
         // Each slice's share of the UEs, as a node sizes `node.prewarm_users`.
         let share = (n as usize).div_ceil(slices) + 64;
         mmes.push(
@@ -782,7 +830,7 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
                         mme.prewarm(share);
                         cp.prewarm(share);
                     }
-                    mme_thread(sl, mme, proxy, cp, mme_rx, tx)
+                    mme_thread(sl, mme, proxy, cp, mme_rx, tx, sink)
                 })
                 .map_err(|e| e.to_string())?,
         );
@@ -820,6 +868,18 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
     for d in datas {
         let _ = d.join();
     }
+    let checkpoint = checkpointer.map(|c| {
+        let st = c.stop();
+        let _ = std::fs::remove_file(&store_path);
+        use std::sync::atomic::Ordering::Relaxed;
+        let records = st.records.load(Relaxed);
+        CheckpointFigures {
+            records,
+            commits: st.commits.load(Relaxed),
+            bytes_per_record: st.bytes.load(Relaxed) as f64 / records.max(1) as f64,
+            max_delay_us: st.max_delay_us.load(Relaxed),
+        }
+    });
     let (mut lat, failed, seconds, demux_ns) = ran_result?;
     let sum = |f: fn(&MmeRun) -> f64| runs.iter().map(f).sum::<f64>();
     let mme_cpu_s = sum(|r| r.busy_cpu_s);
@@ -863,6 +923,7 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         demux_ns_per_msg: Some(demux_ns),
         endpoint_cpu_s: None,
         attaches_per_signaling_core_s: None,
+        checkpoint,
     })
 }
 
@@ -871,10 +932,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn inprocess_attaches_with_checkpoints_commit_every_ue() {
+        let r = run_inprocess(&AttachOpts {
+            attaches: 300,
+            window: 16,
+            reattach: false,
+            shuffle: false,
+            no_prewarm: true,
+            slices: 2,
+            checkpoint: true,
+        })
+        .unwrap();
+        assert_eq!((r.attaches, r.failed), (300, 0));
+        let c = r.checkpoint.expect("figures");
+        // One at the end of each attach (the attach complete).
+        assert!(c.records >= 300, "{c:?}");
+        assert!(c.commits >= 1 && c.commits <= c.records, "{c:?}");
+        assert!(
+            c.bytes_per_record > 200.0 && c.bytes_per_record < 600.0,
+            "{c:?}"
+        );
+    }
+
+    #[test]
     fn inprocess_attaches_all_complete() {
         let r = run_inprocess(&AttachOpts {
             shuffle: false,
             no_prewarm: false,
+            checkpoint: false,
             reattach: false,
             attaches: 50,
             window: 8,
@@ -894,6 +979,7 @@ mod tests {
         let r = run_inprocess(&AttachOpts {
             shuffle: true,
             no_prewarm: false,
+            checkpoint: false,
             reattach: true,
             attaches: 60,
             window: 8,
@@ -910,6 +996,7 @@ mod tests {
         let r = run_inprocess(&AttachOpts {
             shuffle: true,
             no_prewarm: true,
+            checkpoint: false,
             reattach: true,
             attaches: 40,
             window: 8,

@@ -83,6 +83,10 @@ pub struct MmeConfig {
     /// not only at implicit detach: this MME drops the subscription data at detach,
     /// which TS 29.272 §5.2.1.3 lets it report. Off by default (a PUR per detach).
     pub purge_on_detach: bool,
+    /// Emit [`crate::Output::Checkpoint`] with a registered UE's snapshot at the end of
+    /// each of its procedures (and [`crate::Output::Forget`] when it goes), for the
+    /// node's state store: a restarted node then loses no registered UE.
+    pub checkpoints: bool,
 }
 
 impl Default for MmeConfig {
@@ -120,6 +124,7 @@ impl Default for MmeConfig {
             max_unauth_contexts: 65_536,
             max_unauth_per_enb: 4096,
             purge_on_detach: false,
+            checkpoints: false,
         }
     }
 }

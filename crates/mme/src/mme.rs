@@ -5,6 +5,13 @@ use crate::endpoint::SliceRole;
 use crate::hss::{HssAnswer, HssRequest};
 use crate::prelude::*;
 
+/// Downlink NAS COUNTs a UE may use past its last checkpoint: a restart resumes its
+/// count this far above the checkpointed one ([`crate::snapshot::restore_checkpoint`]),
+/// and a checkpoint is taken before half of it is used (a procedure sends a handful
+/// of messages, each at most 5 times). Below 256: the UE finds the COUNT from the
+/// 8-bit sequence number, so it must see a jump of less than 256.
+pub const CHECKPOINT_DL_LEASE: u32 = 128;
+
 /// The MME's maps: keys are small integers (some chosen by UEs or eNBs, e.g. IMSI and
 /// eNB UE S1AP ID), so a fast hash with a per-map random seed instead of SipHash.
 pub(crate) type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -102,8 +109,28 @@ pub enum Output {
     /// A request to the HSS, answered by an [`Input::Hss`] with the same reference
     /// (the node's proxy serves it; see [`crate::hss`]).
     Hss(HssRequest),
+    /// A registered UE's whole snapshot at the end of a procedure, for the state
+    /// store (key material: never logged). Only with `MmeConfig::checkpoints`.
+    Checkpoint {
+        imsi: u64,
+        snapshot: SnapshotBytes,
+    },
+    /// Subscriber `imsi` has no context here any more: its checkpoint goes.
+    Forget {
+        imsi: u64,
+    },
     /// Never contains key material.
     Log(LogLevel, String),
+}
+
+/// A UE snapshot's bytes: they hold its keys, so `Debug` shows the length only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SnapshotBytes(pub Vec<u8>);
+
+impl std::fmt::Debug for SnapshotBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SnapshotBytes({} bytes)", self.0.len())
+    }
 }
 
 /// Counters. Read by the driver for metrics.
@@ -411,6 +438,10 @@ pub(crate) struct Ue {
     /// The eNB whose budget of unauthenticated contexts this one counts against
     /// (until it gets a security context or goes).
     pub(crate) unauth_on: Option<AssocId>,
+    /// Downlink NAS COUNT at the last checkpoint: one is due again before the count
+    /// runs [`CHECKPOINT_DL_LEASE`] past it, so a restart can resume above any count
+    /// the dead process used.
+    pub(crate) ckpt_dl: u32,
     pub(crate) gen: u64,
     /// The S1 handover under way (TS 36.413 §8.4), beside any EMM procedure. Boxed,
     /// like `retx`: held only during the procedure, and out of line the context that
@@ -509,6 +540,10 @@ pub struct Mme {
     pub(crate) role: SliceRole,
     /// IMSIs held outside their policy slice whose context went (for the node).
     pub(crate) released: Vec<u64>,
+    /// UEs whose procedure ended in this input: checkpointed once it is handled.
+    pub(crate) dirty: Vec<u32>,
+    /// Subscribers whose context went in this input: their checkpoints go.
+    pub(crate) forgotten: Vec<u64>,
     pub stats: MmeStats,
 }
 
@@ -539,6 +574,8 @@ impl Mme {
             unauth_total: 0,
             role: SliceRole::default(),
             released: Vec::new(),
+            dirty: Vec::new(),
+            forgotten: Vec::new(),
             stats: MmeStats::default(),
         }
     }
@@ -594,6 +631,46 @@ impl Mme {
     /// The UE slot of UE `id`'s entry.
     pub(crate) fn entry_of(&self, id: u32) -> Option<u32> {
         self.by_id.get(&id).copied()
+    }
+
+    /// The UE an S-TMSI names: its M-TMSI, or the new one of a GUTI reallocation it
+    /// has not confirmed (both valid until then). An entry left by a reallocation
+    /// that ended otherwise is dropped when met.
+    pub(crate) fn ue_by_tmsi(&mut self, cp: &ControlPlane, t: u32) -> Option<u32> {
+        let id = *self.by_tmsi.get(&t)?;
+        let valid = self.ue(cp, id).is_some_and(|u| {
+            u.m_tmsi == t
+                || matches!(u.proc, Procedure::ExpectGutiReallocComplete { m_tmsi } if m_tmsi == t)
+        });
+        if !valid {
+            self.by_tmsi.remove(&t);
+        }
+        valid.then_some(id)
+    }
+
+    /// UE `id` came back by S-TMSI `used` while a GUTI reallocation was pending: the
+    /// GUTI it used is the one (TS 24.301 §5.4.1.4), the other goes.
+    pub(crate) fn resolve_pending_guti(&mut self, cp: &mut ControlPlane, id: u32, used: u32) {
+        let Some(u) = self.ue_mut(cp, id) else {
+            return;
+        };
+        let Procedure::ExpectGutiReallocComplete { m_tmsi: new } = u.proc else {
+            return;
+        };
+        u.proc = Procedure::Idle;
+        u.nas_timer = None;
+        u.retx = None;
+        let old = u.m_tmsi;
+        let gone = if used == new {
+            u.m_tmsi = new;
+            old
+        } else {
+            new
+        };
+        if self.by_tmsi.get(&gone) == Some(&id) {
+            self.by_tmsi.remove(&gone);
+        }
+        self.procedure_done(id);
     }
 
     /// The M-TMSI currently assigned to `imsi`, if registered.
@@ -701,7 +778,7 @@ impl Mme {
             }
         }
         self.compact(cp);
-        self.flush_released(out);
+        self.flush_released(cp, out);
     }
 
     /// The guard of UE `id` ran out: a release never completed is completed locally;
@@ -815,12 +892,57 @@ impl Mme {
     ) {
         self.last_now = Some(now);
         self.on_s1ap(now, assoc, stream, bytes, cp, out);
-        self.flush_released(out);
+        self.flush_released(cp, out);
     }
 
-    fn flush_released(&mut self, out: &mut Vec<Output>) {
+    pub(crate) fn flush_released(&mut self, cp: &mut ControlPlane, out: &mut Vec<Output>) {
         for imsi in self.released.drain(..) {
             out.push(Output::ReleaseImsi { imsi });
+        }
+        for imsi in self.forgotten.drain(..) {
+            out.push(Output::Forget { imsi });
+        }
+        if !self.dirty.is_empty() {
+            self.flush_checkpoints(cp, out);
+        }
+    }
+
+    /// The end of a procedure of UE `id`: its state is worth a checkpoint once the
+    /// input is handled (a registered UE's whole snapshot, or its removal).
+    pub(crate) fn procedure_done(&mut self, id: u32) {
+        if self.cfg.checkpoints && !self.dirty.contains(&id) {
+            self.dirty.push(id);
+        }
+    }
+
+    fn flush_checkpoints(&mut self, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+        let now = self.last_now.unwrap_or_else(Instant::now);
+        for id in std::mem::take(&mut self.dirty) {
+            let Some(u) = self.ue(cp, id) else {
+                continue;
+            };
+            let Some(imsi) = u.imsi.filter(|i| self.by_imsi.get(i) == Some(&id)) else {
+                continue;
+            };
+            if u.emm != Emm_::Registered {
+                out.push(Output::Forget { imsi });
+                continue;
+            }
+            let dl = u.sec.as_ref().map_or(0, |s| s.ctx.dl_count);
+            let mut snapshot = Vec::with_capacity(512);
+            let key = crate::snapshot::UeKey::MmeUeId(id);
+            match crate::snapshot::snapshot_whole_ue(self, cp, key, now, &mut snapshot) {
+                Ok(_) => {
+                    if let Some(u) = self.ue_mut(cp, id) {
+                        u.ckpt_dl = dl;
+                    }
+                    out.push(Output::Checkpoint {
+                        imsi,
+                        snapshot: SnapshotBytes(snapshot),
+                    });
+                }
+                Err(e) => log(out, LogLevel::Warn, format!("UE {id}: no checkpoint: {e}")),
+            }
         }
     }
 
@@ -892,7 +1014,7 @@ impl Mme {
                 self.hss_insert_subscriber_data(imsi, data, cp, out)
             }
         }
-        self.flush_released(out);
+        self.flush_released(cp, out);
     }
 
     pub(crate) fn stream_for(&self, assoc: AssocId, id: u32) -> u16 {
@@ -951,6 +1073,7 @@ impl Mme {
                 warn_cp(out, id, "release to idle", cp.release_to_idle(s));
             }
             self.stats.releases += 1;
+            self.procedure_done(id);
             let at = self.now_hint().map(|n| n + self.cfg.mobile_reachable);
             if let Some(at) = at {
                 self.arm(cp, id, TimerKind::Reachable, at);
@@ -1031,10 +1154,18 @@ impl Mme {
                 if !self.role.is_home_of(i) {
                     self.released.push(i);
                 }
+                if self.cfg.checkpoints {
+                    self.forgotten.push(i);
+                }
             }
         }
         if self.by_tmsi.get(&u.m_tmsi) == Some(&id) {
             self.by_tmsi.remove(&u.m_tmsi);
+        }
+        if let Procedure::ExpectGutiReallocComplete { m_tmsi } = u.proc {
+            if self.by_tmsi.get(&m_tmsi) == Some(&id) {
+                self.by_tmsi.remove(&m_tmsi);
+            }
         }
     }
 
@@ -1080,6 +1211,7 @@ impl Mme {
             reach_timer: None,
             guard_timer: None,
             unauth_on: Some(assoc),
+            ckpt_dl: 0,
             gen: 0,
             handover: None,
             old_conn: None,

@@ -29,6 +29,11 @@ impl Mme {
         } else {
             msg.encode().map_err(|e| e.to_string())
         };
+        let dl = u.sec.as_ref().map_or(0, |s| s.ctx.dl_count);
+        if dl.wrapping_sub(u.ckpt_dl) & 0x00ff_ffff >= CHECKPOINT_DL_LEASE / 2 {
+            // Renew the lease before the count can pass it.
+            self.procedure_done(id);
+        }
         r.ok()
     }
 

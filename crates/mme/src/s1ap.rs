@@ -104,7 +104,7 @@ impl Mme {
             .first()
             .is_some_and(|b| b >> 4 >= 12 && b & 0x0f == 7)
         {
-            let id = m.s_tmsi.and_then(|s| self.by_tmsi.get(&s.m_tmsi).copied());
+            let id = m.s_tmsi.and_then(|s| self.ue_by_tmsi(cp, s.m_tmsi));
             self.service_request(now, assoc, id, m, cp, out);
             return;
         }
@@ -113,7 +113,7 @@ impl Mme {
         let known = m
             .s_tmsi
             .filter(|s| s.mmec == self.cfg.mme_code)
-            .and_then(|s| self.by_tmsi.get(&s.m_tmsi).copied());
+            .and_then(|s| self.ue_by_tmsi(cp, s.m_tmsi));
         if let Some(id) = known {
             return self.initial_known(now, assoc, id, m, cp, out);
         }
@@ -166,6 +166,9 @@ impl Mme {
         match gate::gate(sec, kind, verified) {
             Verdict::Process => {
                 self.attach_conn(cp, id, assoc, m.enb_ue_id, m.tai, m.ecgi);
+                if let Some(s) = m.s_tmsi {
+                    self.resolve_pending_guti(cp, id, s.m_tmsi);
+                }
                 self.dispatch(now, id, msg, verified, Some(loc), cp, out);
             }
             Verdict::Authenticate if kind == Kind::AttachRequest => {
@@ -261,6 +264,10 @@ impl Mme {
                 } else {
                     Procedure::Idle
                 };
+                if !attach {
+                    // A Service Request (or active-flag TAU) is done: connected.
+                    self.procedure_done(id);
+                }
             }
             M::InitialContextSetupFailure(_) => {
                 let attach = matches!(

@@ -85,6 +85,9 @@ pub struct Harness {
     /// unanswered, in `held_releases` (an eNB that has not answered yet).
     pub hold_releases: Vec<u32>,
     pub held_releases: Vec<S1apMessage>,
+    /// The state store as the slices' checkpoints left it (IMSI → snapshot), with
+    /// `MmeConfig::checkpoints`.
+    pub checkpoints: std::collections::BTreeMap<u64, Vec<u8>>,
     pub now: Instant,
     pub logs: Vec<String>,
 }
@@ -140,6 +143,7 @@ impl Harness {
             purged: Vec::new(),
             hold_releases: Vec::new(),
             held_releases: Vec::new(),
+            checkpoints: Default::default(),
             now: Instant::now(),
             logs: vec![],
         }
@@ -222,6 +226,12 @@ impl Harness {
                 }
                 HssMode::Hold => self.held_hss.push_back((s, req)),
             },
+            Output::Checkpoint { imsi, snapshot } => {
+                self.checkpoints.insert(imsi, snapshot.0);
+            }
+            Output::Forget { imsi } => {
+                self.checkpoints.remove(&imsi);
+            }
             o => self.endpoint.on_slice_output(s, o, eo),
         }
     }

@@ -65,7 +65,9 @@
 //! Determinism: snapshot → restore → snapshot at the same instants gives the same
 //! bytes, except `mme_ue_id` when restore had to renumber it (see [`MmeRestored`]).
 
-use crate::mme::{AssocId, Emm_, HoState, Mme, Procedure, Resume, Ue};
+use crate::mme::{
+    AssocId, Emm_, HoState, Mme, Procedure, Resume, TimerKind, Ue, CHECKPOINT_DL_LEASE,
+};
 use crate::nasx::{Direction, NasEpsMessage, RecentTags, SecCtx};
 use oxirush_nas::common::Encode;
 use pepc_s1ap::{ERabAdmitted, Ecgi, Plmn, Tai};
@@ -479,7 +481,7 @@ impl Mme {
         if let Some(i) = imsi {
             self.by_imsi.insert(i, id);
         }
-        if let Some(t) = tmsis[0] {
+        for t in tmsis.into_iter().flatten() {
             self.by_tmsi.insert(t, id);
         }
         // A UE waiting for the HSS: its request went to the proxy of the MME it
@@ -575,6 +577,7 @@ fn write_ue(
         reach_timer,
         guard_timer,
         unauth_on: _,
+        ckpt_dl: _,
         gen: _,
         handover: ho,
         old_conn,
@@ -1063,6 +1066,7 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
             guard_timer,
             // Counted again by the restoring MME.
             unauth_on: None,
+            ckpt_dl: 0,
             gen: 0,
             handover: ho,
             old_conn,
@@ -1169,6 +1173,80 @@ pub fn restore_whole_ue(
                 let _ = cp.detach(r.ue_slot);
             }
             Err(e)
+        }
+    }
+}
+
+/// The M-TMSI of the UE of a whole snapshot (0: none): its slice bits say which slice
+/// its S-TMSI routes to, where a restart restores it.
+pub fn snapshot_m_tmsi(bytes: &[u8]) -> Result<u32, SnapshotError> {
+    let view = container::SnapshotView::parse(bytes)?;
+    let section = view
+        .mme()
+        .ok_or(container::SnapshotError::MissingSection("mme"))?;
+    Ok(read_ue(section.bytes(), Instant::now())?.ue.m_tmsi)
+}
+
+/// Restore a checkpoint a dead process of this node wrote (`Output::Checkpoint`): as
+/// [`restore_whole_ue`], then what that process's end means for the UE:
+/// * its S1 connections died with the old process's associations, so it is
+///   ECM-IDLE: eNB tunnels gone (its uplink TEIDs and addresses stay), a procedure in
+///   flight dropped, reachable by paging once its eNBs have set up again;
+/// * its downlink NAS COUNT resumes [`CHECKPOINT_DL_LEASE`] above the checkpointed
+///   one, above any the dead process can have used (it checkpoints again before
+///   using half of that), so no COUNT is ever used twice with the same keys.
+pub fn restore_checkpoint(
+    mme: &mut Mme,
+    cp: &mut ControlPlane,
+    bytes: &[u8],
+    now: Instant,
+) -> Result<WholeRestored, SnapshotError> {
+    let r = restore_whole_ue(mme, cp, bytes, now)?;
+    mme.after_restart(cp, r.mme.mme_ue_id, now);
+    Ok(r)
+}
+
+impl Mme {
+    fn after_restart(&mut self, cp: &mut ControlPlane, id: u32, now: Instant) {
+        let mobile_reachable = self.cfg.mobile_reachable;
+        let Some(u) = self.ue_mut(cp, id) else {
+            return;
+        };
+        if let Some(s) = u.sec.as_mut() {
+            let c = &mut s.ctx;
+            let (ul, dl, rx) = (c.ul_count, c.dl_count, c.rx_started());
+            c.set_counts(ul, dl.wrapping_add(CHECKPOINT_DL_LEASE), rx);
+        }
+        let conns = [u.conn.take(), u.old_conn.take()];
+        u.x2_source = None;
+        u.handover = None;
+        // A GUTI reallocation the UE may or may not have seen stays pending (both
+        // GUTIs valid) until the UE shows which one it uses; nothing else in flight
+        // survives its S1 connection.
+        if !matches!(u.proc, Procedure::ExpectGutiReallocComplete { .. }) {
+            u.proc = Procedure::Idle;
+        }
+        u.retx = None;
+        u.nas_timer = None;
+        u.guard_timer = None;
+        u.nas_secured = false;
+        u.page_after_release = false;
+        let (registered, slot) = (u.emm == Emm_::Registered, u.slot);
+        let reach = u.reach_timer.is_none();
+        for c in conns.into_iter().flatten() {
+            if self.by_conn.get(&c) == Some(&id) {
+                self.by_conn.remove(&c);
+            }
+        }
+        if !registered {
+            // Checkpoints are of registered UEs: anything else has nothing to resume.
+            return self.remove_ue(id, false, cp);
+        }
+        if let Some(s) = slot {
+            let _ = cp.release_to_idle(s); // idle already is fine
+        }
+        if reach {
+            self.arm(cp, id, TimerKind::Reachable, now + mobile_reachable);
         }
     }
 }

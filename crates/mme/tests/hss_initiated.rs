@@ -250,3 +250,30 @@ fn an_unanswered_attach_is_not_purged() {
     assert_eq!(h.ue_count(), 0);
     assert!(h.purged.is_empty(), "never registered, never purged");
 }
+
+#[test]
+fn with_checkpoints_an_idr_is_checkpointed_and_a_clr_forgets_the_ue() {
+    let cfg = MmeConfig {
+        checkpoints: true,
+        ..MmeConfig::default()
+    };
+    let (mut h, mut ue) = attached(cfg);
+    let before = h
+        .checkpoints
+        .get(&IMSI_N)
+        .cloned()
+        .expect("checkpointed at attach");
+    to_all(&mut h, || Input::HssInsertSubscriberData {
+        imsi: IMSI_N,
+        data: new_subscription(),
+    });
+    let after = h
+        .checkpoints
+        .get(&IMSI_N)
+        .cloned()
+        .expect("still checkpointed");
+    assert_ne!(before, after, "checkpointed again after the change");
+    release(&mut h, &mut ue);
+    to_all(&mut h, clr(CancellationType::SubscriptionWithdrawal, false));
+    assert!(h.checkpoints.get(&IMSI_N).is_none(), "forgotten");
+}

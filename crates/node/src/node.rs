@@ -297,6 +297,29 @@ impl Node {
         NodeStats { slices, demux }
     }
 
+    /// A thread of the node that ended while it should run (a panic: its message was
+    /// printed when it happened), named; None while all run.
+    pub fn failed(&self) -> Option<String> {
+        if self.demux_thread.as_ref().is_some_and(|h| h.is_finished())
+            && !self.demux_stop.load(Ordering::Relaxed)
+        {
+            return Some("the demux thread stopped".into());
+        }
+        self.slices.iter().enumerate().find_map(|(i, s)| {
+            if s.stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            let which = if s.data.is_finished() {
+                "data"
+            } else if s.control.is_finished() {
+                "control"
+            } else {
+                return None;
+            };
+            Some(format!("slice {i}'s {which} thread stopped"))
+        })
+    }
+
     /// Stop the demux thread, then every slice; returns each slice's two halves.
     pub fn shutdown(mut self) -> Vec<(ControlPlane, DataPlane)> {
         self.demux_stop.store(true, Ordering::Relaxed);

@@ -37,6 +37,11 @@ pub trait ControlDriver: Send {
     fn prewarm(&mut self, cp: &mut ControlPlane, users: usize) {
         cp.prewarm(users);
     }
+    /// Runs once on the control thread before the first event (after `prewarm`):
+    /// e.g. restoring the slice's UEs from the node's state store.
+    fn start(&mut self, cp: &mut ControlPlane) {
+        let _ = cp;
+    }
     /// Slices per node this driver can serve (None: any). A driver that owns a
     /// node-wide resource (the S1-MME association) without a signaling demux says 1.
     fn max_slices(&self) -> Option<usize> {
@@ -281,6 +286,7 @@ pub fn spawn_slice(
             if prewarm_users > 0 {
                 driver.prewarm(&mut cp, prewarm_users);
             }
+            driver.start(&mut cp);
             let _ = ready_tx.send(());
             let mut idle_rounds = 0u32;
             while !s.load(Ordering::Relaxed) {

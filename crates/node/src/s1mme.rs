@@ -13,6 +13,7 @@
 //! Either way a slice's MME reaches the HSS through its [`Proxy`] driver, called on
 //! the slice's control thread (see [`crate::proxy`]).
 
+use crate::checkpoint::{Restored, SliceState};
 use crate::io::wait_any_readable;
 use crate::proxy::Proxy;
 use crate::runtime::{ControlDriver, IdleWake};
@@ -41,6 +42,18 @@ pub struct SliceGauges {
     pub attaches: AtomicU64,
     /// Messages dropped because the endpoint's ring and backlog were full.
     pub dropped_outputs: AtomicU64,
+    /// UEs restored from the state store at start, and checkpoints that failed to.
+    pub restored: AtomicU64,
+    pub restore_failed: AtomicU64,
+    /// The MME's counters when its driver stopped (printed at the node's stop).
+    pub final_stats: std::sync::Mutex<Option<pepc_mme::MmeStats>>,
+}
+
+impl SliceGauges {
+    fn restored(&self, r: Restored) {
+        self.restored.store(r.ues, Ordering::Relaxed);
+        self.restore_failed.store(r.failed, Ordering::Relaxed);
+    }
 }
 
 fn log_output(level: LogLevel, msg: &str, verbose: bool) {
@@ -172,6 +185,8 @@ pub struct MmeDriver {
     control: Vec<ControlEvent>,
     gauges: Arc<SliceGauges>,
     pub verbose: bool,
+    /// The node's state store, if it has one.
+    pub state: SliceState,
 }
 
 impl MmeDriver {
@@ -187,6 +202,7 @@ impl MmeDriver {
             control: Vec::new(),
             gauges: Arc::default(),
             verbose: false,
+            state: SliceState::default(),
         }
     }
 
@@ -200,7 +216,9 @@ impl MmeDriver {
         loop {
             self.hss.serve(&mut self.mme, now, cp, &mut self.out, 0);
             for o in self.out.drain(..) {
-                self.endpoint.on_slice_output(0, o, &mut self.eo);
+                if let Some(o) = self.state.offer(o) {
+                    self.endpoint.on_slice_output(0, o, &mut self.eo);
+                }
             }
             if self.eo.slices.is_empty() {
                 break;
@@ -227,10 +245,35 @@ impl MmeDriver {
     }
 }
 
+impl Drop for MmeDriver {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.gauges.final_stats.lock() {
+            *s = Some(self.mme.stats.clone());
+        }
+    }
+}
+
+impl Drop for SliceMme {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.gauges.final_stats.lock() {
+            *s = Some(self.mme.stats.clone());
+        }
+    }
+}
+
 impl ControlDriver for MmeDriver {
     fn prewarm(&mut self, cp: &mut ControlPlane, users: usize) {
         self.mme.prewarm(users);
         cp.prewarm(users);
+    }
+
+    fn start(&mut self, cp: &mut ControlPlane) {
+        let now = Instant::now();
+        let r = self
+            .state
+            .restore_into(&mut self.mme, cp, now, &mut self.out);
+        self.gauges.restored(r);
+        self.settle(cp, now);
     }
 
     fn run_once(&mut self, cp: &mut ControlPlane, now: Instant) -> bool {
@@ -310,6 +353,11 @@ pub struct EndpointThread {
 }
 
 impl EndpointThread {
+    /// The thread ended while it should run (it panicked).
+    pub fn failed(&self) -> bool {
+        !self.stop.load(Ordering::Relaxed) && self.handle.as_ref().is_some_and(|h| h.is_finished())
+    }
+
     /// Stops the thread; returns the endpoint (its counters).
     pub fn stop(mut self) -> Option<S1apEndpoint> {
         self.stop.store(true, Ordering::Relaxed);
@@ -343,6 +391,8 @@ pub struct SliceMme {
     control: Vec<ControlEvent>,
     gauges: Arc<SliceGauges>,
     verbose: bool,
+    /// The node's state store, if it has one.
+    pub state: SliceState,
 }
 
 impl SliceMme {
@@ -352,6 +402,9 @@ impl SliceMme {
 
     fn ship(&mut self) {
         for o in self.out.drain(..) {
+            let Some(o) = self.state.offer(o) else {
+                continue;
+            };
             if let Output::Log(level, msg) = &o {
                 log_output(*level, msg, self.verbose);
                 continue;
@@ -382,6 +435,14 @@ impl ControlDriver for SliceMme {
     fn prewarm(&mut self, cp: &mut ControlPlane, users: usize) {
         self.mme.prewarm(users);
         cp.prewarm(users);
+    }
+
+    fn start(&mut self, cp: &mut ControlPlane) {
+        let r = self
+            .state
+            .restore_into(&mut self.mme, cp, Instant::now(), &mut self.out);
+        self.gauges.restored(r);
+        self.ship();
     }
 
     fn run_once(&mut self, cp: &mut ControlPlane, now: Instant) -> bool {
@@ -495,6 +556,7 @@ pub fn start_signaling(
             control: Vec::new(),
             gauges: Arc::default(),
             verbose,
+            state: SliceState::default(),
         });
     }
     let stop = Arc::new(AtomicBool::new(false));

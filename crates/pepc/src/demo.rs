@@ -271,5 +271,6 @@ pub fn bench_attach_udp(
         demux_ns_per_msg: None,
         endpoint_cpu_s: (slices > 1).then_some(ep_cpu),
         attaches_per_signaling_core_s: Some(ok as f64 / (cpu + ep_cpu).max(1e-9)),
+        checkpoint: None,
     })
 }

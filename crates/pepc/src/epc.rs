@@ -44,11 +44,17 @@
 //! request_timeout_ms = 2000   # per attempt; a request may fail over once, so the MME's
 //!                             # hss_timeout_ms must exceed twice this
 //! reconnect_s = 5             # Tc: a failed peer is tried again after this
+//! [state]
+//! store = "embedded"          # embedded | none: registered UEs checkpointed at the end of each
+//!                             # procedure, so a restart (even kill -9) loses none of them
+//! path = ""                   # "" = beside hss.db (pepc-hss.redb -> pepc-hss.state.redb);
+//!                             # with an in-memory HSS there is nothing to restart from: none
 //! ```
 
 use pepc_diameter::driver::DriverConfig;
 use pepc_hss::Hss;
 use pepc_mme::{Mme, MmeConfig, S1apEndpoint, SlicePolicy};
+use pepc_node::checkpoint::SliceState;
 use pepc_node::config::{NodeConfig, Validated};
 use pepc_node::node::Node;
 use pepc_node::proxy::Proxy;
@@ -58,6 +64,8 @@ use pepc_node::s6a::S6aBackend;
 use pepc_s1ap::Plmn;
 use pepc_sctp::transport::{open_server, Backend, TransportConfig};
 use pepc_security::{Eea, Eia};
+use pepc_slice::ids::SignalingIds;
+use pepc_store::{Checkpointer, EmbeddedStore, StateStore};
 use serde::Deserialize;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
@@ -71,6 +79,30 @@ struct SignalingSections {
     mme: MmeSection,
     s1mme: S1mmeSection,
     hss: HssSection,
+    state: StateSection,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateSection {
+    pub store: String,
+    pub path: String,
+}
+
+impl Default for StateSection {
+    fn default() -> Self {
+        StateSection {
+            store: "embedded".into(),
+            path: String::new(),
+        }
+    }
+}
+
+/// Where UE checkpoints go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateStoreConfig {
+    None,
+    Embedded(PathBuf),
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -207,6 +239,7 @@ pub struct EpcConfig {
     pub verbose: bool,
     /// How IMSIs (and foreign GUTIs) are spread over the slices.
     pub slice_policy: SlicePolicy,
+    pub state: StateStoreConfig,
 }
 
 /// Parse PLMN digits ("00101", "310410") into the TBCD octets of TS 24.008 10.5.1.13.
@@ -264,7 +297,7 @@ impl EpcConfig {
         let mut table: toml::Table = toml::from_str(text).map_err(|e| format!("config: {e}"))?;
         // Split our sections off so the node keeps rejecting unknown keys in its own.
         let mut ours = toml::Table::new();
-        for k in ["mme", "s1mme", "hss"] {
+        for k in ["mme", "s1mme", "hss", "state"] {
             if let Some(v) = table.remove(k) {
                 ours.insert(k.into(), v);
             }
@@ -363,6 +396,29 @@ impl EpcConfig {
         };
         let slice_policy = SlicePolicy::parse(&m.slice_policy)
             .map_err(|e| format!("config key `mme.slice_policy`: {e}"))?;
+        let state = match (sig.state.store.as_str(), &hss) {
+            ("none", _) | ("embedded", HssStore::Memory) if sig.state.path.is_empty() => {
+                StateStoreConfig::None
+            }
+            ("embedded", _) if !sig.state.path.is_empty() => {
+                StateStoreConfig::Embedded(PathBuf::from(&sig.state.path))
+            }
+            ("embedded", HssStore::File(p)) => {
+                StateStoreConfig::Embedded(p.with_extension("state.redb"))
+            }
+            ("none", _) => {
+                return Err("config key `state.path`: set, but `state.store` is \"none\"".into())
+            }
+            (other, _) => {
+                return Err(format!(
+                    "config key `state.store`: must be embedded or none, got {other:?}"
+                ))
+            }
+        };
+        let mme = mme.map(|mut m| {
+            m.checkpoints = state != StateStoreConfig::None;
+            m
+        });
         let hss_mode = hss_mode(&sig.hss, mme.as_ref())?;
         Ok(EpcConfig {
             node,
@@ -372,6 +428,7 @@ impl EpcConfig {
             hss_mode,
             verbose: s.verbose,
             slice_policy,
+            state,
         })
     }
 
@@ -479,6 +536,41 @@ pub struct Epc {
     pub endpoint: Option<EndpointThread>,
     /// Each slice's signaling figures (empty when the MME is disabled).
     pub gauges: Vec<Arc<SliceGauges>>,
+    /// The group-commit thread of UE checkpoints (with `[state] store`).
+    pub checkpointer: Option<Checkpointer>,
+    /// Checkpoints found at start (UEs of a previous process to restore).
+    pub checkpoints_found: usize,
+}
+
+/// A slice's share of the checkpoints found at start: (IMSI, snapshot).
+type Checkpoints = Vec<(u64, Vec<u8>)>;
+
+/// Open the state store, read what a previous process left, and start the
+/// checkpointer; the records go to the slices by where their UE's identifiers lead:
+/// the slice in its M-TMSI (what its S-TMSI routes to), else its IMSI's policy slice.
+fn open_state(
+    cfg: &StateStoreConfig,
+    ep: &S1apEndpoint,
+    slices: usize,
+) -> Result<(Option<Checkpointer>, Vec<Checkpoints>, usize), String> {
+    let mut per_slice = vec![Vec::new(); slices];
+    let StateStoreConfig::Embedded(path) = cfg else {
+        return Ok((None, per_slice, 0));
+    };
+    let store = EmbeddedStore::open(path).map_err(|e| e.to_string())?;
+    let records = store.load_all().map_err(|e| e.to_string())?;
+    let found = records.len();
+    let ids = SignalingIds::new(slices);
+    for (imsi, bytes) in records {
+        let s = match pepc_mme::snapshot::snapshot_m_tmsi(&bytes) {
+            Ok(t) if t != 0 && ids.slice_of(t) < slices => ids.slice_of(t),
+            _ => ep.slice_of_imsi(imsi),
+        };
+        per_slice[s].push((imsi, bytes));
+    }
+    let c = Checkpointer::start(Box::new(store))
+        .map_err(|e| format!("starting the checkpoint thread: {e}"))?;
+    Ok((Some(c), per_slice, found))
 }
 
 impl Epc {
@@ -491,6 +583,8 @@ impl Epc {
         let mut gauges = Vec::new();
         let mut s1mme = None;
         let mut endpoint = None;
+        let mut checkpointer = None;
+        let mut checkpoints_found = 0;
         if let Some(mcfg) = &cfg.mme {
             let transport = open_server(&cfg.transport).map_err(|e| {
                 format!(
@@ -511,6 +605,12 @@ impl Epc {
             hss.preload().map_err(|e| format!("HSS preload: {e}"))?;
             let n = cfg.node.slices;
             let ep = S1apEndpoint::new(mcfg.clone(), n, cfg.slice_policy);
+            let (ck, mut restore, found) = open_state(&cfg.state, &ep, n)?;
+            checkpoints_found = found;
+            let mut state = |s: usize| SliceState {
+                sink: ck.as_ref().map(|c| c.sink()),
+                restore: std::mem::take(&mut restore[s]),
+            };
             // Each slice reaches the HSS through the node's proxy: the embedded HSS
             // inline on its control thread, or one S6a client for the node whose
             // answers go back to the slice the MME UE S1AP ID names.
@@ -534,6 +634,7 @@ impl Epc {
                 // The endpoint runs inline in the only slice's control thread.
                 let mut d = MmeDriver::new(transport, mme, proxies.remove(0));
                 d.verbose = cfg.verbose;
+                d.state = state(0);
                 gauges.push(d.gauges());
                 drivers.push(Some(Box::new(d)));
             } else {
@@ -544,11 +645,13 @@ impl Epc {
                 let (t, slices) = start_signaling(transport, ep, mmes, cfg.verbose, None)
                     .map_err(|e| format!("starting the S1AP endpoint thread: {e}"))?;
                 endpoint = Some(t);
-                for d in slices {
+                for (s, mut d) in slices.into_iter().enumerate() {
+                    d.state = state(s);
                     gauges.push(d.gauges());
                     drivers.push(Some(Box::new(d)));
                 }
             }
+            checkpointer = ck;
         }
         let node = Node::start(&cfg.node, &mut |s| {
             drivers.get_mut(s).and_then(|d| d.take())
@@ -559,6 +662,41 @@ impl Epc {
             s1mme,
             endpoint,
             gauges,
+            checkpointer,
+            checkpoints_found,
+        })
+    }
+
+    /// A thread of the node that stopped while it should run (it panicked), named.
+    pub fn failed(&self) -> Option<String> {
+        if self.endpoint.as_ref().is_some_and(|e| e.failed()) {
+            return Some("the S1AP endpoint thread stopped".into());
+        }
+        self.node.failed()
+    }
+
+    /// Stop after a failure: commit the checkpoints already made and say so; the
+    /// threads are left (the process exits).
+    pub fn abort(mut self) -> String {
+        match self.checkpointer.take() {
+            Some(c) => {
+                let st = c.stop();
+                format!(
+                    "; {} checkpoints committed",
+                    st.records.load(std::sync::atomic::Ordering::Relaxed)
+                )
+            }
+            None => String::new(),
+        }
+    }
+
+    /// UEs restored from the state store at start (so far), and those that failed.
+    pub fn restored(&self) -> (u64, u64) {
+        self.gauges.iter().fold((0, 0), |(a, b), g| {
+            (
+                a + g.restored.load(std::sync::atomic::Ordering::Relaxed),
+                b + g.restore_failed.load(std::sync::atomic::Ordering::Relaxed),
+            )
         })
     }
 
@@ -572,6 +710,7 @@ impl Epc {
 
     /// Stop every thread; returns the node's final figures (per slice and demux).
     pub fn stop(self) -> String {
+        let (restored, failed) = self.restored();
         let mut stats = self.node.stats().to_string();
         for (s, n) in self.slice_ues().iter().enumerate() {
             stats += &format!("slice {s}: {n} UEs\n");
@@ -586,6 +725,46 @@ impl Epc {
             }
         }
         self.node.shutdown();
+        for (s, g) in self.gauges.iter().enumerate() {
+            let Some(m) = g.final_stats.lock().ok().and_then(|s| s.clone()) else {
+                continue;
+            };
+            stats += &format!(
+                "mme slice {s}: {} attaches ({} rejected), {} service requests, {} TAU, {} detaches ({} implicit), {} pagings, {} handovers; NAS: {} bad MAC, {} replays, {} discarded by the security gate, {} re-authentications ({} failed); {} procedure timeouts, {} release guards, {} unauthenticated expired, {} refused\n",
+                m.attaches,
+                m.attach_rejects,
+                m.service_requests,
+                m.tau,
+                m.detaches,
+                m.implicit_detaches,
+                m.pagings,
+                m.path_switches + m.s1_handovers,
+                m.nas_bad_mac,
+                m.nas_replays,
+                m.nas_gate_discards,
+                m.nas_reauthentications,
+                m.nas_reauth_failures,
+                m.procedure_timeouts,
+                m.release_guard_expiries,
+                m.unauth_expired,
+                m.unauth_refused,
+            );
+        }
+        if let Some(c) = self.checkpointer {
+            // The slices are stopped: what they sent is committed before this returns.
+            let st = c.stop();
+            use std::sync::atomic::Ordering::Relaxed;
+            stats += &format!(
+                "state store: {} checkpoints and {} removals in {} commits (longest wait {} µs, {} errors); {} of {} found at start restored, {failed} failed\n",
+                st.records.load(Relaxed),
+                st.deletes.load(Relaxed),
+                st.commits.load(Relaxed),
+                st.max_delay_us.load(Relaxed),
+                st.errors.load(Relaxed),
+                restored,
+                self.checkpoints_found,
+            );
+        }
         stats
     }
 }

@@ -112,6 +112,10 @@ struct AttachArgs {
     /// before the run (what a node does at start with `node.prewarm_users`).
     #[arg(long)]
     no_prewarm: bool,
+    /// inprocess: also run with checkpoints into an embedded state store (what `pepc
+    /// run` does by default), alternating with runs without, to measure their cost.
+    #[arg(long)]
+    checkpoint: bool,
     /// Run each transport this many times and report the median run (by attaches
     /// per MME core-second), with every run's figure in `per_core_runs`.
     #[arg(long, default_value_t = 1)]
@@ -280,16 +284,31 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
         return Err("--slices: slice counts must be 1..=64".into());
     }
     if inproc {
-        results.extend(median_of_each(a.repeat, &a.slices, |slices| {
-            pepc_bench::attach::run_inprocess(&AttachOpts {
-                attaches: a.attaches,
-                window: a.window,
-                reattach: a.reattach,
-                shuffle: a.shuffle,
-                no_prewarm: a.no_prewarm,
-                slices,
-            })
-        })?);
+        let ck: &[bool] = if a.checkpoint {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        let configs: Vec<(usize, bool)> = a
+            .slices
+            .iter()
+            .flat_map(|&s| ck.iter().map(move |&c| (s, c)))
+            .collect();
+        results.extend(median_of_each(
+            a.repeat,
+            &configs,
+            |(slices, checkpoint)| {
+                pepc_bench::attach::run_inprocess(&AttachOpts {
+                    attaches: a.attaches,
+                    window: a.window,
+                    reattach: a.reattach,
+                    shuffle: a.shuffle,
+                    no_prewarm: a.no_prewarm,
+                    slices,
+                    checkpoint,
+                })
+            },
+        )?);
     }
     if udp {
         results.extend(median_of_each(a.repeat, &a.slices, |slices| {
@@ -350,9 +369,22 @@ fn run_node(a: &RunArgs) -> Result<(), String> {
             v.slices, epc.node.s1u_addr, epc.node.sgi_desc, v.synthetic_users, v.synthetic_rate
         ),
     }
+    stop_on_signals();
     let start = std::time::Instant::now();
     loop {
-        std::thread::sleep(std::time::Duration::from_secs(1));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        if let Some(why) = epc.failed() {
+            // Fail loudly: a node that silently serves nothing is worse than none.
+            // What was checkpointed is committed; a supervisor restarts the node.
+            let ck = epc.abort();
+            return Err(format!(
+                "{why} (it panicked: its message is above); node stopped{ck}"
+            ));
+        }
+        if STOP.load(std::sync::atomic::Ordering::Relaxed) {
+            eprintln!("pepc node: stopping (signal)");
+            break;
+        }
         if a.seconds
             .is_some_and(|s| start.elapsed().as_secs_f64() >= s)
         {
@@ -361,6 +393,25 @@ fn run_node(a: &RunArgs) -> Result<(), String> {
     }
     eprint!("{}", epc.stop());
     Ok(())
+}
+
+/// Set by SIGTERM / SIGINT: `pepc run` stops gracefully (threads joined, checkpoints
+/// committed, figures printed) instead of dying mid-write.
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn stop_on_signals() {
+    let handler = on_stop_signal as extern "C" fn(libc::c_int);
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: installs a handler that only stores to an atomic.
+        unsafe {
+            libc::signal(sig, handler as libc::sighandler_t);
+        }
+    }
 }
 
 fn demo(a: &DemoArgs) -> Result<(), String> {

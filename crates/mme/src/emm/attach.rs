@@ -67,10 +67,10 @@ impl Mme {
         match nasx::parse_identity(&r.eps_mobile_identity.value) {
             Identity::Imsi(imsi) => self.start_auth(now, id, imsi, digest, false, cp, out),
             Identity::Guti(plmn, g, c, t) => {
-                let known = (plmn == self.cfg.plmn.0
-                    && g == self.cfg.mme_group_id
-                    && c == self.cfg.mme_code)
-                    .then(|| self.by_tmsi.get(&t).copied())
+                let ours =
+                    plmn == self.cfg.plmn.0 && g == self.cfg.mme_group_id && c == self.cfg.mme_code;
+                let known = ours
+                    .then(|| self.ue_by_tmsi(cp, t))
                     .flatten()
                     .filter(|o| *o != id);
                 match known.and_then(|o| self.ue(cp, o).and_then(|u| u.imsi)) {
@@ -140,6 +140,10 @@ impl Mme {
         if let Some(i) = imsi {
             if self.by_imsi.get(&i) == Some(&old) {
                 self.by_imsi.remove(&i);
+                if self.cfg.checkpoints {
+                    // The new context checkpoints itself once registered.
+                    self.forgotten.push(i);
+                }
             }
         }
         for t in tmsis.into_iter().flatten() {

@@ -17,6 +17,7 @@ impl Mme {
             self.purge_at_hss(cp, id, out);
         }
         self.drop_session(cp, id, out);
+        self.procedure_done(id);
         if let Some(u) = self.ue_mut(cp, id) {
             u.emm = Emm_::Deregistered;
             u.nas_timer = None;
@@ -49,6 +50,7 @@ impl Mme {
         if self.ue(cp, id).expect("present").conn.is_none() {
             self.stats.detaches += 1;
             self.remove_ue(id, false, cp);
+            self.flush_released(cp, out);
             return Ok(());
         }
         self.ue_mut(cp, id).expect("present").proc = Procedure::ExpectDetachAccept;
@@ -63,6 +65,8 @@ impl Mme {
             Some(t),
             out,
         );
+        self.last_now = Some(now);
+        self.flush_released(cp, out);
         Ok(())
     }
 }

@@ -66,6 +66,11 @@ impl Mme {
         ));
         let u = self.ue_mut(cp, id).expect("present");
         u.proc = Procedure::ExpectGutiReallocComplete { m_tmsi: t };
+        // Old and new GUTI are both valid until the UE confirms (TS 24.301 §5.4.1.4),
+        // and a checkpoint keeps the new one: a UE that took it finds its context
+        // after a restart too.
+        self.by_tmsi.insert(t, id);
+        self.procedure_done(id);
         let d = self.cfg.t3450;
         self.send_nas(
             cp,
@@ -76,6 +81,8 @@ impl Mme {
             Some(d),
             out,
         );
+        self.last_now = Some(now);
+        self.flush_released(cp, out);
         Ok(t)
     }
 }

@@ -82,6 +82,7 @@ impl Mme {
         // with no NAS (an attach under way is not completed).
         self.stats.detaches += u64::from(registered);
         self.drop_session(cp, id, out);
+        self.procedure_done(id);
         if let Some(u) = self.ue_mut(cp, id) {
             u.emm = Emm_::Deregistered;
             u.nas_timer = None;
@@ -118,6 +119,8 @@ impl Mme {
         u.arp_priority = sub.arp_priority;
         u.subscribed_apn = apn;
         let (ambr, qci, arp_priority) = (u.ambr, u.qci, u.arp_priority);
+        // A restarted node keeps the new subscription (checkpoints, when configured).
+        self.procedure_done(id);
         let over_the_air = u.conn.filter(|_| matches!(u.proc, Procedure::Idle));
         log(
             out,

@@ -77,6 +77,7 @@ impl Mme {
                 u.proc = Procedure::Idle;
                 u.emm = Emm_::Registered;
                 self.stats.attaches += 1;
+                self.procedure_done(id);
                 if let Some(name) = self.cfg.network_name.clone() {
                     let mut info = nasx::NasEmmInformation::new();
                     info.full_name_for_network =
@@ -110,6 +111,7 @@ impl Mme {
                 u.m_tmsi = t;
                 self.by_tmsi.insert(t, id);
                 self.stop_nas_timer(cp, id);
+                self.procedure_done(id);
             }
             Emm::EmmStatus(_) => {}
             _ => {}

@@ -57,6 +57,9 @@ impl Mme {
             }
         }
         self.attach_conn(cp, id, assoc, m.enb_ue_id, m.tai, m.ecgi);
+        if let Some(s) = m.s_tmsi {
+            self.resolve_pending_guti(cp, id, s.m_tmsi);
+        }
         if let Some(u) = self.ue_mut(cp, id) {
             u.nas_secured = true; // the Service Request verified
         }

@@ -66,6 +66,7 @@ impl Mme {
             cp, u.slot,
         )));
         self.send_nas(cp, now, id, NasEpsMessage::new_emm(acc), false, None, out);
+        self.procedure_done(id);
         if active {
             self.send_ics(id, None, cp, out);
         } else {

@@ -19,6 +19,18 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        if matches!(
+            e,
+            Esm::ActivateDefaultEpsBearerContextAccept(_)
+                | Esm::ActivateDefaultEpsBearerContextReject(_)
+                | Esm::ActivateDedicatedEpsBearerContextAccept(_)
+                | Esm::ActivateDedicatedEpsBearerContextReject(_)
+                | Esm::ModifyEpsBearerContextAccept(_)
+                | Esm::DeactivateEpsBearerContextAccept(_)
+        ) {
+            // The end of an ESM procedure: the bearers as they are now.
+            self.procedure_done(id);
+        }
         match e {
             Esm::EsmInformationResponse(r) => {
                 if !matches!(

@@ -191,6 +191,7 @@ impl Mme {
         u.ecgi = m.ecgi;
         self.by_conn.insert((assoc, m.enb_ue_id), id);
         self.stats.s1_handovers += 1;
+        self.procedure_done(id);
         self.send(
             h.source.0,
             Some(id),

@@ -109,6 +109,7 @@ impl Mme {
             return fail(self, out, Cause::MISC_UNSPECIFIED);
         };
         self.stats.path_switches += 1;
+        self.procedure_done(id);
         let ack = PathSwitchRequestAcknowledge {
             mme_ue_id: id,
             enb_ue_id: m.enb_ue_id,
