@@ -275,5 +275,5 @@ fn with_checkpoints_an_idr_is_checkpointed_and_a_clr_forgets_the_ue() {
     assert_ne!(before, after, "checkpointed again after the change");
     release(&mut h, &mut ue);
     to_all(&mut h, clr(CancellationType::SubscriptionWithdrawal, false));
-    assert!(h.checkpoints.get(&IMSI_N).is_none(), "forgotten");
+    assert!(!h.checkpoints.contains_key(&IMSI_N), "forgotten");
 }
