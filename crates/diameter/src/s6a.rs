@@ -6,7 +6,7 @@ use crate::base::{self, Client, Event, RequestError, ResultCode};
 use crate::codec::{self, flags, AvpView, AvpWriter, DecodeError, MessageView};
 use crate::dict::{app, avp, avp3, cmd, exp, result, VENDOR_3GPP};
 use pepc_hss::PdnType;
-use pepc_mme::hss::{HssData, SubscriptionData};
+use pepc_mme::hss::{DefaultApn, HssData, SubscriptionData, SubscriptionUpdate};
 use pepc_mme::{HssAnswer, HssFailure, HssRef, HssRequest};
 use pepc_security::{AuthVector, Key256};
 use std::collections::{HashMap, VecDeque};
@@ -35,10 +35,11 @@ pub enum S6aEvent {
         cancellation_type: u32,
         reattach_required: bool,
     },
-    /// IDR: the subscription data it carried (what could be read of it).
+    /// IDR: what of the subscription it changed (an IDR whose Subscription-Data
+    /// cannot be read is answered DIAMETER_UNABLE_TO_COMPLY and not reported).
     InsertSubscriberData {
         imsi: String,
-        data: Option<SubscriptionData>,
+        update: SubscriptionUpdate,
     },
     /// The answer to [`S6aClient::purge`].
     Purged {
@@ -183,6 +184,32 @@ pub fn parse_subscription_data_of<T: AsRef<[u8]>>(
         Some(s) => parse_subscription_data(&s).map(Some),
         None => Ok(None),
     }
+}
+
+/// What an IDR's Subscription-Data changes (§5.2.2.1: it may carry only that): the
+/// UE-AMBR if present, the default APN and its QoS if an APN-Configuration-Profile
+/// is.
+pub fn parse_subscription_update(s: &AvpView<&[u8]>) -> Result<SubscriptionUpdate, DecodeError> {
+    let mut u = SubscriptionUpdate::default();
+    let mut profile = false;
+    for a in s.grouped() {
+        let a = a?;
+        match (a.vendor_id(), a.code()) {
+            (V, avp3::AMBR) => u.ambr = Some(parse_ambr(&a)?),
+            (V, avp3::APN_CONFIGURATION_PROFILE) => profile = true,
+            _ => {}
+        }
+    }
+    if profile {
+        let d = parse_subscription_data(s)?;
+        u.default_apn = Some(DefaultApn {
+            apn: d.apn,
+            pdn_type: d.pdn_type,
+            qci: d.qci,
+            arp_priority: d.arp_priority,
+        });
+    }
+    Ok(u)
 }
 
 /// MSISDN, UE-AMBR, and the default APN's name, PDN type and QoS (§7.3.2).
@@ -685,8 +712,28 @@ impl S6aClient {
                 reattach_required,
             }
         } else {
-            let data = parse_subscription_data_of(&m).ok().flatten();
-            S6aEvent::InsertSubscriberData { imsi, data }
+            let update = match m.find(V, avp3::SUBSCRIPTION_DATA) {
+                Ok(Some(d)) => parse_subscription_update(&d),
+                Ok(None) => {
+                    return self
+                        .base
+                        .answer(peer, msg, result::MISSING_AVP, None, s6a_answer_avps)
+                }
+                Err(e) => Err(e),
+            };
+            match update {
+                Ok(update) => S6aEvent::InsertSubscriberData { imsi, update },
+                // Not applied, so not claimed applied: the HSS hears we could not.
+                Err(_) => {
+                    return self.base.answer(
+                        peer,
+                        msg,
+                        result::UNABLE_TO_COMPLY,
+                        None,
+                        s6a_answer_avps,
+                    )
+                }
+            }
         };
         self.base
             .answer(peer, msg, result::SUCCESS, None, s6a_answer_avps);

@@ -10,7 +10,7 @@ use pepc_diameter::base;
 use pepc_diameter::driver::{DriverConfig, S6aDriver};
 use pepc_diameter::s6a::{S6aConfig, S6aEvent};
 use pepc_hss::PdnType;
-use pepc_mme::hss::HssData;
+use pepc_mme::hss::{HssData, SubscriptionUpdate};
 use pepc_mme::{HssAnswer, HssFailure, HssRef, HssRequest};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -193,7 +193,7 @@ fn vectors_profile_resync_unknown_users_and_hss_initiated_requests() {
         reattach_required: false
     }));
     assert!(ev.iter().any(|e| matches!(e,
-        S6aEvent::InsertSubscriberData { imsi, data: Some(s) } if imsi == "001010000000001" && s.apn == "fast" && s.qci == 6)));
+        S6aEvent::InsertSubscriberData { imsi, update: SubscriptionUpdate { ambr: Some((1000, 2000)), default_apn: Some(d) } } if imsi == "001010000000001" && d.apn == "fast" && d.qci == 6)));
     let results: Vec<(u64, u64, Value)> = {
         hss.wait_log("the answer to the bogus IDR", |v| {
             v["event"] == "answer" && v["result"] == 5001

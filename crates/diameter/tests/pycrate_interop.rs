@@ -10,7 +10,7 @@ use pepc_diameter::codec::{AvpData, AvpRepr, MessageRepr, MessageView};
 use pepc_diameter::dict::{app, avp as a, avp3, cmd, VENDOR_3GPP as V};
 use pepc_diameter::s6a::{S6aClient, S6aConfig, S6aEvent};
 use pepc_hss::PdnType;
-use pepc_mme::hss::{HssData, SubscriptionData};
+use pepc_mme::hss::{HssData, SubscriptionData, SubscriptionUpdate};
 use pepc_mme::{HssFailure, HssRef, HssRequest};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -591,6 +591,50 @@ fn pycrate_clr_and_idr_are_answered_and_surfaced_and_unknown_mandatory_avps_refu
             vec![avp(99999, V, hexv(&[1, 2]))],
         ),
         push(cmd::DELETE_SUBSCRIBER_DATA, 400, vec![]),
+        // Only what changed: an AMBR.
+        push(
+            cmd::INSERT_SUBSCRIBER_DATA,
+            500,
+            vec![avp(
+                avp3::SUBSCRIPTION_DATA,
+                V,
+                json!([avp(
+                    avp3::AMBR,
+                    V,
+                    json!([
+                        avp(avp3::MAX_REQUESTED_BANDWIDTH_UL, V, json!(3000)),
+                        avp(avp3::MAX_REQUESTED_BANDWIDTH_DL, V, json!(4000)),
+                    ])
+                )]),
+            )],
+        ),
+        // An APN configuration without its QoS: unreadable, so not applied.
+        push(
+            cmd::INSERT_SUBSCRIBER_DATA,
+            600,
+            vec![avp(
+                avp3::SUBSCRIPTION_DATA,
+                V,
+                json!([avp(
+                    avp3::APN_CONFIGURATION_PROFILE,
+                    V,
+                    json!([
+                        avp(avp3::CONTEXT_IDENTIFIER, V, json!(1)),
+                        avp(
+                            avp3::APN_CONFIGURATION,
+                            V,
+                            json!([
+                                avp(avp3::CONTEXT_IDENTIFIER, V, json!(1)),
+                                avp(avp3::PDN_TYPE, V, json!(0)),
+                                avp(a::SERVICE_SELECTION, 0, json!("fast")),
+                            ])
+                        ),
+                    ])
+                )]),
+            )],
+        ),
+        // No Subscription-Data at all (it is mandatory in an IDR).
+        push(cmd::INSERT_SUBSCRIBER_DATA, 700, vec![]),
     ]);
     for m in &msgs {
         c.base().on_bytes(0, now, m);
@@ -606,21 +650,29 @@ fn pycrate_clr_and_idr_are_answered_and_surfaced_and_unknown_mandatory_avps_refu
     );
     let Some(S6aEvent::InsertSubscriberData {
         imsi,
-        data: Some(d),
+        update:
+            SubscriptionUpdate {
+                ambr: None,
+                default_apn: Some(d),
+            },
     }) = c.poll_event()
     else {
         panic!()
     };
     assert_eq!(imsi, "001010000000001");
     assert_eq!(
-        (
-            d.apn.as_str(),
-            d.qci,
-            d.arp_priority,
-            d.pdn_type,
-            d.ambr_dl_bps
-        ),
-        ("fast", 6, 2, PdnType::Ipv4, 0)
+        (d.apn.as_str(), d.qci, d.arp_priority, d.pdn_type),
+        ("fast", 6, 2, PdnType::Ipv4)
+    );
+    assert_eq!(
+        c.poll_event(),
+        Some(S6aEvent::InsertSubscriberData {
+            imsi: "001010000000001".into(),
+            update: SubscriptionUpdate {
+                ambr: Some((3000, 4000)),
+                default_apn: None
+            }
+        })
     );
     assert_eq!(c.poll_event(), None, "no event for the refused requests");
 
@@ -631,6 +683,9 @@ fn pycrate_clr_and_idr_are_answered_and_surfaced_and_unknown_mandatory_avps_refu
         (319, 200, 2001, false),
         (319, 300, 5001, false),
         (320, 400, 3001, true),
+        (319, 500, 2001, false),
+        (319, 600, 5012, false),
+        (319, 700, 5005, false),
     ];
     for (m, (cmd, hbh, code, e)) in d.iter().zip(want) {
         assert_eq!(

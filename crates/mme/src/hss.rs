@@ -125,6 +125,25 @@ impl From<u32> for CancellationType {
     }
 }
 
+/// What an S6a Insert Subscriber Data changes: its Subscription-Data may carry only
+/// what changed (TS 29.272 §5.2.2.1), so each part is optional.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SubscriptionUpdate {
+    /// UE-AMBR (bit/s, UL and DL).
+    pub ambr: Option<(u64, u64)>,
+    /// The default APN and its QoS, when an APN-Configuration-Profile came.
+    pub default_apn: Option<DefaultApn>,
+}
+
+/// The default APN configuration of a subscription.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefaultApn {
+    pub apn: String,
+    pub pdn_type: PdnType,
+    pub qci: u8,
+    pub arp_priority: u8,
+}
+
 /// What a successful answer carries.
 #[derive(Debug)]
 pub enum HssData {

@@ -65,7 +65,7 @@ pub enum Input {
     /// UE's context (see `emm/hss_initiated.rs`).
     HssInsertSubscriberData {
         imsi: u64,
-        data: crate::hss::SubscriptionData,
+        update: crate::hss::SubscriptionUpdate,
     },
 }
 
@@ -1010,8 +1010,8 @@ impl Mme {
                 cancellation_type,
                 reattach_required,
             } => self.hss_cancel_location(now, imsi, cancellation_type, reattach_required, cp, out),
-            Input::HssInsertSubscriberData { imsi, data } => {
-                self.hss_insert_subscriber_data(imsi, data, cp, out)
+            Input::HssInsertSubscriberData { imsi, update } => {
+                self.hss_insert_subscriber_data(imsi, update, cp, out)
             }
         }
         self.flush_released(cp, out);

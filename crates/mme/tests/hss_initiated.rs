@@ -2,7 +2,7 @@
 //! like the node, the test hands each CLR/IDR to every slice, and only the one holding
 //! the subscriber acts.
 
-use pepc_mme::hss::SubscriptionData;
+use pepc_mme::hss::{DefaultApn, SubscriptionUpdate};
 use pepc_mme::sim::*;
 use pepc_mme::{CancellationType, Input, MmeConfig};
 use pepc_s1ap::msg::*;
@@ -136,15 +136,15 @@ fn cancel_of_an_unknown_subscriber_changes_nothing() {
     assert_eq!(h.ue_count(), 1);
 }
 
-fn new_subscription() -> SubscriptionData {
-    SubscriptionData {
-        msisdn: "46000000001".into(),
-        apn: "fast".into(),
-        pdn_type: pepc_hss::PdnType::Ipv4,
-        qci: 6,
-        arp_priority: 2,
-        ambr_ul_bps: 1_000_000,
-        ambr_dl_bps: 2_000_000,
+fn new_subscription() -> SubscriptionUpdate {
+    SubscriptionUpdate {
+        ambr: Some((1_000_000, 2_000_000)),
+        default_apn: Some(DefaultApn {
+            apn: "fast".into(),
+            pdn_type: pepc_hss::PdnType::Ipv4,
+            qci: 6,
+            arp_priority: 2,
+        }),
     }
 }
 
@@ -153,7 +153,7 @@ fn insert_subscriber_data_modifies_a_connected_ues_bearer_and_ambr() {
     let (mut h, _ue) = attached(MmeConfig::default());
     let r = to_all(&mut h, || Input::HssInsertSubscriberData {
         imsi: IMSI_N,
-        data: new_subscription(),
+        update: new_subscription(),
     });
     assert_eq!(r.len(), 1, "{r:?}");
     let S1apMessage::ERabModifyRequest(m) = &r[0].1 else {
@@ -180,7 +180,7 @@ fn insert_subscriber_data_for_an_idle_ue_comes_with_its_next_connection() {
     release(&mut h, &mut ue);
     let r = to_all(&mut h, || Input::HssInsertSubscriberData {
         imsi: IMSI_N,
-        data: new_subscription(),
+        update: new_subscription(),
     });
     assert!(r.is_empty(), "nothing over the air to an idle UE: {r:?}");
     let sr = ue.service_request();
@@ -265,7 +265,7 @@ fn with_checkpoints_an_idr_is_checkpointed_and_a_clr_forgets_the_ue() {
         .expect("checkpointed at attach");
     to_all(&mut h, || Input::HssInsertSubscriberData {
         imsi: IMSI_N,
-        data: new_subscription(),
+        update: new_subscription(),
     });
     let after = h
         .checkpoints
@@ -276,4 +276,30 @@ fn with_checkpoints_an_idr_is_checkpointed_and_a_clr_forgets_the_ue() {
     release(&mut h, &mut ue);
     to_all(&mut h, clr(CancellationType::SubscriptionWithdrawal, false));
     assert!(!h.checkpoints.contains_key(&IMSI_N), "forgotten");
+}
+
+#[test]
+fn an_idr_with_only_an_ambr_changes_only_the_ambr() {
+    let (mut h, _ue) = attached(MmeConfig::default());
+    let r = to_all(&mut h, || Input::HssInsertSubscriberData {
+        imsi: IMSI_N,
+        update: SubscriptionUpdate {
+            ambr: Some((3_000_000, 4_000_000)),
+            default_apn: None,
+        },
+    });
+    let S1apMessage::ERabModifyRequest(m) = &r[0].1 else {
+        panic!("{r:?}")
+    };
+    let ambr = m.ue_ambr.unwrap();
+    assert_eq!((ambr.ul, ambr.dl), (3_000_000, 4_000_000));
+    // The subscribed QoS (QCI 9, ARP 8) stays.
+    assert_eq!((m.erabs[0].qci, m.erabs[0].arp.priority_level), (9, 8));
+    // An IDR with nothing this MME keeps changes nothing and sends nothing.
+    let r = to_all(&mut h, || Input::HssInsertSubscriberData {
+        imsi: IMSI_N,
+        update: SubscriptionUpdate::default(),
+    });
+    assert!(r.is_empty(), "{r:?}");
+    assert_eq!(h.stat(|s| s.hss_subscription_updates), 1);
 }

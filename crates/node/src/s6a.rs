@@ -10,8 +10,9 @@
 //! a change of MME (a CLR to the old "MME"). Answers go back to the slice whose MME
 //! UE S1AP ID their reference carries.
 //!
-//! What the HSS asks of us (CLR, IDR) is answered by the client (CLA and IDA with
-//! DIAMETER_SUCCESS at once: TS 29.272 §5.2.1.2.2 asks success for a CLR of an IMSI
+//! What the HSS asks of us (CLR, IDR) is answered by the client (an IDR whose
+//! Subscription-Data cannot be read gets DIAMETER_UNABLE_TO_COMPLY and goes no
+//! further; otherwise CLA and IDA with DIAMETER_SUCCESS at once: TS 29.272 §5.2.1.2.2 asks success for a CLR of an IMSI
 //! the MME does not know; for an IDR of an unknown IMSI §5.2.2.1.2 asks
 //! DIAMETER_ERROR_USER_UNKNOWN, which would need a round trip through every slice
 //! before answering, so we answer success there too). Every slice gets it as an MME
@@ -33,8 +34,8 @@ const MAX_EVENTS: usize = 4096;
 pub struct S6aBackendStats {
     /// Events dropped because the node did not take them in time.
     pub events_dropped: u64,
-    /// CLR/IDR not handed to the MME: a User-Name that is no IMSI, an IDR whose
-    /// Subscription-Data could not be read whole (answered, logged, not applied).
+    /// CLR/IDR not handed to the MME: a User-Name that is no IMSI (answered
+    /// DIAMETER_SUCCESS: no subscriber of ours, as for an unknown IMSI).
     pub initiated_unusable: u64,
     /// PURs the HSS confirmed, and those it did not.
     pub purges_confirmed: u64,
@@ -100,11 +101,10 @@ impl S6aBackend {
                     cancellation_type: cancellation_type.into(),
                     reattach_required,
                 }),
-                S6aEvent::InsertSubscriberData { imsi, data } => imsi
+                S6aEvent::InsertSubscriberData { imsi, update } => imsi
                     .parse()
                     .ok()
-                    .zip(data)
-                    .map(|(imsi, data)| Input::HssInsertSubscriberData { imsi, data }),
+                    .map(|imsi| Input::HssInsertSubscriberData { imsi, update }),
                 S6aEvent::Purged { result: Ok(()), .. } => {
                     self.stats.purges_confirmed += 1;
                     continue;

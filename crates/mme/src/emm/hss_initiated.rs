@@ -14,8 +14,9 @@
 //!   other types (the UE moved to another MME or SGSN, or attached at another MME)
 //!   remove the context without NAS: the UE is served elsewhere, and a connection it
 //!   still has here is released.
-//! * Insert Subscriber Data: UE-AMBR, the default bearer's QCI and ARP, and the
-//!   subscribed APN are taken into the context (what the next attach, Service
+//! * Insert Subscriber Data: what it changed of UE-AMBR, the default bearer's QCI
+//!   and ARP, and the subscribed APN (an IDR may carry only the AMBR, or only the
+//!   APN-Configuration-Profile) is taken into the context (what the next attach, Service
 //!   Request or PDN connection uses) and into the slice's data path at once (AMBR,
 //!   bearer QoS). A connected UE with no EMM procedure under way also gets them over
 //!   the air (TS 23.401 §5.3.9.2, HSS-initiated subscribed QoS modification): E-RAB
@@ -28,7 +29,7 @@
 //!   `MmeConfig::purge_on_detach` is set. Not after a Cancel Location (the HSS
 //!   already knows) nor after an operator detach.
 
-use crate::hss::{CancellationType, HssRequest, SubscriptionData};
+use crate::hss::{CancellationType, HssRequest, SubscriptionUpdate};
 use crate::prelude::*;
 
 impl Mme {
@@ -95,29 +96,33 @@ impl Mme {
         }
     }
 
-    /// S6a IDR for `imsi`: the new subscription into its context.
+    /// S6a IDR for `imsi`: what changed of its subscription into its context.
     pub(crate) fn hss_insert_subscriber_data(
         &mut self,
         imsi: u64,
-        sub: SubscriptionData,
+        upd: SubscriptionUpdate,
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let Some(&id) = self.by_imsi.get(&imsi) else {
             return;
         };
-        let apn = self.apn_id(&sub.apn);
+        if upd == SubscriptionUpdate::default() {
+            return; // nothing this MME keeps changed (e.g. only ODB or MSISDN)
+        }
+        let apn = upd.default_apn.as_ref().map(|d| self.apn_id(&d.apn));
         let default_ambr = self.cfg.default_ambr;
         let Some(u) = self.ue_mut(cp, id) else { return };
         self.stats.hss_subscription_updates += 1;
-        u.ambr = if sub.ambr_ul_bps > 0 {
-            (sub.ambr_ul_bps, sub.ambr_dl_bps)
-        } else {
-            default_ambr
-        };
-        u.qci = sub.qci;
-        u.arp_priority = sub.arp_priority;
-        u.subscribed_apn = apn;
+        if let Some((ul, dl)) = upd.ambr {
+            // An AMBR of 0 is no AMBR: our default applies, as at attach.
+            u.ambr = if ul > 0 { (ul, dl) } else { default_ambr };
+        }
+        if let (Some(d), Some(apn)) = (&upd.default_apn, apn) {
+            u.qci = d.qci;
+            u.arp_priority = d.arp_priority;
+            u.subscribed_apn = apn;
+        }
         let (ambr, qci, arp_priority) = (u.ambr, u.qci, u.arp_priority);
         // A restarted node keeps the new subscription (checkpoints, when configured).
         self.procedure_done(id);
