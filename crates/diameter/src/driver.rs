@@ -31,6 +31,11 @@ pub struct DriverConfig {
 enum Cmd {
     Request(HssRequest),
     Purge(u64),
+    /// A consumer's word on the IDR of `token`: it holds the subscriber or not.
+    IdrOutcome {
+        token: u64,
+        known: bool,
+    },
 }
 
 /// One consumer's side of the S6a client thread: it submits requests and gets the
@@ -177,6 +182,16 @@ impl S6aDriver {
         answers.extend(self.answers.try_iter());
     }
 
+    /// Whether this consumer holds the subscriber of the IDR event `token`
+    /// ([`S6aEvent::InsertSubscriberData`]): the IDA says DIAMETER_SUCCESS once one
+    /// consumer knows it, DIAMETER_ERROR_USER_UNKNOWN once all said they do not.
+    pub fn idr_outcome(&mut self, token: u64, known: bool) {
+        if let Some(to) = &self.to {
+            let _ = to.send(Cmd::IdrOutcome { token, known });
+            signal(&self.wake_in);
+        }
+    }
+
     /// What the HSS asked (CLR, IDR) and peer changes.
     pub fn poll_events(&mut self, events: &mut Vec<S6aEvent>) {
         events.extend(self.events.try_iter());
@@ -232,6 +247,8 @@ impl Thread {
         let mut stopping: Option<Instant> = None;
         let mut buf = vec![0u8; 64 * 1024];
         let mut answers = Vec::new();
+        // IDR token -> consumers yet to say they do not know its subscriber.
+        let mut idr_votes: std::collections::HashMap<u64, usize> = Default::default();
         loop {
             let now = Instant::now();
             clear(&self.wake_in);
@@ -239,6 +256,16 @@ impl Thread {
                 match self.rx.try_recv() {
                     Ok(Cmd::Request(r)) => c.submit(now, r),
                     Ok(Cmd::Purge(imsi)) => c.purge(now, imsi),
+                    Ok(Cmd::IdrOutcome { token, known }) => {
+                        let Some(left) = idr_votes.get_mut(&token) else {
+                            continue; // decided already
+                        };
+                        *left -= 1;
+                        if known || *left == 0 {
+                            idr_votes.remove(&token);
+                            c.idr_outcome(token, known);
+                        }
+                    }
                     Err(mpsc::TryRecvError::Empty) => break,
                     Err(mpsc::TryRecvError::Disconnected) => {
                         if stopping.is_none() {
@@ -250,6 +277,10 @@ impl Thread {
                 }
             }
             c.handle_timeout(now);
+            if idr_votes.len() > c.pending_idrs() {
+                // Timed out in the client (answered there): stop counting them.
+                idr_votes.retain(|t, _| c.idr_pending(*t));
+            }
             self.actions(&mut c, &mut conns, now);
             self.write(&mut c, &mut conns, now);
             self.actions(&mut c, &mut conns, now);
@@ -270,6 +301,9 @@ impl Thread {
                 let _ = self.outlets[k].atx.send(a);
             }
             while let Some(e) = c.poll_event() {
+                if let S6aEvent::InsertSubscriberData { token, .. } = &e {
+                    idr_votes.insert(*token, self.outlets.len());
+                }
                 let wake = !matches!(e, S6aEvent::PeerUp { .. } | S6aEvent::PeerDown { .. });
                 for (k, o) in self.outlets.iter().enumerate() {
                     let _ = o.etx.send(e.clone());
@@ -311,7 +345,6 @@ impl Thread {
                 }
             }
             let wait = c
-                .base()
                 .next_timeout()
                 .map(|t| t.saturating_duration_since(Instant::now()))
                 .unwrap_or(Duration::from_secs(1))

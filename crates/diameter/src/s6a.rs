@@ -37,9 +37,14 @@ pub enum S6aEvent {
     },
     /// IDR: what of the subscription it changed (an IDR whose Subscription-Data
     /// cannot be read is answered DIAMETER_UNABLE_TO_COMPLY and not reported).
+    ///
+    /// Its IDA waits for [`S6aClient::idr_outcome`] with `token` (whether the MME
+    /// knows `imsi`, §5.2.2.1.2: DIAMETER_ERROR_USER_UNKNOWN if not), at most
+    /// [`IDR_OUTCOME_TIMEOUT`] (then DIAMETER_UNABLE_TO_COMPLY).
     InsertSubscriberData {
         imsi: String,
         update: SubscriptionUpdate,
+        token: u64,
     },
     /// The answer to [`S6aClient::purge`].
     Purged {
@@ -54,6 +59,19 @@ pub enum S6aEvent {
         peer: usize,
         reason: String,
     },
+}
+
+/// How long an IDR's answer waits for [`S6aClient::idr_outcome`].
+pub const IDR_OUTCOME_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+/// IDRs whose answer waits at once; beyond, DIAMETER_TOO_BUSY.
+const MAX_PENDING_IDRS: usize = 4096;
+const TOO_BUSY: u32 = 3004;
+
+/// An IDR waiting for the MME to say whether it knows the subscriber.
+struct PendingIdr {
+    peer: usize,
+    msg: Vec<u8>,
+    deadline: Instant,
 }
 
 /// The identity of one request for the AVPs every S6a request starts with.
@@ -394,6 +412,10 @@ pub struct S6aClient {
     buf: Vec<u8>,
     answers: Vec<HssAnswer>,
     events: VecDeque<S6aEvent>,
+    idrs: HashMap<u64, PendingIdr>,
+    next_idr: u64,
+    /// The latest time the driver gave us (IDR deadlines count from it).
+    now: Instant,
 }
 
 impl S6aClient {
@@ -408,6 +430,47 @@ impl S6aClient {
             buf: Vec::with_capacity(256),
             answers: Vec::new(),
             events: VecDeque::new(),
+            idrs: HashMap::new(),
+            next_idr: 0,
+            now: Instant::now(),
+        }
+    }
+
+    /// Answer the IDR of event `token`: the MME knows its subscriber (`known`:
+    /// DIAMETER_SUCCESS) or not (DIAMETER_ERROR_USER_UNKNOWN). Unknown tokens (already
+    /// answered, timed out) are ignored.
+    pub fn idr_outcome(&mut self, token: u64, known: bool) {
+        let Some(p) = self.idrs.remove(&token) else {
+            return;
+        };
+        let result = if known {
+            ResultCode::Base(result::SUCCESS)
+        } else {
+            ResultCode::Experimental {
+                vendor: V,
+                code: exp::ERROR_USER_UNKNOWN,
+            }
+        };
+        self.base
+            .answer_with(p.peer, &p.msg, result, None, s6a_answer_avps);
+    }
+
+    /// IDRs still waiting for [`S6aClient::idr_outcome`].
+    pub fn pending_idrs(&self) -> usize {
+        self.idrs.len()
+    }
+
+    /// The IDR of `token` still waits for its outcome.
+    pub fn idr_pending(&self, token: u64) -> bool {
+        self.idrs.contains_key(&token)
+    }
+
+    /// The base client's next timer or an IDR's deadline, whichever is first.
+    pub fn next_timeout(&self) -> Option<Instant> {
+        let idr = self.idrs.values().map(|p| p.deadline).min();
+        match (self.base.next_timeout(), idr) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -423,6 +486,7 @@ impl S6aClient {
     /// Sends the request; a request that cannot be sent is answered at once
     /// (see [`S6aClient::take_answers`]).
     pub fn submit(&mut self, now: Instant, req: HssRequest) {
+        self.now = self.now.max(now);
         let r = req.reference();
         let imsi = user_name(req.imsi());
         let (want, plmn) = match &req {
@@ -455,6 +519,7 @@ impl S6aClient {
 
     /// Purge `imsi` at the HSS (PUR); the outcome comes as [`S6aEvent::Purged`].
     pub fn purge(&mut self, now: Instant, imsi: u64) {
+        self.now = self.now.max(now);
         let name = user_name(imsi);
         let mut buf = std::mem::take(&mut self.buf);
         let sid = self.session_id();
@@ -500,7 +565,26 @@ impl S6aClient {
 
     /// Timers of the base client, then [`S6aClient::process`].
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
         self.base.handle_timeout(now);
+        // Nobody said whether the subscriber is known: we could not process it.
+        let late: Vec<u64> = self
+            .idrs
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(t, _)| *t)
+            .collect();
+        for t in late {
+            if let Some(p) = self.idrs.remove(&t) {
+                self.base.answer(
+                    p.peer,
+                    &p.msg,
+                    result::UNABLE_TO_COMPLY,
+                    None,
+                    s6a_answer_avps,
+                );
+            }
+        }
         self.process();
     }
 
@@ -619,8 +703,10 @@ impl S6aClient {
         }
     }
 
-    /// CLR and IDR from the HSS: answered here, reported as events.
+    /// CLR and IDR from the HSS: answered here (an IDR once the MME said whether it
+    /// knows the subscriber), reported as events.
     fn on_request(&mut self, peer: usize, msg: &[u8]) {
+        let now = self.now;
         let Ok(m) = MessageView::new_checked(msg) else {
             return;
         };
@@ -722,7 +808,27 @@ impl S6aClient {
                 Err(e) => Err(e),
             };
             match update {
-                Ok(update) => S6aEvent::InsertSubscriberData { imsi, update },
+                Ok(_) if self.idrs.len() >= MAX_PENDING_IDRS => {
+                    return self.base.answer(peer, msg, TOO_BUSY, None, s6a_answer_avps)
+                }
+                Ok(update) => {
+                    self.next_idr += 1;
+                    let token = self.next_idr;
+                    self.idrs.insert(
+                        token,
+                        PendingIdr {
+                            peer,
+                            msg: msg.to_vec(),
+                            deadline: now + IDR_OUTCOME_TIMEOUT,
+                        },
+                    );
+                    self.events.push_back(S6aEvent::InsertSubscriberData {
+                        imsi,
+                        update,
+                        token,
+                    });
+                    return;
+                }
                 // Not applied, so not claimed applied: the HSS hears we could not.
                 Err(_) => {
                     return self.base.answer(

@@ -193,10 +193,19 @@ fn vectors_profile_resync_unknown_users_and_hss_initiated_requests() {
         reattach_required: false
     }));
     assert!(ev.iter().any(|e| matches!(e,
-        S6aEvent::InsertSubscriberData { imsi, update: SubscriptionUpdate { ambr: Some((1000, 2000)), default_apn: Some(d) } } if imsi == "001010000000001" && d.apn == "fast" && d.qci == 6)));
+        S6aEvent::InsertSubscriberData { imsi, update: SubscriptionUpdate { ambr: Some((1000, 2000)), default_apn: Some(d) }, .. } if imsi == "001010000000001" && d.apn == "fast" && d.qci == 6)));
+    // The IDA waits for the MME's word on the subscriber: known here.
+    for e in &ev {
+        if let S6aEvent::InsertSubscriberData { token, .. } = e {
+            d.idr_outcome(*token, true);
+        }
+    }
     let results: Vec<(u64, u64, Value)> = {
         hss.wait_log("the answer to the bogus IDR", |v| {
             v["event"] == "answer" && v["result"] == 5001
+        });
+        hss.wait_log("the IDA", |v| {
+            v["event"] == "answer" && v["cmd"] == 319 && v["result"] == 2001
         });
         hss.log()
             .into_iter()

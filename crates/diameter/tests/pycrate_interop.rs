@@ -655,6 +655,7 @@ fn pycrate_clr_and_idr_are_answered_and_surfaced_and_unknown_mandatory_avps_refu
                 ambr: None,
                 default_apn: Some(d),
             },
+        token: known,
     }) = c.poll_event()
     else {
         panic!()
@@ -664,29 +665,45 @@ fn pycrate_clr_and_idr_are_answered_and_surfaced_and_unknown_mandatory_avps_refu
         (d.apn.as_str(), d.qci, d.arp_priority, d.pdn_type),
         ("fast", 6, 2, PdnType::Ipv4)
     );
-    assert_eq!(
-        c.poll_event(),
-        Some(S6aEvent::InsertSubscriberData {
-            imsi: "001010000000001".into(),
-            update: SubscriptionUpdate {
+    let Some(S6aEvent::InsertSubscriberData {
+        update:
+            SubscriptionUpdate {
                 ambr: Some((3000, 4000)),
-                default_apn: None
-            }
-        })
-    );
+                default_apn: None,
+            },
+        token: unknown,
+        ..
+    }) = c.poll_event()
+    else {
+        panic!()
+    };
     assert_eq!(c.poll_event(), None, "no event for the refused requests");
-
-    let answers = take_tx(&mut c);
+    // The IDAs wait for the MME's word on the subscriber (TS 29.272 §5.2.2.1.2).
+    assert_eq!(c.pending_idrs(), 2);
+    let immediate = take_tx(&mut c);
+    c.idr_outcome(known, true);
+    c.idr_outcome(unknown, false);
+    c.idr_outcome(unknown, false); // once answered, a repeat changes nothing
+    assert_eq!(c.pending_idrs(), 0);
+    let mut answers = immediate;
+    answers.extend(take_tx(&mut c));
     let d = py_decode(&answers);
     let want = [
         (317, 100, 2001, false),
-        (319, 200, 2001, false),
         (319, 300, 5001, false),
         (320, 400, 3001, true),
-        (319, 500, 2001, false),
         (319, 600, 5012, false),
         (319, 700, 5005, false),
+        (319, 200, 2001, false),
     ];
+    assert_eq!(d.len(), want.len() + 1, "{d:?}");
+    // The IDR of a subscriber the MME does not know: Experimental-Result 5001.
+    let last = &d[want.len()];
+    assert_eq!(last["hbh"].as_u64(), Some(500));
+    assert_eq!(find(&last["avps"], 268, 0), None);
+    let er = find(&last["avps"], 297, 0).expect("Experimental-Result");
+    assert_eq!(find(er, 298, 0), Some(&json!(5001)));
+    assert_eq!(find(er, 266, 0), Some(&json!(V)));
     for (m, (cmd, hbh, code, e)) in d.iter().zip(want) {
         assert_eq!(
             (
@@ -707,7 +724,7 @@ fn pycrate_clr_and_idr_are_answered_and_surfaced_and_unknown_mandatory_avps_refu
         assert!(find(avps, 260, 0).is_some());
     }
     // The unknown mandatory AVP comes back in Failed-AVP, as it was.
-    let failed = find(&d[2]["avps"], 279, 0).expect("Failed-AVP");
+    let failed = find(&d[1]["avps"], 279, 0).expect("Failed-AVP");
     let inner = all(failed, 99999, V);
     assert_eq!(inner, vec![&hexv(&[1, 2])]);
 }

@@ -36,9 +36,21 @@ pub trait HssBackend: Send {
     }
 
     /// What the HSS started since the last call (S6a CLR, IDR), as MME inputs
-    /// ([`Input::HssCancelLocation`], [`Input::HssInsertSubscriberData`]); the
-    /// backend has answered them. Ready when [`HssBackend::wake_fd`] is readable.
-    fn poll_initiated(&mut self, _inputs: &mut Vec<Input>) {}
+    /// ([`Input::HssCancelLocation`], [`Input::HssInsertSubscriberData`]). Ready
+    /// when [`HssBackend::wake_fd`] is readable.
+    fn poll_initiated(&mut self, _inputs: &mut Vec<Initiated>) {}
+
+    /// Whether this slice's MME knows the subscriber of the request `token` of an
+    /// [`Initiated`] (the backend's answer to the HSS depends on it).
+    fn initiated_outcome(&mut self, _token: u64, _known: bool) {}
+}
+
+/// A request the HSS started, as the MME's input; `token`: the backend waits for
+/// [`HssBackend::initiated_outcome`] before it answers.
+#[derive(Debug)]
+pub struct Initiated {
+    pub input: Input,
+    pub token: Option<u64>,
 }
 
 /// The embedded HSS, answered inline.
@@ -61,7 +73,7 @@ pub struct ProxyStats {
 pub struct Proxy {
     backend: Box<dyn HssBackend>,
     answers: Vec<HssAnswer>,
-    initiated: Vec<Input>,
+    initiated: Vec<Initiated>,
     pub stats: ProxyStats,
 }
 
@@ -116,7 +128,16 @@ impl Proxy {
         self.feed(mme, now, cp, out);
         for i in self.initiated.drain(..) {
             self.stats.initiated += 1;
-            mme.handle(now, i, cp, out);
+            if let Some(token) = i.token {
+                let imsi = match &i.input {
+                    Input::HssInsertSubscriberData { imsi, .. }
+                    | Input::HssCancelLocation { imsi, .. } => Some(*imsi),
+                    _ => None,
+                };
+                let known = imsi.is_some_and(|imsi| mme.mme_ue_id_of(imsi).is_some());
+                self.backend.initiated_outcome(token, known);
+            }
+            mme.handle(now, i.input, cp, out);
         }
         self.serve(mme, now, cp, out, start);
         true

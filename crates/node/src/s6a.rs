@@ -10,15 +10,17 @@
 //! a change of MME (a CLR to the old "MME"). Answers go back to the slice whose MME
 //! UE S1AP ID their reference carries.
 //!
-//! What the HSS asks of us (CLR, IDR) is answered by the client (an IDR whose
-//! Subscription-Data cannot be read gets DIAMETER_UNABLE_TO_COMPLY and goes no
-//! further; otherwise CLA and IDA with DIAMETER_SUCCESS at once: TS 29.272 §5.2.1.2.2 asks success for a CLR of an IMSI
-//! the MME does not know; for an IDR of an unknown IMSI §5.2.2.1.2 asks
-//! DIAMETER_ERROR_USER_UNKNOWN, which would need a round trip through every slice
-//! before answering, so we answer success there too). Every slice gets it as an MME
-//! input ([`HssBackend::poll_initiated`]); only the slice holding the IMSI acts.
+//! What the HSS asks of us (CLR, IDR) goes to every slice as an MME input
+//! ([`HssBackend::poll_initiated`]); only the slice holding the IMSI acts. The
+//! answers follow TS 29.272: a CLA says DIAMETER_SUCCESS at once (§5.2.1.2.2 asks
+//! success also for an IMSI the MME does not know); an IDA waits until the slices
+//! said whether one of them knows the IMSI ([`HssBackend::initiated_outcome`]):
+//! DIAMETER_SUCCESS as soon as one does, DIAMETER_ERROR_USER_UNKNOWN once none
+//! does (§5.2.2.1.2), DIAMETER_UNABLE_TO_COMPLY if they have not said within
+//! `pepc_diameter::s6a::IDR_OUTCOME_TIMEOUT`. An IDR whose Subscription-Data cannot
+//! be read gets DIAMETER_UNABLE_TO_COMPLY at once and goes no further.
 
-use crate::proxy::HssBackend;
+use crate::proxy::{HssBackend, Initiated};
 use pepc_diameter::driver::{DriverConfig, Route, S6aDriver};
 use pepc_diameter::s6a::S6aEvent;
 use pepc_mme::{HssAnswer, HssRequest, Input};
@@ -34,8 +36,8 @@ const MAX_EVENTS: usize = 4096;
 pub struct S6aBackendStats {
     /// Events dropped because the node did not take them in time.
     pub events_dropped: u64,
-    /// CLR/IDR not handed to the MME: a User-Name that is no IMSI (answered
-    /// DIAMETER_SUCCESS: no subscriber of ours, as for an unknown IMSI).
+    /// CLR/IDR not handed to the MME: a User-Name that is no IMSI (no subscriber
+    /// of ours: CLA success, IDA DIAMETER_ERROR_USER_UNKNOWN).
     pub initiated_unusable: u64,
     /// PURs the HSS confirmed, and those it did not.
     pub purges_confirmed: u64,
@@ -46,7 +48,7 @@ pub struct S6aBackend {
     driver: S6aDriver,
     /// Peer changes and failed purges (for [`S6aBackend::take_events`]).
     events: VecDeque<S6aEvent>,
-    initiated: VecDeque<Input>,
+    initiated: VecDeque<Initiated>,
     pub stats: S6aBackendStats,
 }
 
@@ -96,15 +98,29 @@ impl S6aBackend {
                     imsi,
                     cancellation_type,
                     reattach_required,
-                } => imsi.parse().ok().map(|imsi| Input::HssCancelLocation {
-                    imsi,
-                    cancellation_type: cancellation_type.into(),
-                    reattach_required,
+                } => imsi.parse().ok().map(|imsi| Initiated {
+                    input: Input::HssCancelLocation {
+                        imsi,
+                        cancellation_type: cancellation_type.into(),
+                        reattach_required,
+                    },
+                    token: None,
                 }),
-                S6aEvent::InsertSubscriberData { imsi, update } => imsi
-                    .parse()
-                    .ok()
-                    .map(|imsi| Input::HssInsertSubscriberData { imsi, update }),
+                S6aEvent::InsertSubscriberData {
+                    imsi,
+                    update,
+                    token,
+                } => match imsi.parse() {
+                    Ok(imsi) => Some(Initiated {
+                        input: Input::HssInsertSubscriberData { imsi, update },
+                        token: Some(token),
+                    }),
+                    Err(_) => {
+                        // No IMSI: no subscriber of ours.
+                        self.driver.idr_outcome(token, false);
+                        None
+                    }
+                },
                 S6aEvent::Purged { result: Ok(()), .. } => {
                     self.stats.purges_confirmed += 1;
                     continue;
@@ -149,9 +165,13 @@ impl HssBackend for S6aBackend {
         Some(self.driver.wake_fd())
     }
 
-    fn poll_initiated(&mut self, inputs: &mut Vec<Input>) {
+    fn poll_initiated(&mut self, inputs: &mut Vec<Initiated>) {
         self.collect();
         inputs.extend(self.initiated.drain(..));
+    }
+
+    fn initiated_outcome(&mut self, token: u64, known: bool) {
+        self.driver.idr_outcome(token, known);
     }
 }
 

@@ -7,7 +7,8 @@
 //! * the HSS sends an IDR with a new AMBR and QoS: the eNB gets an E-RAB Modify
 //!   Request with the new UE-AMBR, whose NAS the UE verifies;
 //! * the HSS sends a CLR (subscription withdrawn): the UE gets a Detach Request and
-//!   its context is released; the HSS got DIAMETER_SUCCESS for both;
+//!   its context is released; the HSS got DIAMETER_SUCCESS for both; an IDR for it
+//!   afterwards gets DIAMETER_ERROR_USER_UNKNOWN (no slice holds it);
 //! * attaches of an unknown subscriber (5001), of one not allowed to roam (5004) and
 //!   of one without an EPS subscription (5420) are rejected with EMM #8, #11 and #15
 //!   (TS 29.272 Annex A);
@@ -371,6 +372,12 @@ fn s6a_attach_then_idr_and_clr_reach_the_ue_and_hss_errors_become_emm_causes() {
     assert!(ue.received.iter().any(|r| r == "DetachRequest"));
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(epc.slice_ues(), vec![0, 0], "the context is gone");
+    // An IDR for the subscriber no slice holds now: DIAMETER_ERROR_USER_UNKNOWN
+    // (TS 29.272 §5.2.2.1.2), after both slices said so.
+    hss.command(&format!("idr {imsi}"));
+    hss.wait_log("the IDA of an unknown subscriber", |v| {
+        v["event"] == "answer" && v["cmd"] == 319 && v["exp"] == 5001
+    });
     hss.wait_log("the CLA", |v| {
         v["event"] == "answer" && v["cmd"] == 317 && v["result"] == 2001
     });

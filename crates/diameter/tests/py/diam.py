@@ -331,6 +331,7 @@ class Hss:
         user = find(avps, 1)
         if not m["R"]:
             self.note(event="answer", cmd=m["cmd"], result=find(avps, 268),
+                      exp=find(find(avps, 297) or [], 298),
                       failed=[a["code"] for a in (find(avps, 279) or [])])
             return True
         self.note(event="request", cmd=m["cmd"], user=user, T=m["T"],

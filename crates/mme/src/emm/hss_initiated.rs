@@ -1,9 +1,10 @@
 //! What the HSS starts (S6a, TS 29.272 §5.2.1.2 Cancel Location, §5.2.2.1 Insert
 //! Subscriber Data) and what the MME tells it (§5.2.1.3 Purge UE).
 //!
-//! The node answers CLR and IDR at once (CLA with DIAMETER_SUCCESS, as §5.2.1.2.2
-//! asks even for an IMSI the MME does not know); it hands them to every slice, and
-//! the one that holds the subscriber acts:
+//! The node hands each CLR and IDR to every slice, and the one that holds the
+//! subscriber acts (the node's S6a backend answers: CLA success, as §5.2.1.2.2 asks
+//! even for an IMSI the MME does not know; IDA success, or
+//! DIAMETER_ERROR_USER_UNKNOWN when no slice knows the IMSI):
 //!
 //! * Cancel Location, Cancellation-Type SUBSCRIPTION_WITHDRAWAL: network-initiated
 //!   detach (TS 23.401 §5.3.8.3, TS 24.301 §5.5.2.3): a connected UE gets a Detach
