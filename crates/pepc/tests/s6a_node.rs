@@ -53,7 +53,8 @@ impl Drop for Hss {
 }
 
 impl Hss {
-    fn start(dir: &std::path::Path) -> Option<(Hss, u16)> {
+    /// `mode`: the test HSS's (milenage: real vectors; silent: never answers S6a).
+    fn start(dir: &std::path::Path, mode: &str) -> Option<(Hss, u16)> {
         let ok = Command::new("python3")
             .args(["-c", "import pycrate_diameter.Diameter3GPP, cryptography"])
             .output()
@@ -72,7 +73,7 @@ impl Hss {
         let mut child = Command::new("python3")
             .args([script, "hss", &port.to_string()])
             .arg(&log)
-            .args(["hss", "milenage", ""])
+            .args(["hss", mode, ""])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -255,30 +256,23 @@ fn names(v: &[S1apMessage]) -> Vec<&'static str> {
     v.iter().map(|m| m.name()).collect()
 }
 
-#[test]
-fn s6a_attach_then_idr_and_clr_reach_the_ue_and_hss_errors_become_emm_causes() {
-    let t0 = Instant::now();
-    let dir = std::env::temp_dir().join(format!("pepc-s6a-node-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let Some((mut hss, port)) = Hss::start(&dir) else {
-        return;
-    };
+/// A node of two slices on 127.0.`net`.1 with `extra` configuration, and an eNB on
+/// 127.0.`net`.2 set up with it.
+fn node(net: u8, extra: &str) -> (Epc, Enb) {
     let cfg = EpcConfig::parse(&format!(
         "[node]\nmax_users = 1024\nslices = 2\n\
-         [s1u]\nbind = \"127.0.44.1:2152\"\n\
-         [sgi]\nmode = \"udp\"\nsink_local = \"127.0.44.1:5202\"\nsink_peer = \"127.0.44.1:5201\"\n\
-         [s1mme]\ntransport = \"udp\"\nbind = \"127.0.44.1\"\nudp_port = 9899\n\
-         [hss]\nmode = \"diameter\"\npeers = [\"127.0.0.1:{port}\"]\n\
-         origin_host = \"mme.pepc.test\"\norigin_realm = \"pepc.test\"\n\
-         destination_realm = \"test\"\nrequest_timeout_ms = 2000\npurge_on_detach = true\n"
+         [s1u]\nbind = \"127.0.{net}.1:2152\"\n\
+         [sgi]\nmode = \"udp\"\nsink_local = \"127.0.{net}.1:5202\"\nsink_peer = \"127.0.{net}.1:5201\"\n\
+         [s1mme]\ntransport = \"udp\"\nbind = \"127.0.{net}.1\"\nudp_port = 9899\n\
+         [state]\nstore = \"none\"\n{extra}"
     ))
     .unwrap();
-    // The embedded HSS is not used in diameter mode: it stays empty.
+    // The embedded HSS is not used in diameter mode: it stays empty. No state store:
+    // a test leaves no file behind.
     let epc = Epc::start(&cfg, open_hss(&HssStore::Memory).unwrap()).unwrap();
     let t = UdpSctpTransport::connect(
-        "127.0.44.2:0".parse().unwrap(),
-        "127.0.44.1:9899".parse().unwrap(),
+        format!("127.0.{net}.2:0").parse().unwrap(),
+        format!("127.0.{net}.1:9899").parse().unwrap(),
         36412,
         Default::default(),
     )
@@ -311,6 +305,26 @@ fn s6a_attach_then_idr_and_clr_reach_the_ue_and_hss_errors_become_emm_causes() {
     assert!(
         matches!(r.first(), Some(S1apMessage::S1SetupResponse(_))),
         "{r:?}"
+    );
+    (epc, enb)
+}
+
+#[test]
+fn s6a_attach_then_idr_and_clr_reach_the_ue_and_hss_errors_become_emm_causes() {
+    let t0 = Instant::now();
+    let dir = std::env::temp_dir().join(format!("pepc-s6a-node-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let Some((mut hss, port)) = Hss::start(&dir, "milenage") else {
+        return;
+    };
+    let (epc, mut enb) = node(
+        44,
+        &format!(
+            "[hss]\nmode = \"diameter\"\npeers = [\"127.0.0.1:{port}\"]\n\
+             origin_host = \"mme.pepc.test\"\norigin_realm = \"pepc.test\"\n\
+             destination_realm = \"test\"\nrequest_timeout_ms = 2000\npurge_on_detach = true\n"
+        ),
     );
 
     // 1. The attach, over S6a, in slice 1.
@@ -433,4 +447,39 @@ fn s6a_attach_then_idr_and_clr_reach_the_ue_and_hss_errors_become_emm_causes() {
     }
     let _ = std::fs::remove_dir_all(&dir);
     assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+}
+
+/// An HSS that takes the connection but never answers S6a: the request times out in
+/// the S6a client (500 ms) before the MME's HSS timer (1.5 s), and the attach is
+/// rejected with #17 (network failure: the UE retries later).
+#[test]
+fn an_hss_that_never_answers_gets_the_attach_rejected_with_17() {
+    let t0 = Instant::now();
+    let dir = std::env::temp_dir().join(format!("pepc-s6a-silent-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let Some((hss, port)) = Hss::start(&dir, "silent") else {
+        return;
+    };
+    let (epc, mut enb) = node(
+        45,
+        &format!(
+            "[mme]\nhss_timeout_ms = 1500\n\
+             [hss]\nmode = \"diameter\"\npeers = [\"127.0.0.1:{port}\"]\n\
+             origin_host = \"mme.pepc.test\"\norigin_realm = \"pepc.test\"\n\
+             destination_realm = \"test\"\nrequest_timeout_ms = 500\n"
+        ),
+    );
+    let mut ue = SimUe::new("001010000000003", 1);
+    enb.attach(&mut ue);
+    enb.run(&mut ue, "the reject", |seen, _| {
+        seen.iter()
+            .any(|m| matches!(m, S1apMessage::UeContextReleaseCommand(_)))
+    });
+    assert_eq!(ue.received, vec!["AttachReject#17".to_string()]);
+    hss.wait_log("the ULR", |v| v["event"] == "request" && v["cmd"] == 316);
+    enb.t.close(enb.assoc);
+    epc.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
 }
