@@ -76,7 +76,9 @@ pub struct MmeConfig {
     pub unauth_context_ttl: Duration,
     /// Contexts without a security context at once, per slice and per eNB: beyond,
     /// a new UE's first message is refused (Error Indication, control processing
-    /// overload) and counted.
+    /// overload) and counted. High enough for an attach storm (each such context
+    /// takes ~840 B: 65,536 of them ~55 MB), low enough that no peer can grow the
+    /// MME's memory without bound.
     pub max_unauth_contexts: usize,
     pub max_unauth_per_enb: usize,
     /// Purge the subscriber at the HSS (S6a PUR) after a UE-initiated detach too,
@@ -121,8 +123,8 @@ impl Default for MmeConfig {
             hss_timeout: Duration::from_secs(5),
             release_guard: Duration::from_secs(10),
             unauth_context_ttl: Duration::from_secs(45),
-            max_unauth_contexts: 65_536,
-            max_unauth_per_enb: 4096,
+            max_unauth_contexts: 262_144,
+            max_unauth_per_enb: 65_536,
             purge_on_detach: false,
             checkpoints: false,
         }

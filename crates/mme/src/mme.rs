@@ -544,6 +544,8 @@ pub struct Mme {
     pub(crate) dirty: Vec<u32>,
     /// Subscribers whose context went in this input: their checkpoints go.
     pub(crate) forgotten: Vec<u64>,
+    /// Buffers kept between checkpoints (no allocation but the snapshot's own).
+    pub(crate) scratch: Option<Box<crate::snapshot::Scratch>>,
     pub stats: MmeStats,
 }
 
@@ -576,6 +578,7 @@ impl Mme {
             released: Vec::new(),
             dirty: Vec::new(),
             forgotten: Vec::new(),
+            scratch: None,
             stats: MmeStats::default(),
         }
     }
@@ -929,9 +932,19 @@ impl Mme {
                 continue;
             }
             let dl = u.sec.as_ref().map_or(0, |s| s.ctx.dl_count);
-            let mut snapshot = Vec::with_capacity(512);
+            let mut snapshot = Vec::with_capacity(384);
             let key = crate::snapshot::UeKey::MmeUeId(id);
-            match crate::snapshot::snapshot_whole_ue(self, cp, key, now, &mut snapshot) {
+            let mut scratch = self.scratch.take().unwrap_or_default();
+            let r = crate::snapshot::snapshot_whole_ue_with(
+                &mut scratch,
+                self,
+                cp,
+                key,
+                now,
+                &mut snapshot,
+            );
+            self.scratch = Some(scratch);
+            match r {
                 Ok(_) => {
                     if let Some(u) = self.ue_mut(cp, id) {
                         u.ckpt_dl = dl;

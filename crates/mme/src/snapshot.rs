@@ -1155,12 +1155,24 @@ pub fn restore_whole_ue(
     bytes: &[u8],
     now: Instant,
 ) -> Result<WholeRestored, SnapshotError> {
+    restore_whole_ue_adjusted(mme, cp, bytes, now, |_| {})
+}
+
+/// [`restore_whole_ue`], with the slice's part adjusted before it is installed.
+fn restore_whole_ue_adjusted(
+    mme: &mut Mme,
+    cp: &mut ControlPlane,
+    bytes: &[u8],
+    now: Instant,
+    adjust: impl FnOnce(&mut container::UeSliceSnapshot),
+) -> Result<WholeRestored, SnapshotError> {
     let view = container::SnapshotView::parse(bytes)?;
     let section = view
         .mme()
         .ok_or(container::SnapshotError::MissingSection("mme"))?;
     let slice = if view.has_slice() {
-        let s = view.decode_slice()?;
+        let mut s = view.decode_slice()?;
+        adjust(&mut s);
         Some(cp.restore_ue(&s)?)
     } else {
         None
@@ -1201,7 +1213,16 @@ pub fn restore_checkpoint(
     bytes: &[u8],
     now: Instant,
 ) -> Result<WholeRestored, SnapshotError> {
-    let r = restore_whole_ue(mme, cp, bytes, now)?;
+    // The data path gets the UE as it is now, ECM-IDLE: no eNB tunnels, not in the
+    // primary table (nothing published only to be evicted).
+    let r = restore_whole_ue_adjusted(mme, cp, bytes, now, |s| {
+        s.ecm = pepc_slice::context::EcmState::Idle;
+        s.in_primary = false;
+        for b in &mut s.bearers {
+            b.enb_teid = 0;
+            b.enb_addr = Ipv4Addr::UNSPECIFIED;
+        }
+    })?;
     mme.after_restart(cp, r.mme.mme_ue_id, now);
     Ok(r)
 }
@@ -1231,7 +1252,7 @@ impl Mme {
         u.guard_timer = None;
         u.nas_secured = false;
         u.page_after_release = false;
-        let (registered, slot) = (u.emm == Emm_::Registered, u.slot);
+        let registered = u.emm == Emm_::Registered;
         let reach = u.reach_timer.is_none();
         for c in conns.into_iter().flatten() {
             if self.by_conn.get(&c) == Some(&id) {
@@ -1241,9 +1262,6 @@ impl Mme {
         if !registered {
             // Checkpoints are of registered UEs: anything else has nothing to resume.
             return self.remove_ue(id, false, cp);
-        }
-        if let Some(s) = slot {
-            let _ = cp.release_to_idle(s); // idle already is fine
         }
         if reach {
             self.arm(cp, id, TimerKind::Reachable, now + mobile_reachable);

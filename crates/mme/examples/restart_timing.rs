@@ -1,0 +1,96 @@
+//! What a restart costs with N registered UEs checkpointed (issue 11: "node serving
+//! again <= 2 s after start with 1M registered UEs"): N UEs attach in-process with
+//! checkpoints into an embedded state store (a temporary file), then a new node reads
+//! every record back and restores it into its slice; the two phases are timed.
+//!
+//! `cargo run --release -p pepc-mme --example restart_timing -- [UES]` (default
+//! 200000). One slice here: a node with S slices restores on S control threads at
+//! once, so the restore phase divides by S.
+
+use pepc_mme::sim::{attach, subscriber, Harness, SimUe};
+use pepc_mme::snapshot::restore_checkpoint;
+use pepc_mme::MmeConfig;
+use pepc_store::{EmbeddedStore, Op, StateStore};
+use std::time::Instant;
+
+fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(200_000);
+    let cfg = MmeConfig {
+        checkpoints: true,
+        ..MmeConfig::default()
+    };
+    let path =
+        std::env::temp_dir().join(format!("pepc-restart-timing-{}.redb", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let mut store = EmbeddedStore::open(&path).expect("store");
+
+    let mut h = Harness::new(n + 16, cfg.clone());
+    let subs: Vec<_> = (0..n)
+        .map(|i| subscriber(&format!("00101{:010}", i + 1)))
+        .collect();
+    for c in subs.chunks(50_000) {
+        h.hss.add_many(c).expect("HSS");
+    }
+    h.enb_setup(1, 1, 1);
+    let t = Instant::now();
+    for i in 0..n {
+        let mut ue = SimUe::new(&format!("00101{:010}", i + 1), i as u32 + 1);
+        attach(&mut h, &mut ue, 1).expect("attach");
+        if i % 4096 == 0 {
+            h.sync();
+            h.logs.clear();
+        }
+    }
+    let attach_s = t.elapsed().as_secs_f64();
+    // The harness kept the checkpoints as the node's store thread would get them.
+    let ops: Vec<Op> = std::mem::take(&mut h.checkpoints)
+        .into_iter()
+        .map(|(imsi, snapshot)| Op::Put { imsi, snapshot })
+        .collect();
+    let bytes: usize = ops
+        .iter()
+        .map(|o| match o {
+            Op::Put { snapshot, .. } => snapshot.len(),
+            Op::Delete { .. } => 0,
+        })
+        .sum();
+    let t = Instant::now();
+    for c in ops.chunks(8192) {
+        store.apply(c).expect("commit");
+    }
+    let write_s = t.elapsed().as_secs_f64();
+    drop(ops);
+    drop(h);
+    drop(store);
+
+    // The restart: open, read everything, restore into a fresh slice.
+    let t = Instant::now();
+    let store = EmbeddedStore::open(&path).expect("reopen");
+    let records = store.load_all().expect("load");
+    let load_s = t.elapsed().as_secs_f64();
+    let mut h2 = Harness::new(n + 16, cfg);
+    h2.mme.prewarm(n);
+    h2.cp.prewarm(n);
+    let now = h2.now;
+    let t = Instant::now();
+    let mut failed = 0;
+    for (_, b) in &records {
+        if restore_checkpoint(&mut h2.mme, &mut h2.cp, b, now).is_err() {
+            failed += 1;
+        }
+    }
+    let restore_s = t.elapsed().as_secs_f64();
+    assert_eq!(h2.mme.ue_count(), n - failed);
+    println!(
+        "{{\"ues\":{n},\"attach_s\":{attach_s:.2},\"checkpoint_bytes_per_ue\":{:.0},\"store_write_s\":{write_s:.2},\
+         \"restart_load_s\":{load_s:.3},\"restart_restore_s\":{restore_s:.3},\"restore_us_per_ue\":{:.2},\"failed\":{failed},\
+         \"restart_total_s_one_slice\":{:.3}}}",
+        bytes as f64 / n as f64,
+        restore_s * 1e6 / n as f64,
+        load_s + restore_s
+    );
+    let _ = std::fs::remove_file(&path);
+}
