@@ -369,11 +369,23 @@ impl Client {
         failed: Option<&[u8]>,
         extra: impl FnOnce(&mut AvpWriter<'_>),
     ) {
+        self.answer_with(peer, req, ResultCode::Base(code), failed, extra)
+    }
+
+    /// [`Client::answer`] with a Result-Code or an Experimental-Result.
+    pub fn answer_with(
+        &mut self,
+        peer: usize,
+        req: &[u8],
+        result: ResultCode,
+        failed: Option<&[u8]>,
+        extra: impl FnOnce(&mut AvpWriter<'_>),
+    ) {
         let Ok(v) = MessageView::new_checked(req) else {
             return;
         };
         let mut f = v.flags() & flags::PROXIABLE;
-        if (3000..4000).contains(&code) {
+        if matches!(result, ResultCode::Base(c) if (3000..4000).contains(&c)) {
             f |= flags::ERROR;
         }
         let mut out = Vec::with_capacity(128);
@@ -389,7 +401,15 @@ impl Client {
         if let Ok(Some(s)) = v.find(0, avp::SESSION_ID) {
             w.raw(s.as_bytes());
         }
-        w.u32(avp::RESULT_CODE, 0, true, code);
+        match result {
+            ResultCode::Base(code) => w.u32(avp::RESULT_CODE, 0, true, code),
+            ResultCode::Experimental { vendor, code } => {
+                w.grouped(avp::EXPERIMENTAL_RESULT, 0, true, |w| {
+                    w.u32(avp::VENDOR_ID, 0, true, vendor);
+                    w.u32(avp::EXPERIMENTAL_RESULT_CODE, 0, true, code);
+                })
+            }
+        }
         w.str(avp::ORIGIN_HOST, 0, true, &self.cfg.origin_host);
         w.str(avp::ORIGIN_REALM, 0, true, &self.cfg.origin_realm);
         extra(&mut w);

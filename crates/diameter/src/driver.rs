@@ -31,10 +31,20 @@ pub struct DriverConfig {
 enum Cmd {
     Request(HssRequest),
     Purge(u64),
+    /// A consumer's word on the IDR of `token`: it holds the subscriber or not.
+    IdrOutcome {
+        token: u64,
+        known: bool,
+    },
 }
 
-/// The S6a client on a thread of its own.
+/// One consumer's side of the S6a client thread: it submits requests and gets the
+/// answers to them, and the HSS's requests (events), through its own channels and
+/// wake descriptor. [`S6aDriver::start`] makes one; [`S6aDriver::start_routed`] one
+/// per slice of a node, sharing the thread, the connections and the Diameter
+/// identity.
 pub struct S6aDriver {
+    // Dropped first: the thread stops once every handle's sender is gone.
     to: Option<mpsc::Sender<Cmd>>,
     wake_in: Arc<OwnedFd>,
     answers: mpsc::Receiver<HssAnswer>,
@@ -42,7 +52,29 @@ pub struct S6aDriver {
     wake_out: Arc<OwnedFd>,
     stats: Arc<Mutex<base::Stats>>,
     up: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    /// Joins the thread when the last handle goes.
+    joiner: Option<Arc<Joiner>>,
+}
+
+/// Which consumer an answer goes to, by the MME UE S1AP ID of its reference.
+pub type Route = Box<dyn Fn(u32) -> usize + Send>;
+
+struct Joiner(Mutex<Option<JoinHandle<()>>>);
+
+impl Drop for Joiner {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.get_mut().ok().and_then(Option::take) {
+            // A panicked thread has nothing more to say.
+            let _ = t.join();
+        }
+    }
+}
+
+/// Where the thread delivers one consumer's answers and events.
+struct Outlet {
+    atx: mpsc::Sender<HssAnswer>,
+    etx: mpsc::Sender<S6aEvent>,
+    wake: Arc<OwnedFd>,
 }
 
 fn eventfd() -> std::io::Result<Arc<OwnedFd>> {
@@ -68,37 +100,64 @@ fn clear(fd: &OwnedFd) {
 }
 
 impl S6aDriver {
+    /// The client thread with one consumer.
     pub fn start(cfg: DriverConfig) -> std::io::Result<S6aDriver> {
+        let mut v = Self::start_routed(cfg, 1, Box::new(|_| 0))?;
+        Ok(v.remove(0))
+    }
+
+    /// The client thread with `n` consumers (a node's slices): each gets the answers
+    /// to the requests whose reference `route` maps to it (out of range: the last),
+    /// and every event (CLR, IDR, purge outcomes, peer changes).
+    pub fn start_routed(
+        cfg: DriverConfig,
+        n: usize,
+        route: Route,
+    ) -> std::io::Result<Vec<S6aDriver>> {
+        let n = n.max(1);
         let wake_in = eventfd()?;
-        let wake_out = eventfd()?;
         let (to, rx) = mpsc::channel();
-        let (atx, answers) = mpsc::channel();
-        let (etx, events) = mpsc::channel();
         let stats = Arc::new(Mutex::new(base::Stats::default()));
         let up = Arc::new(AtomicBool::new(false));
+        let mut outlets = Vec::with_capacity(n);
+        let mut ends = Vec::with_capacity(n);
+        for _ in 0..n {
+            let wake = eventfd()?;
+            let (atx, answers) = mpsc::channel();
+            let (etx, events) = mpsc::channel();
+            outlets.push(Outlet {
+                atx,
+                etx,
+                wake: wake.clone(),
+            });
+            ends.push((answers, events, wake));
+        }
         let mut t = Thread {
             cfg,
             rx,
-            atx,
-            etx,
+            outlets,
+            route,
             wake_in: wake_in.clone(),
-            wake_out: wake_out.clone(),
             stats: stats.clone(),
             up: up.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("pepc-s6a".into())
             .spawn(move || t.run())?;
-        Ok(S6aDriver {
-            to: Some(to),
-            wake_in,
-            answers,
-            events,
-            wake_out,
-            stats,
-            up,
-            thread: Some(thread),
-        })
+        let joiner = Arc::new(Joiner(Mutex::new(Some(thread))));
+        Ok(ends
+            .into_iter()
+            .map(|(answers, events, wake_out)| S6aDriver {
+                to: Some(to.clone()),
+                wake_in: wake_in.clone(),
+                answers,
+                events,
+                wake_out,
+                stats: stats.clone(),
+                up: up.clone(),
+                joiner: Some(joiner.clone()),
+            })
+            .collect())
     }
 
     pub fn submit(&mut self, req: HssRequest) {
@@ -123,6 +182,16 @@ impl S6aDriver {
         answers.extend(self.answers.try_iter());
     }
 
+    /// Whether this consumer holds the subscriber of the IDR event `token`
+    /// ([`S6aEvent::InsertSubscriberData`]): the IDA says DIAMETER_SUCCESS once one
+    /// consumer knows it, DIAMETER_ERROR_USER_UNKNOWN once all said they do not.
+    pub fn idr_outcome(&mut self, token: u64, known: bool) {
+        if let Some(to) = &self.to {
+            let _ = to.send(Cmd::IdrOutcome { token, known });
+            signal(&self.wake_in);
+        }
+    }
+
     /// What the HSS asked (CLR, IDR) and peer changes.
     pub fn poll_events(&mut self, events: &mut Vec<S6aEvent>) {
         events.extend(self.events.try_iter());
@@ -145,23 +214,21 @@ impl S6aDriver {
 
 impl Drop for S6aDriver {
     fn drop(&mut self) {
-        // The thread sees the channel closed: DPR to its peers, then it ends (bounded
-        // by the DPA timeout).
+        // Once every handle's sender is gone the thread sees the channel closed: DPR
+        // to its peers, then it ends (bounded by the DPA timeout); the last handle
+        // joins it.
         self.to = None;
         signal(&self.wake_in);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.joiner = None;
     }
 }
 
 struct Thread {
     cfg: DriverConfig,
     rx: mpsc::Receiver<Cmd>,
-    atx: mpsc::Sender<HssAnswer>,
-    etx: mpsc::Sender<S6aEvent>,
+    outlets: Vec<Outlet>,
+    route: Route,
     wake_in: Arc<OwnedFd>,
-    wake_out: Arc<OwnedFd>,
     stats: Arc<Mutex<base::Stats>>,
     up: Arc<AtomicBool>,
 }
@@ -180,6 +247,8 @@ impl Thread {
         let mut stopping: Option<Instant> = None;
         let mut buf = vec![0u8; 64 * 1024];
         let mut answers = Vec::new();
+        // IDR token -> consumers yet to say they do not know its subscriber.
+        let mut idr_votes: std::collections::HashMap<u64, usize> = Default::default();
         loop {
             let now = Instant::now();
             clear(&self.wake_in);
@@ -187,6 +256,16 @@ impl Thread {
                 match self.rx.try_recv() {
                     Ok(Cmd::Request(r)) => c.submit(now, r),
                     Ok(Cmd::Purge(imsi)) => c.purge(now, imsi),
+                    Ok(Cmd::IdrOutcome { token, known }) => {
+                        let Some(left) = idr_votes.get_mut(&token) else {
+                            continue; // decided already
+                        };
+                        *left -= 1;
+                        if known || *left == 0 {
+                            idr_votes.remove(&token);
+                            c.idr_outcome(token, known);
+                        }
+                    }
                     Err(mpsc::TryRecvError::Empty) => break,
                     Err(mpsc::TryRecvError::Disconnected) => {
                         if stopping.is_none() {
@@ -198,6 +277,10 @@ impl Thread {
                 }
             }
             c.handle_timeout(now);
+            if idr_votes.len() > c.pending_idrs() {
+                // Timed out in the client (answered there): stop counting them.
+                idr_votes.retain(|t, _| c.idr_pending(*t));
+            }
             self.actions(&mut c, &mut conns, now);
             self.write(&mut c, &mut conns, now);
             self.actions(&mut c, &mut conns, now);
@@ -209,19 +292,28 @@ impl Thread {
             if let Ok(mut s) = self.stats.lock() {
                 s.clone_from(&c.base().stats);
             }
-            let mut woke = !answers.is_empty();
+            let last = self.outlets.len() - 1;
+            let mut woke = vec![false; self.outlets.len()];
             for a in answers.drain(..) {
-                let _ = self.atx.send(a);
+                let k = (self.route)(a.r.mme_ue_id).min(last);
+                woke[k] = true;
+                // A consumer gone (its slice stopped) takes nothing more.
+                let _ = self.outlets[k].atx.send(a);
             }
             while let Some(e) = c.poll_event() {
-                match &e {
-                    S6aEvent::PeerUp { .. } | S6aEvent::PeerDown { .. } => {}
-                    _ => woke = true,
+                if let S6aEvent::InsertSubscriberData { token, .. } = &e {
+                    idr_votes.insert(*token, self.outlets.len());
                 }
-                let _ = self.etx.send(e);
+                let wake = !matches!(e, S6aEvent::PeerUp { .. } | S6aEvent::PeerDown { .. });
+                for (k, o) in self.outlets.iter().enumerate() {
+                    let _ = o.etx.send(e.clone());
+                    woke[k] |= wake;
+                }
             }
-            if woke {
-                signal(&self.wake_out);
+            for (o, w) in self.outlets.iter().zip(woke) {
+                if w {
+                    signal(&o.wake);
+                }
             }
             if let Some(deadline) = stopping {
                 if c.base().is_closed() || Instant::now() >= deadline {
@@ -253,7 +345,6 @@ impl Thread {
                 }
             }
             let wait = c
-                .base()
                 .next_timeout()
                 .map(|t| t.saturating_duration_since(Instant::now()))
                 .unwrap_or(Duration::from_secs(1))

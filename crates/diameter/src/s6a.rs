@@ -6,7 +6,7 @@ use crate::base::{self, Client, Event, RequestError, ResultCode};
 use crate::codec::{self, flags, AvpView, AvpWriter, DecodeError, MessageView};
 use crate::dict::{app, avp, avp3, cmd, exp, result, VENDOR_3GPP};
 use pepc_hss::PdnType;
-use pepc_mme::hss::{HssData, SubscriptionData};
+use pepc_mme::hss::{DefaultApn, HssData, SubscriptionData, SubscriptionUpdate};
 use pepc_mme::{HssAnswer, HssFailure, HssRef, HssRequest};
 use pepc_security::{AuthVector, Key256};
 use std::collections::{HashMap, VecDeque};
@@ -28,15 +28,23 @@ pub struct S6aConfig {
 /// What the HSS asked of us, already answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum S6aEvent {
-    /// CLR (→ network-initiated detach of `imsi`); `cancellation_type` per §7.3.24.
+    /// CLR (→ network-initiated detach of `imsi`); `cancellation_type` per §7.3.24,
+    /// `reattach_required` the Reattach-Required bit of CLR-Flags (§7.3.152).
     CancelLocation {
         imsi: String,
         cancellation_type: u32,
+        reattach_required: bool,
     },
-    /// IDR: the subscription data it carried (what could be read of it).
+    /// IDR: what of the subscription it changed (an IDR whose Subscription-Data
+    /// cannot be read is answered DIAMETER_UNABLE_TO_COMPLY and not reported).
+    ///
+    /// Its IDA waits for [`S6aClient::idr_outcome`] with `token` (whether the MME
+    /// knows `imsi`, §5.2.2.1.2: DIAMETER_ERROR_USER_UNKNOWN if not), at most
+    /// [`IDR_OUTCOME_TIMEOUT`] (then DIAMETER_UNABLE_TO_COMPLY).
     InsertSubscriberData {
         imsi: String,
-        data: Option<SubscriptionData>,
+        update: SubscriptionUpdate,
+        token: u64,
     },
     /// The answer to [`S6aClient::purge`].
     Purged {
@@ -51,6 +59,19 @@ pub enum S6aEvent {
         peer: usize,
         reason: String,
     },
+}
+
+/// How long an IDR's answer waits for [`S6aClient::idr_outcome`].
+pub const IDR_OUTCOME_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+/// IDRs whose answer waits at once; beyond, DIAMETER_TOO_BUSY.
+const MAX_PENDING_IDRS: usize = 4096;
+const TOO_BUSY: u32 = 3004;
+
+/// An IDR waiting for the MME to say whether it knows the subscriber.
+struct PendingIdr {
+    peer: usize,
+    msg: Vec<u8>,
+    deadline: Instant,
 }
 
 /// The identity of one request for the AVPs every S6a request starts with.
@@ -181,6 +202,32 @@ pub fn parse_subscription_data_of<T: AsRef<[u8]>>(
         Some(s) => parse_subscription_data(&s).map(Some),
         None => Ok(None),
     }
+}
+
+/// What an IDR's Subscription-Data changes (§5.2.2.1: it may carry only that): the
+/// UE-AMBR if present, the default APN and its QoS if an APN-Configuration-Profile
+/// is.
+pub fn parse_subscription_update(s: &AvpView<&[u8]>) -> Result<SubscriptionUpdate, DecodeError> {
+    let mut u = SubscriptionUpdate::default();
+    let mut profile = false;
+    for a in s.grouped() {
+        let a = a?;
+        match (a.vendor_id(), a.code()) {
+            (V, avp3::AMBR) => u.ambr = Some(parse_ambr(&a)?),
+            (V, avp3::APN_CONFIGURATION_PROFILE) => profile = true,
+            _ => {}
+        }
+    }
+    if profile {
+        let d = parse_subscription_data(s)?;
+        u.default_apn = Some(DefaultApn {
+            apn: d.apn,
+            pdn_type: d.pdn_type,
+            qci: d.qci,
+            arp_priority: d.arp_priority,
+        });
+    }
+    Ok(u)
 }
 
 /// MSISDN, UE-AMBR, and the default APN's name, PDN type and QoS (§7.3.2).
@@ -330,12 +377,8 @@ pub fn failure_of(r: Option<ResultCode>) -> Option<HssFailure> {
             exp::AUTHENTICATION_DATA_UNAVAILABLE => {
                 HssFailure::Unavailable("DIAMETER_AUTHENTICATION_DATA_UNAVAILABLE (4181)".into())
             }
-            exp::ERROR_ROAMING_NOT_ALLOWED => {
-                HssFailure::Unavailable("DIAMETER_ERROR_ROAMING_NOT_ALLOWED (5004)".into())
-            }
-            exp::ERROR_RAT_NOT_ALLOWED => {
-                HssFailure::Unavailable("DIAMETER_ERROR_RAT_NOT_ALLOWED (5421)".into())
-            }
+            exp::ERROR_ROAMING_NOT_ALLOWED => HssFailure::RoamingNotAllowed,
+            exp::ERROR_RAT_NOT_ALLOWED => HssFailure::RatNotAllowed,
             c => HssFailure::Unavailable(format!("3GPP experimental result {c}")),
         }),
         Some(ResultCode::Experimental { vendor, code }) => Some(HssFailure::Unavailable(format!(
@@ -348,7 +391,8 @@ pub fn failure_of(r: Option<ResultCode>) -> Option<HssFailure> {
 
 enum Want {
     Profile(HssRef),
-    Vector(HssRef),
+    /// `resync`: the AIR carried Re-Synchronization-Info.
+    Vector(HssRef, bool),
     Purge(String),
 }
 
@@ -368,6 +412,10 @@ pub struct S6aClient {
     buf: Vec<u8>,
     answers: Vec<HssAnswer>,
     events: VecDeque<S6aEvent>,
+    idrs: HashMap<u64, PendingIdr>,
+    next_idr: u64,
+    /// The latest time the driver gave us (IDR deadlines count from it).
+    now: Instant,
 }
 
 impl S6aClient {
@@ -382,6 +430,47 @@ impl S6aClient {
             buf: Vec::with_capacity(256),
             answers: Vec::new(),
             events: VecDeque::new(),
+            idrs: HashMap::new(),
+            next_idr: 0,
+            now: Instant::now(),
+        }
+    }
+
+    /// Answer the IDR of event `token`: the MME knows its subscriber (`known`:
+    /// DIAMETER_SUCCESS) or not (DIAMETER_ERROR_USER_UNKNOWN). Unknown tokens (already
+    /// answered, timed out) are ignored.
+    pub fn idr_outcome(&mut self, token: u64, known: bool) {
+        let Some(p) = self.idrs.remove(&token) else {
+            return;
+        };
+        let result = if known {
+            ResultCode::Base(result::SUCCESS)
+        } else {
+            ResultCode::Experimental {
+                vendor: V,
+                code: exp::ERROR_USER_UNKNOWN,
+            }
+        };
+        self.base
+            .answer_with(p.peer, &p.msg, result, None, s6a_answer_avps);
+    }
+
+    /// IDRs still waiting for [`S6aClient::idr_outcome`].
+    pub fn pending_idrs(&self) -> usize {
+        self.idrs.len()
+    }
+
+    /// The IDR of `token` still waits for its outcome.
+    pub fn idr_pending(&self, token: u64) -> bool {
+        self.idrs.contains_key(&token)
+    }
+
+    /// The base client's next timer or an IDR's deadline, whichever is first.
+    pub fn next_timeout(&self) -> Option<Instant> {
+        let idr = self.idrs.values().map(|p| p.deadline).min();
+        match (self.base.next_timeout(), idr) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -397,13 +486,14 @@ impl S6aClient {
     /// Sends the request; a request that cannot be sent is answered at once
     /// (see [`S6aClient::take_answers`]).
     pub fn submit(&mut self, now: Instant, req: HssRequest) {
+        self.now = self.now.max(now);
         let r = req.reference();
         let imsi = user_name(req.imsi());
         let (want, plmn) = match &req {
             HssRequest::Profile { .. } => (Want::Profile(r), self.cfg.visited_plmn),
-            HssRequest::Vector { plmn, .. } | HssRequest::Resync { plmn, .. } => {
-                (Want::Vector(r), *plmn)
-            }
+            HssRequest::Vector { plmn, .. } => (Want::Vector(r, false), *plmn),
+            HssRequest::Resync { plmn, .. } => (Want::Vector(r, true), *plmn),
+            HssRequest::Purge { imsi } => return self.purge(now, *imsi),
         };
         let mut buf = std::mem::take(&mut self.buf);
         {
@@ -415,6 +505,7 @@ impl S6aClient {
                 HssRequest::Resync { rand, auts, .. } => {
                     air(&mut buf, &h, plmn, Some((rand, auts)))
                 }
+                HssRequest::Purge { .. } => unreachable!("sent above"),
             }
         }
         if let Err(e) = self.send(now, &buf, want) {
@@ -428,6 +519,7 @@ impl S6aClient {
 
     /// Purge `imsi` at the HSS (PUR); the outcome comes as [`S6aEvent::Purged`].
     pub fn purge(&mut self, now: Instant, imsi: u64) {
+        self.now = self.now.max(now);
         let name = user_name(imsi);
         let mut buf = std::mem::take(&mut self.buf);
         let sid = self.session_id();
@@ -473,7 +565,26 @@ impl S6aClient {
 
     /// Timers of the base client, then [`S6aClient::process`].
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
         self.base.handle_timeout(now);
+        // Nobody said whether the subscriber is known: we could not process it.
+        let late: Vec<u64> = self
+            .idrs
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(t, _)| *t)
+            .collect();
+        for t in late {
+            if let Some(p) = self.idrs.remove(&t) {
+                self.base.answer(
+                    p.peer,
+                    &p.msg,
+                    result::UNABLE_TO_COMPLY,
+                    None,
+                    s6a_answer_avps,
+                );
+            }
+        }
         self.process();
     }
 
@@ -511,7 +622,7 @@ impl S6aClient {
 
     fn fail(&mut self, token: u64, f: HssFailure) {
         match self.wants.remove(&token) {
-            Some(Want::Profile(r)) | Some(Want::Vector(r)) => {
+            Some(Want::Profile(r)) | Some(Want::Vector(r, _)) => {
                 self.answers.push(HssAnswer { r, result: Err(f) })
             }
             Some(Want::Purge(imsi)) => self.events.push_back(S6aEvent::Purged {
@@ -526,8 +637,19 @@ impl S6aClient {
         let Some(want) = self.wants.remove(&token) else {
             return;
         };
+        let resync = matches!(want, Want::Vector(_, true));
         let parsed = MessageView::new_checked(msg).and_then(|m| {
-            let f = failure_of(base::result_of(&m)?);
+            let f = match base::result_of(&m)? {
+                // TS 29.272 §5.2.3.1.3: an AUTS that does not verify is answered
+                // with DIAMETER_AUTHENTICATION_DATA_UNAVAILABLE; to the MME that is a
+                // refused resynchronisation (Authentication Reject), not an HSS
+                // outage (#17).
+                Some(ResultCode::Experimental {
+                    vendor: V,
+                    code: exp::AUTHENTICATION_DATA_UNAVAILABLE,
+                }) if resync => Some(HssFailure::ResyncRefused),
+                rc => failure_of(rc),
+            };
             Ok((m, f))
         });
         let (m, failure) = match parsed {
@@ -552,7 +674,7 @@ impl S6aClient {
                 };
                 self.answers.push(HssAnswer { r, result });
             }
-            Want::Vector(r) => {
+            Want::Vector(r, _) => {
                 let result = match parse_vector_of(&m) {
                     _ if m.command_code() != cmd::AUTHENTICATION_INFORMATION => {
                         Err(wrong_command(&m))
@@ -571,7 +693,7 @@ impl S6aClient {
 
     fn fail_want(&mut self, want: Want, f: HssFailure) {
         match want {
-            Want::Profile(r) | Want::Vector(r) => {
+            Want::Profile(r) | Want::Vector(r, _) => {
                 self.answers.push(HssAnswer { r, result: Err(f) })
             }
             Want::Purge(imsi) => self.events.push_back(S6aEvent::Purged {
@@ -581,8 +703,10 @@ impl S6aClient {
         }
     }
 
-    /// CLR and IDR from the HSS: answered here, reported as events.
+    /// CLR and IDR from the HSS: answered here (an IDR once the MME said whether it
+    /// knows the subscriber), reported as events.
     fn on_request(&mut self, peer: usize, msg: &[u8]) {
+        let now = self.now;
         let Ok(m) = MessageView::new_checked(msg) else {
             return;
         };
@@ -662,13 +786,60 @@ impl S6aClient {
                 .flatten()
                 .and_then(|c| c.enumerated().ok())
                 .unwrap_or(0) as u32;
+            let reattach_required = m
+                .find(V, avp3::CLR_FLAGS)
+                .ok()
+                .flatten()
+                .and_then(|c| c.u32().ok())
+                .is_some_and(|f| f & 0b10 != 0);
             S6aEvent::CancelLocation {
                 imsi,
                 cancellation_type,
+                reattach_required,
             }
         } else {
-            let data = parse_subscription_data_of(&m).ok().flatten();
-            S6aEvent::InsertSubscriberData { imsi, data }
+            let update = match m.find(V, avp3::SUBSCRIPTION_DATA) {
+                Ok(Some(d)) => parse_subscription_update(&d),
+                Ok(None) => {
+                    return self
+                        .base
+                        .answer(peer, msg, result::MISSING_AVP, None, s6a_answer_avps)
+                }
+                Err(e) => Err(e),
+            };
+            match update {
+                Ok(_) if self.idrs.len() >= MAX_PENDING_IDRS => {
+                    return self.base.answer(peer, msg, TOO_BUSY, None, s6a_answer_avps)
+                }
+                Ok(update) => {
+                    self.next_idr += 1;
+                    let token = self.next_idr;
+                    self.idrs.insert(
+                        token,
+                        PendingIdr {
+                            peer,
+                            msg: msg.to_vec(),
+                            deadline: now + IDR_OUTCOME_TIMEOUT,
+                        },
+                    );
+                    self.events.push_back(S6aEvent::InsertSubscriberData {
+                        imsi,
+                        update,
+                        token,
+                    });
+                    return;
+                }
+                // Not applied, so not claimed applied: the HSS hears we could not.
+                Err(_) => {
+                    return self.base.answer(
+                        peer,
+                        msg,
+                        result::UNABLE_TO_COMPLY,
+                        None,
+                        s6a_answer_avps,
+                    )
+                }
+            }
         };
         self.base
             .answer(peer, msg, result::SUCCESS, None, s6a_answer_avps);

@@ -10,7 +10,7 @@ use pepc_diameter::base;
 use pepc_diameter::driver::{DriverConfig, S6aDriver};
 use pepc_diameter::s6a::{S6aConfig, S6aEvent};
 use pepc_hss::PdnType;
-use pepc_mme::hss::HssData;
+use pepc_mme::hss::{HssData, SubscriptionUpdate};
 use pepc_mme::{HssAnswer, HssFailure, HssRef, HssRequest};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -189,13 +189,23 @@ fn vectors_profile_resync_unknown_users_and_hss_initiated_requests() {
     });
     assert!(ev.contains(&S6aEvent::CancelLocation {
         imsi: "001010000000001".into(),
-        cancellation_type: 2
+        cancellation_type: 2,
+        reattach_required: false
     }));
     assert!(ev.iter().any(|e| matches!(e,
-        S6aEvent::InsertSubscriberData { imsi, data: Some(s) } if imsi == "001010000000001" && s.apn == "fast" && s.qci == 6)));
+        S6aEvent::InsertSubscriberData { imsi, update: SubscriptionUpdate { ambr: Some((1000, 2000)), default_apn: Some(d) }, .. } if imsi == "001010000000001" && d.apn == "fast" && d.qci == 6)));
+    // The IDA waits for the MME's word on the subscriber: known here.
+    for e in &ev {
+        if let S6aEvent::InsertSubscriberData { token, .. } = e {
+            d.idr_outcome(*token, true);
+        }
+    }
     let results: Vec<(u64, u64, Value)> = {
         hss.wait_log("the answer to the bogus IDR", |v| {
             v["event"] == "answer" && v["result"] == 5001
+        });
+        hss.wait_log("the IDA", |v| {
+            v["event"] == "answer" && v["cmd"] == 319 && v["result"] == 2001
         });
         hss.log()
             .into_iter()
@@ -353,4 +363,64 @@ fn watchdog_failover_from_a_mute_peer_and_failback_after_reopen() {
         .filter(|v| v["event"] == "request" && v["cmd"] == 280)
         .count();
     assert!(dwrs_before >= 3, "REOPEN: {log:?}");
+}
+
+/// One client shared by two consumers (a node's slices): each answer goes to the
+/// consumer its reference routes to, whoever submitted the request; each HSS-initiated
+/// request goes to both (only the slice holding the subscriber acts on it).
+#[test]
+fn a_routed_client_delivers_answers_by_reference_and_events_to_all() {
+    need_pycrate!();
+    let dir = temp_dir("e2e-routed");
+    let hss = TestHss::start(&dir.0, "hss1", free_port(), "normal", "clr");
+    let mut ds = S6aDriver::start_routed(
+        config(vec![hss.addr()]),
+        2,
+        Box::new(|id| (id >> 31) as usize),
+    )
+    .unwrap();
+    wait_up(&ds[0]);
+    let slice1 = HssRef {
+        mme_ue_id: 0x8000_0007,
+        seq: 1,
+    };
+    // Submitted by consumer 0, answered to consumer 1; and the other way round.
+    ds[0].submit(HssRequest::Profile {
+        r: slice1,
+        imsi: IMSI,
+    });
+    ds[1].submit(vector(2, IMSI));
+    let a1 = answers(&mut ds[1], 1, Duration::from_secs(10));
+    assert_eq!(a1[0].r, slice1);
+    assert!(matches!(a1[0].result, Ok(HssData::Profile(_))), "{a1:?}");
+    let a0 = answers(&mut ds[0], 1, Duration::from_secs(10));
+    assert_eq!(a0[0].r, r(2));
+    assert!(matches!(a0[0].result, Ok(HssData::Vector(_))), "{a0:?}");
+    for d in ds.iter_mut() {
+        let ev = events(d, |e| {
+            e.iter()
+                .any(|x| matches!(x, S6aEvent::CancelLocation { .. }))
+        });
+        assert!(ev.contains(&S6aEvent::CancelLocation {
+            imsi: "001010000000001".into(),
+            cancellation_type: 2,
+            reattach_required: false,
+        }));
+    }
+    // A purge goes out as PUR and is confirmed (to every consumer).
+    ds[0].submit(HssRequest::Purge { imsi: IMSI });
+    let ev = events(&mut ds[1], |e| {
+        e.iter().any(|x| matches!(x, S6aEvent::Purged { .. }))
+    });
+    assert!(ev.contains(&S6aEvent::Purged {
+        imsi: "001010000000001".into(),
+        result: Ok(())
+    }));
+    // Both handles gone: the thread says DPR and ends.
+    drop(ds);
+    assert!(
+        requests(&hss, 282).len() == 1,
+        "DPR on the way out: {:?}",
+        hss.log()
+    );
 }

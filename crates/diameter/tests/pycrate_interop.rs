@@ -10,7 +10,7 @@ use pepc_diameter::codec::{AvpData, AvpRepr, MessageRepr, MessageView};
 use pepc_diameter::dict::{app, avp as a, avp3, cmd, VENDOR_3GPP as V};
 use pepc_diameter::s6a::{S6aClient, S6aConfig, S6aEvent};
 use pepc_hss::PdnType;
-use pepc_mme::hss::{HssData, SubscriptionData};
+use pepc_mme::hss::{HssData, SubscriptionData, SubscriptionUpdate};
 use pepc_mme::{HssFailure, HssRef, HssRequest};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -443,7 +443,7 @@ fn pycrate_error_answers_map_to_hss_failures() {
     need_pycrate!();
     let now = Instant::now();
     let mut c = open(now);
-    for seq in 1..=5 {
+    for seq in 1..=7 {
         c.submit(
             now,
             HssRequest::Vector {
@@ -453,6 +453,16 @@ fn pycrate_error_answers_map_to_hss_failures() {
             },
         );
     }
+    c.submit(
+        now,
+        HssRequest::Resync {
+            r: r(8),
+            imsi: IMSI,
+            plmn: PLMN,
+            rand: [1; 16],
+            auts: [2; 14],
+        },
+    );
     let reqs = take_tx(&mut c);
     let exp = |code: u32| {
         let mut v = vec![avp(
@@ -476,6 +486,9 @@ fn pycrate_error_answers_map_to_hss_failures() {
         answer_to(&reqs[2], exp(4181)),
         answer_to(&reqs[3], base_err),
         answer_to(&reqs[4], no_result),
+        answer_to(&reqs[5], exp(5004)),
+        answer_to(&reqs[6], exp(5421)),
+        answer_to(&reqs[7], exp(4181)),
     ];
     for b in py_encode(&specs) {
         c.base().on_bytes(0, now, &b);
@@ -501,6 +514,11 @@ fn pycrate_error_answers_map_to_hss_failures() {
         matches!(&f[4], (5, Some(HssFailure::Unavailable(w))) if w.contains("without a result")),
         "{f:?}"
     );
+    // TS 29.272 Annex A: roaming and RAT refusals are causes of their own.
+    assert_eq!(f[5], (6, Some(HssFailure::RoamingNotAllowed)));
+    assert_eq!(f[6], (7, Some(HssFailure::RatNotAllowed)));
+    // 4181 to a plain AIR is an outage (#17), to a resync a refused AUTS.
+    assert_eq!(f[7], (8, Some(HssFailure::ResyncRefused)));
 }
 
 #[test]
@@ -573,6 +591,50 @@ fn pycrate_clr_and_idr_are_answered_and_surfaced_and_unknown_mandatory_avps_refu
             vec![avp(99999, V, hexv(&[1, 2]))],
         ),
         push(cmd::DELETE_SUBSCRIBER_DATA, 400, vec![]),
+        // Only what changed: an AMBR.
+        push(
+            cmd::INSERT_SUBSCRIBER_DATA,
+            500,
+            vec![avp(
+                avp3::SUBSCRIPTION_DATA,
+                V,
+                json!([avp(
+                    avp3::AMBR,
+                    V,
+                    json!([
+                        avp(avp3::MAX_REQUESTED_BANDWIDTH_UL, V, json!(3000)),
+                        avp(avp3::MAX_REQUESTED_BANDWIDTH_DL, V, json!(4000)),
+                    ])
+                )]),
+            )],
+        ),
+        // An APN configuration without its QoS: unreadable, so not applied.
+        push(
+            cmd::INSERT_SUBSCRIBER_DATA,
+            600,
+            vec![avp(
+                avp3::SUBSCRIPTION_DATA,
+                V,
+                json!([avp(
+                    avp3::APN_CONFIGURATION_PROFILE,
+                    V,
+                    json!([
+                        avp(avp3::CONTEXT_IDENTIFIER, V, json!(1)),
+                        avp(
+                            avp3::APN_CONFIGURATION,
+                            V,
+                            json!([
+                                avp(avp3::CONTEXT_IDENTIFIER, V, json!(1)),
+                                avp(avp3::PDN_TYPE, V, json!(0)),
+                                avp(a::SERVICE_SELECTION, 0, json!("fast")),
+                            ])
+                        ),
+                    ])
+                )]),
+            )],
+        ),
+        // No Subscription-Data at all (it is mandatory in an IDR).
+        push(cmd::INSERT_SUBSCRIBER_DATA, 700, vec![]),
     ]);
     for m in &msgs {
         c.base().on_bytes(0, now, m);
@@ -582,37 +644,66 @@ fn pycrate_clr_and_idr_are_answered_and_surfaced_and_unknown_mandatory_avps_refu
         c.poll_event(),
         Some(S6aEvent::CancelLocation {
             imsi: "001010000000001".into(),
-            cancellation_type: 2
+            cancellation_type: 2,
+            reattach_required: false
         })
     );
     let Some(S6aEvent::InsertSubscriberData {
         imsi,
-        data: Some(d),
+        update:
+            SubscriptionUpdate {
+                ambr: None,
+                default_apn: Some(d),
+            },
+        token: known,
     }) = c.poll_event()
     else {
         panic!()
     };
     assert_eq!(imsi, "001010000000001");
     assert_eq!(
-        (
-            d.apn.as_str(),
-            d.qci,
-            d.arp_priority,
-            d.pdn_type,
-            d.ambr_dl_bps
-        ),
-        ("fast", 6, 2, PdnType::Ipv4, 0)
+        (d.apn.as_str(), d.qci, d.arp_priority, d.pdn_type),
+        ("fast", 6, 2, PdnType::Ipv4)
     );
+    let Some(S6aEvent::InsertSubscriberData {
+        update:
+            SubscriptionUpdate {
+                ambr: Some((3000, 4000)),
+                default_apn: None,
+            },
+        token: unknown,
+        ..
+    }) = c.poll_event()
+    else {
+        panic!()
+    };
     assert_eq!(c.poll_event(), None, "no event for the refused requests");
-
-    let answers = take_tx(&mut c);
+    // The IDAs wait for the MME's word on the subscriber (TS 29.272 §5.2.2.1.2).
+    assert_eq!(c.pending_idrs(), 2);
+    let immediate = take_tx(&mut c);
+    c.idr_outcome(known, true);
+    c.idr_outcome(unknown, false);
+    c.idr_outcome(unknown, false); // once answered, a repeat changes nothing
+    assert_eq!(c.pending_idrs(), 0);
+    let mut answers = immediate;
+    answers.extend(take_tx(&mut c));
     let d = py_decode(&answers);
     let want = [
         (317, 100, 2001, false),
-        (319, 200, 2001, false),
         (319, 300, 5001, false),
         (320, 400, 3001, true),
+        (319, 600, 5012, false),
+        (319, 700, 5005, false),
+        (319, 200, 2001, false),
     ];
+    assert_eq!(d.len(), want.len() + 1, "{d:?}");
+    // The IDR of a subscriber the MME does not know: Experimental-Result 5001.
+    let last = &d[want.len()];
+    assert_eq!(last["hbh"].as_u64(), Some(500));
+    assert_eq!(find(&last["avps"], 268, 0), None);
+    let er = find(&last["avps"], 297, 0).expect("Experimental-Result");
+    assert_eq!(find(er, 298, 0), Some(&json!(5001)));
+    assert_eq!(find(er, 266, 0), Some(&json!(V)));
     for (m, (cmd, hbh, code, e)) in d.iter().zip(want) {
         assert_eq!(
             (
@@ -633,7 +724,7 @@ fn pycrate_clr_and_idr_are_answered_and_surfaced_and_unknown_mandatory_avps_refu
         assert!(find(avps, 260, 0).is_some());
     }
     // The unknown mandatory AVP comes back in Failed-AVP, as it was.
-    let failed = find(&d[2]["avps"], 279, 0).expect("Failed-AVP");
+    let failed = find(&d[1]["avps"], 279, 0).expect("Failed-AVP");
     let inner = all(failed, 99999, V);
     assert_eq!(inner, vec![&hexv(&[1, 2])]);
 }

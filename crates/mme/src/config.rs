@@ -81,6 +81,10 @@ pub struct MmeConfig {
     /// MME's memory without bound.
     pub max_unauth_contexts: usize,
     pub max_unauth_per_enb: usize,
+    /// Purge the subscriber at the HSS (S6a PUR) after a UE-initiated detach too,
+    /// not only at implicit detach: this MME drops the subscription data at detach,
+    /// which TS 29.272 §5.2.1.3 lets it report. Off by default (a PUR per detach).
+    pub purge_on_detach: bool,
     /// Emit [`crate::Output::Checkpoint`] with a registered UE's snapshot at the end of
     /// each of its procedures (and [`crate::Output::Forget`] when it goes), for the
     /// node's state store: a restarted node then loses no registered UE.
@@ -121,6 +125,7 @@ impl Default for MmeConfig {
             unauth_context_ttl: Duration::from_secs(45),
             max_unauth_contexts: 262_144,
             max_unauth_per_enb: 65_536,
+            purge_on_detach: false,
             checkpoints: false,
         }
     }

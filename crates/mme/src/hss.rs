@@ -30,6 +30,15 @@ pub struct HssRef {
     pub seq: u32,
 }
 
+impl HssRef {
+    /// The reference of a request no answer comes back for ([`HssRequest::Purge`]):
+    /// MME UE S1AP ID 0 is never a context's.
+    pub const NONE: HssRef = HssRef {
+        mme_ue_id: 0,
+        seq: 0,
+    };
+}
+
 /// A request of the MME to the HSS. Never contains key material.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HssRequest {
@@ -46,6 +55,10 @@ pub enum HssRequest {
         rand: [u8; 16],
         auts: [u8; 14],
     },
+    /// The MME deleted `imsi`'s subscription data for good (S6a PUR, TS 29.272
+    /// §5.2.1.3): sent at implicit detach and, if configured, after a UE-initiated
+    /// detach. Nothing comes back to the MME ([`HssRef::NONE`]).
+    Purge { imsi: u64 },
 }
 
 impl HssRequest {
@@ -54,6 +67,7 @@ impl HssRequest {
             HssRequest::Profile { r, .. }
             | HssRequest::Vector { r, .. }
             | HssRequest::Resync { r, .. } => *r,
+            HssRequest::Purge { .. } => HssRef::NONE,
         }
     }
 
@@ -61,7 +75,8 @@ impl HssRequest {
         match self {
             HssRequest::Profile { imsi, .. }
             | HssRequest::Vector { imsi, .. }
-            | HssRequest::Resync { imsi, .. } => *imsi,
+            | HssRequest::Resync { imsi, .. }
+            | HssRequest::Purge { imsi } => *imsi,
         }
     }
 }
@@ -79,6 +94,54 @@ pub struct SubscriptionData {
     /// UE-AMBR (bit/s); 0 when the subscription has none.
     pub ambr_ul_bps: u64,
     pub ambr_dl_bps: u64,
+}
+
+/// Cancellation-Type of a CLR (TS 29.272 §7.3.24).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancellationType {
+    /// The UE moved to another MME (0), an SGSN (1) or via an IWF (3): it is served
+    /// elsewhere now.
+    MmeUpdate,
+    SgsnUpdate,
+    UpdateIwf,
+    /// The subscription was withdrawn (2): detach the UE.
+    SubscriptionWithdrawal,
+    /// The UE attached at another MME (4).
+    InitialAttach,
+    /// A value this release does not know.
+    Other(u32),
+}
+
+impl From<u32> for CancellationType {
+    fn from(v: u32) -> Self {
+        match v {
+            0 => CancellationType::MmeUpdate,
+            1 => CancellationType::SgsnUpdate,
+            2 => CancellationType::SubscriptionWithdrawal,
+            3 => CancellationType::UpdateIwf,
+            4 => CancellationType::InitialAttach,
+            v => CancellationType::Other(v),
+        }
+    }
+}
+
+/// What an S6a Insert Subscriber Data changes: its Subscription-Data may carry only
+/// what changed (TS 29.272 §5.2.2.1), so each part is optional.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SubscriptionUpdate {
+    /// UE-AMBR (bit/s, UL and DL).
+    pub ambr: Option<(u64, u64)>,
+    /// The default APN and its QoS, when an APN-Configuration-Profile came.
+    pub default_apn: Option<DefaultApn>,
+}
+
+/// The default APN configuration of a subscription.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefaultApn {
+    pub apn: String,
+    pub pdn_type: PdnType,
+    pub qci: u8,
+    pub arp_priority: u8,
 }
 
 /// What a successful answer carries.
@@ -103,17 +166,27 @@ pub enum HssFailure {
     Unavailable(String),
     /// No answer in time (an asynchronous backend's own timer).
     Timeout,
+    /// DIAMETER_ERROR_ROAMING_NOT_ALLOWED (5004): not allowed in our (visited) PLMN.
+    RoamingNotAllowed,
+    /// DIAMETER_ERROR_RAT_NOT_ALLOWED (5421): E-UTRAN is not allowed to the subscriber.
+    RatNotAllowed,
 }
 
 impl HssFailure {
     /// The EMM cause of the Attach Reject this failure makes (TS 29.272 Annex A):
     /// unknown subscriber #8 (as before the seam), no EPS subscription #15, an HSS that
-    /// cannot answer #17 (a transient failure: the UE retries, TS 24.301 §5.5.1.2.6).
+    /// cannot answer #17 (a transient failure: the UE retries, TS 24.301 §5.5.1.2.6),
+    /// roaming not allowed #11 (PLMN not allowed: Annex A lists #11, #13 and #15 for
+    /// it; without the ODB Error-Diagnostic the whole PLMN is barred, which is #11),
+    /// RAT not allowed #15 (the UE may find another RAT in this tracking area).
     /// [`HssFailure::ResyncRefused`] ends in an Authentication Reject instead.
     pub fn emm_cause(&self) -> EmmCause {
         match self {
             HssFailure::UnknownSubscriber => EmmCause::EpsAndNonEpsServicesNotAllowed,
-            HssFailure::NoEpsSubscription => EmmCause::NoSuitableCellsInTrackingArea,
+            HssFailure::NoEpsSubscription | HssFailure::RatNotAllowed => {
+                EmmCause::NoSuitableCellsInTrackingArea
+            }
+            HssFailure::RoamingNotAllowed => EmmCause::PlmnNotAllowed,
             HssFailure::ResyncRefused => EmmCause::IllegalUe,
             HssFailure::Unavailable(_) | HssFailure::Timeout => EmmCause::NetworkFailure,
         }
@@ -128,6 +201,8 @@ impl std::fmt::Display for HssFailure {
             HssFailure::ResyncRefused => f.write_str("resynchronisation refused (MAC-S)"),
             HssFailure::Unavailable(w) => write!(f, "HSS unavailable: {w}"),
             HssFailure::Timeout => f.write_str("no answer in time"),
+            HssFailure::RoamingNotAllowed => f.write_str("roaming not allowed"),
+            HssFailure::RatNotAllowed => f.write_str("RAT (E-UTRAN) not allowed"),
         }
     }
 }
@@ -173,11 +248,13 @@ impl HssProxy {
         &self.hss
     }
 
-    /// Answer one request.
-    pub fn answer(&mut self, req: HssRequest) -> HssAnswer {
+    /// Answer one request; a purge has no answer (the embedded HSS keeps no record
+    /// of which MME serves a subscriber, so there is nothing to mark purged).
+    pub fn answer(&mut self, req: HssRequest) -> Option<HssAnswer> {
         self.served += 1;
         let r = req.reference();
         let result = match req {
+            HssRequest::Purge { .. } => return None,
             HssRequest::Profile { imsi, .. } => self.profile(imsi).map(HssData::Profile),
             HssRequest::Vector { imsi, plmn, .. } => self.vector(imsi, plmn),
             HssRequest::Resync {
@@ -191,7 +268,7 @@ impl HssProxy {
                 .and_then(|k| Ok(self.hss.resync(&k.digits(), rand, auts)?))
                 .and_then(|()| self.vector(imsi, plmn)),
         };
-        HssAnswer { r, result }
+        Some(HssAnswer { r, result })
     }
 
     fn profile(&self, imsi: u64) -> Result<SubscriptionData, HssFailure> {
@@ -229,8 +306,9 @@ impl HssProxy {
         from: usize,
     ) {
         serve_requests(out, from, |req, o| {
-            let a = self.answer(req);
-            mme.handle(now, Input::Hss(a), cp, o);
+            if let Some(a) = self.answer(req) {
+                mme.handle(now, Input::Hss(a), cp, o);
+            }
         });
     }
 }
@@ -458,9 +536,10 @@ mod procedures {
                 (Err(e), _) => {
                     self.stats.hss_failures += 1;
                     let lvl = match e {
-                        HssFailure::UnknownSubscriber | HssFailure::NoEpsSubscription => {
-                            LogLevel::Info
-                        }
+                        HssFailure::UnknownSubscriber
+                        | HssFailure::NoEpsSubscription
+                        | HssFailure::RoamingNotAllowed
+                        | HssFailure::RatNotAllowed => LogLevel::Info,
                         _ => LogLevel::Warn,
                     };
                     log(out, lvl, format!("UE {id}: HSS: {e}"));
@@ -556,6 +635,18 @@ mod tests {
             HssFailure::NoEpsSubscription.emm_cause(),
             EmmCause::NoSuitableCellsInTrackingArea
         );
+        // TS 29.272 Annex A: 5004 -> #11, 5421 -> #15.
+        assert_eq!(
+            HssFailure::RoamingNotAllowed.emm_cause(),
+            EmmCause::PlmnNotAllowed
+        );
+        assert_eq!(
+            HssFailure::RatNotAllowed.emm_cause(),
+            EmmCause::NoSuitableCellsInTrackingArea
+        );
+        assert_eq!(u8::from(EmmCause::PlmnNotAllowed), 11);
+        assert_eq!(u8::from(EmmCause::NoSuitableCellsInTrackingArea), 15);
+        assert_eq!(HssRequest::Purge { imsi: 1 }.reference(), HssRef::NONE);
     }
 
     #[test]
@@ -567,11 +658,11 @@ mod tests {
             seq: 1,
         };
         let imsi = 1010000000001;
-        let a = p.answer(HssRequest::Profile { r, imsi });
+        let a = p.answer(HssRequest::Profile { r, imsi }).unwrap();
         assert_eq!(a.r, r);
         assert!(matches!(a.result, Err(HssFailure::UnknownSubscriber)));
         hss.add(&crate::sim::subscriber("001010000000001")).unwrap();
-        let a = p.answer(HssRequest::Profile { r, imsi });
+        let a = p.answer(HssRequest::Profile { r, imsi }).unwrap();
         let Ok(HssData::Profile(s)) = a.result else {
             panic!("{a:?}")
         };
@@ -580,17 +671,20 @@ mod tests {
             ("internet", 9, 100_000_000)
         );
         let plmn = [0x00, 0xf1, 0x10];
-        let a = p.answer(HssRequest::Vector { r, imsi, plmn });
+        let a = p.answer(HssRequest::Vector { r, imsi, plmn }).unwrap();
         assert!(matches!(a.result, Ok(HssData::Vector(ref v)) if v.rand == [3; 16]));
         // An AUTS whose MAC-S does not verify: refused, no vector.
-        let a = p.answer(HssRequest::Resync {
-            r,
-            imsi,
-            plmn,
-            rand: [3; 16],
-            auts: [0; 14],
-        });
+        let a = p
+            .answer(HssRequest::Resync {
+                r,
+                imsi,
+                plmn,
+                rand: [3; 16],
+                auts: [0; 14],
+            })
+            .unwrap();
         assert!(matches!(a.result, Err(HssFailure::ResyncRefused)), "{a:?}");
-        assert_eq!(p.served, 4);
+        assert!(p.answer(HssRequest::Purge { imsi }).is_none());
+        assert_eq!(p.served, 5);
     }
 }

@@ -56,7 +56,7 @@ mod s1ap;
 pub use cause::{EmmCause, EsmCause};
 pub use config::MmeConfig;
 pub use endpoint::{EndpointOut, EndpointStats, S1apEndpoint, SlicePolicy, SliceRole};
-pub use hss::{HssAnswer, HssFailure, HssProxy, HssRef, HssRequest};
+pub use hss::{CancellationType, HssAnswer, HssFailure, HssProxy, HssRef, HssRequest};
 pub use mme::{AssocId, Input, LogLevel, Mme, MmeError, MmeStats, Output, SnapshotBytes};
 pub use pepc_slice::control::{ControlEvent, ControlPlane};
 pub use sim::{run_inprocess_attaches, AttachBenchResult};

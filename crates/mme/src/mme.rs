@@ -53,6 +53,20 @@ pub enum Input {
     Control(ControlEvent),
     /// The HSS's answer to an [`Output::Hss`] request (through the node's proxy).
     Hss(HssAnswer),
+    /// The HSS cancelled `imsi`'s location (S6a CLR, TS 29.272 §5.2.1.2): see
+    /// `emm/hss_initiated.rs`. A slice that does not hold `imsi` ignores it.
+    HssCancelLocation {
+        imsi: u64,
+        cancellation_type: crate::hss::CancellationType,
+        /// CLR-Flags Reattach-Required (§7.3.152): the UE is to attach again.
+        reattach_required: bool,
+    },
+    /// The HSS changed `imsi`'s subscription (S6a IDR, §5.2.2.1): applied to the
+    /// UE's context (see `emm/hss_initiated.rs`).
+    HssInsertSubscriberData {
+        imsi: u64,
+        update: crate::hss::SubscriptionUpdate,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,6 +200,12 @@ pub struct MmeStats {
     pub unauth_expired: u64,
     /// New UEs refused at the per-slice or per-eNB bound on unauthenticated contexts.
     pub unauth_refused: u64,
+    /// Cancel Locations that removed (or detached) a context of this slice.
+    pub hss_cancels: u64,
+    /// Insert Subscriber Data applied to a context of this slice.
+    pub hss_subscription_updates: u64,
+    /// Purges sent to the HSS ([`HssRequest::Purge`]).
+    pub hss_purges: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -750,6 +770,7 @@ impl Mme {
                     u.reach_timer = None;
                     self.stats.implicit_detaches += 1;
                     log(out, LogLevel::Info, format!("implicit detach of UE {id}"));
+                    self.purge_at_hss(cp, id, out);
                     self.remove_ue(id, false, cp);
                 }
                 3 if u.guard_timer == Some(t) => {
@@ -997,6 +1018,14 @@ impl Mme {
                 ),
             },
             Input::Hss(a) => self.hss_answer(now, a, cp, out),
+            Input::HssCancelLocation {
+                imsi,
+                cancellation_type,
+                reattach_required,
+            } => self.hss_cancel_location(now, imsi, cancellation_type, reattach_required, cp, out),
+            Input::HssInsertSubscriberData { imsi, update } => {
+                self.hss_insert_subscriber_data(imsi, update, cp, out)
+            }
         }
         self.flush_released(cp, out);
     }

@@ -79,6 +79,8 @@ pub struct Harness {
     pub hss_mode: HssMode,
     /// Requests held in [`HssMode::Hold`], with the slice that sent each, in order.
     pub held_hss: VecDeque<(usize, HssRequest)>,
+    /// IMSIs the slices purged at the HSS ([`HssRequest::Purge`]), in order.
+    pub purged: Vec<u64>,
     /// [`pump`] leaves UE Context Release Commands for these MME UE S1AP IDs
     /// unanswered, in `held_releases` (an eNB that has not answered yet).
     pub hold_releases: Vec<u32>,
@@ -138,6 +140,7 @@ impl Harness {
             hss,
             hss_mode: HssMode::Inline,
             held_hss: VecDeque::new(),
+            purged: Vec::new(),
             hold_releases: Vec::new(),
             held_releases: Vec::new(),
             checkpoints: Default::default(),
@@ -213,8 +216,14 @@ impl Harness {
     /// slice), the rest to the endpoint.
     fn route(&mut self, s: usize, o: Output, eo: &mut EndpointOut) {
         match o {
+            // A purge is answered to no one: recorded for the tests, never held.
+            Output::Hss(HssRequest::Purge { imsi }) => self.purged.push(imsi),
             Output::Hss(req) => match self.hss_mode {
-                HssMode::Inline => eo.slices.push((s, Input::Hss(self.proxy.answer(req)))),
+                HssMode::Inline => {
+                    if let Some(a) = self.proxy.answer(req) {
+                        eo.slices.push((s, Input::Hss(a)))
+                    }
+                }
                 HssMode::Hold => self.held_hss.push_back((s, req)),
             },
             Output::Checkpoint { imsi, snapshot } => {
@@ -230,8 +239,12 @@ impl Harness {
     /// Answer the `i`-th held HSS request now and run what follows.
     pub fn answer_hss(&mut self, i: usize) -> Vec<(AssocId, S1apMessage)> {
         let mut eo = EndpointOut::default();
-        if let Some((s, req)) = self.held_hss.remove(i) {
-            eo.slices.push((s, Input::Hss(self.proxy.answer(req))));
+        if let Some((s, Some(a))) = self
+            .held_hss
+            .remove(i)
+            .map(|(s, req)| (s, self.proxy.answer(req)))
+        {
+            eo.slices.push((s, Input::Hss(a)));
         }
         self.drive(eo)
     }

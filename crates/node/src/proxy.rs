@@ -34,12 +34,29 @@ pub trait HssBackend: Send {
     fn wake_fd(&self) -> Option<RawFd> {
         None
     }
+
+    /// What the HSS started since the last call (S6a CLR, IDR), as MME inputs
+    /// ([`Input::HssCancelLocation`], [`Input::HssInsertSubscriberData`]). Ready
+    /// when [`HssBackend::wake_fd`] is readable.
+    fn poll_initiated(&mut self, _inputs: &mut Vec<Initiated>) {}
+
+    /// Whether this slice's MME knows the subscriber of the request `token` of an
+    /// [`Initiated`] (the backend's answer to the HSS depends on it).
+    fn initiated_outcome(&mut self, _token: u64, _known: bool) {}
+}
+
+/// A request the HSS started, as the MME's input; `token`: the backend waits for
+/// [`HssBackend::initiated_outcome`] before it answers.
+#[derive(Debug)]
+pub struct Initiated {
+    pub input: Input,
+    pub token: Option<u64>,
 }
 
 /// The embedded HSS, answered inline.
 impl HssBackend for HssProxy {
     fn submit(&mut self, req: HssRequest, answers: &mut Vec<HssAnswer>) {
-        answers.push(self.answer(req));
+        answers.extend(self.answer(req));
     }
 }
 
@@ -48,12 +65,15 @@ impl HssBackend for HssProxy {
 pub struct ProxyStats {
     pub requests: u64,
     pub answers: u64,
+    /// HSS-initiated requests (CLR, IDR) handed to the MME.
+    pub initiated: u64,
 }
 
 /// One slice's driver of the node's proxy: serves its MME's HSS requests.
 pub struct Proxy {
     backend: Box<dyn HssBackend>,
     answers: Vec<HssAnswer>,
+    initiated: Vec<Initiated>,
     pub stats: ProxyStats,
 }
 
@@ -62,6 +82,7 @@ impl Proxy {
         Proxy {
             backend,
             answers: Vec::new(),
+            initiated: Vec::new(),
             stats: ProxyStats::default(),
         }
     }
@@ -100,10 +121,24 @@ impl Proxy {
     ) -> bool {
         let start = out.len();
         self.backend.poll(&mut self.answers);
-        if self.answers.is_empty() {
+        self.backend.poll_initiated(&mut self.initiated);
+        if self.answers.is_empty() && self.initiated.is_empty() {
             return false;
         }
         self.feed(mme, now, cp, out);
+        for i in self.initiated.drain(..) {
+            self.stats.initiated += 1;
+            if let Some(token) = i.token {
+                let imsi = match &i.input {
+                    Input::HssInsertSubscriberData { imsi, .. }
+                    | Input::HssCancelLocation { imsi, .. } => Some(*imsi),
+                    _ => None,
+                };
+                let known = imsi.is_some_and(|imsi| mme.mme_ue_id_of(imsi).is_some());
+                self.backend.initiated_outcome(token, known);
+            }
+            mme.handle(now, i.input, cp, out);
+        }
         self.serve(mme, now, cp, out, start);
         true
     }
@@ -147,7 +182,8 @@ impl ThreadedBackend {
             .name("pepc-hss".into())
             .spawn(move || {
                 while let Ok(req) = rx.recv() {
-                    if tx.send(proxy.answer(req)).is_err() {
+                    let Some(a) = proxy.answer(req) else { continue };
+                    if tx.send(a).is_err() {
                         break;
                     }
                     let one = 1u64.to_ne_bytes();
@@ -274,7 +310,8 @@ mod tests {
             p.stats,
             ProxyStats {
                 requests: 2,
-                answers: 2
+                answers: 2,
+                initiated: 0
             }
         );
         assert!(!out.iter().any(|o| matches!(o, Output::Hss(_))));
@@ -306,7 +343,8 @@ mod tests {
             p.stats,
             ProxyStats {
                 requests: 2,
-                answers: 2
+                answers: 2,
+                initiated: 0
             }
         );
         assert_eq!(mme.stats.hss_late_answers, 0);

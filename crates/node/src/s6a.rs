@@ -3,41 +3,87 @@
 //! its own. Answers come back through [`HssBackend::poll`] and the backend's wake
 //! descriptor, as with [`crate::proxy::ThreadedBackend`].
 //!
-//! What the HSS asks of us (CLR, IDR) is already answered by the client; it waits
-//! here as [`S6aEvent`]s until the node takes it ([`S6aBackend::take_events`]) to
-//! detach the UE or apply the new subscription.
+//! A node runs one client for all its slices ([`S6aBackend::start_routed`]): the HSS
+//! sees one MME (one Origin-Host, one set of connections), as it must. Two slices
+//! with one identity would be two connections a Diameter peer refuses as duplicates,
+//! and with one identity each a UE moving between slices would look to the HSS like
+//! a change of MME (a CLR to the old "MME"). Answers go back to the slice whose MME
+//! UE S1AP ID their reference carries.
+//!
+//! What the HSS asks of us (CLR, IDR) goes to every slice as an MME input
+//! ([`HssBackend::poll_initiated`]); only the slice holding the IMSI acts. The
+//! answers follow TS 29.272: a CLA says DIAMETER_SUCCESS at once (§5.2.1.2.2 asks
+//! success also for an IMSI the MME does not know); an IDA waits until the slices
+//! said whether one of them knows the IMSI ([`HssBackend::initiated_outcome`]):
+//! DIAMETER_SUCCESS as soon as one does, DIAMETER_ERROR_USER_UNKNOWN once none
+//! does (§5.2.2.1.2), DIAMETER_UNABLE_TO_COMPLY if they have not said within
+//! `pepc_diameter::s6a::IDR_OUTCOME_TIMEOUT`. An IDR whose Subscription-Data cannot
+//! be read gets DIAMETER_UNABLE_TO_COMPLY at once and goes no further.
 
-use crate::proxy::HssBackend;
-use pepc_diameter::driver::{DriverConfig, S6aDriver};
+use crate::proxy::{HssBackend, Initiated};
+use pepc_diameter::driver::{DriverConfig, Route, S6aDriver};
 use pepc_diameter::s6a::S6aEvent;
-use pepc_mme::{HssAnswer, HssRequest};
+use pepc_mme::{HssAnswer, HssRequest, Input};
+use std::collections::VecDeque;
 use std::os::fd::RawFd;
 
-/// Bound on HSS-initiated events kept for the node: past it the oldest are dropped
-/// (and counted), so an HSS flooding CLRs cannot grow our memory.
+/// Bound on HSS-initiated requests and events kept for the node: past it the oldest
+/// are dropped (and counted), so an HSS flooding CLRs cannot grow our memory.
 const MAX_EVENTS: usize = 4096;
+
+/// Figures of one slice's S6a backend.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct S6aBackendStats {
+    /// Events dropped because the node did not take them in time.
+    pub events_dropped: u64,
+    /// CLR/IDR not handed to the MME: a User-Name that is no IMSI (no subscriber
+    /// of ours: CLA success, IDA DIAMETER_ERROR_USER_UNKNOWN).
+    pub initiated_unusable: u64,
+    /// PURs the HSS confirmed, and those it did not.
+    pub purges_confirmed: u64,
+    pub purge_failures: u64,
+}
 
 pub struct S6aBackend {
     driver: S6aDriver,
-    events: std::collections::VecDeque<S6aEvent>,
-    /// Events dropped because the node did not take them in time.
-    pub events_dropped: u64,
+    /// Peer changes and failed purges (for [`S6aBackend::take_events`]).
+    events: VecDeque<S6aEvent>,
+    initiated: VecDeque<Initiated>,
+    pub stats: S6aBackendStats,
 }
 
 impl S6aBackend {
+    /// One backend with a client of its own.
     pub fn start(cfg: DriverConfig) -> std::io::Result<S6aBackend> {
-        Ok(S6aBackend {
-            driver: S6aDriver::start(cfg)?,
-            events: Default::default(),
-            events_dropped: 0,
-        })
+        Ok(Self::new(S6aDriver::start(cfg)?))
+    }
+
+    /// One backend per slice over one client: answers to slice `route(mme_ue_id)`.
+    pub fn start_routed(
+        cfg: DriverConfig,
+        slices: usize,
+        route: Route,
+    ) -> std::io::Result<Vec<S6aBackend>> {
+        Ok(S6aDriver::start_routed(cfg, slices, route)?
+            .into_iter()
+            .map(Self::new)
+            .collect())
+    }
+
+    fn new(driver: S6aDriver) -> S6aBackend {
+        S6aBackend {
+            driver,
+            events: VecDeque::new(),
+            initiated: VecDeque::new(),
+            stats: S6aBackendStats::default(),
+        }
     }
 
     pub fn driver(&self) -> &S6aDriver {
         &self.driver
     }
 
-    /// CLR/IDR (already answered) and peer changes, oldest first.
+    /// Peer changes and failed purges, oldest first (CLR and IDR go to the MME).
     pub fn take_events(&mut self) -> Vec<S6aEvent> {
         self.collect();
         self.events.drain(..).collect()
@@ -47,13 +93,62 @@ impl S6aBackend {
         let mut new = Vec::new();
         self.driver.poll_events(&mut new);
         for e in new {
-            if self.events.len() == MAX_EVENTS {
-                self.events.pop_front();
-                self.events_dropped += 1;
+            let input = match e {
+                S6aEvent::CancelLocation {
+                    imsi,
+                    cancellation_type,
+                    reattach_required,
+                } => imsi.parse().ok().map(|imsi| Initiated {
+                    input: Input::HssCancelLocation {
+                        imsi,
+                        cancellation_type: cancellation_type.into(),
+                        reattach_required,
+                    },
+                    token: None,
+                }),
+                S6aEvent::InsertSubscriberData {
+                    imsi,
+                    update,
+                    token,
+                } => match imsi.parse() {
+                    Ok(imsi) => Some(Initiated {
+                        input: Input::HssInsertSubscriberData { imsi, update },
+                        token: Some(token),
+                    }),
+                    Err(_) => {
+                        // No IMSI: no subscriber of ours.
+                        self.driver.idr_outcome(token, false);
+                        None
+                    }
+                },
+                S6aEvent::Purged { result: Ok(()), .. } => {
+                    self.stats.purges_confirmed += 1;
+                    continue;
+                }
+                S6aEvent::Purged { result: Err(_), .. } => {
+                    self.stats.purge_failures += 1;
+                    push_bounded(&mut self.events, e, &mut self.stats.events_dropped);
+                    continue;
+                }
+                e => {
+                    push_bounded(&mut self.events, e, &mut self.stats.events_dropped);
+                    continue;
+                }
+            };
+            match input {
+                Some(i) => push_bounded(&mut self.initiated, i, &mut self.stats.events_dropped),
+                None => self.stats.initiated_unusable += 1,
             }
-            self.events.push_back(e);
         }
     }
+}
+
+fn push_bounded<T>(q: &mut VecDeque<T>, x: T, dropped: &mut u64) {
+    if q.len() == MAX_EVENTS {
+        q.pop_front();
+        *dropped += 1;
+    }
+    q.push_back(x);
 }
 
 impl HssBackend for S6aBackend {
@@ -68,6 +163,15 @@ impl HssBackend for S6aBackend {
 
     fn wake_fd(&self) -> Option<RawFd> {
         Some(self.driver.wake_fd())
+    }
+
+    fn poll_initiated(&mut self, inputs: &mut Vec<Initiated>) {
+        self.collect();
+        inputs.extend(self.initiated.drain(..));
+    }
+
+    fn initiated_outcome(&mut self, token: u64, known: bool) {
+        self.driver.idr_outcome(token, known);
     }
 }
 

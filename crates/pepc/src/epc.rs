@@ -23,6 +23,7 @@
 //! ambr_ul = 100000000         # bit/s when the subscription has no AMBR
 //! ambr_dl = 100000000
 //! slice_policy = "consistent-hash"  # user→slice for IMSI / foreign-GUTI attaches: consistent-hash | modulo
+//! hss_timeout_ms = 5000      # how long the MME waits for each HSS answer (then #17)
 //! [s1mme]
 //! transport = "auto"          # auto (kernel SCTP if present, else SCTP over UDP) | kernel | udp
 //! bind = "127.0.0.1"          # S1-MME address
@@ -30,7 +31,19 @@
 //! udp_port = 9899             # RFC 6951 encapsulation port
 //! verbose = false             # log every MME event (never keys)
 //! [hss]
-//! db = "pepc-hss.redb"        # subscriber database file; ":memory:" = volatile
+//! mode = "embedded"           # embedded | diameter (an external HSS over S6a, TS 29.272)
+//! db = "pepc-hss.redb"        # embedded: subscriber database file; ":memory:" = volatile
+//! purge_on_detach = false     # PUR after a UE-initiated detach too (always at implicit detach)
+//! # diameter only (ignored when embedded):
+//! peers = ["127.0.0.1:3868"]  # "host:port" by preference; the first one up takes requests
+//! origin_host = "mme.pepc.localdomain"
+//! origin_realm = "pepc.localdomain"
+//! destination_realm = "epc.localdomain"
+//! destination_host = ""       # "" = realm routing only
+//! watchdog_s = 30             # Tw of RFC 3539 (DWR when the connection is quiet)
+//! request_timeout_ms = 2000   # per attempt; a request may fail over once, so the MME's
+//!                             # hss_timeout_ms must exceed twice this
+//! reconnect_s = 5             # Tc: a failed peer is tried again after this
 //! [state]
 //! store = "embedded"          # embedded | none: registered UEs checkpointed at the end of each
 //!                             # procedure, so a restart (even kill -9) loses none of them
@@ -38,6 +51,7 @@
 //!                             # with an in-memory HSS there is nothing to restart from: none
 //! ```
 
+use pepc_diameter::driver::DriverConfig;
 use pepc_hss::Hss;
 use pepc_mme::{Mme, MmeConfig, S1apEndpoint, SlicePolicy};
 use pepc_node::checkpoint::SliceState;
@@ -46,6 +60,7 @@ use pepc_node::node::Node;
 use pepc_node::proxy::Proxy;
 use pepc_node::runtime::ControlDriver;
 use pepc_node::s1mme::{start_signaling, EndpointThread, MmeDriver, SliceGauges};
+use pepc_node::s6a::S6aBackend;
 use pepc_s1ap::Plmn;
 use pepc_sctp::transport::{open_server, Backend, TransportConfig};
 use pepc_security::{Eea, Eia};
@@ -110,6 +125,7 @@ pub struct MmeSection {
     pub ambr_ul: u64,
     pub ambr_dl: u64,
     pub slice_policy: String,
+    pub hss_timeout_ms: u64,
 }
 
 impl Default for MmeSection {
@@ -133,6 +149,7 @@ impl Default for MmeSection {
             ambr_ul: d.default_ambr.0,
             ambr_dl: d.default_ambr.1,
             slice_policy: "consistent-hash".into(),
+            hss_timeout_ms: d.hss_timeout.as_millis() as u64,
         }
     }
 }
@@ -162,15 +179,45 @@ impl Default for S1mmeSection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HssSection {
+    pub mode: String,
     pub db: String,
+    pub purge_on_detach: bool,
+    pub peers: Vec<String>,
+    pub origin_host: String,
+    pub origin_realm: String,
+    pub destination_realm: String,
+    pub destination_host: String,
+    pub watchdog_s: u64,
+    pub request_timeout_ms: u64,
+    pub reconnect_s: u64,
 }
 
 impl Default for HssSection {
     fn default() -> Self {
         HssSection {
+            mode: "embedded".into(),
             db: "pepc-hss.redb".into(),
+            purge_on_detach: false,
+            peers: vec!["127.0.0.1:3868".into()],
+            origin_host: "mme.pepc.localdomain".into(),
+            origin_realm: "pepc.localdomain".into(),
+            destination_realm: "epc.localdomain".into(),
+            destination_host: String::new(),
+            watchdog_s: 30,
+            request_timeout_ms: 2000,
+            reconnect_s: 5,
         }
     }
+}
+
+/// How the slices' MMEs reach the HSS.
+#[derive(Debug, Clone)]
+pub enum HssMode {
+    /// The embedded HSS (`[hss] db`), inline on each slice's control thread.
+    Embedded,
+    /// An external HSS over Diameter S6a: one client for the node (boxed: the
+    /// embedded case carries nothing).
+    Diameter(Box<DriverConfig>),
 }
 
 /// Where the HSS lives.
@@ -188,6 +235,7 @@ pub struct EpcConfig {
     pub mme: Option<MmeConfig>,
     pub transport: TransportConfig,
     pub hss: HssStore,
+    pub hss_mode: HssMode,
     pub verbose: bool,
     /// How IMSIs (and foreign GUTIs) are spread over the slices.
     pub slice_policy: SlicePolicy,
@@ -287,6 +335,9 @@ impl EpcConfig {
             if m.t3413_s == 0 {
                 return Err("config key `mme.t3413_s`: must be > 0".into());
             }
+            if m.hss_timeout_ms == 0 {
+                return Err("config key `mme.hss_timeout_ms`: must be > 0".into());
+            }
             if m.mme_group_id == 0 {
                 return Err("config key `mme.mme_group_id`: must be > 0".into());
             }
@@ -308,6 +359,8 @@ impl EpcConfig {
                 s1u_addr: advertised_s1u(*node.s1u_bind.ip()),
                 network_name: (!m.network_name.is_empty()).then(|| m.network_name.clone()),
                 default_ambr: (m.ambr_ul, m.ambr_dl),
+                hss_timeout: Duration::from_millis(m.hss_timeout_ms),
+                purge_on_detach: sig.hss.purge_on_detach,
                 ..MmeConfig::default()
             })
         } else {
@@ -366,11 +419,13 @@ impl EpcConfig {
             m.checkpoints = state != StateStoreConfig::None;
             m
         });
+        let hss_mode = hss_mode(&sig.hss, mme.as_ref())?;
         Ok(EpcConfig {
             node,
             mme,
             transport,
             hss,
+            hss_mode,
             verbose: s.verbose,
             slice_policy,
             state,
@@ -381,6 +436,82 @@ impl EpcConfig {
     pub fn default_config() -> EpcConfig {
         Self::parse("").expect("the defaults are valid")
     }
+}
+
+/// The `[hss]` section's backend; `mme` (when enabled) for the timer check.
+fn hss_mode(h: &HssSection, mme: Option<&MmeConfig>) -> Result<HssMode, String> {
+    match h.mode.as_str() {
+        "embedded" => return Ok(HssMode::Embedded),
+        "diameter" => {}
+        other => {
+            return Err(format!(
+                "config key `hss.mode`: must be embedded or diameter, got {other:?}"
+            ))
+        }
+    }
+    if h.peers.is_empty() {
+        return Err(
+            "config key `hss.peers`: diameter mode needs at least one \"host:port\"".into(),
+        );
+    }
+    for p in &h.peers {
+        let port_ok = p.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|n| n > 0)
+        });
+        if !port_ok {
+            return Err(format!(
+                "config key `hss.peers`: {p:?} is not \"host:port\" (e.g. \"127.0.0.1:3868\")"
+            ));
+        }
+    }
+    for (key, v) in [
+        ("hss.origin_host", &h.origin_host),
+        ("hss.origin_realm", &h.origin_realm),
+        ("hss.destination_realm", &h.destination_realm),
+    ] {
+        if v.is_empty() || v.contains(char::is_whitespace) {
+            return Err(format!(
+                "config key `{key}`: must be a Diameter identity (a non-empty FQDN), got {v:?}"
+            ));
+        }
+    }
+    if h.watchdog_s < 6 {
+        // RFC 3539 §3.4.1: Tw must not be set below 6 s.
+        return Err(format!(
+            "config key `hss.watchdog_s`: RFC 3539 allows no less than 6 s, got {}",
+            h.watchdog_s
+        ));
+    }
+    if h.request_timeout_ms == 0 {
+        return Err("config key `hss.request_timeout_ms`: must be > 0".into());
+    }
+    if h.reconnect_s == 0 {
+        return Err("config key `hss.reconnect_s`: must be > 0".into());
+    }
+    let request_timeout = Duration::from_millis(h.request_timeout_ms);
+    if let Some(m) = mme {
+        if m.hss_timeout <= 2 * request_timeout {
+            return Err(format!(
+                "config key `mme.hss_timeout_ms`: must exceed twice `hss.request_timeout_ms` ({} ms > 2 x {} ms): a request that fails over to a second peer may take two request timeouts, and the MME must not give up on an answer still coming",
+                m.hss_timeout.as_millis(),
+                h.request_timeout_ms
+            ));
+        }
+    }
+    let mut base = pepc_diameter::base::Config::new(&h.origin_host, &h.origin_realm);
+    base.watchdog = Duration::from_secs(h.watchdog_s);
+    base.request_timeout = request_timeout;
+    base.reconnect = Duration::from_secs(h.reconnect_s);
+    Ok(HssMode::Diameter(Box::new(DriverConfig {
+        peers: h.peers.clone(),
+        base,
+        s6a: pepc_diameter::s6a::S6aConfig {
+            destination_realm: h.destination_realm.clone(),
+            destination_host: (!h.destination_host.is_empty()).then(|| h.destination_host.clone()),
+            visited_plmn: mme.map_or(MmeConfig::default().plmn.0, |m| m.plmn.0),
+        },
+        connect_timeout: Duration::from_secs(1),
+    })))
 }
 
 /// Open the configured HSS.
@@ -480,20 +611,37 @@ impl Epc {
                 sink: ck.as_ref().map(|c| c.sink()),
                 restore: std::mem::take(&mut restore[s]),
             };
-            // Each slice reaches the embedded HSS through the node's proxy, inline on
-            // its control thread.
-            let proxy = || Proxy::embedded(hss.clone(), pepc_mme::mme::urandom());
+            // Each slice reaches the HSS through the node's proxy: the embedded HSS
+            // inline on its control thread, or one S6a client for the node whose
+            // answers go back to the slice the MME UE S1AP ID names.
+            let mut proxies: Vec<Proxy> = match &cfg.hss_mode {
+                HssMode::Embedded => (0..n)
+                    .map(|_| Proxy::embedded(hss.clone(), pepc_mme::mme::urandom()))
+                    .collect(),
+                HssMode::Diameter(d) => {
+                    let ids = pepc_slice::ids::SignalingIds::new(n);
+                    let route = Box::new(move |id| ids.slice_of(id));
+                    S6aBackend::start_routed((**d).clone(), n, route)
+                        .map_err(|e| format!("starting the S6a client: {e}"))?
+                        .into_iter()
+                        .map(|b| Proxy::new(Box::new(b)))
+                        .collect()
+                }
+            };
             if n == 1 {
                 let mut mme = Mme::new(mcfg.clone());
                 mme.set_role(ep.role(0));
                 // The endpoint runs inline in the only slice's control thread.
-                let mut d = MmeDriver::new(transport, mme, proxy());
+                let mut d = MmeDriver::new(transport, mme, proxies.remove(0));
                 d.verbose = cfg.verbose;
                 d.state = state(0);
                 gauges.push(d.gauges());
                 drivers.push(Some(Box::new(d)));
             } else {
-                let mmes = (0..n).map(|_| (Mme::new(mcfg.clone()), proxy())).collect();
+                let mmes = proxies
+                    .into_iter()
+                    .map(|p| (Mme::new(mcfg.clone()), p))
+                    .collect();
                 let (t, slices) = start_signaling(transport, ep, mmes, cfg.verbose, None)
                     .map_err(|e| format!("starting the S1AP endpoint thread: {e}"))?;
                 endpoint = Some(t);
@@ -669,6 +817,50 @@ mod tests {
         assert!(e.contains("mme.enabled"), "{e}");
         let e = EpcConfig::parse("[hss]\ndb = \"\"\n").unwrap_err();
         assert!(e.contains("hss.db"), "{e}");
+    }
+
+    #[test]
+    fn diameter_mode_is_validated_key_by_key() {
+        let c = EpcConfig::default_config();
+        assert!(matches!(c.hss_mode, HssMode::Embedded));
+        let d = "[hss]\nmode = \"diameter\"\n";
+        let c = EpcConfig::parse(&format!(
+            "{d}peers = [\"127.0.0.1:3868\", \"hss2:3868\"]\ndestination_host = \"hss.test\"\n"
+        ))
+        .unwrap();
+        let HssMode::Diameter(dc) = &c.hss_mode else {
+            panic!("{:?}", c.hss_mode)
+        };
+        assert_eq!(dc.peers.len(), 2);
+        assert_eq!(dc.base.request_timeout, Duration::from_millis(2000));
+        assert_eq!(dc.base.watchdog, Duration::from_secs(30));
+        assert_eq!(dc.s6a.destination_host.as_deref(), Some("hss.test"));
+        assert_eq!(dc.s6a.visited_plmn, [0x00, 0xf1, 0x10]);
+        for (extra, key) in [
+            ("peers = []\n", "hss.peers"),
+            ("peers = [\"nohost\"]\n", "hss.peers"),
+            ("origin_host = \"\"\n", "hss.origin_host"),
+            ("destination_realm = \"a b\"\n", "hss.destination_realm"),
+            ("watchdog_s = 1\n", "hss.watchdog_s"),
+            ("request_timeout_ms = 0\n", "hss.request_timeout_ms"),
+            ("reconnect_s = 0\n", "hss.reconnect_s"),
+        ] {
+            let e = EpcConfig::parse(&format!("{d}{extra}")).unwrap_err();
+            assert!(e.contains(key), "{extra}: {e}");
+        }
+        let e = EpcConfig::parse("[hss]\nmode = \"s6a\"\n").unwrap_err();
+        assert!(e.contains("hss.mode"), "{e}");
+        // 2 x 3000 ms is not below the MME's 5000 ms: refused, and said why.
+        let e = EpcConfig::parse(&format!("{d}request_timeout_ms = 3000\n")).unwrap_err();
+        assert!(
+            e.contains("mme.hss_timeout_ms") && e.contains("twice"),
+            "{e}"
+        );
+        let c = EpcConfig::parse(&format!(
+            "[mme]\nhss_timeout_ms = 7000\n{d}request_timeout_ms = 3000\n"
+        ))
+        .unwrap();
+        assert_eq!(c.mme.unwrap().hss_timeout, Duration::from_secs(7));
     }
 
     #[test]

@@ -335,25 +335,34 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
 }
 
 fn run_node(a: &RunArgs) -> Result<(), String> {
-    use pepc::epc::{open_hss, Epc, EpcConfig, HssStore};
+    use pepc::epc::{open_hss, Epc, EpcConfig, HssMode, HssStore};
     let cfg = match &a.config {
         Some(p) => EpcConfig::load(p)?,
         None => EpcConfig::default_config(),
     };
-    let hss = open_hss(&cfg.hss)?;
+    // An external HSS serves the subscribers: no database file is opened then.
+    let hss = match &cfg.hss_mode {
+        HssMode::Embedded => open_hss(&cfg.hss)?,
+        HssMode::Diameter(_) => open_hss(&HssStore::Memory)?,
+    };
     let subscribers = hss.list().map_err(|e| e.to_string())?.len();
     let epc = Epc::start(&cfg, hss)?;
     let v = &cfg.node;
+    let hss_desc = match (&cfg.hss_mode, &cfg.hss) {
+        (HssMode::Diameter(d), _) => format!(
+            "over S6a to {} (realm {})",
+            d.peers.join(", "),
+            d.s6a.destination_realm
+        ),
+        (HssMode::Embedded, HssStore::File(p)) => {
+            format!("{} ({subscribers} subscribers)", p.display())
+        }
+        (HssMode::Embedded, HssStore::Memory) => format!("in memory ({subscribers} subscribers)"),
+    };
     match &epc.s1mme {
         Some(s1mme) => eprintln!(
-            "pepc node: {} slice(s), S1-MME {s1mme}, S1-U {}, SGi {}, HSS {} ({subscribers} subscribers)",
-            v.slices,
-            epc.node.s1u_addr,
-            epc.node.sgi_desc,
-            match &cfg.hss {
-                HssStore::File(p) => p.display().to_string(),
-                HssStore::Memory => "in memory".into(),
-            }
+            "pepc node: {} slice(s), S1-MME {s1mme}, S1-U {}, SGi {}, HSS {hss_desc}",
+            v.slices, epc.node.s1u_addr, epc.node.sgi_desc,
         ),
         None => eprintln!(
             "pepc node: {} slice(s), S1-U {}, SGi {}, MME disabled: {} synthetic users at {} events/s",

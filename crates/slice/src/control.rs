@@ -975,6 +975,24 @@ impl ControlPlane {
         self.bearer_alloc.free(slot);
     }
 
+    /// Change a bearer's ARP (a subscription change from the HSS).
+    pub fn set_bearer_arp(&mut self, ue_slot: u32, ebi: u8, arp: Arp) -> Result<(), CtrlError> {
+        self.ue_mut(ue_slot)?
+            .bearer_mut(ebi)
+            .ok_or(CtrlError::NoSuchBearer { ue_slot, ebi })?
+            .arp = arp;
+        self.republish(ue_slot)
+    }
+
+    /// Change a UE's AMBR (a subscription change from the HSS); the data path
+    /// enforces the new rates from its next update.
+    pub fn set_ambr(&mut self, ue_slot: u32, ul: u64, dl: u64) -> Result<(), CtrlError> {
+        let ue = self.ue_mut(ue_slot)?;
+        ue.ambr_ul = ul;
+        ue.ambr_dl = dl;
+        self.republish(ue_slot)
+    }
+
     /// Set the PCEF rule set of a UE (a PCRF update).
     pub fn set_rule_set(&mut self, ue_slot: u32, id: u16) -> Result<(), CtrlError> {
         if id as usize >= crate::counters::MAX_RULE_SETS {

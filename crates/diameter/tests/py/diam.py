@@ -5,6 +5,13 @@ scripts/test.sh) for pepc-diameter's tests:
   diam.py decode            hex messages on stdin (one a line) -> JSON trees, one a line
   diam.py encode            JSON message specs on stdin (one a line) -> hex, one a line
   diam.py hss PORT LOG ...  a test HSS serving S6a over TCP on 127.0.0.1:PORT
+  diam.py milenage          self-test of the HSS's Milenage against TS 35.208 set 1
+
+The HSS's modes: normal (vectors of a hash, for codec tests), milenage (real
+Milenage vectors and KASME for pepc's test UEs: K and OPc of pepc_mme::sim, SQN
+per subscriber, AUTS checked), mute, silent, reset. On stdin it takes commands:
+"clr IMSI", "clr-reattach IMSI", "idr IMSI": a CLR (SUBSCRIPTION_WITHDRAWAL) or an
+IDR to the MME connection that last sent a ULR for IMSI.
 
 A JSON tree: {"R":1,"P":1,"E":0,"T":0,"cmd":318,"app":16777251,"hbh":..,"e2e":..,
 "avps":[{"code":263,"vendor":0,"M":1,"value":...}, ...]} where a value is an int, a
@@ -115,6 +122,63 @@ def find(avps, code, vendor=0):
     return None
 
 
+# ----------------------------------------------------------------------- Milenage
+
+def _aes(k, x):
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    e = Cipher(algorithms.AES(k), modes.ECB()).encryptor()
+    return e.update(x) + e.finalize()
+
+
+def _xor(a, b):
+    return bytes(x ^ y for x, y in zip(a, b))
+
+
+def _rot(x, r):
+    n = int.from_bytes(x, "big")
+    r %= 128
+    n = ((n << r) | (n >> (128 - r))) & ((1 << 128) - 1)
+    return n.to_bytes(16, "big")
+
+
+def milenage(k, opc, rand, sqn, amf):
+    """TS 35.206: (MAC-A, MAC-S, RES, CK, IK, AK, AK*)."""
+    temp = _aes(k, _xor(rand, opc))
+    in1 = sqn + amf + sqn + amf
+    out1 = _xor(_aes(k, _xor(temp, _rot(_xor(in1, opc), 64))), opc)
+
+    def f(r, c):
+        cc = bytes(15) + bytes([c])
+        return _xor(_aes(k, _xor(_rot(_xor(temp, opc), r), cc)), opc)
+    out2, out3, out4, out5 = f(0, 1), f(32, 2), f(64, 4), f(96, 8)
+    return out1[:8], out1[8:], out2[8:], out3, out4, out2[:6], out5[:6]
+
+
+def kasme(ck, ik, plmn, sqn_ak):
+    """TS 33.401 A.2."""
+    import hashlib
+    import hmac
+    s = b"\x10" + plmn + b"\x00\x03" + sqn_ak + b"\x00\x06"
+    return hmac.new(ck + ik, s, hashlib.sha256).digest()
+
+
+# pepc_mme::sim's test keys (Open5GS test keys): test material, never real.
+TEST_K = bytes.fromhex("465B5CE8B199B49FAA5F0A2EE238A6BC")
+TEST_OPC = bytes.fromhex("E8ED289DEBA952E4283B54E88E6183CA")
+
+
+def milenage_selftest():
+    k = bytes.fromhex("465b5ce8b199b49faa5f0a2ee238a6bc")
+    opc = bytes.fromhex("cd63cb71954a9f4e48a5994e37a02baf")
+    rand = bytes.fromhex("23553cbe9637a89d218ae64dae47bf35")
+    got = milenage(k, opc, rand, bytes.fromhex("ff9bb4d0b607"), bytes.fromhex("b9b9"))
+    want = ["4a9ffac354dfafb3", "01cfaf9ec4e871e9", "a54211d5e3ba50bf",
+            "b40ba9a3c58b2a05bbf0d987b21bf8cb", "f769bcd751044604127672711c6d3441",
+            "aa689c648370", "451e8beca43b"]
+    assert [g.hex() for g in got] == want, [g.hex() for g in got]
+    print("ok")
+
+
 # ---------------------------------------------------------------------------- HSS
 
 def A(code, value, vendor=0, M=1):
@@ -161,7 +225,52 @@ class Hss:
         self.port, self.name, self.mode, self.after_ulr = port, name, mode, after_ulr
         self.log = open(log, "a", buffering=1)
         self.lock = threading.Lock()
+        self.tx_lock = threading.Lock()
         self.counter = 0
+        self.sqn = {}       # milenage mode: the next SQN per subscriber
+        self.ulr_of = {}    # IMSI -> (connection, ULR) for the stdin commands
+
+    def tx(self, c, data):
+        # The connection threads and the command thread write whole messages.
+        with self.tx_lock:
+            c.sendall(data)
+
+    def milenage_vector(self, user, plmn, resync):
+        """A real vector for pepc's test UE; with resync (RAND||AUTS), the SQN is
+        taken from a verified AUTS first. None if the AUTS does not verify."""
+        with self.lock:
+            if resync:
+                rand, auts = resync[:16], resync[16:]
+                ak_s = milenage(TEST_K, TEST_OPC, rand, bytes(6), bytes(2))[6]
+                sqn_ms = _xor(auts[:6], ak_s)
+                mac_s = milenage(TEST_K, TEST_OPC, rand, sqn_ms, bytes(2))[1]
+                if mac_s != auts[6:]:
+                    return None
+                self.sqn[user] = int.from_bytes(sqn_ms, "big") + 32
+            sqn = self.sqn.get(user, 32)
+            self.sqn[user] = sqn + 32
+        rand = os.urandom(16)
+        sqn_b = sqn.to_bytes(6, "big")
+        amf = bytes.fromhex("8000")
+        mac_a, _, res, ck, ik, ak, _ = milenage(TEST_K, TEST_OPC, rand, sqn_b, amf)
+        sqn_ak = _xor(sqn_b, ak)
+        return {"rand": rand.hex(), "xres": res.hex(), "autn": (sqn_ak + amf + mac_a).hex(),
+                "kasme": kasme(ck, ik, plmn, sqn_ak).hex()}
+
+    def commands(self):
+        """stdin: "clr IMSI", "clr-reattach IMSI", "idr IMSI"."""
+        for line in sys.stdin:
+            parts = line.split()
+            if len(parts) != 2:
+                continue
+            what, user = parts
+            with self.lock:
+                got = self.ulr_of.get(user)
+            if got is None:
+                self.note(event="command", what=what, user=user, error="no ULR seen")
+                continue
+            self.note(event="command", what=what, user=user)
+            self.push(got[0], got[1], what, user)
 
     def note(self, **kw):
         kw["hss"] = self.name
@@ -222,6 +331,7 @@ class Hss:
         user = find(avps, 1)
         if not m["R"]:
             self.note(event="answer", cmd=m["cmd"], result=find(avps, 268),
+                      exp=find(find(avps, 297) or [], 298),
                       failed=[a["code"] for a in (find(avps, 279) or [])])
             return True
         self.note(event="request", cmd=m["cmd"], user=user, T=m["T"],
@@ -230,14 +340,14 @@ class Hss:
         if self.mode == "mute" and m["cmd"] != 257:
             return True
         if m["cmd"] == 257:
-            c.sendall(self.answer(m, [A(268, 2001), A(257, {"addr": [1, "7f000001"]}),
+            self.tx(c, self.answer(m, [A(268, 2001), A(257, {"addr": [1, "7f000001"]}),
                                       A(266, 0), A(269, "pycrate-hss", M=0),
                                       A(265, V3GPP),
                                       A(260, [A(266, V3GPP), A(258, S6A)])]))
         elif m["cmd"] == 280:
-            c.sendall(self.answer(m, [A(268, 2001)]))
+            self.tx(c, self.answer(m, [A(268, 2001)]))
         elif m["cmd"] == 282:
-            c.sendall(self.answer(m, [A(268, 2001)]))
+            self.tx(c, self.answer(m, [A(268, 2001)]))
             c.close()
             return False
         elif self.mode == "silent":
@@ -247,28 +357,42 @@ class Hss:
             c.close()
             return False
         elif user is None or not user.startswith("00101"):
-            c.sendall(self.answer(m, [A(297, [A(266, V3GPP), A(298, 5001)]),
+            self.tx(c, self.answer(m, [A(297, [A(266, V3GPP), A(298, 5001)]),
                                       A(277, 1)]))
         elif user.endswith("99"):
-            c.sendall(self.answer(m, [A(297, [A(266, V3GPP), A(298, 5420)]), A(277, 1)]))
+            self.tx(c, self.answer(m, [A(297, [A(266, V3GPP), A(298, 5420)]), A(277, 1)]))
+        elif user.endswith("98"):
+            self.tx(c, self.answer(m, [A(297, [A(266, V3GPP), A(298, 5004)]), A(277, 1)]))
         elif m["cmd"] == 318:
             resync = (find(find(avps, 1408, V3GPP) or [], 1411, V3GPP) or {}).get("hex")
-            v = self.vector(user, resync)
-            self.note(event="vector", user=user, **v)
-            c.sendall(self.answer(m, [A(268, 2001), A(277, 1), G(1413, [G(1414, [
+            if self.mode == "milenage":
+                plmn = bytes.fromhex((find(avps, 1407, V3GPP) or {}).get("hex", "00f110"))
+                v = self.milenage_vector(user, plmn, bytes.fromhex(resync) if resync else None)
+                if v is None:
+                    self.note(event="resync refused", user=user)
+                    self.tx(c, self.answer(m, [A(297, [A(266, V3GPP), A(298, 4181)]),
+                                               A(277, 1)]))
+                    return True
+                self.note(event="vector", user=user)  # no key material in the log
+            else:
+                v = self.vector(user, resync)
+                self.note(event="vector", user=user, **v)
+            self.tx(c, self.answer(m, [A(268, 2001), A(277, 1), G(1413, [G(1414, [
                 A(1419, 1, V3GPP), A(1447, {"hex": v["rand"]}, V3GPP),
                 A(1448, {"hex": v["xres"]}, V3GPP), A(1449, {"hex": v["autn"]}, V3GPP),
                 A(1450, {"hex": v["kasme"]}, V3GPP)])])]))
         elif m["cmd"] == 316:
-            c.sendall(self.answer(m, [A(268, 2001), A(277, 1), A(1406, 1, V3GPP),
+            self.tx(c, self.answer(m, [A(268, 2001), A(277, 1), A(1406, 1, V3GPP),
                                       subscription("46" + user[-9:], "internet", 9, 8,
                                                    50000000, 100000000)]))
+            with self.lock:
+                self.ulr_of[user] = (c, m)
             for what in self.after_ulr:
                 self.push(c, m, what, user)
         elif m["cmd"] == 321:
-            c.sendall(self.answer(m, [A(268, 2001), A(277, 1), A(1442, 0, V3GPP)]))
+            self.tx(c, self.answer(m, [A(268, 2001), A(277, 1), A(1442, 0, V3GPP)]))
         else:
-            c.sendall(self.answer(m, [A(268, 3001)], E=1))
+            self.tx(c, self.answer(m, [A(268, 3001)], E=1))
         return True
 
     def push(self, c, req, what, user):
@@ -282,13 +406,16 @@ class Hss:
         if what == "clr":
             avps = base + [A(1420, 2, V3GPP)]  # SUBSCRIPTION_WITHDRAWAL
             cmd = 317
+        elif what == "clr-reattach":
+            avps = base + [A(1420, 2, V3GPP), A(1638, 2, V3GPP)]  # Reattach-Required
+            cmd = 317
         elif what == "idr":
             avps = base + [subscription("46" + user[-9:], "fast", 6, 2, 1000, 2000)]
             cmd = 319
         else:  # an IDR with an unknown AVP marked mandatory
             avps = base + [A(99999, {"hex": "0102"}, V3GPP, M=1)]
             cmd = 319
-        c.sendall(encode({"R": 1, "P": 1, "cmd": cmd, "app": S6A, "hbh": 0x5000 + cmd,
+        self.tx(c, encode({"R": 1, "P": 1, "cmd": cmd, "app": S6A, "hbh": 0x5000 + cmd,
                           "e2e": 0x6000 + cmd, "avps": avps}))
 
 
@@ -312,7 +439,11 @@ def main():
         after = [x for x in (sys.argv[6] if len(sys.argv) > 6 else "").split(",") if x]
         # Bounded: a test HSS never outlives its test by long, even if killed badly.
         threading.Timer(120, lambda: os._exit(0)).start()
-        Hss(port, log, name, mode, after).serve()
+        hss = Hss(port, log, name, mode, after)
+        threading.Thread(target=hss.commands, daemon=True).start()
+        hss.serve()
+    elif what == "milenage":
+        milenage_selftest()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ impl Mme {
         now: Instant,
     ) {
         self.stats.detaches += 1;
+        if self.cfg.purge_on_detach {
+            self.purge_at_hss(cp, id, out);
+        }
         self.drop_session(cp, id, out);
         self.procedure_done(id);
         if let Some(u) = self.ue_mut(cp, id) {

@@ -6,6 +6,7 @@ mod attach;
 mod auth;
 mod detach;
 mod guti;
+mod hss_initiated;
 mod security_mode;
 mod service;
 mod tau;
