@@ -236,7 +236,7 @@ impl Drop for ThreadedBackend {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::io::wait_any_readable;
     use pepc_mme::sim::{initial_ue, subscriber, Harness, SimUe};
@@ -249,8 +249,8 @@ mod tests {
     const IMSI: &str = "001010000000001";
 
     /// An MME with an eNB set up on association 1, and the Initial UE Message of an
-    /// attach by IMSI.
-    fn mme_and_attach() -> (Mme, ControlPlane, Vec<u8>) {
+    /// attach by IMSI (also the S6a backend's tests' start).
+    pub(crate) fn mme_and_attach() -> (Mme, ControlPlane, Vec<u8>) {
         let cfg = MmeConfig::default();
         let plmn = cfg.plmn;
         let mut mme = Mme::new(cfg.clone());

@@ -182,16 +182,11 @@ mod tests {
     use crate::proxy::Proxy;
     use pepc_diameter::base;
     use pepc_diameter::s6a::S6aConfig;
-    use pepc_mme::sim::{initial_ue, Harness, SimUe};
-    use pepc_mme::{Input, Mme, MmeConfig, Output};
+    use pepc_mme::{MmeConfig, Output};
     use pepc_s1ap::msg::S1apMessage;
-    use pepc_s1ap::{EnbId, GlobalEnbId};
-    use pepc_slice::slice::{build, SliceConfig};
     use std::io::Read;
     use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
-
-    const IMSI: &str = "001010000000001";
 
     /// The test HSS of pepc-diameter (pycrate, an independent codec) on a free port.
     struct Hss(Child);
@@ -229,30 +224,7 @@ mod tests {
         Some((Hss(child), port))
     }
 
-    fn mme_and_attach() -> (Mme, pepc_slice::control::ControlPlane, Vec<u8>) {
-        let cfg = MmeConfig::default();
-        let plmn = cfg.plmn;
-        let mut mme = Mme::new(cfg.clone());
-        let (mut cp, _dp) = build(&SliceConfig::for_users(16));
-        let mut out = vec![];
-        mme.handle(
-            Instant::now(),
-            Input::EnbSetup {
-                assoc: 1,
-                out_streams: 2,
-                global_id: GlobalEnbId {
-                    plmn,
-                    enb_id: EnbId::Macro(1),
-                },
-            },
-            &mut cp,
-            &mut out,
-        );
-        let h = Harness::new(1, cfg);
-        let ue = SimUe::new(IMSI, 7);
-        let msg: S1apMessage = initial_ue(&h, &ue, ue.attach_request(None, false), None).into();
-        (mme, cp, msg.encode().unwrap())
-    }
+    use crate::proxy::tests::mme_and_attach;
 
     /// An attach's ULR and AIR go over Diameter to the test HSS; its answers reach
     /// the MME, which sends the Authentication Request.
