@@ -67,6 +67,8 @@ struct Wire {
     transport: Box<dyn S1Transport>,
     events: Vec<TransportEvent>,
     verbose: bool,
+    /// Associations up now (shut down when the node stops).
+    live: std::collections::HashSet<pepc_sctp::AssocId>,
 }
 
 impl Wire {
@@ -75,6 +77,33 @@ impl Wire {
             transport,
             events: Vec::with_capacity(256),
             verbose: false,
+            live: Default::default(),
+        }
+    }
+
+    /// The node stops: every association is shut down (SCTP SHUTDOWN, so the eNBs
+    /// learn at once rather than by their heartbeats), waiting a moment for the
+    /// peers' SHUTDOWN ACKs.
+    fn shutdown(&mut self) {
+        let mut open: std::collections::HashSet<_> = self.live.drain().collect();
+        for a in &open {
+            self.transport.close(*a);
+        }
+        let until = Instant::now() + Duration::from_millis(500);
+        let mut ev = Vec::new();
+        while !open.is_empty() && Instant::now() < until {
+            if self
+                .transport
+                .poll(Duration::from_millis(10), &mut ev)
+                .is_err()
+            {
+                break;
+            }
+            for e in ev.drain(..) {
+                if let TransportEvent::Down { assoc, .. } = e {
+                    open.remove(&assoc);
+                }
+            }
         }
     }
 
@@ -94,8 +123,14 @@ impl Wire {
             match ev {
                 TransportEvent::Up {
                     assoc, out_streams, ..
-                } => ep.assoc_up(assoc, out_streams),
-                TransportEvent::Down { assoc, .. } => ep.assoc_down(assoc, eo),
+                } => {
+                    self.live.insert(assoc);
+                    ep.assoc_up(assoc, out_streams)
+                }
+                TransportEvent::Down { assoc, .. } => {
+                    self.live.remove(&assoc);
+                    ep.assoc_down(assoc, eo)
+                }
                 TransportEvent::Data {
                     assoc,
                     stream,
@@ -247,6 +282,7 @@ impl MmeDriver {
 
 impl Drop for MmeDriver {
     fn drop(&mut self) {
+        self.wire.shutdown();
         if let Ok(mut s) = self.gauges.final_stats.lock() {
             *s = Some(self.mme.stats.clone());
         }
@@ -571,6 +607,7 @@ pub fn start_signaling(
                 pepc_slice::slice::pin_current_thread(c);
             }
             endpoint_loop(&mut wire, &mut endpoint, &mut links, &st, &g);
+            wire.shutdown();
             endpoint
         })?;
     Ok((

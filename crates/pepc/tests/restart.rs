@@ -352,12 +352,25 @@ fn kill_9_and_restart_loses_no_registered_ue() {
             ue.received
         );
     }
-    drop(enb);
-    // SIGTERM: a graceful stop, checkpoints committed and figures printed.
+    // SIGTERM: a graceful stop, checkpoints committed and figures printed, and the
+    // association shut down (the eNB learns at once).
     // SAFETY: a signal to our own child.
     unsafe {
         libc::kill(node.0.id() as i32, libc::SIGTERM);
     }
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut down = false;
+    while !down && Instant::now() < until {
+        enb.t
+            .poll(Duration::from_millis(50), &mut enb.events)
+            .unwrap();
+        down = enb
+            .events
+            .drain(..)
+            .any(|e| matches!(e, TransportEvent::Down { .. }));
+    }
+    assert!(down, "the node shut the association down at SIGTERM");
+    drop(enb);
     let status = wait_exit(&mut node, Duration::from_secs(30));
     assert!(status.success());
     let log = std::fs::read_to_string(dir.join("second.log")).unwrap();
