@@ -91,10 +91,11 @@ impl Wire {
         }
         let until = Instant::now() + Duration::from_millis(500);
         let mut ev = Vec::new();
+        // Short polls: never a longer wait than the control thread's idle cap.
         while !open.is_empty() && Instant::now() < until {
             if self
                 .transport
-                .poll(Duration::from_millis(10), &mut ev)
+                .poll(Duration::from_millis(5), &mut ev)
                 .is_err()
             {
                 break;
