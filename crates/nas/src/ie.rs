@@ -312,6 +312,9 @@ pub fn encode_apn(apn: &str) -> R<Vec<u8>> {
     Ok(out)
 }
 
+/// The dotted text of DNS-label octets. Labels are 1..=63 printable ASCII characters
+/// other than '.', so the text encodes back to the same octets; anything else (an
+/// empty label, a dot or a control octet inside one) is refused, not rewritten.
 pub fn decode_apn(mut b: &[u8]) -> R<String> {
     let mut labels = Vec::new();
     while let Some(&n) = b.first() {
@@ -319,7 +322,11 @@ pub fn decode_apn(mut b: &[u8]) -> R<String> {
         if b.len() < 1 + n {
             return Err(short("APN label", 1 + n, b.len()));
         }
-        labels.push(String::from_utf8_lossy(&b[1..1 + n]).into_owned());
+        let label = &b[1..1 + n];
+        if n == 0 || n > 63 || !label.iter().all(|c| c.is_ascii_graphic() && *c != b'.') {
+            return Err(NasError::Decode(format!("APN label {label:02x?}")));
+        }
+        labels.push(String::from_utf8_lossy(label).into_owned());
         b = &b[1 + n..];
     }
     Ok(labels.join("."))
