@@ -11,7 +11,7 @@ secs="${1:-20}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(s1ap_decode nas_decode gtpu_datapath sctp_endpoint mme_flow config_parse)
+  targets=(s1ap_decode nas_decode gtpu_datapath sctp_endpoint mme_flow config_parse diameter_decode)
 fi
 jobs="${FUZZ_JOBS:-1}"
 
