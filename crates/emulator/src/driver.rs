@@ -218,18 +218,16 @@ impl Pdn {
             SgiMode::Udp => udp(),
             SgiMode::Tun => match Tun::open(&cfg.tun_name, cfg.server_ip) {
                 Ok(t) => {
-                    if cfg.progress {
-                        eprintln!(
-                            "pepc-emulator: PDN side is TUN {} routing {} (kernel routing)",
-                            t.name(),
-                            cfg.server_ip
-                        );
-                    }
+                    tracing::info!(
+                        "emulator: PDN side is TUN {} routing {} (kernel routing)",
+                        t.name(),
+                        cfg.server_ip
+                    );
                     Ok(Pdn::Tun(t))
                 }
                 Err(e) => {
-                    eprintln!(
-                        "pepc-emulator: cannot use a TUN PDN side ({e}); it needs root or \
+                    tracing::warn!(
+                        "emulator: cannot use a TUN PDN side ({e}); it needs root or \
                          CAP_NET_ADMIN and /dev/net/tun. Falling back to the userspace \
                          UDP sink on {}.",
                         cfg.pdn_addr

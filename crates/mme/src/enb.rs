@@ -92,13 +92,9 @@ pub(crate) fn send_error_indication(
     cause: Cause,
     out: &mut Vec<Output>,
 ) {
-    log(
-        out,
-        LogLevel::Debug,
-        format!(
+    tracing::debug!(
             "assoc {assoc}: Error Indication {cause:?} for {what} (MME-UE-S1AP-ID {mme:?}, eNB-UE-S1AP-ID {enb:?})"
-        ),
-    );
+        );
     let m = S1apMessage::from(ErrorIndication {
         mme_ue_id: mme,
         enb_ue_id: enb,
@@ -110,11 +106,7 @@ pub(crate) fn send_error_indication(
             stream: 0,
             bytes,
         }),
-        Err(e) => log(
-            out,
-            LogLevel::Warn,
-            format!("cannot encode {}: {e}", m.name()),
-        ),
+        Err(e) => tracing::warn!("cannot encode {}: {e}", m.name()),
     }
 }
 
@@ -125,10 +117,6 @@ pub(crate) fn undecodable_s1ap(assoc: AssocId, e: &pepc_s1ap::S1apError, out: &m
         pepc_s1ap::S1apError::Decode(_) => Cause::TRANSFER_SYNTAX_ERROR,
         _ => Cause::ABSTRACT_SYNTAX_ERROR_REJECT,
     };
-    log(
-        out,
-        LogLevel::Warn,
-        format!("assoc {assoc}: undecodable S1AP: {e}"),
-    );
+    tracing::warn!("assoc {assoc}: undecodable S1AP: {e}");
     send_error_indication(assoc, "undecodable S1AP", None, None, cause, out);
 }

@@ -19,7 +19,7 @@
 //! slices: they learn of eNBs from [`Input::EnbSetup`] / [`Input::EnbDown`].
 
 use crate::config::MmeConfig;
-use crate::mme::{AssocId, Input, LogLevel, Output};
+use crate::mme::{AssocId, Input, Output};
 use pepc_nas::peek::{initial_identity, NasIdentity};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::peek::{peek, procedure, PduKind};
@@ -174,10 +174,6 @@ pub struct S1apEndpoint {
     pub stats: EndpointStats,
 }
 
-fn log(out: &mut EndpointOut, level: LogLevel, msg: String) {
-    out.wire.push(Output::Log(level, msg));
-}
-
 impl S1apEndpoint {
     pub fn new(cfg: MmeConfig, slices: usize, policy: SlicePolicy) -> Self {
         S1apEndpoint {
@@ -255,11 +251,7 @@ impl S1apEndpoint {
                 stream: 0,
                 bytes,
             }),
-            Err(e) => log(
-                out,
-                LogLevel::Warn,
-                format!("cannot encode {}: {e}", msg.name()),
-            ),
+            Err(e) => tracing::warn!("cannot encode {}: {e}", msg.name()),
         }
     }
 
@@ -325,11 +317,7 @@ impl S1apEndpoint {
             Ok(p) => p,
             Err(e) => {
                 self.stats.s1ap_decode_errors += 1;
-                log(
-                    out,
-                    LogLevel::Warn,
-                    format!("assoc {assoc}: undecodable S1AP: {e}"),
-                );
+                tracing::warn!("assoc {assoc}: undecodable S1AP: {e}");
                 let cause = Cause::TRANSFER_SYNTAX_ERROR;
                 self.error_indication(assoc, "undecodable S1AP", None, None, cause, out);
                 return;
@@ -399,20 +387,14 @@ impl S1apEndpoint {
             M::ResetAcknowledge(_) => {}
             M::ErrorIndication(m) => {
                 self.stats.error_indications_rx += 1;
-                log(
-                    out,
-                    LogLevel::Warn,
-                    format!(
-                        "assoc {assoc}: Error Indication {:?} (MME {:?}, eNB {:?})",
-                        m.cause, m.mme_ue_id, m.enb_ue_id
-                    ),
+                tracing::warn!(
+                    "assoc {assoc}: Error Indication {:?} (MME {:?}, eNB {:?})",
+                    m.cause,
+                    m.mme_ue_id,
+                    m.enb_ue_id
                 );
             }
-            other => log(
-                out,
-                LogLevel::Warn,
-                format!("assoc {assoc}: ignoring {}", other.name()),
-            ),
+            other => tracing::warn!("assoc {assoc}: ignoring {}", other.name()),
         }
     }
 
@@ -565,11 +547,7 @@ impl S1apEndpoint {
             connections: echo,
             ours: false,
         }) else {
-            log(
-                out,
-                LogLevel::Warn,
-                format!("assoc {assoc}: Reset refused, {MAX_PENDING_RESETS} already pending"),
-            );
+            tracing::warn!("assoc {assoc}: Reset refused, {MAX_PENDING_RESETS} already pending");
             return;
         };
         for s in targets {

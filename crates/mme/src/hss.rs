@@ -476,6 +476,7 @@ mod procedures {
             out: &mut Vec<Output>,
         ) {
             let HssRef { mme_ue_id: id, seq } = a.r;
+            let _span = crate::mme::ue_span(id, None, "HSS answer").entered();
             let awaited = self.ue(cp, id).map(|u| match u.proc {
                 Procedure::ExpectHssProfile {
                     seq: s,
@@ -494,11 +495,7 @@ mod procedures {
                 Some(a) => a,
                 _ => {
                     self.stats.hss_late_answers += 1;
-                    log(
-                        out,
-                        LogLevel::Debug,
-                        format!("UE {id}: HSS answer {seq} not awaited (any more), dropped"),
-                    );
+                    tracing::debug!("UE {id}: HSS answer {seq} not awaited (any more), dropped");
                     return;
                 }
             };
@@ -526,23 +523,19 @@ mod procedures {
                     self.send_auth_request(cp, now, id, v, (resynced, then), out)
                 }
                 (Err(HssFailure::ResyncRefused), true) => {
-                    log(
-                        out,
-                        LogLevel::Info,
-                        format!("UE {id}: HSS refused the resynchronisation"),
-                    );
+                    tracing::info!("UE {id}: HSS refused the resynchronisation");
                     self.auth_reject(cp, now, id, then, out);
                 }
                 (Err(e), _) => {
                     self.stats.hss_failures += 1;
-                    let lvl = match e {
+                    // A subscriber the HSS refuses is an operator matter, not a fault.
+                    match e {
                         HssFailure::UnknownSubscriber
                         | HssFailure::NoEpsSubscription
                         | HssFailure::RoamingNotAllowed
-                        | HssFailure::RatNotAllowed => LogLevel::Info,
-                        _ => LogLevel::Warn,
-                    };
-                    log(out, lvl, format!("UE {id}: HSS: {e}"));
+                        | HssFailure::RatNotAllowed => tracing::info!("UE {id}: HSS: {e}"),
+                        _ => tracing::warn!("UE {id}: HSS: {e}"),
+                    }
                     self.aka_failed(cp, id, then, e.emm_cause(), out);
                 }
                 (Ok(d), _) => {
@@ -551,12 +544,8 @@ mod procedures {
                         HssData::Profile(_) => "subscription data",
                         HssData::Vector(_) => "a vector",
                     };
-                    log(
-                        out,
-                        LogLevel::Warn,
-                        format!(
-                            "UE {id}: HSS answered request {seq} with {what}, not what was asked"
-                        ),
+                    tracing::warn!(
+                        "UE {id}: HSS answered request {seq} with {what}, not what was asked"
                     );
                     self.aka_failed(cp, id, then, EmmCause::NetworkFailure, out);
                 }
@@ -598,11 +587,7 @@ mod procedures {
                         self.hss_deadlines.pop_front();
                         self.stats.hss_timeouts += 1;
                         self.stats.procedure_timeouts += 1;
-                        log(
-                            out,
-                            LogLevel::Warn,
-                            format!("UE {id}: no HSS answer to request {seq} in time"),
-                        );
+                        tracing::warn!("UE {id}: no HSS answer to request {seq} in time");
                         let then = self
                             .ue_mut(cp, id)
                             .and_then(|u| std::mem::replace(&mut u.proc, Procedure::Idle).resume());

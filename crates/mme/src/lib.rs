@@ -57,6 +57,6 @@ pub use cause::{EmmCause, EsmCause};
 pub use config::MmeConfig;
 pub use endpoint::{EndpointOut, EndpointStats, S1apEndpoint, SlicePolicy, SliceRole};
 pub use hss::{CancellationType, HssAnswer, HssFailure, HssProxy, HssRef, HssRequest};
-pub use mme::{AssocId, Input, LogLevel, Mme, MmeError, MmeStats, Output, SnapshotBytes};
+pub use mme::{AssocId, Input, Mme, MmeError, MmeStats, Output, SnapshotBytes};
 pub use pepc_slice::control::{ControlEvent, ControlPlane};
 pub use sim::{run_inprocess_attaches, AttachBenchResult};

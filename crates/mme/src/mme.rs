@@ -69,14 +69,6 @@ pub enum Input {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogLevel {
-    /// Per-message diagnostics (printed only by verbose drivers).
-    Debug,
-    Info,
-    Warn,
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Output {
     S1ap {
@@ -119,8 +111,6 @@ pub enum Output {
     Forget {
         imsi: u64,
     },
-    /// Never contains key material.
-    Log(LogLevel, String),
 }
 
 /// A UE snapshot's bytes: they hold its keys, so `Debug` shows the length only.
@@ -757,6 +747,7 @@ impl Mme {
             if u.gen != gen {
                 continue;
             }
+            let _span = ue_span(id, u.conn.map(|c| c.1), u.proc.name()).entered();
             match kind {
                 0 if u.nas_timer == Some(t) => {
                     u.nas_timer = None;
@@ -769,7 +760,7 @@ impl Mme {
                 2 if u.reach_timer == Some(t) => {
                     u.reach_timer = None;
                     self.stats.implicit_detaches += 1;
-                    log(out, LogLevel::Info, format!("implicit detach of UE {id}"));
+                    tracing::info!("implicit detach of UE {id}");
                     self.purge_at_hss(cp, id, out);
                     self.remove_ue(id, false, cp);
                 }
@@ -793,11 +784,7 @@ impl Mme {
         match u.proc {
             Procedure::ExpectReleaseComplete { then_remove } => {
                 self.stats.release_guard_expiries += 1;
-                log(
-                    out,
-                    LogLevel::Info,
-                    format!("UE {id}: no UE Context Release Complete in time, released locally"),
-                );
+                tracing::info!("UE {id}: no UE Context Release Complete in time, released locally");
                 if then_remove || u.emm == Emm_::Deregistered {
                     self.remove_ue(id, true, cp);
                 } else {
@@ -806,11 +793,7 @@ impl Mme {
             }
             _ if u.sec.is_none() => {
                 self.stats.unauth_expired += 1;
-                log(
-                    out,
-                    LogLevel::Debug,
-                    format!("UE {id}: no security context in time, context released"),
-                );
+                tracing::debug!("UE {id}: no security context in time, context released");
                 if u.conn.is_some() {
                     self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
                 } else {
@@ -954,7 +937,7 @@ impl Mme {
                         snapshot: SnapshotBytes(snapshot),
                     });
                 }
-                Err(e) => log(out, LogLevel::Warn, format!("UE {id}: no checkpoint: {e}")),
+                Err(e) => tracing::warn!("UE {id}: no checkpoint: {e}"),
             }
         }
     }
@@ -1011,11 +994,9 @@ impl Mme {
             } => self.on_s1ap(now, assoc, stream, &bytes, cp, out),
             Input::Control(ev) => match ev {
                 ControlEvent::Page { ue_slot, imsi } => self.page(now, ue_slot, imsi, cp, out),
-                ControlEvent::EnbErrorIndication { enb_teid, enb_addr } => log(
-                    out,
-                    LogLevel::Warn,
-                    format!("eNB {enb_addr} reported unknown S1-U TEID {enb_teid:#x}"),
-                ),
+                ControlEvent::EnbErrorIndication { enb_teid, enb_addr } => {
+                    tracing::warn!("eNB {enb_addr} reported unknown S1-U TEID {enb_teid:#x}")
+                }
             },
             Input::Hss(a) => self.hss_answer(now, a, cp, out),
             Input::HssCancelLocation {
@@ -1053,11 +1034,7 @@ impl Mme {
                 stream,
                 bytes,
             }),
-            Err(e) => log(
-                out,
-                LogLevel::Warn,
-                format!("cannot encode {}: {e}", msg.name()),
-            ),
+            Err(e) => tracing::warn!("cannot encode {}: {e}", msg.name()),
         }
     }
 
@@ -1083,7 +1060,7 @@ impl Mme {
         if u.emm == Emm_::Registered {
             let page = std::mem::take(&mut u.page_after_release);
             if let Some(s) = u.slot {
-                warn_cp(out, id, "release to idle", cp.release_to_idle(s));
+                warn_cp(id, "release to idle", cp.release_to_idle(s));
             }
             self.stats.releases += 1;
             self.procedure_done(id);
@@ -1105,9 +1082,9 @@ impl Mme {
 
     /// Drop UE `id`'s session (the data-path part of its entry: PDN connections,
     /// bearers, tunnels); its signaling part stays.
-    pub(crate) fn drop_session(&mut self, cp: &mut ControlPlane, id: u32, out: &mut Vec<Output>) {
+    pub(crate) fn drop_session(&mut self, cp: &mut ControlPlane, id: u32) {
         if let Some(s) = self.ue_mut(cp, id).and_then(|u| u.slot.take()) {
-            warn_cp(out, id, "detach", cp.detach(s));
+            warn_cp(id, "detach", cp.detach(s));
         }
     }
 
@@ -1305,7 +1282,6 @@ impl Mme {
         if let Some(u) = self.ue(cp, id) {
             if let (Some(s), true) = (u.slot, u.emm == Emm_::Registered) {
                 warn_cp(
-                    out,
                     id,
                     "release of the eNB tunnels",
                     cp.release_access_bearers(s),
@@ -1365,32 +1341,44 @@ impl Mme {
     }
 }
 
-pub(crate) fn log(out: &mut Vec<Output>, lvl: LogLevel, s: String) {
-    out.push(Output::Log(lvl, s));
+/// The span of a UE's signaling: IMSI-free identifiers only (an operator correlates
+/// them with the eNB's; the IMSI stays out of logs). DEBUG, so that at the default
+/// INFO level no span is built per message; events name the UE in their text.
+pub(crate) fn ue_span(
+    mme_ue_id: u32,
+    enb_ue_id: Option<u32>,
+    procedure: &'static str,
+) -> tracing::Span {
+    tracing::debug_span!(
+        "ue",
+        mme_ue_s1ap_id = mme_ue_id,
+        enb_ue_s1ap_id = enb_ue_id,
+        procedure
+    )
 }
 
 /// Log the failure of a slice control-plane call that the procedure goes on without:
 /// what failed for which MME UE S1AP ID, and the slice's error (IDs only, no keys).
 pub(crate) fn log_cp<T>(
-    out: &mut Vec<Output>,
-    lvl: LogLevel,
+    lvl: tracing::Level,
     id: u32,
     what: impl std::fmt::Display,
     r: Result<T, CtrlError>,
 ) {
     if let Err(e) = r {
-        log(out, lvl, format!("UE {id}: slice {what} failed: {e}"));
+        match lvl {
+            tracing::Level::WARN | tracing::Level::ERROR => {
+                tracing::warn!("UE {id}: slice {what} failed: {e}")
+            }
+            tracing::Level::INFO => tracing::info!("UE {id}: slice {what} failed: {e}"),
+            _ => tracing::debug!("UE {id}: slice {what} failed: {e}"),
+        }
     }
 }
 
-/// [`log_cp`] at [`LogLevel::Warn`]: a failure nothing explains.
-pub(crate) fn warn_cp<T>(
-    out: &mut Vec<Output>,
-    id: u32,
-    what: impl std::fmt::Display,
-    r: Result<T, CtrlError>,
-) {
-    log_cp(out, LogLevel::Warn, id, what, r)
+/// [`log_cp`] at WARN: a failure nothing explains.
+pub(crate) fn warn_cp<T>(id: u32, what: impl std::fmt::Display, r: Result<T, CtrlError>) {
+    log_cp(tracing::Level::WARN, id, what, r)
 }
 
 pub(crate) fn gbr_of(b: &pepc_slice::context::BearerContext) -> Option<pepc_s1ap::GbrQos> {

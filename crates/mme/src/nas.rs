@@ -98,11 +98,7 @@ impl Mme {
         // Retransmit on the first four expiries; abort on the fifth (TS 24.301 §5.4, §5.5).
         if u.retx_count >= 5 || u.retx.is_none() {
             self.stats.procedure_timeouts += 1;
-            log(
-                out,
-                LogLevel::Warn,
-                format!("UE {id}: NAS procedure {} timed out", u.proc.name()),
-            );
+            tracing::warn!("UE {id}: NAS procedure {} timed out", u.proc.name());
             u.retx = None;
             if u.proc.reauthenticating() {
                 // The gate's re-authentication got no answer: the context stays.
@@ -118,7 +114,7 @@ impl Mme {
                 u.proc = Procedure::Idle;
             } else {
                 u.emm = Emm_::Deregistered;
-                self.drop_session(cp, id, out);
+                self.drop_session(cp, id);
                 self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
             }
             return;
@@ -162,7 +158,6 @@ impl Mme {
         cp: &mut ControlPlane,
         id: u32,
         bytes: &[u8],
-        out: &mut Vec<Output>,
     ) -> Option<(NasEpsMessage, bool)> {
         let first = *bytes.first()?;
         let sht = first >> 4;
@@ -183,26 +178,18 @@ impl Mme {
                         // (§4.4.4.3); a ciphered one cannot even be read.
                         let inner = nasx::unverified_inner(bytes);
                         if inner.is_none() {
-                            log(
-                                out,
-                                LogLevel::Warn,
-                                format!("UE {id}: NAS MAC failure, message discarded"),
-                            );
+                            tracing::warn!("UE {id}: NAS MAC failure, message discarded");
                         }
                         inner.map(|m| (m, false))
                     }
                     Err(UnprotectError::Replay) => {
                         self.stats.nas_replays += 1;
-                        log(
-                            out,
-                            LogLevel::Warn,
-                            format!("UE {id}: replayed NAS COUNT, message discarded"),
-                        );
+                        tracing::warn!("UE {id}: replayed NAS COUNT, message discarded");
                         None
                     }
                     Err(UnprotectError::Malformed(e)) => {
                         self.stats.nas_decode_errors += 1;
-                        log(out, LogLevel::Warn, format!("UE {id}: bad NAS: {e}"));
+                        tracing::warn!("UE {id}: bad NAS: {e}");
                         None
                     }
                 };
@@ -219,11 +206,7 @@ impl Mme {
             let m = nasx::unverified_inner(bytes);
             if m.is_none() {
                 self.stats.nas_unprotected_dropped += 1;
-                log(
-                    out,
-                    LogLevel::Warn,
-                    format!("UE {id}: protected NAS (header type {sht}) without a security context, discarded"),
-                );
+                tracing::warn!("UE {id}: protected NAS (header type {sht}) without a security context, discarded");
             }
             return m.map(|m| (m, false));
         }
@@ -231,11 +214,7 @@ impl Mme {
             Ok(m) => Some((m, false)),
             Err(e) => {
                 self.stats.nas_decode_errors += 1;
-                log(
-                    out,
-                    LogLevel::Warn,
-                    format!("UE {id}: undecodable NAS: {e}"),
-                );
+                tracing::warn!("UE {id}: undecodable NAS: {e}");
                 None
             }
         }
@@ -252,7 +231,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        let Some((msg, verified)) = self.uplink_nas(cp, id, bytes, out) else {
+        let Some((msg, verified)) = self.uplink_nas(cp, id, bytes) else {
             return;
         };
         let Some(u) = self.ue(cp, id) else {
@@ -266,9 +245,11 @@ impl Mme {
             SecState::Authenticating
         };
         let kind = gate::kind_of(&msg);
-        match gate::gate(sec, kind, verified) {
+        let verdict = gate::gate(sec, kind, verified);
+        tracing::debug!(?kind, ?sec, verified, ?verdict, "uplink NAS");
+        match verdict {
             Verdict::Process => self.dispatch(now, id, msg, verified, loc, cp, out),
-            Verdict::Discard => self.gate_discard(id, kind, sec, out),
+            Verdict::Discard => self.gate_discard(id, kind, sec),
             Verdict::Authenticate => match kind {
                 // A new attach by a UE whose context cannot check it: it runs on a
                 // new context, which replaces this one only once secured. This one
@@ -290,19 +271,9 @@ impl Mme {
 
     /// The gate dropped a message: counted, and said at debug level (a storm of
     /// them is no reason to flood the log).
-    pub(crate) fn gate_discard(
-        &mut self,
-        id: u32,
-        kind: Kind,
-        sec: SecState,
-        out: &mut Vec<Output>,
-    ) {
+    pub(crate) fn gate_discard(&mut self, id: u32, kind: Kind, sec: SecState) {
         self.stats.nas_gate_discards += 1;
-        log(
-            out,
-            LogLevel::Debug,
-            format!("UE {id}: unverified {kind:?} discarded ({sec:?})"),
-        );
+        tracing::debug!("UE {id}: unverified {kind:?} discarded ({sec:?})");
     }
 
     /// Re-authenticate UE `id` before the TAU or detach that failed the check is
@@ -359,11 +330,7 @@ impl Mme {
         {
             // Half-built context: nothing else is served until the HSS has answered.
             self.stats.nas_dropped_awaiting_hss += 1;
-            log(
-                out,
-                LogLevel::Debug,
-                format!("UE {id}: NAS message while the HSS is asked, dropped"),
-            );
+            tracing::debug!("UE {id}: NAS message while the HSS is asked, dropped");
             return;
         }
         match msg {

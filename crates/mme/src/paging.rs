@@ -64,7 +64,7 @@ impl Mme {
         // Encoded once; the node's endpoint sends it to every eNB serving the TAIs.
         match S1apMessage::from(msg).encode() {
             Ok(bytes) => out.push(Output::Page { tais, bytes }),
-            Err(e) => log(out, LogLevel::Warn, format!("cannot encode Paging: {e}")),
+            Err(e) => tracing::warn!("cannot encode Paging: {e}"),
         }
         let t = self.cfg.t3413;
         self.arm(cp, id, TimerKind::Paging, now + t);

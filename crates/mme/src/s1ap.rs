@@ -38,11 +38,7 @@ impl Mme {
             M::PathSwitchRequest(m) => self.path_switch(assoc, m, cp, out),
             other => {
                 let (Some(mme_id), enb_id) = (other.mme_ue_id(), other.enb_ue_id()) else {
-                    log(
-                        out,
-                        LogLevel::Warn,
-                        format!("assoc {assoc}: ignoring {}", other.name()),
-                    );
+                    tracing::warn!("assoc {assoc}: ignoring {}", other.name());
                     return;
                 };
                 let Some(ue) = self.ue(cp, mme_id) else {
@@ -85,6 +81,8 @@ impl Mme {
                     );
                     return;
                 }
+                let _span = crate::mme::ue_span(mme_id, enb_id, ue.proc.name()).entered();
+                tracing::trace!("{}", other.name());
                 self.ue_message(now, assoc, mme_id, other, cp, out);
             }
         }
@@ -99,6 +97,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         self.last_now = Some(now);
+        let _span = crate::mme::ue_span(0, Some(m.enb_ue_id), "initial UE message").entered();
         // Service Request: short header, the UE is known by S-TMSI.
         if m.nas_pdu
             .first()
@@ -150,7 +149,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let loc = (m.tai, m.ecgi);
-        let Some((msg, verified)) = self.uplink_nas(cp, id, &m.nas_pdu, out) else {
+        let Some((msg, verified)) = self.uplink_nas(cp, id, &m.nas_pdu) else {
             return self.refuse_connection(cp, assoc, m.enb_ue_id, loc, out);
         };
         let Some(u) = self.ue(cp, id) else {
@@ -185,7 +184,7 @@ impl Mme {
                 self.authenticate_first(now, id, kind, cp, out);
             }
             Verdict::Authenticate | Verdict::Discard => {
-                self.gate_discard(id, kind, sec, out);
+                self.gate_discard(id, kind, sec);
                 self.refuse_connection(cp, assoc, m.enb_ue_id, loc, out);
             }
         }
@@ -222,11 +221,7 @@ impl Mme {
         {
             // The context only waits for its release: whatever crossed our command
             // (NAS, a Release Request, responses) has nobody to go to.
-            log(
-                out,
-                LogLevel::Debug,
-                format!("UE {id} superseded: ignoring {}", msg.name()),
-            );
+            tracing::debug!("UE {id} superseded: ignoring {}", msg.name());
             return;
         }
         let enb_id = msg.enb_ue_id();
@@ -250,7 +245,6 @@ impl Mme {
                 if let Some(s) = slot {
                     for t in &m.erabs {
                         warn_cp(
-                            out,
                             id,
                             format_args!("eNB tunnel of bearer {}", t.id),
                             cp.set_enb_tunnel(s, t.id, t.transport, t.teid),
@@ -275,7 +269,7 @@ impl Mme {
                     Procedure::ExpectIcsResponse { attach: true }
                 );
                 if attach {
-                    self.drop_session(cp, id, out);
+                    self.drop_session(cp, id);
                     self.stop_nas_timer(cp, id);
                     self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
                 } else {
@@ -311,20 +305,15 @@ impl Mme {
             }
             M::NasNonDeliveryIndication(m) => {
                 self.stats.nas_non_delivery += 1;
-                log(
-                    out,
-                    LogLevel::Warn,
-                    format!(
-                        "UE {id}: NAS not delivered ({:?}); T3450/T3460 will retransmit",
-                        m.cause
-                    ),
+                tracing::warn!(
+                    "UE {id}: NAS not delivered ({:?}); T3450/T3460 will retransmit",
+                    m.cause
                 );
             }
             M::ERabSetupResponse(m) => {
                 if let Some(s) = self.ue(cp, id).expect("present").slot {
                     for t in &m.setup {
                         warn_cp(
-                            out,
                             id,
                             format_args!("eNB tunnel of bearer {}", t.id),
                             cp.set_enb_tunnel(s, t.id, t.transport, t.teid),
@@ -332,7 +321,6 @@ impl Mme {
                     }
                     for f in &m.failed {
                         warn_cp(
-                            out,
                             id,
                             format_args!("removal of failed bearer {}", f.id),
                             cp.remove_bearer(s, f.id),
@@ -392,11 +380,7 @@ impl Mme {
                 }
             }
             M::HandoverNotify(m) => self.ho_notify(assoc, m, cp, out),
-            other => log(
-                out,
-                LogLevel::Info,
-                format!("UE {id}: ignoring {}", other.name()),
-            ),
+            other => tracing::info!("UE {id}: ignoring {}", other.name()),
         }
     }
 }

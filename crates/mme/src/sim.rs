@@ -258,7 +258,6 @@ impl Harness {
                     Err(e) => self.logs.push(format!("MME sent undecodable S1AP: {e}")),
                 },
                 Output::CloseAssoc { assoc } => self.logs.push(format!("close {assoc}")),
-                Output::Log(_, s) => self.logs.push(s),
                 other => self.logs.push(format!("unrouted output {other:?}")),
             }
         }
@@ -388,6 +387,8 @@ pub struct SimUe {
     pub dedicated: Vec<(u8, u8, Vec<u8>)>,
     /// PTI of the last ESM message the network sent.
     pub last_pti: u8,
+    /// RAND of the last Authentication Request (the key-leak test derives CK/IK).
+    pub last_rand: Option<[u8; 16]>,
 }
 
 impl SimUe {
@@ -412,6 +413,7 @@ impl SimUe {
             pdns: vec![],
             dedicated: vec![],
             last_pti: 0,
+            last_rand: None,
         }
     }
 
@@ -659,6 +661,7 @@ impl SimUe {
                 rand.copy_from_slice(&a.authentication_parameter_rand.value);
                 let mut autn = [0u8; 16];
                 autn.copy_from_slice(&a.authentication_parameter_autn.value);
+                self.last_rand = Some(rand);
                 let reply = match pepc_security::usim_check(&self.mil, rand, autn, self.sqn_max) {
                     Ok(ok) => {
                         self.sqn_max = ok.sqn;

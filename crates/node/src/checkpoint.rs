@@ -4,7 +4,7 @@
 //! restored into the slice on its control thread before its first event.
 
 use pepc_mme::snapshot::restore_checkpoint;
-use pepc_mme::{LogLevel, Mme, Output};
+use pepc_mme::{Mme, Output};
 use pepc_slice::control::ControlPlane;
 use pepc_store::CheckpointSink;
 use std::time::Instant;
@@ -66,10 +66,7 @@ impl SliceState {
                 }
                 Err(e) => {
                     r.failed += 1;
-                    out.push(Output::Log(
-                        LogLevel::Warn,
-                        format!("checkpoint of a UE not restored: {e}"),
-                    ));
+                    tracing::warn!("checkpoint of a UE not restored: {e}");
                 }
             }
         }

@@ -192,6 +192,7 @@ impl Node {
                         b,
                         driver,
                         SliceStart {
+                            index: 0,
                             control_core: core(0),
                             data_core: core(1),
                             prewarm_users: v.prewarm_users,
@@ -232,6 +233,7 @@ impl Node {
                             Box::new(b),
                             driver,
                             SliceStart {
+                                index: s,
                                 control_core: core(c),
                                 data_core: core(c + 1),
                                 prewarm_users: v.prewarm_users,

@@ -241,6 +241,8 @@ pub fn idle_wait_cap(rounds: u32) -> Duration {
 /// event.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SliceStart {
+    /// The slice's number in the node (logs carry it).
+    pub index: usize,
     pub control_core: Option<usize>,
     pub data_core: Option<usize>,
     /// UEs whose control state is sized and faulted in first (`node.prewarm_users`).
@@ -256,6 +258,7 @@ pub fn spawn_slice(
     start: SliceStart,
 ) -> std::io::Result<SliceThreads> {
     let SliceStart {
+        index,
         control_core,
         data_core,
         prewarm_users,
@@ -271,6 +274,8 @@ pub fn spawn_slice(
             if let Some(c) = data_core {
                 pin_current_thread(c);
             }
+            // Entered once for the thread's life: every event of it names the slice.
+            let _slice = tracing::info_span!("slice", slice = index).entered();
             data_loop_waking(dp, s1u, sgi, s, w)
         })?;
     let s = stop.clone();
@@ -283,6 +288,7 @@ pub fn spawn_slice(
             if let Some(c) = control_core {
                 pin_current_thread(c);
             }
+            let _slice = tracing::info_span!("slice", slice = index).entered();
             if prewarm_users > 0 {
                 driver.prewarm(&mut cp, prewarm_users);
             }

@@ -17,7 +17,7 @@ use crate::checkpoint::{Restored, SliceState};
 use crate::io::wait_any_readable;
 use crate::proxy::Proxy;
 use crate::runtime::{ControlDriver, IdleWake};
-use pepc_mme::{EndpointOut, Input, LogLevel, Mme, Output, S1apEndpoint};
+use pepc_mme::{EndpointOut, Input, Mme, Output, S1apEndpoint};
 use pepc_sctp::transport::{S1Transport, TransportEvent, S1AP_PPID};
 use pepc_slice::control::{ControlEvent, ControlPlane};
 use pepc_slice::spsc::{self, Consumer, Producer};
@@ -56,17 +56,10 @@ impl SliceGauges {
     }
 }
 
-fn log_output(level: LogLevel, msg: &str, verbose: bool) {
-    if verbose || level == LogLevel::Warn {
-        eprintln!("mme: {msg}");
-    }
-}
-
 /// The transport side of the endpoint: events in, S1AP and closes out.
 struct Wire {
     transport: Box<dyn S1Transport>,
     events: Vec<TransportEvent>,
-    verbose: bool,
     /// Associations up now (shut down when the node stops).
     live: std::collections::HashSet<pepc_sctp::AssocId>,
 }
@@ -76,7 +69,6 @@ impl Wire {
         Wire {
             transport,
             events: Vec::with_capacity(256),
-            verbose: false,
             live: Default::default(),
         }
     }
@@ -112,7 +104,7 @@ impl Wire {
     fn poll(&mut self) {
         if self.events.is_empty() {
             if let Err(e) = self.transport.poll(Duration::ZERO, &mut self.events) {
-                eprintln!("s1-mme: poll failed: {e}");
+                tracing::error!("S1-MME transport poll failed: {e}");
             }
         }
     }
@@ -156,18 +148,17 @@ impl Wire {
                 bytes,
             } => {
                 if let Err(e) = self.transport.send(assoc, stream, S1AP_PPID, &bytes) {
-                    eprintln!("s1-mme: send to association {assoc} failed: {e}");
+                    tracing::warn!("S1-MME send to association {assoc} failed: {e}");
                 }
             }
             Output::CloseAssoc { assoc } => self.transport.close(assoc),
-            Output::Log(level, msg) => log_output(level, &msg, self.verbose),
-            other => eprintln!("s1-mme: endpoint output {other:?} has no route"),
+            other => tracing::error!("S1AP endpoint output {other:?} has no route"),
         }
     }
 
     fn flush(&mut self) {
         if let Err(e) = self.transport.flush() {
-            eprintln!("s1-mme: flush failed: {e}");
+            tracing::warn!("S1-MME transport flush failed: {e}");
         }
     }
 
@@ -187,7 +178,7 @@ impl Wire {
             fds.push(fd);
             fds.extend_from_slice(extra);
             if let Err(e) = wait_any_readable(&fds, wait) {
-                eprintln!("s1-mme: wait failed: {e}");
+                tracing::error!("S1-MME wait failed: {e}");
                 std::thread::sleep(wait); // do not spin on a broken descriptor
             }
             return;
@@ -203,7 +194,7 @@ impl Wire {
             return;
         }
         if let Err(e) = self.transport.poll(wait, &mut self.events) {
-            eprintln!("s1-mme: poll failed: {e}");
+            tracing::error!("S1-MME transport poll failed: {e}");
             std::thread::sleep(wait);
         }
     }
@@ -220,7 +211,6 @@ pub struct MmeDriver {
     out: Vec<Output>,
     control: Vec<ControlEvent>,
     gauges: Arc<SliceGauges>,
-    pub verbose: bool,
     /// The node's state store, if it has one.
     pub state: SliceState,
 }
@@ -237,7 +227,6 @@ impl MmeDriver {
             out: Vec::with_capacity(256),
             control: Vec::new(),
             gauges: Arc::default(),
-            verbose: false,
             state: SliceState::default(),
         }
     }
@@ -273,7 +262,6 @@ impl MmeDriver {
                 }
             }
         }
-        self.wire.verbose = self.verbose;
         for o in self.eo.wire.drain(..) {
             self.wire.emit(o);
         }
@@ -427,7 +415,6 @@ pub struct SliceMme {
     out: Vec<Output>,
     control: Vec<ControlEvent>,
     gauges: Arc<SliceGauges>,
-    verbose: bool,
     /// The node's state store, if it has one.
     pub state: SliceState,
 }
@@ -442,10 +429,6 @@ impl SliceMme {
             let Some(o) = self.state.offer(o) else {
                 continue;
             };
-            if let Output::Log(level, msg) = &o {
-                log_output(*level, msg, self.verbose);
-                continue;
-            }
             if self.backlog.len() >= MAX_BACKLOG {
                 self.gauges.dropped_outputs.fetch_add(1, Ordering::Relaxed);
                 continue;
@@ -545,7 +528,7 @@ impl ControlDriver for SliceMme {
             n += 1;
         }
         if let Err(e) = wait_any_readable(&fds[..n], wait) {
-            eprintln!("s1-mme: slice {} wait failed: {e}", self.index);
+            tracing::error!("slice {} control wait failed: {e}", self.index);
             std::thread::sleep(wait);
         }
         self.inbox_wake.end_wait();
@@ -559,7 +542,6 @@ pub fn start_signaling(
     transport: Box<dyn S1Transport>,
     mut endpoint: S1apEndpoint,
     mmes: Vec<(Mme, Proxy)>,
-    verbose: bool,
     core: Option<usize>,
 ) -> std::io::Result<(EndpointThread, Vec<SliceMme>)> {
     let mut links = Vec::with_capacity(mmes.len());
@@ -592,7 +574,6 @@ pub fn start_signaling(
             out: Vec::with_capacity(256),
             control: Vec::new(),
             gauges: Arc::default(),
-            verbose,
             state: SliceState::default(),
         });
     }
@@ -600,7 +581,6 @@ pub fn start_signaling(
     let gauges = Arc::new(EndpointGauges::default());
     let (st, g) = (stop.clone(), gauges.clone());
     let mut wire = Wire::new(transport);
-    wire.verbose = verbose;
     let handle = std::thread::Builder::new()
         .name("pepc-s1ap".into())
         .spawn(move || {

@@ -29,7 +29,6 @@
 //! bind = "127.0.0.1"          # S1-MME address
 //! sctp_port = 36412
 //! udp_port = 9899             # RFC 6951 encapsulation port
-//! verbose = false             # log every MME event (never keys)
 //! [hss]
 //! mode = "embedded"           # embedded | diameter (an external HSS over S6a, TS 29.272)
 //! db = "pepc-hss.redb"        # embedded: subscriber database file; ":memory:" = volatile
@@ -50,6 +49,8 @@
 //! path = ""                   # "" = beside hss.db (pepc-hss.redb -> pepc-hss.state.redb);
 //!                             # with an in-memory HSS there is nothing to restart from: none
 //! ```
+//!
+//! `[log]` (level, format) is in `crate::logging`.
 
 use pepc_diameter::driver::DriverConfig;
 use pepc_hss::Hss;
@@ -80,6 +81,7 @@ struct SignalingSections {
     s1mme: S1mmeSection,
     hss: HssSection,
     state: StateSection,
+    log: crate::logging::LogSection,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -161,7 +163,6 @@ pub struct S1mmeSection {
     pub bind: String,
     pub sctp_port: u16,
     pub udp_port: u16,
-    pub verbose: bool,
 }
 
 impl Default for S1mmeSection {
@@ -171,7 +172,6 @@ impl Default for S1mmeSection {
             bind: "127.0.0.1".into(),
             sctp_port: pepc_sctp::transport::S1AP_SCTP_PORT,
             udp_port: pepc_sctp::transport::SCTP_UDP_ENCAPS_PORT,
-            verbose: false,
         }
     }
 }
@@ -236,7 +236,7 @@ pub struct EpcConfig {
     pub transport: TransportConfig,
     pub hss: HssStore,
     pub hss_mode: HssMode,
-    pub verbose: bool,
+    pub log: crate::logging::LogConfig,
     /// How IMSIs (and foreign GUTIs) are spread over the slices.
     pub slice_policy: SlicePolicy,
     pub state: StateStoreConfig,
@@ -297,7 +297,7 @@ impl EpcConfig {
         let mut table: toml::Table = toml::from_str(text).map_err(|e| format!("config: {e}"))?;
         // Split our sections off so the node keeps rejecting unknown keys in its own.
         let mut ours = toml::Table::new();
-        for k in ["mme", "s1mme", "hss", "state"] {
+        for k in ["mme", "s1mme", "hss", "state", "log"] {
             if let Some(v) = table.remove(k) {
                 ours.insert(k.into(), v);
             }
@@ -426,7 +426,7 @@ impl EpcConfig {
             transport,
             hss,
             hss_mode,
-            verbose: s.verbose,
+            log: sig.log.validate()?,
             slice_policy,
             state,
         })
@@ -633,7 +633,6 @@ impl Epc {
                 mme.set_role(ep.role(0));
                 // The endpoint runs inline in the only slice's control thread.
                 let mut d = MmeDriver::new(transport, mme, proxies.remove(0));
-                d.verbose = cfg.verbose;
                 d.state = state(0);
                 gauges.push(d.gauges());
                 drivers.push(Some(Box::new(d)));
@@ -642,7 +641,7 @@ impl Epc {
                     .into_iter()
                     .map(|p| (Mme::new(mcfg.clone()), p))
                     .collect();
-                let (t, slices) = start_signaling(transport, ep, mmes, cfg.verbose, None)
+                let (t, slices) = start_signaling(transport, ep, mmes, None)
                     .map_err(|e| format!("starting the S1AP endpoint thread: {e}"))?;
                 endpoint = Some(t);
                 for (s, mut d) in slices.into_iter().enumerate() {

@@ -4,4 +4,5 @@
 
 pub mod demo;
 pub mod epc;
+pub mod logging;
 pub mod subscriber;

@@ -230,6 +230,10 @@ fn keep_freed_memory() {
 fn main() -> ExitCode {
     keep_freed_memory();
     let cli = Cli::parse();
+    // `pepc run` installs its subscriber once its `[log]` section is read.
+    if !matches!(cli.cmd, Cmd::Run(_)) {
+        pepc::logging::init(&pepc::logging::LogConfig::default());
+    }
     let r = match cli.cmd {
         Cmd::Run(a) => run_node(&a),
         Cmd::Demo(a) => demo(&a),
@@ -340,6 +344,7 @@ fn run_node(a: &RunArgs) -> Result<(), String> {
         Some(p) => EpcConfig::load(p)?,
         None => EpcConfig::default_config(),
     };
+    pepc::logging::init(&cfg.log);
     // An external HSS serves the subscribers: no database file is opened then.
     let hss = match &cfg.hss_mode {
         HssMode::Embedded => open_hss(&cfg.hss)?,
@@ -360,11 +365,11 @@ fn run_node(a: &RunArgs) -> Result<(), String> {
         (HssMode::Embedded, HssStore::Memory) => format!("in memory ({subscribers} subscribers)"),
     };
     match &epc.s1mme {
-        Some(s1mme) => eprintln!(
+        Some(s1mme) => tracing::info!(
             "pepc node: {} slice(s), S1-MME {s1mme}, S1-U {}, SGi {}, HSS {hss_desc}",
             v.slices, epc.node.s1u_addr, epc.node.sgi_desc,
         ),
-        None => eprintln!(
+        None => tracing::info!(
             "pepc node: {} slice(s), S1-U {}, SGi {}, MME disabled: {} synthetic users at {} events/s",
             v.slices, epc.node.s1u_addr, epc.node.sgi_desc, v.synthetic_users, v.synthetic_rate
         ),
@@ -382,7 +387,7 @@ fn run_node(a: &RunArgs) -> Result<(), String> {
             ));
         }
         if STOP.load(std::sync::atomic::Ordering::Relaxed) {
-            eprintln!("pepc node: stopping (signal)");
+            tracing::info!("pepc node: stopping (signal)");
             break;
         }
         if a.seconds

@@ -21,11 +21,7 @@ impl Mme {
             // and this one is not treated further (TS 24.301 §5.5.1.2.7 e). A
             // different one aborts it and is served; the pending answer is then late.
             self.stats.nas_dropped_awaiting_hss += 1;
-            log(
-                out,
-                LogLevel::Debug,
-                format!("UE {id}: repeated Attach Request while the HSS is asked, ignored"),
-            );
+            tracing::debug!("UE {id}: repeated Attach Request while the HSS is asked, ignored");
             return;
         }
         if u.proc.awaits_hss() {
@@ -106,7 +102,7 @@ impl Mme {
     /// and must not meet an Error Indication (unknown MME UE S1AP ID). A release already
     /// under way (switch-off detach, then re-attach) is not commanded twice.
     pub(crate) fn supersede(&mut self, old: u32, cp: &mut ControlPlane, out: &mut Vec<Output>) {
-        self.drop_session(cp, old, out);
+        self.drop_session(cp, old);
         let Some(o) = self.ue_mut(cp, old) else {
             return;
         };
@@ -151,11 +147,7 @@ impl Mme {
                 self.by_tmsi.remove(&t);
             }
         }
-        log(
-            out,
-            LogLevel::Debug,
-            format!("UE {old} superseded by a new attach; awaiting its release complete"),
-        );
+        tracing::debug!("UE {old} superseded by a new attach; awaiting its release complete");
         if let Some(now) = self.last_now {
             self.arm(cp, old, TimerKind::Guard, now + self.cfg.release_guard);
         }

@@ -125,11 +125,7 @@ impl Mme {
         let ctx = match SecCtx::new(v.kasme.clone(), ksi, eea, eia) {
             Ok(c) => c,
             Err(e) => {
-                log(
-                    out,
-                    LogLevel::Warn,
-                    format!("UE {id}: security context: {e}"),
-                );
+                tracing::warn!("UE {id}: security context: {e}");
                 self.attach_reject(cp, id, EmmCause::UeSecurityCapabilitiesMismatch, out);
                 return;
             }

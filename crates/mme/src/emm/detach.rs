@@ -16,7 +16,7 @@ impl Mme {
         if self.cfg.purge_on_detach {
             self.purge_at_hss(cp, id, out);
         }
-        self.drop_session(cp, id, out);
+        self.drop_session(cp, id);
         self.procedure_done(id);
         if let Some(u) = self.ue_mut(cp, id) {
             u.emm = Emm_::Deregistered;

@@ -56,11 +56,7 @@ impl Mme {
         // removes the (then deregistered) context.
         let releasing = matches!(u.proc, Procedure::ExpectReleaseComplete { .. });
         let connected = u.conn.is_some() && !releasing;
-        log(
-            out,
-            LogLevel::Info,
-            format!("UE {id}: HSS cancelled its location ({kind:?})"),
-        );
+        tracing::info!("UE {id}: HSS cancelled its location ({kind:?})");
         let withdrawn = kind == CancellationType::SubscriptionWithdrawal;
         if withdrawn && registered && connected {
             // §5.5.2.3.1: detach type 1 "re-attach required", 2 "re-attach not required".
@@ -83,7 +79,7 @@ impl Mme {
         // Served elsewhere now, idle, or not registered yet: the context goes here,
         // with no NAS (an attach under way is not completed).
         self.stats.detaches += u64::from(registered);
-        self.drop_session(cp, id, out);
+        self.drop_session(cp, id);
         self.procedure_done(id);
         if let Some(u) = self.ue_mut(cp, id) {
             u.emm = Emm_::Deregistered;
@@ -128,14 +124,10 @@ impl Mme {
         // A restarted node keeps the new subscription (checkpoints, when configured).
         self.procedure_done(id);
         let over_the_air = u.conn.filter(|_| matches!(u.proc, Procedure::Idle));
-        log(
-            out,
-            LogLevel::Info,
-            format!(
+        tracing::info!(
                 "UE {id}: subscription changed by the HSS: AMBR {}/{} bit/s, QCI {qci}, ARP {arp_priority}",
                 ambr.0, ambr.1
-            ),
-        );
+            );
         let Some(slot) = u.slot else {
             return; // no session yet: the attach will use what is stored
         };
@@ -146,18 +138,17 @@ impl Mme {
             priority_level: arp_priority,
             ..Arp::default()
         };
-        warn_cp(out, id, "AMBR change", cp.set_ambr(slot, ambr.0, ambr.1));
+        warn_cp(id, "AMBR change", cp.set_ambr(slot, ambr.0, ambr.1));
         let mbr = cp
             .ue(slot)
             .and_then(|c| c.bearer(ebi))
             .map_or((0, 0), |b| (b.mbr_ul, b.mbr_dl));
         warn_cp(
-            out,
             id,
             "default bearer QoS change",
             cp.modify_bearer_qos(slot, ebi, qci, mbr.0, mbr.1),
         );
-        warn_cp(out, id, "ARP change", cp.set_bearer_arp(slot, ebi, arp));
+        warn_cp(id, "ARP change", cp.set_bearer_arp(slot, ebi, arp));
         let Some((assoc, enb_ue_id)) = over_the_air else {
             return; // idle or busy: the next Initial Context Setup carries them
         };
@@ -168,11 +159,7 @@ impl Mme {
         req.apn_ambr =
             nasx::NasApnAggregateMaximumBitRate::from_kbps(ambr.1 / 1000, ambr.0 / 1000).ok();
         let Some(nas) = self.nas_bytes(cp, id, &NasEpsMessage::new_esm(req, ebi, 0), false) else {
-            log(
-                out,
-                LogLevel::Warn,
-                format!("UE {id}: cannot build Modify EPS Bearer Context Request"),
-            );
+            tracing::warn!("UE {id}: cannot build Modify EPS Bearer Context Request");
             return;
         };
         self.send(

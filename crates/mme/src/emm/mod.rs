@@ -96,7 +96,7 @@ impl Mme {
             {
                 self.stop_nas_timer(cp, id);
                 self.stats.detaches += 1;
-                self.drop_session(cp, id, out);
+                self.drop_session(cp, id);
                 self.ue_mut(cp, id).expect("present").emm = Emm_::Deregistered;
                 self.release(cp, id, Cause::NAS_DETACH, true, out);
             }

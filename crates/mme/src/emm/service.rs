@@ -48,11 +48,7 @@ impl Mme {
             }
             _ => {
                 self.stats.nas_bad_mac += 1;
-                log(
-                    out,
-                    LogLevel::Warn,
-                    format!("UE {id}: Service Request MAC failure, discarded"),
-                );
+                tracing::warn!("UE {id}: Service Request MAC failure, discarded");
                 return;
             }
         }

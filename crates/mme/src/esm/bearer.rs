@@ -75,7 +75,6 @@ impl Mme {
         let Some(nas) = self.nas_bytes(cp, id, &NasEpsMessage::new_esm(req, ebi, pti), false)
         else {
             warn_cp(
-                out,
                 id,
                 format_args!("rollback of bearer {ebi}"),
                 cp.remove_bearer(slot, ebi),
@@ -198,7 +197,6 @@ impl Mme {
             .nas_bytes(cp, id, &NasEpsMessage::new_esm(req, ebi, pti), false)
             .ok_or(MmeError::Codec("NAS".into()))?;
         warn_cp(
-            out,
             id,
             format_args!("removal of bearer {ebi}"),
             cp.remove_bearer(slot, ebi),

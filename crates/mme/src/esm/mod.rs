@@ -49,11 +49,7 @@ impl Mme {
             Esm::PdnConnectivityRequest(r) => {
                 if let Err(cause) = self.pdn_connect(id, pti, &r, cp, out) {
                     self.stats.pdn_connect_rejects += 1;
-                    log(
-                        out,
-                        LogLevel::Info,
-                        format!("UE {id}: PDN connectivity rejected, ESM cause {cause}"),
-                    );
+                    tracing::info!("UE {id}: PDN connectivity rejected, ESM cause {cause}");
                     let rej =
                         nasx::NasPdnConnectivityReject::new(nasx::NasEsmCause::new(cause.into()));
                     self.send_esm_reject(cp, now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
@@ -100,7 +96,6 @@ impl Mme {
                     u.pending_bearers.retain(|b| *b != ebi);
                     if let Some(s) = u.slot {
                         warn_cp(
-                            out,
                             id,
                             format_args!("removal of refused PDN connection {ebi}"),
                             cp.remove_pdn(s, ebi),
@@ -120,8 +115,7 @@ impl Mme {
                 if let Some(s) = self.ue(cp, id).expect("present").slot {
                     // Debug: the accept of our own deactivation finds the bearer gone.
                     log_cp(
-                        out,
-                        LogLevel::Debug,
+                        tracing::Level::DEBUG,
                         id,
                         format_args!("removal of bearer {ebi}"),
                         cp.remove_bearer(s, ebi),

@@ -32,11 +32,7 @@ impl Mme {
         let att = match cp.attach(&p) {
             Ok(a) => a,
             Err(e) => {
-                log(
-                    out,
-                    LogLevel::Warn,
-                    format!("UE {id}: slice refused attach: {e}"),
-                );
+                tracing::warn!("UE {id}: slice refused attach: {e}");
                 self.attach_reject(cp, id, EmmCause::Congestion, out);
                 return;
             }
@@ -229,7 +225,6 @@ impl Mme {
         let Some(nas) = self.nas_bytes(cp, id, &NasEpsMessage::new_esm(act, ebi, pti), false)
         else {
             warn_cp(
-                out,
                 id,
                 format_args!("rollback of PDN connection {ebi}"),
                 cp.remove_pdn(slot, ebi),
@@ -249,13 +244,9 @@ impl Mme {
             teid: added.teid_ul,
             nas_pdu: Some(nas),
         };
-        log(
-            out,
-            LogLevel::Info,
-            format!(
-                "UE {id}: PDN connection to {apn} on bearer {ebi}, {}",
-                added.ue_ip
-            ),
+        tracing::info!(
+            "UE {id}: PDN connection to {apn} on bearer {ebi}, {}",
+            added.ue_ip
         );
         self.send(
             assoc,

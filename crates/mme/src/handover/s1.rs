@@ -167,7 +167,6 @@ impl Mme {
         if let Some(s) = slot {
             for a in &h.admitted {
                 warn_cp(
-                    out,
                     id,
                     format_args!("eNB tunnel of bearer {}", a.id),
                     cp.set_enb_tunnel(s, a.id, a.transport, a.teid),
@@ -177,11 +176,7 @@ impl Mme {
             // them for release).
             let admitted: Vec<u8> = h.admitted.iter().map(|a| a.id).collect();
             if release_unlisted(cp, s, &admitted).is_none() {
-                log(
-                    out,
-                    LogLevel::Warn,
-                    format!("UE {id}: target admitted no default bearer"),
-                );
+                tracing::warn!("UE {id}: target admitted no default bearer");
             }
         }
         let u = self.ue_mut(cp, id).expect("present");

@@ -27,8 +27,7 @@ impl Mme {
                     for f in &m.failed {
                         // Debug: the Path Switch may have released the bearer already.
                         log_cp(
-                            out,
-                            LogLevel::Debug,
+                            tracing::Level::DEBUG,
                             id,
                             format_args!("removal of failed bearer {}", f.id),
                             cp.remove_bearer(s, f.id),
@@ -42,11 +41,7 @@ impl Mme {
             | M::NasNonDeliveryIndication(_) => {}
             // Anything else (a Release Request, a handover) concerns a connection the
             // UE has left.
-            other => log(
-                out,
-                LogLevel::Debug,
-                format!("UE {id}: ignoring {} from the X2 source", other.name()),
-            ),
+            other => tracing::debug!("UE {id}: ignoring {} from the X2 source", other.name()),
         }
     }
 
