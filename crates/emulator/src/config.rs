@@ -122,6 +122,9 @@ pub struct EmulatorConfig {
     pub apn: Option<String>,
     /// Print a progress line every second to stderr.
     pub progress: bool,
+    /// RRC wait time of an overloaded eNB's RRC Connection Reject (TS 36.331: 1-16 s):
+    /// each UE waits between half and all of it (spread) before trying again.
+    pub rrc_wait_ms: u64,
 }
 
 impl Default for EmulatorConfig {
@@ -146,6 +149,7 @@ impl Default for EmulatorConfig {
             subscribers: SubscriberKeys::default(),
             apn: Some("internet".into()),
             progress: false,
+            rrc_wait_ms: 4000,
         }
     }
 }

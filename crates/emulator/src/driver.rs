@@ -620,6 +620,22 @@ impl Emulator {
                 }
                 EnbOutput::HandoverPrepared { .. } => {}
                 EnbOutput::Error(e) => self.metrics.error(&e),
+                EnbOutput::Overload { on } => {
+                    if on {
+                        self.metrics.back_off.overload_starts += 1;
+                    } else {
+                        self.metrics.back_off.overload_stops += 1;
+                    }
+                }
+                EnbOutput::RrcReject { ue } => {
+                    self.metrics.back_off.rrc_rejects += 1;
+                    // Each UE waits a different share of the wait time (half to all
+                    // of it), so the retries do not come back as one burst.
+                    let full = self.cfg.rrc_wait_ms.max(1) * 1_000_000;
+                    let h = (u64::from(ue) ^ now).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33;
+                    let wait_ns = full / 2 + h % (full / 2).max(1);
+                    self.ue_input(ue as usize, UeInput::RrcRejected { wait_ns }, now);
+                }
             }
         }
     }
@@ -667,6 +683,15 @@ impl Emulator {
                             self.tmsi.insert(t, u as UeId);
                         }
                     }
+                }
+                UeOutput::BackOff { wait_ns, t3346, .. } => {
+                    let b = &mut self.metrics.back_off;
+                    if t3346 {
+                        b.t3346_rejects += 1;
+                    }
+                    let ms = wait_ns / 1_000_000;
+                    b.waited_ms += ms;
+                    b.longest_ms = b.longest_ms.max(ms);
                 }
                 UeOutput::Address { .. }
                 | UeOutput::BearerUp { .. }
@@ -1276,7 +1301,9 @@ impl Emulator {
             if next >= n && self.all_idle() {
                 break;
             }
-            if t0.elapsed() > Duration::from_secs_f64(n as f64 / rate) + timeout * 2 {
+            // Back-offs (overload control) stretch the phase by up to the longest one.
+            let backoff = Duration::from_millis(self.metrics.back_off.longest_ms);
+            if t0.elapsed() > Duration::from_secs_f64(n as f64 / rate) + timeout * 2 + backoff * 2 {
                 break;
             }
         }

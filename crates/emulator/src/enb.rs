@@ -128,6 +128,12 @@ pub enum EnbOutput {
     HandoverPrepared { ue: UeId },
     /// A message could not be handled (decode error, unknown UE); counted as failures.
     Error(String),
+    /// The MME is overloaded (OVERLOAD START) and this RRC connection's establishment
+    /// cause is one its action rejects: RRC Connection Reject with a wait time (TS
+    /// 36.331 §5.3.3.8); the UE backs off.
+    RrcReject { ue: UeId },
+    /// OVERLOAD START (`true`) or STOP received.
+    Overload { on: bool },
 }
 
 #[derive(Debug, Clone)]
@@ -153,6 +159,8 @@ pub struct Enb {
     by_ue: HashMap<UeId, u32>,
     ctx: HashMap<u32, UeCtx>,
     expected_ho: HashMap<u32, UeId>,
+    /// The action of the MME's OVERLOAD START in force (TS 36.413 §8.7.6).
+    overload: Option<pepc_s1ap::msg::OverloadAction>,
 }
 
 /// Source-to-Target container: the smallest valid HandoverPreparationInformation, the
@@ -187,6 +195,7 @@ impl Enb {
             by_ue: HashMap::new(),
             ctx: HashMap::new(),
             expected_ho: HashMap::new(),
+            overload: None,
         }
     }
 
@@ -264,6 +273,7 @@ impl Enb {
         self.ctx.clear();
         self.expected_ho.clear();
         self.setup = false;
+        self.overload = None;
     }
 
     fn stream_for(&self, enb_ue_id: u32) -> u16 {
@@ -459,6 +469,12 @@ impl Enb {
             self.ctx.remove(&id);
             self.by_ue.remove(&ue);
         }
+        // A new RRC connection: while the MME is overloaded, what its action names
+        // is refused here and never reaches it.
+        if self.overload.is_some_and(|a| a.rejects(rrc_cause)) {
+            out.push(EnbOutput::RrcReject { ue });
+            return;
+        }
         let id = self.new_ctx(ue);
         let m = InitialUeMessage {
             enb_ue_id: id,
@@ -517,6 +533,14 @@ impl Enb {
                     ok: true,
                     cause: None,
                 });
+            }
+            M::OverloadStart(o) => {
+                self.overload = Some(o.action);
+                out.push(EnbOutput::Overload { on: true });
+            }
+            M::OverloadStop(_) => {
+                self.overload = None;
+                out.push(EnbOutput::Overload { on: false });
             }
             M::S1SetupFailure(f) => out.push(EnbOutput::SetupDone {
                 ok: false,

@@ -27,6 +27,23 @@ pub struct Metrics {
     /// Events the scenario wanted but no UE was eligible for, or not supported.
     pub skipped: u64,
     pub errors: BTreeMap<String, u64>,
+    pub back_off: BackOffStats,
+}
+
+/// What the network's overload control did to this run (TS 36.413 §8.7.6, TS 24.301
+/// T3346).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BackOffStats {
+    /// OVERLOAD START / STOP received (all eNBs).
+    pub overload_starts: u64,
+    pub overload_stops: u64,
+    /// RRC connections an overloaded eNB refused.
+    pub rrc_rejects: u64,
+    /// EMM #22 rejects carrying T3346.
+    pub t3346_rejects: u64,
+    /// Total and longest back-off (ms).
+    pub waited_ms: u64,
+    pub longest_ms: u64,
 }
 
 impl Metrics {
@@ -102,6 +119,7 @@ impl Metrics {
             procedures,
             failures: self.causes.clone(),
             errors: self.errors.clone(),
+            back_off: self.back_off.clone(),
         }
     }
 }
@@ -154,6 +172,7 @@ pub struct Report {
     pub failures: BTreeMap<String, u64>,
     /// Protocol errors seen (undecodable messages, unknown UEs).
     pub errors: BTreeMap<String, u64>,
+    pub back_off: BackOffStats,
 }
 
 impl Report {
@@ -196,6 +215,14 @@ impl Report {
             "lost {}  end markers {}  pagings {}  uplink on extra PDNs {}  skipped events {}",
             self.lost, self.end_markers, self.pagings, self.ul_sent_extra_pdn, self.skipped_events
         );
+        let b = &self.back_off;
+        if b.overload_starts + b.rrc_rejects + b.t3346_rejects > 0 {
+            let _ = writeln!(
+                s,
+                "overload: {} starts, {} stops; backed off: {} RRC rejects, {} #22 with T3346, {} ms in all (longest {} ms)",
+                b.overload_starts, b.overload_stops, b.rrc_rejects, b.t3346_rejects, b.waited_ms, b.longest_ms
+            );
+        }
         for (cause, n) in &self.failures {
             let _ = writeln!(s, "failure {cause}: {n}");
         }

@@ -157,6 +157,11 @@ pub enum UeInput {
     ContextSetup,
     /// The S1/RRC connection is released: back to idle.
     Released,
+    /// The eNB refused the RRC connection (the MME asked it to, OVERLOAD START): the
+    /// procedure is tried again after `wait_ns` (RRC wait time, TS 36.331 §5.3.3.8).
+    RrcRejected {
+        wait_ns: u64,
+    },
 }
 
 /// Something the UE asks of its eNB or reports.
@@ -185,6 +190,13 @@ pub enum UeOutput {
     },
     BearerDown {
         ebi: u8,
+    },
+    /// The procedure backs off and is tried again after `wait_ns`: the network is
+    /// congested (`t3346`: an EMM #22 reject with T3346; else an RRC reject).
+    BackOff {
+        procedure: Procedure,
+        wait_ns: u64,
+        t3346: bool,
     },
 }
 
@@ -229,6 +241,10 @@ pub struct Ue {
     esm_pti: u8,
     addr: Option<Ipv4Addr>,
     timeout_ns: u64,
+    /// A procedure to start again once a back-off ends (ns).
+    retry: Option<(UeInput, u64)>,
+    /// The time of the input being handled (a back-off runs from it).
+    now_ns: u64,
 }
 
 impl std::fmt::Debug for Ue {
@@ -262,6 +278,8 @@ impl Ue {
             esm_pti: 0,
             addr: None,
             timeout_ns,
+            retry: None,
+            now_ns: 0,
         }
     }
 
@@ -286,7 +304,57 @@ impl Ue {
     }
     /// A procedure is under way.
     pub fn busy(&self) -> bool {
-        self.pending.is_some()
+        self.pending.is_some() || self.retry.is_some()
+    }
+
+    /// Backing off (T3346 or an RRC wait time) before trying again.
+    pub fn backing_off(&self) -> bool {
+        self.retry.is_some()
+    }
+
+    /// Back off: the pending procedure ends without a result and starts again at
+    /// `now + wait_ns`. Only attach, service request and TAU are retried; anything
+    /// else fails.
+    fn back_off(&mut self, wait_ns: u64, t3346: bool, out: &mut Vec<UeOutput>) {
+        let Some((p, _)) = self.pending else {
+            return;
+        };
+        let again = match p {
+            Procedure::Attach => UeInput::Attach,
+            Procedure::ServiceRequest => UeInput::ServiceRequest,
+            Procedure::Tau => UeInput::Tau {
+                periodic: false,
+                active: false,
+            },
+            Procedure::TauPeriodic => UeInput::Tau {
+                periodic: true,
+                active: false,
+            },
+            Procedure::TauActive => UeInput::Tau {
+                periodic: false,
+                active: true,
+            },
+            _ => {
+                let why = if t3346 {
+                    "EMM #22 congestion"
+                } else {
+                    "RRC connection rejected"
+                };
+                return self.fail(Failure::Protocol(why.into()), out);
+            }
+        };
+        self.pending = None;
+        self.state = match p {
+            Procedure::Attach => EmmState::Deregistered,
+            _ if self.state == EmmState::Deregistered => EmmState::Deregistered,
+            _ => EmmState::Registered,
+        };
+        self.retry = Some((again, self.now_ns.saturating_add(wait_ns)));
+        out.push(UeOutput::BackOff {
+            procedure: p,
+            wait_ns,
+            t3346,
+        });
     }
     pub fn guti(&self) -> Option<Guti> {
         self.guti
@@ -340,6 +408,13 @@ impl Ue {
 
     /// Fail the pending procedure if it has run past the timeout.
     pub fn handle_timeout(&mut self, now_ns: u64, out: &mut Vec<UeOutput>) {
+        if let Some((_, at)) = &self.retry {
+            if *at <= now_ns {
+                let (again, _) = self.retry.take().expect("checked");
+                self.handle(again, now_ns, out);
+                return;
+            }
+        }
         if let Some((p, t)) = self.pending {
             if now_ns.saturating_sub(t) > self.timeout_ns {
                 self.fail(Failure::Timeout, out);
@@ -352,7 +427,12 @@ impl Ue {
 
     /// Deadline of the pending procedure, if any.
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.pending.map(|(_, t)| t + self.timeout_ns)
+        let p = self.pending.map(|(_, t)| t + self.timeout_ns);
+        match (&self.retry, p) {
+            (Some((_, at)), Some(p)) => Some(p.min(*at)),
+            (Some((_, at)), None) => Some(*at),
+            (None, p) => p,
+        }
     }
 
     fn begin(&mut self, p: Procedure, now: u64) {
@@ -488,7 +568,9 @@ impl Ue {
 
     /// Feed one input at time `now_ns`; outputs are appended to `out`.
     pub fn handle(&mut self, input: UeInput, now_ns: u64, out: &mut Vec<UeOutput>) {
+        self.now_ns = now_ns;
         match input {
+            UeInput::RrcRejected { wait_ns } => self.back_off(wait_ns, false, out),
             UeInput::Attach => {
                 if self.pending.is_some() {
                     return;
@@ -901,6 +983,12 @@ impl Ue {
                 self.send(m.into(), prot, rrc_cause::MO_SIGNALLING, out);
                 self.state = EmmState::Registered;
                 self.done(Procedure::Attach, out);
+            }
+            // Congestion with a back-off timer (TS 24.301 §5.5.1.2.6, #22): T3346
+            // runs, then the attach is tried again.
+            E::AttachReject(r) if r.emm_cause == 22 && r.t3346_s.is_some_and(|t| t > 0) => {
+                let wait = r.t3346_s.unwrap_or(0) * 1_000_000_000;
+                self.back_off(wait, true, out);
             }
             E::AttachReject(r) => {
                 self.state = EmmState::Deregistered;

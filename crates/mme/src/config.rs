@@ -89,6 +89,8 @@ pub struct MmeConfig {
     /// each of its procedures (and [`crate::Output::Forget`] when it goes), for the
     /// node's state store: a restarted node then loses no registered UE.
     pub checkpoints: bool,
+    /// Overload control: backlog bounds, T3346, the action asked of eNBs.
+    pub overload: crate::overload::OverloadConfig,
 }
 
 impl Default for MmeConfig {
@@ -127,6 +129,7 @@ impl Default for MmeConfig {
             max_unauth_per_enb: 65_536,
             purge_on_detach: false,
             checkpoints: false,
+            overload: crate::overload::OverloadConfig::default(),
         }
     }
 }

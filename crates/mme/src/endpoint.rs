@@ -20,12 +20,14 @@
 
 use crate::config::MmeConfig;
 use crate::mme::{AssocId, Input, Output};
+use crate::overload::{Change, OverloadControl, OverloadStats};
 use pepc_nas::peek::{initial_identity, NasIdentity};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::peek::{peek, procedure, PduKind};
 use pepc_s1ap::{Cause, GlobalEnbId, ResetKind, ServedGummei, Tai, UeConnection};
 use pepc_slice::ids::SignalingIds;
 use std::collections::HashMap;
+use std::time::Instant;
 
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
@@ -171,13 +173,14 @@ pub struct S1apEndpoint {
     imsi_exceptions: Map<u64, u16>,
     resets: Map<u64, PendingReset>,
     next_token: u64,
+    overload: OverloadControl,
+    changes: Vec<Change>,
     pub stats: EndpointStats,
 }
 
 impl S1apEndpoint {
     pub fn new(cfg: MmeConfig, slices: usize, policy: SlicePolicy) -> Self {
         S1apEndpoint {
-            cfg,
             slices: slices.max(1),
             ids: SignalingIds::new(slices),
             policy,
@@ -186,8 +189,72 @@ impl S1apEndpoint {
             imsi_exceptions: Map::default(),
             resets: Map::default(),
             next_token: 1,
+            overload: OverloadControl::new(cfg.overload.clone(), slices),
+            changes: Vec::new(),
+            cfg,
             stats: EndpointStats::default(),
         }
+    }
+
+    /// Overload control (`crate::overload`): slice `slice` has `backlog` messages
+    /// waiting at `now` (the driver reports it every round). A congested slice is
+    /// told to turn new attaches away; while any is, every eNB is told OVERLOAD
+    /// START, and OVERLOAD STOP once all have drained.
+    pub fn observe_backlog(
+        &mut self,
+        now: Instant,
+        slice: usize,
+        backlog: usize,
+        out: &mut EndpointOut,
+    ) {
+        self.overload
+            .observe(now, slice, backlog, &mut self.changes);
+        for c in std::mem::take(&mut self.changes) {
+            match c {
+                Change::Slice { slice, on } => out.slices.push((slice, Input::Congestion { on })),
+                Change::Node { on } => {
+                    tracing::warn!(
+                        "overload {}: slice backlog {backlog} (bounds {}/{}); OVERLOAD {} to {} eNB(s)",
+                        if on { "start" } else { "stop" },
+                        self.overload.config().high,
+                        self.overload.config().low,
+                        if on { "START" } else { "STOP" },
+                        self.enb_count()
+                    );
+                    let setup: Vec<AssocId> = self
+                        .enbs
+                        .iter()
+                        .filter(|(_, e)| e.global_id.is_some())
+                        .map(|(a, _)| *a)
+                        .collect();
+                    for a in setup {
+                        self.send_overload(a, on, out);
+                    }
+                }
+            }
+        }
+    }
+
+    /// What overload control did so far.
+    pub fn overload_stats(&self) -> &OverloadStats {
+        &self.overload.stats
+    }
+
+    pub fn overloaded(&self) -> bool {
+        self.overload.overloaded()
+    }
+
+    fn send_overload(&mut self, assoc: AssocId, on: bool, out: &mut EndpointOut) {
+        let m: S1apMessage = if on {
+            OverloadStart {
+                action: self.overload.config().action,
+                traffic_load_reduction: None,
+            }
+            .into()
+        } else {
+            OverloadStop {}.into()
+        };
+        self.send(assoc, m, out);
     }
 
     /// The role of slice `index` (for its MME).
@@ -462,6 +529,10 @@ impl S1apEndpoint {
             relative_capacity: self.cfg.relative_capacity,
         };
         self.send(assoc, resp.into(), out);
+        // An eNB that joins during an overload learns of it at once.
+        if self.overload.overloaded() {
+            self.send_overload(assoc, true, out);
+        }
     }
 
     /// eNB Configuration Update (TS 36.413 §8.7.4): new TAs replace the old ones

@@ -39,6 +39,7 @@ pub mod endpoint;
 pub mod hss;
 pub mod mme;
 pub mod nasx;
+pub mod overload;
 pub mod sim;
 pub mod snapshot;
 
@@ -58,5 +59,6 @@ pub use config::MmeConfig;
 pub use endpoint::{EndpointOut, EndpointStats, S1apEndpoint, SlicePolicy, SliceRole};
 pub use hss::{CancellationType, HssAnswer, HssFailure, HssProxy, HssRef, HssRequest};
 pub use mme::{AssocId, Input, Mme, MmeError, MmeStats, Output, SnapshotBytes};
+pub use overload::{OverloadConfig, OverloadControl, OverloadStats};
 pub use pepc_slice::control::{ControlEvent, ControlPlane};
 pub use sim::{run_inprocess_attaches, AttachBenchResult};

@@ -21,6 +21,11 @@ pub type AssocId = u64;
 
 #[derive(Debug)]
 pub enum Input {
+    /// The node's overload control: this slice's signaling backlog passed its bound
+    /// (`on`) or drained (`crate::overload`).
+    Congestion {
+        on: bool,
+    },
     EnbUp {
         assoc: AssocId,
         out_streams: u16,
@@ -196,6 +201,9 @@ pub struct MmeStats {
     pub hss_subscription_updates: u64,
     /// Purges sent to the HSS ([`HssRequest::Purge`]).
     pub hss_purges: u64,
+    /// Attaches turned away with #22 (congestion) and T3346 while the slice was
+    /// congested (overload control, `crate::overload`).
+    pub congestion_rejects: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -518,6 +526,9 @@ pub struct Mme {
     pub(crate) next_tmsi: u32,
     pub(crate) timers: BinaryHeap<Reverse<(Instant, u32, u64, u8)>>,
     pub(crate) last_now: Option<Instant>,
+    /// The node's overload control finds this slice's backlog too long: new
+    /// non-emergency attaches get #22 with T3346 (`crate::overload`).
+    pub(crate) congested: bool,
     /// Parked security contexts by M-TMSI, bounded by `cfg.parked_contexts`.
     pub(crate) parked: Map<u32, Parked>,
     /// (expiry, M-TMSI) in parking order: expiry and eviction of the oldest.
@@ -560,6 +571,7 @@ impl Mme {
             next_tmsi: 0x1000_0001,
             timers: BinaryHeap::new(),
             last_now: None,
+            congested: false,
             parked: Map::default(),
             parked_order: VecDeque::new(),
             unauth: Map::default(),
@@ -951,6 +963,20 @@ impl Mme {
     ) {
         self.last_now = Some(now);
         match input {
+            Input::Congestion { on } => {
+                if on != self.congested {
+                    tracing::info!(
+                        "signaling backlog {}: new attaches {}",
+                        if on { "over its bound" } else { "drained" },
+                        if on {
+                            "get #22 with T3346"
+                        } else {
+                            "accepted again"
+                        }
+                    );
+                }
+                self.congested = on;
+            }
             Input::EnbUp { assoc, out_streams } => {
                 self.enbs.insert(
                     assoc,

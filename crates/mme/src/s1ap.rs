@@ -7,6 +7,10 @@
 use crate::gate::{self, Kind, SecState, Verdict};
 use crate::prelude::*;
 
+/// RRC establishment causes (TS 36.331 §6.2.2, as S1AP carries them).
+const RRC_EMERGENCY: u8 = 0;
+const RRC_MT_ACCESS: u8 = 2;
+
 impl Mme {
     pub(crate) fn on_s1ap(
         &mut self,
@@ -106,6 +110,14 @@ impl Mme {
             let id = m.s_tmsi.and_then(|s| self.ue_by_tmsi(cp, s.m_tmsi));
             self.service_request(now, assoc, id, m, cp, out);
             return;
+        }
+        // Overload control: a congested slice turns new non-emergency attaches away
+        // (emergency and mobile-terminated access still pass, TS 23.401 §4.3.7.4.1).
+        if self.congested
+            && !matches!(m.rrc_cause, RRC_EMERGENCY | RRC_MT_ACCESS)
+            && crate::overload::non_emergency_attach(&m.nas_pdu)
+        {
+            return self.congestion_reject(cp, assoc, &m, out);
         }
         // A UE we know (by S-TMSI) that starts a new connection: its context, if the
         // message passes the security gate.

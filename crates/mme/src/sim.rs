@@ -281,6 +281,15 @@ impl Harness {
         self.drive(eo)
     }
 
+    /// Overload control: slice `s` reports `depth` messages waiting (as the node's
+    /// drivers do every round).
+    pub fn backlog(&mut self, s: usize, depth: usize) -> Vec<(AssocId, S1apMessage)> {
+        let mut eo = EndpointOut::default();
+        let now = self.now;
+        self.endpoint.observe_backlog(now, s, depth, &mut eo);
+        self.drive(eo)
+    }
+
     /// A slice input straight to slice `s` (data-path requests, tests).
     pub fn input_to(&mut self, s: usize, i: Input) -> Vec<(AssocId, S1apMessage)> {
         let mut eo = EndpointOut::default();

@@ -125,6 +125,8 @@ pub struct AttachComplete {
 pub struct AttachReject {
     pub emm_cause: u8,
     pub esm_container: Option<Vec<u8>>,
+    /// T3346 (back-off with #22 congestion), seconds; 0 = deactivated.
+    pub t3346_s: Option<u64>,
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -432,6 +434,14 @@ impl EmmMessage {
                 let mut r = x::NasAttachReject::new(x::NasEmmCause::new(a.emm_cause));
                 r.esm_message_container =
                     a.esm_container.clone().map(x::NasEsmMessageContainer::new);
+                r.t3346_value = match a.t3346_s {
+                    Some(0) => Some(x::NasGprsTimer2::deactivated()),
+                    Some(t) => Some(
+                        x::NasGprsTimer2::from_seconds(t)
+                            .map_err(|e| NasError::Encode(e.to_string()))?,
+                    ),
+                    None => None,
+                };
                 emm_out(r)
             }
             E::AuthenticationRequest(a) => emm_out(x::NasAuthenticationRequest::new(
@@ -591,6 +601,13 @@ impl EmmMessage {
             X::AttachReject(a) => E::AttachReject(AttachReject {
                 emm_cause: a.emm_cause.value,
                 esm_container: a.esm_message_container.as_ref().map(|c| v(&c.value)),
+                t3346_s: a.t3346_value.as_ref().map(|t| {
+                    if t.is_deactivated() {
+                        0
+                    } else {
+                        t.to_seconds().unwrap_or(0)
+                    }
+                }),
             }),
             X::AuthenticationRequest(a) => E::AuthenticationRequest(AuthenticationRequest {
                 ksi: a.nas_key_set_identifier_asme.value,

@@ -78,6 +78,7 @@ fn all() -> Vec<(NasMessage, Direction)> {
             E::AttachReject(AttachReject {
                 emm_cause: emm_cause::PLMN_NOT_ALLOWED,
                 esm_container: None,
+                t3346_s: None,
             })
             .into(),
             Downlink,
@@ -405,6 +406,7 @@ fn known_octets() {
     let r = EmmMessage::AttachReject(AttachReject {
         emm_cause: 3,
         esm_container: None,
+        t3346_s: None,
     })
     .encode()
     .unwrap();

@@ -206,6 +206,17 @@ fn messages() -> Vec<(NasMessage, Direction)> {
                         esm_cause: esm_cause::MISSING_OR_UNKNOWN_APN,
                     },
                 ))),
+                t3346_s: None,
+            })
+            .into(),
+            Downlink,
+        ),
+        (
+            // Congestion with a back-off (overload control): 120 s = 2 minutes.
+            E::AttachReject(AttachReject {
+                emm_cause: 22,
+                esm_container: None,
+                t3346_s: Some(120),
             })
             .into(),
             Downlink,

@@ -47,6 +47,8 @@ pub struct SliceGauges {
     pub restore_failed: AtomicU64,
     /// The MME's counters when its driver stopped (printed at the node's stop).
     pub final_stats: std::sync::Mutex<Option<pepc_mme::MmeStats>>,
+    /// Overload control's counters, where the endpoint runs inline in this slice.
+    pub final_overload: std::sync::Mutex<Option<pepc_mme::OverloadStats>>,
 }
 
 impl SliceGauges {
@@ -275,6 +277,9 @@ impl Drop for MmeDriver {
         if let Ok(mut s) = self.gauges.final_stats.lock() {
             *s = Some(self.mme.stats.clone());
         }
+        if let Ok(mut s) = self.gauges.final_overload.lock() {
+            *s = Some(self.endpoint.overload_stats().clone());
+        }
     }
 }
 
@@ -304,6 +309,9 @@ impl ControlDriver for MmeDriver {
     fn run_once(&mut self, cp: &mut ControlPlane, now: Instant) -> bool {
         self.wire.poll();
         let mut busy = self.wire.feed(&mut self.endpoint, &mut self.eo);
+        // Inline, the backlog is what one poll of the transport brought in.
+        let backlog = self.eo.slices.len();
+        self.endpoint.observe_backlog(now, 0, backlog, &mut self.eo);
         self.control.clear();
         if cp.poll_requests(&mut self.control) > 0 {
             busy = true;
@@ -368,6 +376,9 @@ pub struct EndpointGauges {
     pub dropped_inputs: AtomicU64,
     /// CPU time of the endpoint thread (ns), updated about every 10 ms of work.
     pub cpu_ns: AtomicU64,
+    /// Overload control: periods begun, and whether eNBs are told to hold back now.
+    pub overload_starts: AtomicU64,
+    pub overloaded: std::sync::atomic::AtomicBool,
 }
 
 /// The node's S1AP endpoint on its own thread.
@@ -655,10 +666,20 @@ fn endpoint_loop(
                 l.inbox_wake.post(l.pushed);
             }
         }
+        // Overload control sees every slice's backlog each round.
+        let now = Instant::now();
+        for (s, l) in links.iter().enumerate() {
+            ep.observe_backlog(now, s, l.backlog.len() + l.to.len(), &mut eo);
+        }
+        busy |= !eo.slices.is_empty();
         for o in eo.wire.drain(..) {
             wire.emit(o);
         }
         wire.flush();
+        gauges
+            .overload_starts
+            .store(ep.overload_stats().starts, Ordering::Relaxed);
+        gauges.overloaded.store(ep.overloaded(), Ordering::Relaxed);
         gauges.enbs.store(ep.enb_count() as u64, Ordering::Relaxed);
         gauges.demuxed.store(ep.stats.demuxed, Ordering::Relaxed);
         if last_cpu.elapsed() > Duration::from_millis(10) {

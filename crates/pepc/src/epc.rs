@@ -24,6 +24,12 @@
 //! ambr_dl = 100000000
 //! slice_policy = "consistent-hash"  # user→slice for IMSI / foreign-GUTI attaches: consistent-hash | modulo
 //! hss_timeout_ms = 5000      # how long the MME waits for each HSS answer (then #17)
+//! overload_high = 8192        # a slice's signaling backlog (messages) above which it is
+//!                             # congested: new attaches get #22 + T3346, eNBs OVERLOAD START
+//! overload_low = 1024         # ... and below which it is relieved (OVERLOAD STOP); high 0 = off
+//! t3346_s = 60                # back-off given with #22 (2..=11160 s)
+//! overload_action = "permit-emergency-and-mt"  # asked of eNBs: | permit-high-priority-and-mt
+//!                             # | reject-signalling | reject-mo-data | reject-delay-tolerant
 //! [s1mme]
 //! transport = "auto"          # auto (kernel SCTP if present, else SCTP over UDP) | kernel | udp
 //! bind = "127.0.0.1"          # S1-MME address
@@ -128,6 +134,10 @@ pub struct MmeSection {
     pub ambr_dl: u64,
     pub slice_policy: String,
     pub hss_timeout_ms: u64,
+    pub overload_high: usize,
+    pub overload_low: usize,
+    pub t3346_s: u64,
+    pub overload_action: String,
 }
 
 impl Default for MmeSection {
@@ -152,6 +162,10 @@ impl Default for MmeSection {
             ambr_dl: d.default_ambr.1,
             slice_policy: "consistent-hash".into(),
             hss_timeout_ms: d.hss_timeout.as_millis() as u64,
+            overload_high: d.overload.high,
+            overload_low: d.overload.low,
+            t3346_s: d.overload.t3346.as_secs(),
+            overload_action: "permit-emergency-and-mt".into(),
         }
     }
 }
@@ -342,6 +356,38 @@ impl EpcConfig {
                 return Err("config key `mme.mme_group_id`: must be > 0".into());
             }
             let t3412 = Duration::from_secs(m.t3412_s);
+            if m.overload_high > 0 && m.overload_low >= m.overload_high {
+                return Err(format!(
+                    "config key `mme.overload_low`: must be below `mme.overload_high` ({} >= {})",
+                    m.overload_low, m.overload_high
+                ));
+            }
+            if !(2..=11160).contains(&m.t3346_s) {
+                return Err(format!(
+                    "config key `mme.t3346_s`: must be 2..=11160 s (GPRS timer 2), got {}",
+                    m.t3346_s
+                ));
+            }
+            use pepc_s1ap::msg::OverloadAction as A;
+            let action = match m.overload_action.as_str() {
+                "permit-emergency-and-mt" => A::PermitEmergencyAndMtOnly,
+                "permit-high-priority-and-mt" => A::PermitHighPriorityAndMtOnly,
+                "reject-signalling" => A::RejectRrcCrSignalling,
+                "reject-mo-data" => A::RejectNonEmergencyMoDt,
+                "reject-delay-tolerant" => A::RejectDelayTolerantAccess,
+                other => {
+                    return Err(format!(
+                        "config key `mme.overload_action`: must be permit-emergency-and-mt, permit-high-priority-and-mt, reject-signalling, reject-mo-data or reject-delay-tolerant, got {other:?}"
+                    ))
+                }
+            };
+            let overload = pepc_mme::OverloadConfig {
+                high: m.overload_high,
+                low: m.overload_low,
+                t3346: Duration::from_secs(m.t3346_s),
+                action,
+                ..pepc_mme::OverloadConfig::default()
+            };
             Some(MmeConfig {
                 plmn: parse_plmn(&m.plmn).map_err(|e| format!("config key `mme.plmn`: {e}"))?,
                 mme_group_id: m.mme_group_id,
@@ -361,6 +407,7 @@ impl EpcConfig {
                 default_ambr: (m.ambr_ul, m.ambr_dl),
                 hss_timeout: Duration::from_millis(m.hss_timeout_ms),
                 purge_on_detach: sig.hss.purge_on_detach,
+                overload,
                 ..MmeConfig::default()
             })
         } else {
@@ -709,6 +756,12 @@ impl Epc {
 
     /// Stop every thread; returns the node's final figures (per slice and demux).
     pub fn stop(self) -> String {
+        fn overload_line(o: &pepc_mme::OverloadStats) -> String {
+            format!(
+                "overload control: {} periods ({} ms overloaded), {} slice congestions, peak backlog {} messages\n",
+                o.starts, o.overloaded_ms, o.slice_congestions, o.peak_backlog
+            )
+        }
         let (restored, failed) = self.restored();
         let mut stats = self.node.stats().to_string();
         for (s, n) in self.slice_ues().iter().enumerate() {
@@ -721,15 +774,19 @@ impl Epc {
                     "s1ap endpoint: {} eNBs set up, {} messages steered to slices, {} unknown UE IDs, {} decode errors\n",
                     st.s1_setups, st.demuxed, st.unknown_ue_ids, st.s1ap_decode_errors
                 );
+                stats += &overload_line(ep.overload_stats());
             }
         }
         self.node.shutdown();
         for (s, g) in self.gauges.iter().enumerate() {
+            if let Some(o) = g.final_overload.lock().ok().and_then(|s| s.clone()) {
+                stats += &overload_line(&o);
+            }
             let Some(m) = g.final_stats.lock().ok().and_then(|s| s.clone()) else {
                 continue;
             };
             stats += &format!(
-                "mme slice {s}: {} attaches ({} rejected), {} service requests, {} TAU, {} detaches ({} implicit), {} pagings, {} handovers; NAS: {} bad MAC, {} replays, {} discarded by the security gate, {} re-authentications ({} failed); {} procedure timeouts, {} release guards, {} unauthenticated expired, {} refused\n",
+                "mme slice {s}: {} attaches ({} rejected), {} service requests, {} TAU, {} detaches ({} implicit), {} pagings, {} handovers; NAS: {} bad MAC, {} replays, {} discarded by the security gate, {} re-authentications ({} failed); {} procedure timeouts, {} release guards, {} unauthenticated expired, {} refused, {} turned away for congestion (#22)\n",
                 m.attaches,
                 m.attach_rejects,
                 m.service_requests,
@@ -747,6 +804,7 @@ impl Epc {
                 m.release_guard_expiries,
                 m.unauth_expired,
                 m.unauth_refused,
+                m.congestion_rejects,
             );
         }
         if let Some(c) = self.checkpointer {

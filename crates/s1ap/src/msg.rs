@@ -37,6 +37,8 @@ pub mod proc_code {
     pub const UE_CONTEXT_RELEASE: u8 = 23;
     pub const ENB_STATUS_TRANSFER: u8 = 24;
     pub const MME_STATUS_TRANSFER: u8 = 25;
+    pub const OVERLOAD_START: u8 = 34;
+    pub const OVERLOAD_STOP: u8 = 35;
 }
 
 type R<T> = Result<T, S1apError>;
@@ -2328,6 +2330,136 @@ impl ErrorIndication {
     }
 }
 
+// ------------------------------------------------------------------ Overload (§8.7.6, §8.7.7)
+
+/// What an eNB is asked to do while the MME is overloaded (TS 36.413 §9.2.3.20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverloadAction {
+    /// Reject RRC connection establishments for non-emergency mobile-originated data.
+    RejectNonEmergencyMoDt,
+    /// Reject RRC connection establishments for signalling.
+    RejectRrcCrSignalling,
+    /// Permit emergency sessions and mobile-terminated services only.
+    PermitEmergencyAndMtOnly,
+    /// Permit high-priority sessions and mobile-terminated services only.
+    PermitHighPriorityAndMtOnly,
+    /// Reject delay-tolerant access.
+    RejectDelayTolerantAccess,
+}
+
+impl OverloadAction {
+    fn to_raw(self) -> raw::OverloadAction {
+        use raw::OverloadAction as A;
+        match self {
+            OverloadAction::RejectNonEmergencyMoDt => A::reject_non_emergency_mo_dt,
+            OverloadAction::RejectRrcCrSignalling => A::reject_rrc_cr_signalling,
+            OverloadAction::PermitEmergencyAndMtOnly => {
+                A::permit_emergency_sessions_and_mobile_terminated_services_only
+            }
+            OverloadAction::PermitHighPriorityAndMtOnly => {
+                A::permit_high_priority_sessions_and_mobile_terminated_services_only
+            }
+            OverloadAction::RejectDelayTolerantAccess => A::reject_delay_tolerant_access,
+        }
+    }
+
+    fn from_raw(a: raw::OverloadAction) -> R<Self> {
+        use raw::OverloadAction as A;
+        Ok(match a {
+            A::reject_non_emergency_mo_dt => OverloadAction::RejectNonEmergencyMoDt,
+            A::reject_rrc_cr_signalling => OverloadAction::RejectRrcCrSignalling,
+            A::permit_emergency_sessions_and_mobile_terminated_services_only => {
+                OverloadAction::PermitEmergencyAndMtOnly
+            }
+            A::permit_high_priority_sessions_and_mobile_terminated_services_only => {
+                OverloadAction::PermitHighPriorityAndMtOnly
+            }
+            A::reject_delay_tolerant_access => OverloadAction::RejectDelayTolerantAccess,
+            other => {
+                return Err(S1apError::InvalidIe {
+                    ie: "OverloadAction",
+                    reason: format!("{other:?} is not modelled"),
+                })
+            }
+        })
+    }
+
+    /// Whether an RRC connection with this establishment cause (TS 36.331:
+    /// 0 emergency, 1 highPriorityAccess, 2 mt-Access, 3 mo-Signalling, 4 mo-Data,
+    /// 5 delayTolerantAccess) is to be rejected under this action.
+    pub fn rejects(self, rrc_cause: u8) -> bool {
+        match self {
+            OverloadAction::RejectNonEmergencyMoDt => matches!(rrc_cause, 4 | 5),
+            OverloadAction::RejectRrcCrSignalling => rrc_cause == 3,
+            OverloadAction::PermitEmergencyAndMtOnly => !matches!(rrc_cause, 0 | 2),
+            OverloadAction::PermitHighPriorityAndMtOnly => !matches!(rrc_cause, 1 | 2),
+            OverloadAction::RejectDelayTolerantAccess => rrc_cause == 5,
+        }
+    }
+}
+
+/// OVERLOAD START (MME → eNB): the action to take, and optionally the percentage of
+/// the traffic of that type to reject (Traffic Load Reduction Indication, 1..99).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverloadStart {
+    pub action: OverloadAction,
+    pub traffic_load_reduction: Option<u8>,
+}
+message!(
+    OverloadStart,
+    Initiating,
+    proc_code::OVERLOAD_START,
+    "OverloadStart"
+);
+impl OverloadStart {
+    pub fn to_pdu(&self) -> R<S1apPdu> {
+        let mut ies: Ies = vec![build_s1ap_ie!(
+            OverloadStart,
+            OverloadResponse(raw::OverloadResponse::overloadAction(self.action.to_raw()))
+        )?];
+        if let Some(p) = self.traffic_load_reduction {
+            ies.push(build_s1ap_ie!(
+                OverloadStart,
+                TrafficLoadReductionIndication(raw::TrafficLoadReductionIndication(p.clamp(1, 99)))
+            )?);
+        }
+        pdu!(OverloadStart, ies)
+    }
+    fn extract(pdu: &S1apPdu) -> R<Self> {
+        extract_s1ap_ies!(pdu, OverloadStart,
+            req action: OverloadAction = OverloadResponse(r) => match r {
+                raw::OverloadResponse::overloadAction(a) => OverloadAction::from_raw(a)?,
+                #[allow(unreachable_patterns)]
+                other => return Err(S1apError::InvalidIe { ie: "OverloadResponse", reason: format!("{other:?}") }),
+            },
+            opt traffic_load_reduction: u8 = TrafficLoadReductionIndication(t) => t.0,
+        );
+        Ok(OverloadStart {
+            action,
+            traffic_load_reduction,
+        })
+    }
+}
+
+/// OVERLOAD STOP (MME → eNB): normal operation again.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OverloadStop {}
+message!(
+    OverloadStop,
+    Initiating,
+    proc_code::OVERLOAD_STOP,
+    "OverloadStop"
+);
+impl OverloadStop {
+    pub fn to_pdu(&self) -> R<S1apPdu> {
+        pdu!(OverloadStop, vec![])
+    }
+    fn extract(pdu: &S1apPdu) -> R<Self> {
+        let _ = pdu;
+        Ok(OverloadStop {})
+    }
+}
+
 fn connection_items(items: &[UeConnection], crit: raw::Criticality) -> R<Ies> {
     items
         .iter()
@@ -2531,6 +2663,8 @@ s1ap_message_enum!(
     ErrorIndication,
     Reset,
     ResetAcknowledge,
+    OverloadStart,
+    OverloadStop,
 );
 
 impl S1apMessage {
@@ -2608,7 +2742,9 @@ impl S1apMessage {
             | M::InitialUeMessage(_)
             | M::Paging(_)
             | M::Reset(_)
-            | M::ResetAcknowledge(_) => None,
+            | M::ResetAcknowledge(_)
+            | M::OverloadStart(_)
+            | M::OverloadStop(_) => None,
         }
     }
 
@@ -2662,7 +2798,9 @@ impl S1apMessage {
             | M::HandoverRequest(_)
             | M::HandoverFailure(_)
             | M::Reset(_)
-            | M::ResetAcknowledge(_) => None,
+            | M::ResetAcknowledge(_)
+            | M::OverloadStart(_)
+            | M::OverloadStop(_) => None,
         }
     }
 

@@ -782,6 +782,30 @@ fn expected(m: &S1apMessage) -> Value {
             }
             ("initiatingMessage", 15, I, "ErrorIndication", v)
         }
+        M::OverloadStart(o) => {
+            let action = match o.action {
+                OverloadAction::RejectNonEmergencyMoDt => "reject-non-emergency-mo-dt",
+                OverloadAction::RejectRrcCrSignalling => "reject-rrc-cr-signalling",
+                OverloadAction::PermitEmergencyAndMtOnly => {
+                    "permit-emergency-sessions-and-mobile-terminated-services-only"
+                }
+                OverloadAction::PermitHighPriorityAndMtOnly => {
+                    "permit-high-priority-sessions-and-mobile-terminated-services-only"
+                }
+                OverloadAction::RejectDelayTolerantAccess => "reject-delay-tolerant-access",
+            };
+            let mut v = vec![ie(
+                101,
+                R,
+                "OverloadResponse",
+                json!({ "overloadAction": action }),
+            )];
+            if let Some(p) = o.traffic_load_reduction {
+                v.push(ie(161, I, "TrafficLoadReductionIndication", json!(p)));
+            }
+            ("initiatingMessage", 34, I, "OverloadStart", v)
+        }
+        M::OverloadStop(_) => ("initiatingMessage", 35, R, "OverloadStop", vec![]),
         M::Reset(r) => {
             let rt = match &r.kind {
                 ResetKind::All => json!({"s1-Interface": "reset-all"}),
@@ -1399,6 +1423,17 @@ fn messages() -> Vec<S1apMessage> {
             cause: Some(Cause::Protocol(5)),
         }
         .into(),
+        OverloadStart {
+            action: OverloadAction::PermitEmergencyAndMtOnly,
+            traffic_load_reduction: None,
+        }
+        .into(),
+        OverloadStart {
+            action: OverloadAction::RejectRrcCrSignalling,
+            traffic_load_reduction: Some(40),
+        }
+        .into(),
+        OverloadStop {}.into(),
         Reset {
             cause: Cause::OM_INTERVENTION,
             kind: ResetKind::All,

@@ -234,8 +234,51 @@ impl Mme {
         cause: EmmCause,
         out: &mut Vec<Output>,
     ) {
-        self.stats.attach_rejects += 1;
         let rej = nasx::NasAttachReject::new(nasx::NasEmmCause::new(cause.into()));
+        self.send_attach_reject(cp, id, rej, out);
+    }
+
+    /// Overload control (`crate::overload`): the slice is congested, so a new
+    /// non-emergency attach gets #22 with T3346 (TS 24.301 §5.5.1.2.5) from a
+    /// short-lived context, without the HSS or any crypto; the UE backs off.
+    pub(crate) fn congestion_reject(
+        &mut self,
+        cp: &mut ControlPlane,
+        assoc: AssocId,
+        m: &InitialUeMessage,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(id) = self.new_ue(cp, assoc, m.enb_ue_id, m.tai, m.ecgi) else {
+            return self.error_indication(
+                assoc,
+                "Initial UE Message",
+                None,
+                Some(m.enb_ue_id),
+                Cause::CONTROL_PROCESSING_OVERLOAD,
+                out,
+            );
+        };
+        self.stats.congestion_rejects += 1;
+        // Spread over 3/4..5/4 of the configured value (TS 23.401 §4.3.7.4.2.4: the
+        // deferred requests must not come back synchronised).
+        let base = self.cfg.overload.t3346;
+        let spread = (u64::from(id).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) % 1001;
+        let t = base.mul_f64(0.75 + spread as f64 / 2000.0);
+        let t3346 = crate::overload::t3346_encodable(t);
+        let mut rej =
+            nasx::NasAttachReject::new(nasx::NasEmmCause::new(EmmCause::Congestion.into()));
+        rej.t3346_value = nasx::NasGprsTimer2::from_seconds(t3346).ok();
+        self.send_attach_reject(cp, id, rej, out);
+    }
+
+    fn send_attach_reject(
+        &mut self,
+        cp: &mut ControlPlane,
+        id: u32,
+        rej: nasx::NasAttachReject,
+        out: &mut Vec<Output>,
+    ) {
+        self.stats.attach_rejects += 1;
         let now = self.last_now.unwrap_or_else(Instant::now);
         if let Some(u) = self.ue_mut(cp, id) {
             u.proc = Procedure::Idle;
