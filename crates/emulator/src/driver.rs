@@ -120,6 +120,9 @@ struct Flow {
     dport: u16,
 }
 
+/// Attaches started per turn of the storm loop at most.
+const ATTACH_BATCH: usize = 1024;
+
 /// IPv4/UDP packet of `len` bytes (>= 28 + 12) carrying MAGIC, UE index and a sequence.
 pub fn ip_packet(
     src: Ipv4Addr,
@@ -703,7 +706,10 @@ impl Emulator {
     /// Procedure timeouts and the "anything under way" flag: one pass over the UEs
     /// every few milliseconds rather than every loop turn (10K UEs x 1000 turns/s).
     fn scan(&mut self, force: bool) {
-        if !force && self.scan_at.is_some_and(|t| t.elapsed() < SCAN_EVERY) {
+        // A pass costs ~5 ns per UE: with a million of them, every 5 ms would be all
+        // the emulator does. Timeouts are seconds; 50 ns of interval per UE is plenty.
+        let every = SCAN_EVERY.max(Duration::from_nanos(50 * self.ues.len() as u64));
+        if !force && self.scan_at.is_some_and(|t| t.elapsed() < every) {
             return;
         }
         self.scan_at = Some(Instant::now());
@@ -857,7 +863,8 @@ impl Emulator {
     }
 
     fn refresh_active(&mut self) {
-        if self.active_at.is_some_and(|t| t.elapsed() < SCAN_EVERY) {
+        let every = SCAN_EVERY.max(Duration::from_nanos(50 * self.ues.len() as u64));
+        if self.active_at.is_some_and(|t| t.elapsed() < every) {
             return;
         }
         self.active_at = Some(Instant::now());
@@ -1290,11 +1297,15 @@ impl Emulator {
         loop {
             let due = ((t0.elapsed().as_secs_f64() * rate) as usize + 1).min(n);
             let now = self.now_ns();
-            while next < due {
+            // At most a batch per turn: the answers to earlier attaches are read
+            // between batches, as a RAN would, however high the offered rate.
+            let mut batch = 0;
+            while next < due && batch < ATTACH_BATCH {
                 if self.enbs[self.serving[next]].is_setup() {
                     self.ue_input(next, UeInput::Attach, now);
                 }
                 next += 1;
+                batch += 1;
             }
             self.turn(tick)?;
             self.progress(&mut last, &mut prev);

@@ -906,6 +906,17 @@ impl Enb {
                 out.push(EnbOutput::HandoverPrepared { ue });
             }
             M::MmeStatusTransfer(_) | M::HandoverCancelAcknowledge(_) => {}
+            // The MME could not take a new UE (control processing overload): the eNB
+            // drops that RRC connection, and the UE backs off as after an RRC reject.
+            M::ErrorIndication(ErrorIndication {
+                mme_ue_id: None,
+                enb_ue_id: Some(id),
+                cause: Some(Cause::CONTROL_PROCESSING_OVERLOAD),
+            }) if self.ctx.get(&id).is_some_and(|c| c.mme_ue_id.is_none()) => {
+                let c = self.ctx.remove(&id).expect("checked");
+                self.by_ue.remove(&c.ue);
+                out.push(EnbOutput::RrcReject { ue: c.ue });
+            }
             M::ErrorIndication(e) => out.push(EnbOutput::Error(format!(
                 "Error Indication from MME: {:?}",
                 e.cause

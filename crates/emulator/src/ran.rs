@@ -90,6 +90,10 @@ pub struct RanArgs {
     /// Per-procedure timeout, seconds.
     #[arg(long)]
     pub timeout: Option<f64>,
+    /// RRC wait time of an eNB that the MME told to shed load (OVERLOAD START), ms:
+    /// a refused UE waits between half and all of it before trying again.
+    #[arg(long, default_value_t = 4000)]
+    pub rrc_wait_ms: u64,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -260,6 +264,7 @@ impl RanArgs {
             tac: self.tac,
             enb_id_start: self.enb_id,
             progress: !self.quiet && !self.json,
+            rrc_wait_ms: self.rrc_wait_ms,
             ..Default::default()
         };
         match self.sctp {

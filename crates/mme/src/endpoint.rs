@@ -213,14 +213,18 @@ impl S1apEndpoint {
             match c {
                 Change::Slice { slice, on } => out.slices.push((slice, Input::Congestion { on })),
                 Change::Node { on } => {
-                    tracing::warn!(
-                        "overload {}: slice backlog {backlog} (bounds {}/{}); OVERLOAD {} to {} eNB(s)",
-                        if on { "start" } else { "stop" },
-                        self.overload.config().high,
-                        self.overload.config().low,
-                        if on { "START" } else { "STOP" },
-                        self.enb_count()
-                    );
+                    if on {
+                        tracing::warn!(
+                            "overload: slice {slice} congested (backlog {backlog}, bound {}); OVERLOAD START to {} eNB(s)",
+                            self.overload.config().high,
+                            self.enb_count()
+                        );
+                    } else {
+                        tracing::warn!(
+                            "overload over: every slice under its bounds; OVERLOAD STOP to {} eNB(s)",
+                            self.enb_count()
+                        );
+                    }
                     let setup: Vec<AssocId> = self
                         .enbs
                         .iter()
@@ -717,6 +721,8 @@ impl S1apEndpoint {
                 }
                 self.stats.imsi_exceptions = self.imsi_exceptions.len() as u64;
             }
+            // Taken into account at the next backlog report (it brings the time).
+            Output::Congestion { on } => self.overload.mme_congested(slice, on),
             o => out.wire.push(o),
         }
     }

@@ -116,6 +116,12 @@ pub enum Output {
     Forget {
         imsi: u64,
     },
+    /// This slice's MME became congested by its own measure (`on`: contexts awaiting
+    /// authentication passed 3/4 of their bound) or relieved: the node's overload
+    /// control counts the slice as congested meanwhile (OVERLOAD START to eNBs).
+    Congestion {
+        on: bool,
+    },
 }
 
 /// A UE snapshot's bytes: they hold its keys, so `Debug` shows the length only.
@@ -537,6 +543,11 @@ pub struct Mme {
     /// `cfg.max_unauth_per_enb` and `cfg.max_unauth_contexts`).
     pub(crate) unauth: Map<AssocId, u32>,
     pub(crate) unauth_total: usize,
+    /// Contexts awaiting authentication passed 3/4 of a bound (of the slice, or of
+    /// the eNB kept here): the MME is congested by its own measure until they are
+    /// under half of it again (overload control; the node hears of it).
+    pub(crate) crowded: Option<Option<AssocId>>,
+    pub(crate) crowded_told: bool,
     /// Which slice of the node this MME serves (identifier bits, IMSI routing).
     pub(crate) role: SliceRole,
     /// IMSIs held outside their policy slice whose context went (for the node).
@@ -576,6 +587,8 @@ impl Mme {
             parked_order: VecDeque::new(),
             unauth: Map::default(),
             unauth_total: 0,
+            crowded: None,
+            crowded_told: false,
             role: SliceRole::default(),
             released: Vec::new(),
             dirty: Vec::new(),
@@ -869,6 +882,22 @@ impl Mme {
                 self.unauth.remove(&assoc);
             }
         }
+        let relieved = match self.crowded {
+            Some(None) => self.unauth_total * 2 < self.cfg.max_unauth_contexts,
+            Some(Some(a)) => {
+                (self.unauth.get(&a).map_or(0, |n| *n as usize)) * 2 < self.cfg.max_unauth_per_enb
+            }
+            None => false,
+        };
+        if relieved {
+            self.crowded = None;
+        }
+    }
+
+    /// Congested, by the node's measure (backlog) or by its own (contexts awaiting
+    /// authentication near their bound): new non-emergency attaches are turned away.
+    pub(crate) fn congested(&self) -> bool {
+        self.congested || self.crowded.is_some()
     }
 
     /// Room for one more context without security from eNB `assoc`?
@@ -894,6 +923,28 @@ impl Mme {
     }
 
     pub(crate) fn flush_released(&mut self, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+        let crowded = self.crowded.is_some();
+        if crowded != self.crowded_told {
+            self.crowded_told = crowded;
+            tracing::info!(
+                "contexts awaiting authentication {} (slice {}, eNB {}): new attaches {}",
+                if crowded {
+                    "near their bound"
+                } else {
+                    "back under half of it"
+                },
+                self.unauth_total,
+                self.crowded
+                    .flatten()
+                    .map_or(0, |a| self.unauth.get(&a).copied().unwrap_or(0)),
+                if crowded {
+                    "get #22 with T3346"
+                } else {
+                    "accepted again"
+                }
+            );
+            out.push(Output::Congestion { on: crowded });
+        }
         for imsi in self.released.drain(..) {
             out.push(Output::ReleaseImsi { imsi });
         }
@@ -1200,6 +1251,21 @@ impl Mme {
             self.stats.unauth_refused += 1;
             return None;
         }
+        self.new_context(cp, assoc, enb_ue_id, tai, ecgi, true)
+    }
+
+    /// A context for a new S1 connection; `unauth`: it counts against the bounds on
+    /// contexts without security (a context made only to send a reject and release
+    /// does not: its release guard bounds it).
+    pub(crate) fn new_context(
+        &mut self,
+        cp: &mut ControlPlane,
+        assoc: AssocId,
+        enb_ue_id: u32,
+        tai: Tai,
+        ecgi: Ecgi,
+        unauth: bool,
+    ) -> Option<u32> {
         let id = self.alloc_mme_ue_id();
         let ue = Box::new(Ue {
             imsi: None,
@@ -1226,7 +1292,7 @@ impl Mme {
             paging_left: 0,
             reach_timer: None,
             guard_timer: None,
-            unauth_on: Some(assoc),
+            unauth_on: unauth.then_some(assoc),
             ckpt_dl: 0,
             gen: 0,
             handover: None,
@@ -1251,8 +1317,20 @@ impl Mme {
         };
         self.by_id.insert(id, slot);
         self.by_conn.insert((assoc, enb_ue_id), id);
-        *self.unauth.entry(assoc).or_insert(0) += 1;
+        if !unauth {
+            return Some(id);
+        }
+        let n = self.unauth.entry(assoc).or_insert(0);
+        *n += 1;
+        let n = *n as usize;
         self.unauth_total += 1;
+        if self.crowded.is_none() {
+            if self.unauth_total * 4 > self.cfg.max_unauth_contexts * 3 {
+                self.crowded = Some(None);
+            } else if n * 4 > self.cfg.max_unauth_per_enb * 3 {
+                self.crowded = Some(Some(assoc));
+            }
+        }
         if let Some(now) = self.last_now {
             self.arm(cp, id, TimerKind::Guard, now + self.cfg.unauth_context_ttl);
         }

@@ -67,7 +67,9 @@ pub enum Change {
 #[derive(Debug, Clone)]
 pub struct OverloadControl {
     cfg: OverloadConfig,
+    /// Per slice: congested by its backlog; congested by its MME's own measure.
     congested: Vec<bool>,
+    by_mme: Vec<bool>,
     since: Option<Instant>,
     pub stats: OverloadStats,
 }
@@ -77,6 +79,7 @@ impl OverloadControl {
         OverloadControl {
             cfg,
             congested: vec![false; slices.max(1)],
+            by_mme: vec![false; slices.max(1)],
             since: None,
             stats: OverloadStats::default(),
         }
@@ -95,6 +98,15 @@ impl OverloadControl {
         self.congested.get(slice).copied().unwrap_or(false)
     }
 
+    /// Slice `slice`'s MME says it is congested by its own measure (contexts awaiting
+    /// authentication near their bound) or relieved; the node is overloaded while
+    /// any slice is, by either measure. Applied at the next [`Self::observe`].
+    pub fn mme_congested(&mut self, slice: usize, on: bool) {
+        if let Some(c) = self.by_mme.get_mut(slice) {
+            *c = on;
+        }
+    }
+
     /// Slice `slice` has `backlog` messages waiting at `now`.
     pub fn observe(&mut self, now: Instant, slice: usize, backlog: usize, out: &mut Vec<Change>) {
         if self.cfg.high == 0 || slice >= self.congested.len() {
@@ -110,7 +122,7 @@ impl OverloadControl {
             self.congested[slice] = false;
             out.push(Change::Slice { slice, on: false });
         }
-        let any = self.congested.iter().any(|c| *c);
+        let any = self.congested.iter().chain(&self.by_mme).any(|c| *c);
         match self.since {
             None if any => {
                 self.since = Some(now);
@@ -129,15 +141,17 @@ impl OverloadControl {
 }
 
 /// T3346 as GPRS timer 2 can carry it (TS 24.008 §10.5.7.4): 2 s steps up to 62 s,
-/// minutes up to 31 min, then 6-minute steps (at most 186 min); rounded up, never 0.
+/// minutes up to 31 min, then 6-minute steps (at most 186 min); to the nearest step
+/// (so a spread value stays near what was asked), never 0.
 pub fn t3346_encodable(d: Duration) -> u64 {
-    let s = d.as_secs().max(2);
-    if s <= 62 {
-        s.div_ceil(2) * 2
-    } else if s <= 31 * 60 {
-        s.div_ceil(60) * 60
+    let s = d.as_secs_f64().max(2.0);
+    let near = |unit: f64| ((s / unit).round() * unit) as u64;
+    if s < 63.0 {
+        near(2.0).max(2)
+    } else if s < 31.5 * 60.0 {
+        near(60.0).max(60)
     } else {
-        (s.div_ceil(360) * 360).min(31 * 360)
+        near(360.0).min(31 * 360)
     }
 }
 
@@ -220,6 +234,20 @@ mod tests {
     }
 
     #[test]
+    fn a_slice_mme_congested_by_its_own_measure_overloads_the_node() {
+        let t0 = Instant::now();
+        let mut o = OverloadControl::new(cfg(), 2);
+        let mut ch = vec![];
+        o.mme_congested(1, true);
+        o.observe(t0, 0, 0, &mut ch);
+        assert_eq!(ch, [Change::Node { on: true }]);
+        ch.clear();
+        o.mme_congested(1, false);
+        o.observe(t0 + Duration::from_millis(150), 0, 0, &mut ch);
+        assert_eq!(ch, [Change::Node { on: false }]);
+    }
+
+    #[test]
     fn off_when_high_is_zero() {
         let mut o = OverloadControl::new(OverloadConfig { high: 0, ..cfg() }, 1);
         let mut ch = vec![];
@@ -234,9 +262,12 @@ mod tests {
             (1, 2),
             (3, 4),
             (62, 62),
-            (63, 120),
+            (63, 60),
+            (75, 60),
+            (95, 120),
             (1800, 1800),
-            (1900, 2160),
+            (1900, 1800),
+            (2000, 2160),
         ] {
             assert_eq!(t3346_encodable(Duration::from_secs(s)), want, "{s}");
         }

@@ -113,10 +113,9 @@ impl Mme {
         }
         // Overload control: a congested slice turns new non-emergency attaches away
         // (emergency and mobile-terminated access still pass, TS 23.401 §4.3.7.4.1).
-        if self.congested
-            && !matches!(m.rrc_cause, RRC_EMERGENCY | RRC_MT_ACCESS)
-            && crate::overload::non_emergency_attach(&m.nas_pdu)
-        {
+        let attach = !matches!(m.rrc_cause, RRC_EMERGENCY | RRC_MT_ACCESS)
+            && crate::overload::non_emergency_attach(&m.nas_pdu);
+        if attach && self.congested() {
             return self.congestion_reject(cp, assoc, &m, out);
         }
         // A UE we know (by S-TMSI) that starts a new connection: its context, if the
@@ -130,6 +129,11 @@ impl Mme {
         }
         let id = match self.new_ue(cp, assoc, m.enb_ue_id, m.tai, m.ecgi) {
             Some(id) => id,
+            // At the bound on contexts awaiting authentication, an attach is still
+            // told to back off (#22 + T3346) rather than left to time out.
+            None if attach && self.crowded.is_some() => {
+                return self.congestion_reject(cp, assoc, &m, out);
+            }
             None => {
                 // At a bound (unauthenticated contexts, UE slots): the eNB is told and
                 // releases its side; nothing is kept here.

@@ -177,21 +177,47 @@ fn unauthenticated_contexts_are_bounded_per_enb_and_per_slice() {
             })
             .count()
     };
-    // 60 from eNB 1: 50 taken, 10 refused.
+    // First messages that start nothing (undecodable NAS): each holds a context
+    // without security until its TTL. 60 from eNB 1: 50 taken, 10 refused.
+    let nowhere = || vec![0x07, 0x99, 0x01];
     let mut r = vec![];
     for i in 0..60 {
         let u = SimUe::new(&imsi(i), 1 + i as u32);
-        r.extend(h.send(1, initial_ue(&h, &u, u.attach_request(None, false), None)));
+        r.extend(h.send(1, initial_ue(&h, &u, nowhere(), None)));
     }
     assert_eq!(overload(&r), 10);
     // 40 from eNB 2: 30 more reach the slice's 80, 10 refused.
     let mut r = vec![];
     for i in 60..100 {
         let u = SimUe::new(&imsi(i), 1 + i as u32);
-        r.extend(h.send(2, initial_ue(&h, &u, u.attach_request(None, false), None)));
+        r.extend(h.send(2, initial_ue(&h, &u, nowhere(), None)));
     }
     assert_eq!(overload(&r), 10);
     assert_eq!(h.mme.stats.unauth_refused, 20);
+    assert_eq!(h.mme.ue_count(), 81);
+    // An attach at the bound is not left to time out: #22 with T3346 (overload
+    // control), from a short-lived context outside the bound.
+    let u = SimUe::new(&imsi(100), 400);
+    let r = h.send(1, initial_ue(&h, &u, u.attach_request(None, false), None));
+    assert_eq!(overload(&r), 0);
+    assert_eq!(
+        r.iter().map(|(_, m)| m.name()).collect::<Vec<_>>(),
+        ["DownlinkNASTransport", "UEContextReleaseCommand"]
+    );
+    assert_eq!(h.mme.stats.congestion_rejects, 1);
+    h.send(
+        1,
+        UeContextReleaseComplete {
+            mme_ue_id: match &r[1].1 {
+                S1apMessage::UeContextReleaseCommand(c) => match c.ids {
+                    pepc_s1ap::UeS1apIds::Pair { mme_ue_id, .. } => mme_ue_id,
+                    pepc_s1ap::UeS1apIds::MmeOnly(m) => m,
+                },
+                _ => unreachable!(),
+            },
+            enb_ue_id: 400,
+        },
+    );
     assert_eq!(h.mme.ue_count(), 81);
     // Once they have timed out, there is room again.
     expire(&mut h);

@@ -171,3 +171,52 @@ fn overload_control_off_when_high_is_zero() {
         "{seen:?}"
     );
 }
+
+/// Contexts awaiting authentication near their bound congest the slice by its own
+/// measure: attaches beyond get #22 with T3346 (not an Error Indication that leaves the
+/// UE to time out), the node goes into overload, and leaves it once they clear.
+#[test]
+fn contexts_awaiting_authentication_near_their_bound_congest_the_slice() {
+    let mut cfg = config();
+    cfg.max_unauth_per_enb = 8;
+    let mut h = Harness::new(100, cfg);
+    for i in 0..12 {
+        h.hss.add(&subscriber(&format!("0010100000001{i:02}"))).unwrap();
+    }
+    assert!(matches!(
+        h.enb_setup(1, 1, 1),
+        S1apMessage::S1SetupResponse(_)
+    ));
+    // Seven attaches left waiting at their Authentication Request: 7 > 3/4 of 8.
+    let mut ues: Vec<SimUe> = (0..12)
+        .map(|i| SimUe::new(&format!("0010100000001{i:02}"), 100 + i))
+        .collect();
+    let mut waiting = vec![];
+    for ue in &ues[..7] {
+        let r = h.send(1, initial_ue(&h, ue, ue.attach_request(None, false), None));
+        assert_eq!(names(&r), ["DownlinkNASTransport"], "authentication request");
+        assert!(attach_reject(&r[0].1).is_none());
+        waiting.push(r);
+    }
+    assert_eq!(h.mme.stats.congestion_rejects, 0);
+    // The eighth: #22 with T3346, from a context outside the bound.
+    let r = h.send(
+        1,
+        initial_ue(&h, &ues[7], ues[7].attach_request(None, false), None),
+    );
+    assert_eq!(attach_reject(&r[0].1).map(|x| x.0), Some(22), "{r:?}");
+    assert_eq!(h.mme.stats.congestion_rejects, 1);
+    // The slice told the node: the next backlog report starts the overload.
+    let r = h.backlog(0, 0);
+    assert_eq!(names(&r), ["OverloadStart"]);
+    // The waiting UEs authenticate: under half of the bound, the slice is relieved,
+    // and after the hold the eNB hears OVERLOAD STOP; attaches are taken again.
+    for (ue, r) in ues[..7].iter_mut().zip(waiting) {
+        pump(&mut h, ue, 1, r).unwrap();
+    }
+    h.now += Duration::from_millis(300);
+    let r = h.backlog(0, 0);
+    assert_eq!(names(&r), ["OverloadStop"], "{r:?}");
+    let seen = attach(&mut h, &mut ues[8], 1).unwrap();
+    assert!(seen.contains(&"InitialContextSetupRequest".to_string()), "{seen:?}");
+}

@@ -80,9 +80,11 @@ pub fn init(cfg: &LogConfig) {
         .ok()
         .and_then(|v| EnvFilter::builder().parse(v).ok())
         .unwrap_or_else(|| EnvFilter::new(&cfg.filter));
+    use std::io::IsTerminal;
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(true);
     let _ = match cfg.format {
         LogFormat::Text => b.try_init(),

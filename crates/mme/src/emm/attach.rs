@@ -248,7 +248,7 @@ impl Mme {
         m: &InitialUeMessage,
         out: &mut Vec<Output>,
     ) {
-        let Some(id) = self.new_ue(cp, assoc, m.enb_ue_id, m.tai, m.ecgi) else {
+        let Some(id) = self.new_context(cp, assoc, m.enb_ue_id, m.tai, m.ecgi, false) else {
             return self.error_indication(
                 assoc,
                 "Initial UE Message",
