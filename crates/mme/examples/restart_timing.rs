@@ -3,9 +3,11 @@
 //! checkpoints into an embedded state store (a temporary file), then a new node reads
 //! every record back and restores it into its slice; the two phases are timed.
 //!
-//! `cargo run --release -p pepc-mme --example restart_timing -- [UES]` (default
-//! 200000). One slice here: a node with S slices restores on S control threads at
-//! once, so the restore phase divides by S.
+//! `cargo run --release -p pepc-mme --example restart_timing -- [UES] [SLICES]`
+//! (default 200000, 1). The restore here is of slice 0's UEs on one thread: a node
+//! with S slices restores on S control threads at once. With `PEPC_KEEP_STATE=FILE`
+//! the state store is kept in FILE, for a real node (`pepc run` with `[state] path`
+//! and as many slices) to restart from.
 
 use pepc_mme::sim::{attach, subscriber, Harness, SimUe};
 use pepc_mme::snapshot::restore_checkpoint;
@@ -18,16 +20,22 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(200_000);
+    let slices: usize = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1);
+    let keep = std::env::var_os("PEPC_KEEP_STATE").map(std::path::PathBuf::from);
     let cfg = MmeConfig {
         checkpoints: true,
         ..MmeConfig::default()
     };
-    let path =
-        std::env::temp_dir().join(format!("pepc-restart-timing-{}.redb", std::process::id()));
+    let path = keep.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("pepc-restart-timing-{}.redb", std::process::id()))
+    });
     let _ = std::fs::remove_file(&path);
     let mut store = EmbeddedStore::open(&path).expect("store");
 
-    let mut h = Harness::new(n + 16, cfg.clone());
+    let mut h = Harness::sliced(n + 16, cfg.clone(), slices);
     let subs: Vec<_> = (0..n)
         .map(|i| subscriber(&format!("00101{:010}", i + 1)))
         .collect();
@@ -66,6 +74,18 @@ fn main() {
     drop(h);
     drop(store);
 
+    if keep.is_some() {
+        println!(
+            "{{\"ues\":{n},\"slices\":{slices},\"attach_s\":{attach_s:.2},\"checkpoint_bytes_per_ue\":{:.0},\"store_write_s\":{write_s:.2},\"kept\":{:?}}}",
+            bytes as f64 / n as f64,
+            path.display().to_string()
+        );
+        return;
+    }
+    assert_eq!(
+        slices, 1,
+        "the in-process restore is of one slice: keep the state for more"
+    );
     // The restart: open, read everything, restore into a fresh slice.
     let t = Instant::now();
     let store = EmbeddedStore::open(&path).expect("reopen");

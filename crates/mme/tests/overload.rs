@@ -181,7 +181,9 @@ fn contexts_awaiting_authentication_near_their_bound_congest_the_slice() {
     cfg.max_unauth_per_enb = 8;
     let mut h = Harness::new(100, cfg);
     for i in 0..12 {
-        h.hss.add(&subscriber(&format!("0010100000001{i:02}"))).unwrap();
+        h.hss
+            .add(&subscriber(&format!("0010100000001{i:02}")))
+            .unwrap();
     }
     assert!(matches!(
         h.enb_setup(1, 1, 1),
@@ -194,7 +196,11 @@ fn contexts_awaiting_authentication_near_their_bound_congest_the_slice() {
     let mut waiting = vec![];
     for ue in &ues[..7] {
         let r = h.send(1, initial_ue(&h, ue, ue.attach_request(None, false), None));
-        assert_eq!(names(&r), ["DownlinkNASTransport"], "authentication request");
+        assert_eq!(
+            names(&r),
+            ["DownlinkNASTransport"],
+            "authentication request"
+        );
         assert!(attach_reject(&r[0].1).is_none());
         waiting.push(r);
     }
@@ -218,5 +224,8 @@ fn contexts_awaiting_authentication_near_their_bound_congest_the_slice() {
     let r = h.backlog(0, 0);
     assert_eq!(names(&r), ["OverloadStop"], "{r:?}");
     let seen = attach(&mut h, &mut ues[8], 1).unwrap();
-    assert!(seen.contains(&"InitialContextSetupRequest".to_string()), "{seen:?}");
+    assert!(
+        seen.contains(&"InitialContextSetupRequest".to_string()),
+        "{seen:?}"
+    );
 }

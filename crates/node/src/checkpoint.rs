@@ -56,6 +56,11 @@ impl SliceState {
         out: &mut Vec<Output>,
     ) -> Restored {
         let mut r = Restored::default();
+        if self.restore.is_empty() {
+            return r;
+        }
+        let t = std::time::Instant::now();
+        let found = self.restore.len();
         for (imsi, bytes) in std::mem::take(&mut self.restore) {
             match restore_checkpoint(mme, cp, &bytes, now) {
                 Ok(w) => {
@@ -70,6 +75,12 @@ impl SliceState {
                 }
             }
         }
+        tracing::info!(
+            "restored {} of {found} checkpointed UEs in {} ms ({} failed)",
+            r.ues,
+            t.elapsed().as_millis(),
+            r.failed
+        );
         r
     }
 }

@@ -292,8 +292,11 @@ pub fn spawn_slice(
             if prewarm_users > 0 {
                 driver.prewarm(&mut cp, prewarm_users);
             }
-            driver.start(&mut cp);
+            // Started once sized: the restore of a previous life's UEs (`start`) runs
+            // on every slice at once, not one slice after the other; signaling that
+            // arrives meanwhile waits in the slice's ring.
             let _ = ready_tx.send(());
+            driver.start(&mut cp);
             let mut idle_rounds = 0u32;
             while !s.load(Ordering::Relaxed) {
                 let mark = wake.as_ref().map_or(0, |w| w.posted());
