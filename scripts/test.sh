@@ -11,6 +11,8 @@ command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 # A real Diameter agent (relay) for pepc-diameter's interop test; it wants a TLS pair.
 command -v freeDiameterd >/dev/null 2>&1 || need_apt+=(freediameter)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+# SCTP under faults (crates/pepc/tests/sctp_faults.rs): network namespaces, veth, tc.
+command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || need_apt+=(iproute2)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -1397,6 +1397,16 @@ impl Emulator {
         }
         let secs = self.start.elapsed().as_secs_f64();
         let _ = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+        for l in self.links.iter_mut() {
+            if let Some(c) = l.transport.counters() {
+                let m = &mut self.metrics.sctp;
+                m.data_chunks_rx += c.data_chunks_rx;
+                m.dup_tsns_rx += c.dup_tsns_rx;
+                m.delivered += c.delivered;
+                m.data_chunks_tx += c.data_chunks_tx;
+                m.retransmissions += c.retransmissions;
+            }
+        }
         Ok(self.metrics.report(n as u32, attached, failed, secs))
     }
 }

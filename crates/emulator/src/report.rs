@@ -28,6 +28,19 @@ pub struct Metrics {
     pub skipped: u64,
     pub errors: BTreeMap<String, u64>,
     pub back_off: BackOffStats,
+    pub sctp: SctpFigures,
+}
+
+/// The eNBs' S1-MME associations (userspace SCTP): what the network's faults cost.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SctpFigures {
+    pub data_chunks_rx: u64,
+    /// DATA chunks received twice (lost SACKs, network duplicates): never delivered twice.
+    pub dup_tsns_rx: u64,
+    /// S1AP messages handed to the eNBs.
+    pub delivered: u64,
+    pub data_chunks_tx: u64,
+    pub retransmissions: u64,
 }
 
 /// What the network's overload control did to this run (TS 36.413 §8.7.6, TS 24.301
@@ -120,6 +133,7 @@ impl Metrics {
             failures: self.causes.clone(),
             errors: self.errors.clone(),
             back_off: self.back_off.clone(),
+            sctp: self.sctp.clone(),
         }
     }
 }
@@ -173,6 +187,7 @@ pub struct Report {
     /// Protocol errors seen (undecodable messages, unknown UEs).
     pub errors: BTreeMap<String, u64>,
     pub back_off: BackOffStats,
+    pub sctp: SctpFigures,
 }
 
 impl Report {

@@ -1427,7 +1427,16 @@ impl Mme {
             return;
         };
         if let Some(c) = u.conn.take() {
-            self.by_conn.remove(&c);
+            if matches!(u.proc, Procedure::ExpectReleaseComplete { .. }) && c != (assoc, enb_ue_id)
+            {
+                // The old connection's release is still in flight (its Release Complete
+                // may come late, after a loss): it stays known, to be taken quietly.
+                if let Some(o) = u.old_conn.replace(c) {
+                    self.by_conn.remove(&o);
+                }
+            } else {
+                self.by_conn.remove(&c);
+            }
         }
         u.conn = Some((assoc, enb_ue_id));
         u.nas_secured = false; // a new NAS signalling connection

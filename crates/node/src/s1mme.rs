@@ -49,6 +49,8 @@ pub struct SliceGauges {
     pub final_stats: std::sync::Mutex<Option<pepc_mme::MmeStats>>,
     /// Overload control's counters, where the endpoint runs inline in this slice.
     pub final_overload: std::sync::Mutex<Option<pepc_mme::OverloadStats>>,
+    /// The S1-MME associations' counters, where the endpoint runs inline here.
+    pub final_sctp: std::sync::Mutex<Option<pepc_sctp::AssocCounters>>,
 }
 
 impl SliceGauges {
@@ -78,7 +80,7 @@ impl Wire {
     /// The node stops: every association is shut down (SCTP SHUTDOWN, so the eNBs
     /// learn at once rather than by their heartbeats), waiting a moment for the
     /// peers' SHUTDOWN ACKs.
-    fn shutdown(&mut self) {
+    fn shutdown(&mut self) -> Option<pepc_sctp::AssocCounters> {
         let mut open: std::collections::HashSet<_> = self.live.drain().collect();
         for a in &open {
             self.transport.close(*a);
@@ -100,6 +102,7 @@ impl Wire {
                 }
             }
         }
+        self.transport.counters()
     }
 
     /// Reads what is pending (unless `events` already holds what a wait read).
@@ -273,7 +276,10 @@ impl MmeDriver {
 
 impl Drop for MmeDriver {
     fn drop(&mut self) {
-        self.wire.shutdown();
+        let c = self.wire.shutdown();
+        if let Ok(mut s) = self.gauges.final_sctp.lock() {
+            *s = c;
+        }
         if let Ok(mut s) = self.gauges.final_stats.lock() {
             *s = Some(self.mme.stats.clone());
         }
@@ -379,6 +385,8 @@ pub struct EndpointGauges {
     /// Overload control: periods begun, and whether eNBs are told to hold back now.
     pub overload_starts: AtomicU64,
     pub overloaded: std::sync::atomic::AtomicBool,
+    /// The S1-MME associations' counters when the thread stopped.
+    pub final_sctp: std::sync::Mutex<Option<pepc_sctp::AssocCounters>>,
 }
 
 /// The node's S1AP endpoint on its own thread.
@@ -599,7 +607,9 @@ pub fn start_signaling(
                 pepc_slice::slice::pin_current_thread(c);
             }
             endpoint_loop(&mut wire, &mut endpoint, &mut links, &st, &g);
-            wire.shutdown();
+            if let Ok(mut s) = g.final_sctp.lock() {
+                *s = wire.shutdown();
+            }
             endpoint
         })?;
     Ok((

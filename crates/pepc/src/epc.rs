@@ -767,8 +767,19 @@ impl Epc {
         for (s, n) in self.slice_ues().iter().enumerate() {
             stats += &format!("slice {s}: {n} UEs\n");
         }
+        fn sctp_line(c: &pepc_sctp::AssocCounters) -> String {
+            format!(
+                "s1-mme sctp: {} DATA chunks received ({} duplicates suppressed), {} messages delivered; {} sent, {} retransmitted ({} T3-rtx expiries, {} fast retransmits)\n",
+                c.data_chunks_rx, c.dup_tsns_rx, c.delivered, c.data_chunks_tx, c.retransmissions, c.t3_expiries, c.fast_retransmits
+            )
+        }
         if let Some(e) = self.endpoint {
-            if let Some(ep) = e.stop() {
+            let g = e.gauges.clone();
+            let ep = e.stop();
+            if let Some(c) = g.final_sctp.lock().ok().and_then(|c| *c) {
+                stats += &sctp_line(&c);
+            }
+            if let Some(ep) = ep {
                 let st = &ep.stats;
                 stats += &format!(
                     "s1ap endpoint: {} eNBs set up, {} messages steered to slices, {} unknown UE IDs, {} decode errors\n",
@@ -781,6 +792,9 @@ impl Epc {
         for (s, g) in self.gauges.iter().enumerate() {
             if let Some(o) = g.final_overload.lock().ok().and_then(|s| s.clone()) {
                 stats += &overload_line(&o);
+            }
+            if let Some(c) = g.final_sctp.lock().ok().and_then(|c| *c) {
+                stats += &sctp_line(&c);
             }
             let Some(m) = g.final_stats.lock().ok().and_then(|s| s.clone()) else {
                 continue;

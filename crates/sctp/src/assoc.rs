@@ -291,7 +291,36 @@ struct Pending {
 }
 
 /// One SCTP association.
+/// What an association did on the wire (monotonic; for tests, benchmarks and the
+/// operator). `delivered` counts user messages handed up, each exactly once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AssocCounters {
+    pub data_chunks_rx: u64,
+    /// DATA chunks received again (a retransmission or a network duplicate):
+    /// reported in SACK, never delivered twice.
+    pub dup_tsns_rx: u64,
+    pub delivered: u64,
+    pub data_chunks_tx: u64,
+    /// DATA chunks sent again (T3-rtx or fast retransmit).
+    pub retransmissions: u64,
+    pub t3_expiries: u64,
+    pub fast_retransmits: u64,
+}
+
+impl std::ops::AddAssign for AssocCounters {
+    fn add_assign(&mut self, o: Self) {
+        self.data_chunks_rx += o.data_chunks_rx;
+        self.dup_tsns_rx += o.dup_tsns_rx;
+        self.delivered += o.delivered;
+        self.data_chunks_tx += o.data_chunks_tx;
+        self.retransmissions += o.retransmissions;
+        self.t3_expiries += o.t3_expiries;
+        self.fast_retransmits += o.fast_retransmits;
+    }
+}
+
 pub struct Association {
+    counters: AssocCounters,
     config: Arc<Config>,
     state: State,
     local_port: u16,
@@ -370,6 +399,11 @@ fn unwrap_tsn(reference: u64, tsn: u32) -> u64 {
 }
 
 impl Association {
+    /// What this association did so far.
+    pub fn counters(&self) -> AssocCounters {
+        self.counters
+    }
+
     fn blank(now: Instant, config: Arc<Config>, local_port: u16, peer_port: u16) -> Self {
         let _ = now;
         let rto = config.rto_initial;
@@ -409,6 +443,7 @@ impl Association {
             cum_recv: EXT_BASE - 1,
             rx_above: BTreeSet::new(),
             rx_dups: Vec::new(),
+            counters: AssocCounters::default(),
             frags: BTreeMap::new(),
             frag_bytes: 0,
             in_ssn: vec![0; config.in_streams as usize],
@@ -795,6 +830,7 @@ impl Association {
     }
 
     fn on_t3_expiry(&mut self, now: Instant) {
+        self.counters.t3_expiries += 1;
         self.error_count += 1;
         if self.error_count > self.max_errors() {
             self.abort_with(CloseReason::RetransmitLimit, Vec::new());
@@ -1079,8 +1115,10 @@ impl Association {
             );
             return;
         }
+        self.counters.data_chunks_rx += 1;
         let tsn = unwrap_tsn(self.cum_recv, d.tsn);
         if tsn <= self.cum_recv || self.rx_above.contains(&tsn) {
+            self.counters.dup_tsns_rx += 1;
             if self.rx_dups.len() < MAX_DUPS {
                 self.rx_dups.push(d.tsn);
             }
@@ -1190,15 +1228,18 @@ impl Association {
 
     fn deliver(&mut self, stream: u16, ssn: u16, ppid: u32, unordered: bool, data: Vec<u8>) {
         if unordered {
+            self.counters.delivered += 1;
             self.events.push_back(Event::Data { stream, ppid, data });
             return;
         }
         let expected = self.in_ssn[stream as usize];
         if ssn == expected {
+            self.counters.delivered += 1;
             self.events.push_back(Event::Data { stream, ppid, data });
             let mut next = expected.wrapping_add(1);
             while let Some((ppid, data)) = self.ordered_wait.remove(&(stream, next)) {
                 self.wait_bytes -= data.len();
+                self.counters.delivered += 1;
                 self.events.push_back(Event::Data { stream, ppid, data });
                 next = next.wrapping_add(1);
             }
@@ -1310,6 +1351,7 @@ impl Association {
                 if !c.gap_acked && !c.marked && c.tx_count > 0 {
                     c.misses = c.misses.saturating_add(1);
                     if c.misses == 3 {
+                        self.counters.fast_retransmits += 1;
                         c.marked = true;
                         self.marked += 1;
                         if c.in_flight {
@@ -1546,6 +1588,8 @@ impl Association {
                     break;
                 }
                 push_data(b, c);
+                self.counters.retransmissions += 1;
+                self.counters.data_chunks_tx += 1;
                 c.marked = false;
                 c.misses = 0;
                 c.tx_count += 1;
@@ -1572,6 +1616,7 @@ impl Association {
                 break;
             };
             push_data(b, &c);
+            self.counters.data_chunks_tx += 1;
             c.tx_count = 1;
             c.in_flight = true;
             self.flight_size += c.data.len();

@@ -10,7 +10,7 @@ pub mod endpoint;
 pub mod transport;
 pub mod wire;
 
-pub use assoc::{Association, CloseReason, Config, Event, SendError, State};
+pub use assoc::{AssocCounters, Association, CloseReason, Config, Event, SendError, State};
 pub use endpoint::{AssocHandle, Endpoint};
 #[cfg(target_os = "linux")]
 pub use transport::KernelSctpTransport;

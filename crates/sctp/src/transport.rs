@@ -52,6 +52,10 @@ pub trait S1Transport: Send {
     /// Starts a graceful shutdown; `Down` follows.
     fn close(&mut self, assoc: AssocId);
     fn local_addr(&self) -> SocketAddr;
+    /// What the associations did (userspace SCTP only; the kernel keeps its own).
+    fn counters(&mut self) -> Option<crate::assoc::AssocCounters> {
+        None
+    }
     /// Puts queued messages on the wire now.
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
@@ -158,9 +162,23 @@ pub struct UdpSctpTransport {
     rx: RxBuffers,
     /// Optional tap of every SCTP packet (outgoing = true) for captures in tests.
     tap: Option<Tap>,
+    /// Counters of the associations already gone.
+    gone: crate::assoc::AssocCounters,
 }
 
 impl UdpSctpTransport {
+    /// What every association of this transport did, closed ones included.
+    pub fn counters(&mut self) -> crate::assoc::AssocCounters {
+        let mut c = self.gone;
+        let hs: Vec<AssocHandle> = self.endpoint.handles().collect();
+        for h in hs {
+            if let Some(a) = self.endpoint.association(h) {
+                c += a.counters();
+            }
+        }
+        c
+    }
+
     fn open(
         udp_addr: SocketAddr,
         listen: Option<u16>,
@@ -189,6 +207,7 @@ impl UdpSctpTransport {
             tx: TxBatch::default(),
             rx: RxBuffers::new(),
             tap: None,
+            gone: Default::default(),
         })
     }
 
@@ -351,7 +370,9 @@ impl UdpSctpTransport {
                 drained = a.is_drained();
             }
             if drained {
-                self.endpoint.remove(h);
+                if let Some(a) = self.endpoint.remove(h) {
+                    self.gone += a.counters();
+                }
             }
         }
         self.dirty = dirty;
@@ -414,6 +435,10 @@ impl UdpSctpTransport {
 }
 
 impl S1Transport for UdpSctpTransport {
+    fn counters(&mut self) -> Option<crate::assoc::AssocCounters> {
+        Some(UdpSctpTransport::counters(self))
+    }
+
     fn poll(&mut self, timeout: Duration, events: &mut Vec<TransportEvent>) -> io::Result<()> {
         let start = Instant::now();
         let deadline = start + timeout;

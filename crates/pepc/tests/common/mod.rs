@@ -1,0 +1,5 @@
+//! Scaffolding shared by the end-to-end tests.
+#![allow(dead_code)]
+
+pub mod enb;
+pub mod relay;
