@@ -604,9 +604,19 @@ fn open_state(
     let StateStoreConfig::Embedded(path) = cfg else {
         return Ok((None, per_slice, 0));
     };
+    let t = std::time::Instant::now();
     let store = EmbeddedStore::open(path).map_err(|e| e.to_string())?;
+    let opened = t.elapsed();
     let records = store.load_all().map_err(|e| e.to_string())?;
     let found = records.len();
+    if found > 0 {
+        tracing::info!(
+            "state store {}: {found} checkpointed UEs read in {} ms (open {} ms)",
+            path.display(),
+            t.elapsed().as_millis(),
+            opened.as_millis()
+        );
+    }
     let ids = SignalingIds::new(slices);
     for (imsi, bytes) in records {
         let s = match pepc_mme::snapshot::snapshot_m_tmsi(&bytes) {
