@@ -212,6 +212,64 @@ pub struct MmeStats {
     pub congestion_rejects: u64,
 }
 
+impl MmeStats {
+    /// Every counter with its field name (the metrics endpoint exposes them all).
+    pub fn named(&self) -> [(&'static str, u64); 47] {
+        [
+            ("s1ap_decode_errors", self.s1ap_decode_errors),
+            ("unknown_ue_ids", self.unknown_ue_ids),
+            ("attach_requests", self.attach_requests),
+            ("attaches", self.attaches),
+            ("attach_rejects", self.attach_rejects),
+            ("auth_rejects", self.auth_rejects),
+            ("resyncs", self.resyncs),
+            ("nas_bad_mac", self.nas_bad_mac),
+            ("nas_replays", self.nas_replays),
+            ("nas_unprotected_dropped", self.nas_unprotected_dropped),
+            ("nas_decode_errors", self.nas_decode_errors),
+            ("service_requests", self.service_requests),
+            ("service_rejects", self.service_rejects),
+            ("tau", self.tau),
+            ("detaches", self.detaches),
+            ("implicit_detaches", self.implicit_detaches),
+            ("pagings", self.pagings),
+            ("paging_failures", self.paging_failures),
+            ("path_switches", self.path_switches),
+            ("s1_handovers", self.s1_handovers),
+            ("retransmissions", self.retransmissions),
+            ("procedure_timeouts", self.procedure_timeouts),
+            ("nas_non_delivery", self.nas_non_delivery),
+            ("releases", self.releases),
+            ("pdn_connects", self.pdn_connects),
+            ("pdn_connect_rejects", self.pdn_connect_rejects),
+            ("pdn_disconnects", self.pdn_disconnects),
+            ("pdn_disconnect_rejects", self.pdn_disconnect_rejects),
+            (
+                "bearer_resource_allocations",
+                self.bearer_resource_allocations,
+            ),
+            ("bearer_resource_rejects", self.bearer_resource_rejects),
+            ("parked_contexts_reused", self.parked_contexts_reused),
+            ("hss_requests", self.hss_requests),
+            ("hss_failures", self.hss_failures),
+            ("hss_timeouts", self.hss_timeouts),
+            ("hss_late_answers", self.hss_late_answers),
+            ("nas_dropped_awaiting_hss", self.nas_dropped_awaiting_hss),
+            ("no_ue_entry", self.no_ue_entry),
+            ("nas_gate_discards", self.nas_gate_discards),
+            ("nas_reauthentications", self.nas_reauthentications),
+            ("nas_reauth_failures", self.nas_reauth_failures),
+            ("release_guard_expiries", self.release_guard_expiries),
+            ("unauth_expired", self.unauth_expired),
+            ("unauth_refused", self.unauth_refused),
+            ("hss_cancels", self.hss_cancels),
+            ("hss_subscription_updates", self.hss_subscription_updates),
+            ("hss_purges", self.hss_purges),
+            ("congestion_rejects", self.congestion_rejects),
+        ]
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MmeError {
     UnknownUe,
@@ -631,6 +689,11 @@ impl Mme {
     }
 
     /// Registered or in-progress UE contexts.
+    /// UEs with an S1 connection now (ECM-CONNECTED).
+    pub fn connection_count(&self) -> usize {
+        self.by_conn.len()
+    }
+
     pub fn ue_count(&self) -> usize {
         self.by_id.len()
     }

@@ -281,22 +281,17 @@ impl Node {
 
     /// A snapshot of every slice's and the demux's counters (cheap: relaxed loads).
     pub fn stats(&self) -> NodeStats {
-        let demux = self.demux_counters.as_ref().map(|c| c.snapshot());
-        let slices = self
-            .slice_counters
-            .iter()
-            .zip(&self.port_counters)
-            .enumerate()
-            .map(|(s, (c, p))| {
-                SliceStats::read(
-                    s,
-                    c,
-                    p,
-                    demux.as_ref().and_then(|d| d.slices.get(s).copied()),
-                )
-            })
-            .collect();
-        NodeStats { slices, demux }
+        self.stats_reader().read()
+    }
+
+    /// A handle on the data path's counters for another thread (the metrics
+    /// endpoint): it reads the single writers' atomics, nothing else.
+    pub fn stats_reader(&self) -> StatsReader {
+        StatsReader {
+            demux: self.demux_counters.clone(),
+            slices: self.slice_counters.clone(),
+            ports: self.port_counters.clone(),
+        }
     }
 
     /// A thread of the node that ended while it should run (a panic: its message was
@@ -329,5 +324,34 @@ impl Node {
             let _ = h.join();
         }
         self.slices.into_iter().map(SliceThreads::join).collect()
+    }
+}
+
+/// The data path's counters, readable from any thread ([`Node::stats_reader`]).
+#[derive(Clone)]
+pub struct StatsReader {
+    demux: Option<Arc<DemuxCounters>>,
+    slices: Vec<Arc<SliceCounters>>,
+    ports: Vec<[Arc<PortCounters>; 2]>,
+}
+
+impl StatsReader {
+    pub fn read(&self) -> NodeStats {
+        let demux = self.demux.as_ref().map(|c| c.snapshot());
+        let slices = self
+            .slices
+            .iter()
+            .zip(&self.ports)
+            .enumerate()
+            .map(|(s, (c, p))| {
+                SliceStats::read(
+                    s,
+                    c,
+                    p,
+                    demux.as_ref().and_then(|d| d.slices.get(s).copied()),
+                )
+            })
+            .collect();
+        NodeStats { slices, demux }
     }
 }

@@ -51,9 +51,45 @@ pub struct SliceGauges {
     pub final_overload: std::sync::Mutex<Option<pepc_mme::OverloadStats>>,
     /// The S1-MME associations' counters, where the endpoint runs inline here.
     pub final_sctp: std::sync::Mutex<Option<pepc_sctp::AssocCounters>>,
+    /// UEs with an S1 connection (ECM-CONNECTED).
+    pub connected: AtomicU64,
+    /// eNBs set up, where the endpoint runs inline in this slice.
+    pub enbs: AtomicU64,
+    live: std::sync::Mutex<Option<pepc_mme::MmeStats>>,
+    published: std::sync::Mutex<Option<Instant>>,
 }
 
+/// How often a control thread copies its MME's counters for the metrics endpoint.
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+
 impl SliceGauges {
+    /// The MME's figures for readers on other threads: the level gauges every round
+    /// (atomics), a copy of its counters every 100 ms (a lock only the scraper and
+    /// this thread take, and this thread never waits for it).
+    fn publish(&self, mme: &Mme, now: Instant) {
+        self.ues.store(mme.ue_count() as u64, Ordering::Relaxed);
+        self.attaches.store(mme.stats.attaches, Ordering::Relaxed);
+        self.connected
+            .store(mme.connection_count() as u64, Ordering::Relaxed);
+        let due = self.published.lock().ok().is_none_or(|mut t| {
+            let due = t.is_none_or(|t| now.saturating_duration_since(t) >= PUBLISH_EVERY);
+            if due {
+                *t = Some(now);
+            }
+            due
+        });
+        if due {
+            if let Ok(mut s) = self.live.try_lock() {
+                *s = Some(mme.stats.clone());
+            }
+        }
+    }
+
+    /// The MME's counters as last published (None before the first round).
+    pub fn live_stats(&self) -> Option<pepc_mme::MmeStats> {
+        self.live.lock().ok().and_then(|s| s.clone())
+    }
+
     fn restored(&self, r: Restored) {
         self.restored.store(r.ues, Ordering::Relaxed);
         self.restore_failed.store(r.failed, Ordering::Relaxed);
@@ -335,11 +371,9 @@ impl ControlDriver for MmeDriver {
             busy = true;
         }
         self.gauges
-            .ues
-            .store(self.mme.ue_count() as u64, Ordering::Relaxed);
-        self.gauges
-            .attaches
-            .store(self.mme.stats.attaches, Ordering::Relaxed);
+            .enbs
+            .store(self.endpoint.enb_count() as u64, Ordering::Relaxed);
+        self.gauges.publish(&self.mme, now);
         busy
     }
 
@@ -523,12 +557,7 @@ impl ControlDriver for SliceMme {
         if !self.backlog.is_empty() {
             busy = true;
         }
-        self.gauges
-            .ues
-            .store(self.mme.ue_count() as u64, Ordering::Relaxed);
-        self.gauges
-            .attaches
-            .store(self.mme.stats.attaches, Ordering::Relaxed);
+        self.gauges.publish(&self.mme, now);
         busy
     }
 

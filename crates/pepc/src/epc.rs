@@ -88,6 +88,21 @@ struct SignalingSections {
     hss: HssSection,
     state: StateSection,
     log: crate::logging::LogSection,
+    metrics: MetricsSection,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSection {
+    pub listen: String,
+}
+
+impl Default for MetricsSection {
+    fn default() -> Self {
+        MetricsSection {
+            listen: "127.0.0.1:9090".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -251,6 +266,8 @@ pub struct EpcConfig {
     pub hss: HssStore,
     pub hss_mode: HssMode,
     pub log: crate::logging::LogConfig,
+    /// The Prometheus endpoint's address (None: off). See `crate::metrics`.
+    pub metrics: Option<std::net::SocketAddr>,
     /// How IMSIs (and foreign GUTIs) are spread over the slices.
     pub slice_policy: SlicePolicy,
     pub state: StateStoreConfig,
@@ -311,7 +328,7 @@ impl EpcConfig {
         let mut table: toml::Table = toml::from_str(text).map_err(|e| format!("config: {e}"))?;
         // Split our sections off so the node keeps rejecting unknown keys in its own.
         let mut ours = toml::Table::new();
-        for k in ["mme", "s1mme", "hss", "state", "log"] {
+        for k in ["mme", "s1mme", "hss", "state", "log", "metrics"] {
             if let Some(v) = table.remove(k) {
                 ours.insert(k.into(), v);
             }
@@ -474,6 +491,12 @@ impl EpcConfig {
             hss,
             hss_mode,
             log: sig.log.validate()?,
+            metrics: match sig.metrics.listen.trim() {
+                "" => None,
+                a => Some(a.parse().map_err(|e| {
+                    format!("config key `metrics.listen`: {a:?} is not an address:port ({e})")
+                })?),
+            },
             slice_policy,
             state,
         })
@@ -587,6 +610,8 @@ pub struct Epc {
     pub checkpointer: Option<Checkpointer>,
     /// Checkpoints found at start (UEs of a previous process to restore).
     pub checkpoints_found: usize,
+    /// The Prometheus endpoint (with `[metrics] listen`).
+    pub metrics: Option<pepc_mgmt::MetricsServer>,
 }
 
 /// A slice's share of the checkpoints found at start: (IMSI, snapshot).
@@ -712,6 +737,25 @@ impl Epc {
         let node = Node::start(&cfg.node, &mut |s| {
             drivers.get_mut(s).and_then(|d| d.take())
         })?;
+        let metrics = match cfg.metrics {
+            None => None,
+            Some(a) => {
+                let source = crate::metrics::NodeMetrics {
+                    data: node.stats_reader(),
+                    slices: gauges.clone(),
+                    endpoint: endpoint.as_ref().map(|e: &EndpointThread| e.gauges.clone()),
+                    started: std::time::Instant::now(),
+                };
+                // A packet core keeps serving without its metrics: said loudly, not fatal.
+                pepc_mgmt::MetricsServer::start(a, Arc::new(source))
+                    .map_err(|e| {
+                        tracing::error!(
+                            "metrics endpoint off: cannot listen on {a} (`metrics.listen`): {e}"
+                        )
+                    })
+                    .ok()
+            }
+        };
         Ok(Epc {
             node,
             hss,
@@ -720,6 +764,7 @@ impl Epc {
             gauges,
             checkpointer,
             checkpoints_found,
+            metrics,
         })
     }
 

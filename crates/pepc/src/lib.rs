@@ -5,4 +5,5 @@
 pub mod demo;
 pub mod epc;
 pub mod logging;
+pub mod metrics;
 pub mod subscriber;

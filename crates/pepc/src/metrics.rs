@@ -1,0 +1,233 @@
+//! What a node exposes at `/metrics` (`pepc_*`), read at each scrape from what the
+//! single writers publish: the data threads' and the demux's atomics, the control
+//! threads' gauges and the copy of their MME counters they refresh every 100 ms, the
+//! S1AP endpoint's gauges. Nothing here takes a lock on the data path.
+//!
+//! ```toml
+//! [metrics]
+//! listen = "127.0.0.1:9090"   # "" turns the endpoint off
+//! ```
+
+use pepc_mgmt::{Exposition, MetricsSource};
+use pepc_node::node::StatsReader;
+use pepc_node::s1mme::{EndpointGauges, SliceGauges};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub struct NodeMetrics {
+    pub(crate) data: StatsReader,
+    pub(crate) slices: Vec<Arc<SliceGauges>>,
+    pub(crate) endpoint: Option<Arc<EndpointGauges>>,
+    pub(crate) started: Instant,
+}
+
+fn slice(s: usize) -> (&'static str, String) {
+    ("slice", s.to_string())
+}
+
+impl MetricsSource for NodeMetrics {
+    fn collect(&self, out: &mut Exposition) {
+        out.gauge(
+            "pepc_uptime_seconds",
+            "Seconds since the node started",
+            &[],
+            self.started.elapsed().as_secs() as i64,
+        );
+        let st = self.data.read();
+        for d in &st.slices {
+            let s = d.slice;
+            for (dir, v) in [("uplink", d.ul_forwarded), ("downlink", d.dl_forwarded)] {
+                out.counter(
+                    "pepc_packets_forwarded",
+                    "Packets the slice's data thread forwarded, by direction",
+                    &[slice(s), ("direction", dir.into())],
+                    v,
+                );
+            }
+            for (reason, v) in &d.drops_by_reason {
+                out.counter(
+                    "pepc_packets_dropped",
+                    "Packets the slice's data path dropped, by reason",
+                    &[slice(s), ("reason", (*reason).into())],
+                    *v,
+                );
+            }
+            for (port, p) in [("s1u", &d.s1u), ("sgi", &d.sgi)] {
+                for (dir, v) in [("rx", p.rx_packets), ("tx", p.tx_packets)] {
+                    out.counter(
+                        "pepc_port_packets",
+                        "Packets through the slice's S1-U and SGi ports",
+                        &[slice(s), ("port", port.into()), ("direction", dir.into())],
+                        v,
+                    );
+                }
+                out.counter(
+                    "pepc_port_tx_failed",
+                    "Packets a port failed to send",
+                    &[slice(s), ("port", port.into())],
+                    p.tx_failed,
+                );
+            }
+            for (what, v) in [
+                ("echo_replies", d.echo_replies),
+                ("error_indications", d.error_indications),
+                ("end_markers", d.end_markers),
+                ("buffered", d.buffered),
+                ("updates_applied", d.updates_applied),
+            ] {
+                out.counter(
+                    "pepc_datapath_events",
+                    "Data-path events: GTP-U echo replies, error indications, end markers, packets buffered for idle UEs, control updates applied",
+                    &[slice(s), ("event", what.into())],
+                    v,
+                );
+            }
+            if let Some(dm) = &d.demux {
+                for (dir, v, full) in [
+                    ("uplink", dm.ul, dm.ul_ring_full),
+                    ("downlink", dm.dl, dm.dl_ring_full),
+                ] {
+                    out.counter(
+                        "pepc_demux_packets",
+                        "Packets the demux steered to the slice",
+                        &[slice(s), ("direction", dir.into())],
+                        v,
+                    );
+                    out.counter(
+                        "pepc_demux_ring_full",
+                        "Packets dropped because the slice's ring was full",
+                        &[slice(s), ("direction", dir.into())],
+                        full,
+                    );
+                }
+            }
+        }
+        if let Some(dm) = &st.demux {
+            for (reason, v) in [
+                ("malformed_gtpu", dm.malformed_gtpu),
+                ("unknown_ue_ip", dm.unknown_ue_ip),
+                ("unknown_teid", dm.unknown_teid),
+                ("rx_errors", dm.rx_errors),
+            ] {
+                out.counter(
+                    "pepc_demux_dropped",
+                    "Packets the demux dropped before any slice, by reason",
+                    &[("reason", reason.into())],
+                    v,
+                );
+            }
+        }
+        for (s, g) in self.slices.iter().enumerate() {
+            out.gauge(
+                "pepc_ue_contexts",
+                "UE contexts in the slice's MME (registered or in a procedure)",
+                &[slice(s)],
+                g.ues.load(Relaxed) as i64,
+            );
+            out.gauge(
+                "pepc_ue_connected",
+                "UEs with an S1 connection (ECM-CONNECTED)",
+                &[slice(s)],
+                g.connected.load(Relaxed) as i64,
+            );
+            out.counter(
+                "pepc_restored_ues",
+                "UEs restored from the state store at start",
+                &[slice(s)],
+                g.restored.load(Relaxed),
+            );
+            let Some(m) = g.live_stats() else {
+                continue;
+            };
+            let procs = [
+                ("attach", m.attach_requests, m.attaches, m.attach_rejects),
+                (
+                    "service_request",
+                    m.service_requests + m.service_rejects,
+                    m.service_requests,
+                    m.service_rejects,
+                ),
+                (
+                    "pdn_connect",
+                    m.pdn_connects + m.pdn_connect_rejects,
+                    m.pdn_connects,
+                    m.pdn_connect_rejects,
+                ),
+                (
+                    "bearer_resource_allocation",
+                    m.bearer_resource_allocations + m.bearer_resource_rejects,
+                    m.bearer_resource_allocations,
+                    m.bearer_resource_rejects,
+                ),
+                (
+                    "paging",
+                    m.pagings,
+                    m.pagings.saturating_sub(m.paging_failures),
+                    m.paging_failures,
+                ),
+                (
+                    "authentication",
+                    m.nas_reauthentications,
+                    m.nas_reauthentications
+                        .saturating_sub(m.nas_reauth_failures),
+                    m.nas_reauth_failures,
+                ),
+            ];
+            for (p, started, ok, failed) in procs {
+                for (result, v) in [("started", started), ("succeeded", ok), ("failed", failed)] {
+                    out.counter(
+                        "pepc_procedures",
+                        "UE procedures by name and result",
+                        &[slice(s), ("procedure", p.into()), ("result", result.into())],
+                        v,
+                    );
+                }
+            }
+            for (event, v) in m.named() {
+                out.counter(
+                    "pepc_mme_events",
+                    "Every counter of the slice's MME, by name (crates/mme MmeStats)",
+                    &[slice(s), ("event", event.into())],
+                    v,
+                );
+            }
+        }
+        let enbs = match &self.endpoint {
+            Some(e) => e.enbs.load(Relaxed),
+            None => self.slices.iter().map(|g| g.enbs.load(Relaxed)).sum(),
+        };
+        out.gauge(
+            "pepc_enbs",
+            "eNBs whose S1 Setup succeeded",
+            &[],
+            enbs as i64,
+        );
+        if let Some(e) = &self.endpoint {
+            out.counter(
+                "pepc_s1ap_steered",
+                "S1AP messages the node's endpoint steered to slices",
+                &[],
+                e.demuxed.load(Relaxed),
+            );
+            out.counter(
+                "pepc_s1ap_dropped",
+                "S1AP messages dropped because a slice's ring and backlog were full",
+                &[],
+                e.dropped_inputs.load(Relaxed),
+            );
+            out.gauge(
+                "pepc_overloaded",
+                "1 while the eNBs are told OVERLOAD START",
+                &[],
+                i64::from(e.overloaded.load(Relaxed)),
+            );
+            out.counter(
+                "pepc_overload_starts",
+                "Overload periods begun",
+                &[],
+                e.overload_starts.load(Relaxed),
+            );
+        }
+    }
+}

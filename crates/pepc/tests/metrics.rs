@@ -1,0 +1,165 @@
+//! The Prometheus endpoint end to end: a node with the emulator attached, its
+//! `/metrics` read over HTTP and parsed by an independent OpenMetrics parser (PyPI's
+//! `prometheus_client`), the figures checked against the emulator's own counts.
+
+use pepc::demo::emulator_subscribers;
+use pepc::epc::{open_hss, Epc, EpcConfig};
+use pepc_emulator::config::{SubscriberKeys, Traffic, TrafficProfile};
+use pepc_emulator::{EmulatorConfig, Scenario};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// GET /metrics, the body.
+fn scrape(addr: SocketAddr) -> String {
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: pepc\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert!(r.contains("application/openmetrics-text"), "{r}");
+    r.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+/// The samples as the independent parser reads them: [name, labels, value].
+fn parse(text: &str) -> Vec<(String, serde_json::Map<String, Value>, f64)> {
+    let py = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+out = []
+for fam in text_string_to_metric_families(sys.stdin.read()):
+    for s in fam.samples:
+        out.append([s.name, s.labels, s.value])
+print(json.dumps(out))
+"#;
+    let mut p = Command::new("python3")
+        .args(["-c", py])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 (scripts/test.sh installs prometheus_client)");
+    p.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let o = p.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "the OpenMetrics parser refused the text: {}\n{text}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Vec<(String, serde_json::Map<String, Value>, f64)> =
+        serde_json::from_slice(&o.stdout).unwrap();
+    v
+}
+
+fn sum(
+    samples: &[(String, serde_json::Map<String, Value>, f64)],
+    name: &str,
+    want: &[(&str, &str)],
+) -> f64 {
+    samples
+        .iter()
+        .filter(|(n, l, _)| {
+            n == name
+                && want
+                    .iter()
+                    .all(|(k, v)| l.get(*k).and_then(|x| x.as_str()) == Some(*v))
+        })
+        .map(|(_, _, v)| v)
+        .sum()
+}
+
+#[test]
+fn metrics_match_what_the_emulator_saw() {
+    let n = 49u8;
+    let ues = 24;
+    let cfg = EpcConfig::parse(&format!(
+        "[node]\nmax_users = 1024\nslices = 2\n\
+         [s1u]\nbind = \"127.0.{n}.1:2152\"\n\
+         [sgi]\nmode = \"udp\"\nsink_local = \"127.0.{n}.1:5202\"\nsink_peer = \"127.0.{n}.2:5201\"\n\
+         [s1mme]\ntransport = \"udp\"\nbind = \"127.0.{n}.1\"\n\
+         [hss]\ndb = \":memory:\"\n\
+         [metrics]\nlisten = \"127.0.{n}.1:0\"\n"
+    ))
+    .unwrap();
+    let hss = open_hss(&cfg.hss).unwrap();
+    hss.add_many(&emulator_subscribers(&SubscriberKeys::default(), ues).unwrap())
+        .unwrap();
+    let epc = Epc::start(&cfg, hss).unwrap();
+    let addr = epc.metrics.as_ref().expect("metrics on").local_addr();
+    let node_ip = Ipv4Addr::new(127, 0, n, 1);
+    let enb_ip = Ipv4Addr::new(127, 0, n, 2);
+    let ecfg = EmulatorConfig {
+        mme_ip: node_ip.into(),
+        local_ip: enb_ip.into(),
+        gtpu_addr: SocketAddrV4::new(enb_ip, 2152),
+        pdn_addr: SocketAddr::from((enb_ip, 5201)),
+        sgi_peer: Some(SocketAddr::from((node_ip, 5202))),
+        enbs: 2,
+        ..EmulatorConfig::default()
+    };
+    let scen = Scenario {
+        ues,
+        attach_rate: 500.0,
+        duration_s: 1.0,
+        event_rate: 0.0,
+        traffic: Traffic {
+            profile: TrafficProfile::Pepc,
+            rate_pps: 400.0,
+        },
+        detach_at_end: false,
+        ..Scenario::default()
+    };
+    let r = pepc_emulator::run(ecfg, scen).unwrap();
+    assert_eq!(r.attached, u64::from(ues));
+    // The control threads publish their MME counters every 100 ms.
+    std::thread::sleep(Duration::from_millis(300));
+    let text = scrape(addr);
+    let s = parse(&text);
+    let j = r.to_json();
+    let attach_ok = sum(
+        &s,
+        "pepc_procedures_total",
+        &[("procedure", "attach"), ("result", "succeeded")],
+    );
+    assert_eq!(attach_ok as u64, r.procedures["attach"].ok, "{j}\n{text}");
+    assert_eq!(
+        sum(
+            &s,
+            "pepc_procedures_total",
+            &[("procedure", "attach"), ("result", "failed")]
+        ),
+        0.0
+    );
+    assert_eq!(sum(&s, "pepc_enbs", &[]), 2.0, "{text}");
+    assert_eq!(
+        sum(&s, "pepc_ue_contexts", &[]) as u64,
+        u64::from(ues),
+        "{text}"
+    );
+    // Every UE's uplink that reached the PDN side went through a slice's data thread.
+    let ul = sum(
+        &s,
+        "pepc_packets_forwarded_total",
+        &[("direction", "uplink")],
+    ) as u64;
+    assert_eq!(ul, r.ul_packets, "{j}\n{text}");
+    let dl = sum(
+        &s,
+        "pepc_packets_forwarded_total",
+        &[("direction", "downlink")],
+    ) as u64;
+    assert_eq!(dl, r.dl_packets, "{j}\n{text}");
+    assert!(ul > 0 && dl > 0, "{j}");
+    // Both slices took part, and every name is ours.
+    for sl in ["0", "1"] {
+        assert!(
+            sum(&s, "pepc_ue_contexts", &[("slice", sl)]) > 0.0,
+            "{text}"
+        );
+    }
+    assert!(s.iter().all(|(n, _, _)| n.starts_with("pepc_")), "{text}");
+    epc.stop();
+}
