@@ -125,6 +125,16 @@ pub struct SliceFigures {
 
 /// Node + emulator; the node is stopped before returning.
 pub fn run(ports: &DemoPorts, o: &DemoOpts) -> Result<(Report, Vec<SliceFigures>), String> {
+    run_with(ports, o, &mut |_, _| {})
+}
+
+/// [`run`], with `done` called on the report while the node still runs (to show it,
+/// and with `pepc demo --hold` to keep the node up for a person to look around).
+pub fn run_with(
+    ports: &DemoPorts,
+    o: &DemoOpts,
+    done: &mut dyn FnMut(&Report, &[SliceFigures]),
+) -> Result<(Report, Vec<SliceFigures>), String> {
     let epc = start_node(ports, o.ues, o.slices)?;
     if o.progress {
         eprintln!(
@@ -133,6 +143,10 @@ pub fn run(ports: &DemoPorts, o: &DemoOpts) -> Result<(Report, Vec<SliceFigures>
             epc.node.s1u_addr,
             epc.node.sgi_desc
         );
+        match &epc.metrics {
+            Some(m) => eprintln!("pepc demo: metrics at http://{}/metrics", m.local_addr()),
+            None => eprintln!("pepc demo: metrics endpoint off (its port is taken)"),
+        }
     }
     let ecfg = EmulatorConfig {
         enbs: o.enbs,
@@ -173,6 +187,9 @@ pub fn run(ports: &DemoPorts, o: &DemoOpts) -> Result<(Report, Vec<SliceFigures>
     for (f, s) in figures.iter_mut().zip(epc.node.stats().slices) {
         f.ul_forwarded = s.ul_forwarded;
         f.dl_forwarded = s.dl_forwarded;
+    }
+    if let Ok(r) = &report {
+        done(r, &figures);
     }
     // The node's own view (per-slice forwarding and drops by reason) beside the report.
     let stats = epc.stop();

@@ -73,6 +73,9 @@ struct DemoArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Keep the node up after the report (metrics stay served) until Ctrl-C.
+    #[arg(long)]
+    hold: bool,
 }
 
 #[derive(Subcommand)]
@@ -430,28 +433,35 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
         progress: !a.json,
         slices: a.slices,
     };
-    let (report, slices) = pepc::demo::run(&pepc::demo::DemoPorts::default(), &o)?;
-    if a.json {
-        let mut v: serde_json::Value =
-            serde_json::from_str(&report.to_json()).map_err(|e| format!("report: {e}"))?;
-        if let Some(m) = v.as_object_mut() {
-            m.insert(
-                "slices".into(),
-                serde_json::to_value(&slices).map_err(|e| format!("report: {e}"))?,
-            );
+    let json = a.json;
+    let mut show = |report: &pepc_emulator::Report, slices: &[pepc::demo::SliceFigures]| {
+        if json {
+            let mut v: serde_json::Value =
+                serde_json::from_str(&report.to_json()).unwrap_or_default();
+            if let Some(m) = v.as_object_mut() {
+                m.insert(
+                    "slices".into(),
+                    serde_json::to_value(slices).unwrap_or_default(),
+                );
+            }
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        } else {
+            println!("{}", report.to_table());
+            for s in slices {
+                println!(
+                    "slice {}: {} UEs after the attaches ({} attached there), ul {} dl {} packets forwarded",
+                    s.slice, s.ues, s.attaches, s.ul_forwarded, s.dl_forwarded
+                );
+            }
         }
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| format!("report: {e}"))?
-        );
-    } else {
-        println!("{}", report.to_table());
-        for s in &slices {
-            println!(
-                "slice {}: {} UEs after the attaches ({} attached there), ul {} dl {} packets forwarded",
-                s.slice, s.ues, s.attaches, s.ul_forwarded, s.dl_forwarded
-            );
+        if a.hold {
+            stop_on_signals();
+            eprintln!("pepc demo: the node stays up (--hold); Ctrl-C stops it");
+            while !STOP.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
         }
-    }
+    };
+    pepc::demo::run_with(&pepc::demo::DemoPorts::default(), &o, &mut show)?;
     Ok(())
 }
