@@ -1,5 +1,6 @@
-//! The operator's interface of a running node over HTTP: today the Prometheus
-//! endpoint (`GET /metrics`, OpenMetrics text, which Prometheus scrapes natively).
+//! The operator's interface of a running node over HTTP: the Prometheus endpoint
+//! (`GET /metrics`, OpenMetrics text, which Prometheus scrapes natively) and the
+//! management API (`/api/v1`, [`api`]).
 //!
 //! The server runs on a thread of its own (a single-threaded tokio runtime), never on
 //! a slice's threads. What it exposes comes from a [`MetricsSource`] that reads, at
@@ -19,6 +20,8 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+
+pub mod api;
 
 /// Label pairs of one sample.
 pub type Labels = Vec<(String, String)>;
@@ -101,12 +104,15 @@ pub trait MetricsSource: Send + Sync + 'static {
     fn collect(&self, out: &mut Exposition);
 }
 
-/// The HTTP server of the metrics endpoint.
-pub struct MetricsServer {
+/// An HTTP server of the node on a thread of its own (single-threaded tokio runtime).
+pub struct HttpServer {
     addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
+
+/// The metrics endpoint (a server with `GET /metrics`).
+pub type MetricsServer = HttpServer;
 
 async fn metrics(source: Arc<dyn MetricsSource>) -> impl IntoResponse {
     let mut e = Exposition::default();
@@ -120,9 +126,17 @@ async fn metrics(source: Arc<dyn MetricsSource>) -> impl IntoResponse {
     )
 }
 
-impl MetricsServer {
+impl HttpServer {
     /// Listens on `listen` (port 0: any) and serves `GET /metrics` from `source`.
     pub fn start(listen: SocketAddr, source: Arc<dyn MetricsSource>) -> std::io::Result<Self> {
+        let app = Router::new().route("/metrics", get(move || metrics(source.clone())));
+        let s = Self::serve(listen, "pepc-metrics", app)?;
+        tracing::info!("metrics: http://{}/metrics", s.addr);
+        Ok(s)
+    }
+
+    /// Serves `app` on `listen`.
+    pub fn serve(listen: SocketAddr, thread: &str, app: Router) -> std::io::Result<Self> {
         let std_listener = std::net::TcpListener::bind(listen)?;
         std_listener.set_nonblocking(true)?;
         let addr = std_listener.local_addr()?;
@@ -131,29 +145,27 @@ impl MetricsServer {
             .enable_io()
             .build()?;
         let thread = std::thread::Builder::new()
-            .name("pepc-metrics".into())
+            .name(thread.into())
             .spawn(move || {
                 rt.block_on(async move {
                     let listener = match tokio::net::TcpListener::from_std(std_listener) {
                         Ok(l) => l,
                         Err(e) => {
-                            tracing::error!("metrics endpoint {addr}: {e}");
+                            tracing::error!("http {addr}: {e}");
                             return;
                         }
                     };
-                    let app = Router::new().route("/metrics", get(move || metrics(source.clone())));
                     let served = axum::serve(listener, app)
                         .with_graceful_shutdown(async {
                             let _ = rx.await;
                         })
                         .await;
                     if let Err(e) = served {
-                        tracing::error!("metrics endpoint {addr}: {e}");
+                        tracing::error!("http {addr}: {e}");
                     }
                 });
             })?;
-        tracing::info!("metrics: http://{addr}/metrics");
-        Ok(MetricsServer {
+        Ok(HttpServer {
             addr,
             stop: Some(tx),
             thread: Some(thread),
@@ -165,7 +177,7 @@ impl MetricsServer {
     }
 }
 
-impl Drop for MetricsServer {
+impl Drop for HttpServer {
     fn drop(&mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());

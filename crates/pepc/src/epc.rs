@@ -89,6 +89,39 @@ struct SignalingSections {
     state: StateSection,
     log: crate::logging::LogSection,
     metrics: MetricsSection,
+    api: ApiSection,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiSection {
+    pub listen: String,
+    pub token: String,
+}
+
+impl Default for ApiSection {
+    fn default() -> Self {
+        ApiSection {
+            listen: "127.0.0.1:8080".into(),
+            token: String::new(),
+        }
+    }
+}
+
+/// Where the management API listens, and its token (never shown).
+#[derive(Clone)]
+pub struct ApiConfig {
+    pub listen: std::net::SocketAddr,
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for ApiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiConfig")
+            .field("listen", &self.listen)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -268,6 +301,8 @@ pub struct EpcConfig {
     pub log: crate::logging::LogConfig,
     /// The Prometheus endpoint's address (None: off). See `crate::metrics`.
     pub metrics: Option<std::net::SocketAddr>,
+    /// The management API (None: off). See `crate::api`.
+    pub api: Option<ApiConfig>,
     /// How IMSIs (and foreign GUTIs) are spread over the slices.
     pub slice_policy: SlicePolicy,
     pub state: StateStoreConfig,
@@ -328,7 +363,7 @@ impl EpcConfig {
         let mut table: toml::Table = toml::from_str(text).map_err(|e| format!("config: {e}"))?;
         // Split our sections off so the node keeps rejecting unknown keys in its own.
         let mut ours = toml::Table::new();
-        for k in ["mme", "s1mme", "hss", "state", "log", "metrics"] {
+        for k in ["mme", "s1mme", "hss", "state", "log", "metrics", "api"] {
             if let Some(v) = table.remove(k) {
                 ours.insert(k.into(), v);
             }
@@ -491,6 +526,17 @@ impl EpcConfig {
             hss,
             hss_mode,
             log: sig.log.validate()?,
+            api: match sig.api.listen.trim() {
+                "" => None,
+                a => {
+                    let listen: std::net::SocketAddr = a.parse().map_err(|e| {
+                        format!("config key `api.listen`: {a:?} is not an address:port ({e})")
+                    })?;
+                    let token = (!sig.api.token.is_empty()).then(|| sig.api.token.clone());
+                    pepc_mgmt::api::check_listen(listen, token.as_deref())?;
+                    Some(ApiConfig { listen, token })
+                }
+            },
             metrics: match sig.metrics.listen.trim() {
                 "" => None,
                 a => Some(a.parse().map_err(|e| {
@@ -612,6 +658,41 @@ pub struct Epc {
     pub checkpoints_found: usize,
     /// The Prometheus endpoint (with `[metrics] listen`).
     pub metrics: Option<pepc_mgmt::MetricsServer>,
+    /// The management API (with `[api] listen`).
+    pub api: Option<pepc_mgmt::HttpServer>,
+}
+
+/// The configuration as the API shows it: everything but secrets (the API token).
+fn shown_config(cfg: &EpcConfig) -> serde_json::Value {
+    let v = &cfg.node;
+    serde_json::json!({
+        "node": {
+            "slices": v.slices,
+            "max_users": v.max_users,
+            "ue_pool": format!("{}/{}", v.ue_pool.0, v.ue_pool.1),
+            "s1u": v.s1u_bind.to_string(),
+            "sgi": format!("{:?}", v.sgi_mode),
+        },
+        "mme": cfg.mme.as_ref().map(|m| serde_json::json!({
+            "plmn": format!("{:?}", m.plmn),
+            "mme_group_id": m.mme_group_id,
+            "mme_code": m.mme_code,
+            "tacs": m.served_tacs,
+            "overload_high": m.overload.high,
+            "overload_low": m.overload.low,
+        })),
+        "s1mme": format!("{:?} {}:{} (UDP {})", cfg.transport.backend, cfg.transport.ip, cfg.transport.sctp_port, cfg.transport.udp_port),
+        "hss": match &cfg.hss_mode {
+            HssMode::Embedded => serde_json::json!({"mode": "embedded", "db": format!("{:?}", cfg.hss)}),
+            HssMode::Diameter(d) => serde_json::json!({"mode": "diameter", "peers": d.peers}),
+        },
+        "state": format!("{:?}", cfg.state),
+        "metrics": cfg.metrics.map(|a| a.to_string()),
+        "api": cfg.api.as_ref().map(|a| serde_json::json!({
+            "listen": a.listen.to_string(),
+            "token": if a.token.is_some() { "<set>" } else { "" },
+        })),
+    })
 }
 
 /// A slice's share of the checkpoints found at start: (IMSI, snapshot).
@@ -756,6 +837,22 @@ impl Epc {
                     .ok()
             }
         };
+        let api = match &cfg.api {
+            None => None,
+            Some(a) => {
+                let backend = crate::api::NodeApi {
+                    hss: hss.clone(),
+                    slices: gauges.clone(),
+                    data: node.stats_reader(),
+                    started: std::time::Instant::now(),
+                    config: shown_config(cfg),
+                };
+                // Like the metrics: a busy port is said loudly, the core keeps serving.
+                pepc_mgmt::api::start(a.listen, a.token.clone(), Arc::new(backend))
+                    .map_err(|e| tracing::error!("management API off: {e}"))
+                    .ok()
+            }
+        };
         Ok(Epc {
             node,
             hss,
@@ -765,6 +862,7 @@ impl Epc {
             checkpointer,
             checkpoints_found,
             metrics,
+            api,
         })
     }
 

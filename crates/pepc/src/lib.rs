@@ -2,6 +2,7 @@
 //! a whole EPC node from one config file ([`epc`]), subscriber management
 //! ([`subscriber`]) and the demo (node + emulator on loopback, [`demo`]).
 
+pub mod api;
 pub mod demo;
 pub mod epc;
 pub mod logging;

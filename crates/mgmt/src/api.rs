@@ -1,0 +1,188 @@
+//! The management API: JSON under `/api/v1`, described by the OpenAPI document at
+//! `/api/v1/openapi.json` (kept in the repository: `crates/mgmt/openapi.json`).
+//!
+//! This module is the HTTP side only: bearer-token check, request and response
+//! framing, JSON errors. What a request does is the node's [`ApiBackend`]; it reaches
+//! state through its owners (the HSS, the threads' published figures), never by
+//! locking a slice's UE state.
+//!
+//! Binding to a non-loopback address without a token is refused ([`check_listen`]);
+//! with a token, every request must carry `Authorization: Bearer <token>`.
+
+use crate::HttpServer;
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use axum::Router;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+pub use axum::http::Method;
+
+/// The OpenAPI 3 document of `/api/v1`.
+pub const OPENAPI: &str = include_str!("../openapi.json");
+
+/// The largest request body taken (a bulk CSV import of ~100K subscribers).
+pub const MAX_BODY: usize = 16 << 20;
+
+/// One API request: method, the path below `/api/v1`, the query string, the body.
+#[derive(Debug, Clone)]
+pub struct ApiRequest {
+    pub method: Method,
+    pub path: String,
+    pub query: String,
+    pub content_type: String,
+    pub body: Bytes,
+}
+
+/// The answer: an HTTP status and a JSON body (`{"error": "..."}` for errors).
+#[derive(Debug, Clone)]
+pub struct ApiResponse {
+    pub status: u16,
+    pub body: serde_json::Value,
+}
+
+impl ApiResponse {
+    pub fn ok(body: serde_json::Value) -> Self {
+        ApiResponse { status: 200, body }
+    }
+
+    /// An error whose message says what was wrong.
+    pub fn error(status: u16, message: impl Into<String>) -> Self {
+        ApiResponse {
+            status,
+            body: serde_json::json!({ "error": message.into() }),
+        }
+    }
+}
+
+/// What the node does with API requests.
+pub trait ApiBackend: Send + Sync + 'static {
+    fn handle(&self, req: ApiRequest) -> ApiResponse;
+}
+
+/// The API's listening address is acceptable with this token: loopback always,
+/// anything else only with a token (the node refuses to start otherwise).
+pub fn check_listen(listen: SocketAddr, token: Option<&str>) -> Result<(), String> {
+    if listen.ip().is_loopback() || token.is_some_and(|t| !t.is_empty()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "config key `api.token` is missing: the API listens on {listen}, not a loopback address, so every request must carry a bearer token"
+        ))
+    }
+}
+
+struct Ctx {
+    backend: Arc<dyn ApiBackend>,
+    token: Option<String>,
+}
+
+fn json(status: u16, v: &serde_json::Value) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+fn authorized(ctx: &Ctx, headers: &HeaderMap) -> bool {
+    let Some(want) = &ctx.token else {
+        return true;
+    };
+    let got = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    use subtle::ConstantTimeEq;
+    got.len() == want.len() && bool::from(got.as_bytes().ct_eq(want.as_bytes()))
+}
+
+async fn dispatch(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
+    if !authorized(&ctx, req.headers()) {
+        return json(
+            401,
+            &serde_json::json!({"error": "missing or wrong bearer token (Authorization: Bearer <api.token>)"}),
+        );
+    }
+    let (parts, body) = req.into_parts();
+    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(b) => b,
+        Err(e) => {
+            return json(
+                413,
+                &serde_json::json!({"error": format!("request body refused: {e} (at most {MAX_BODY} bytes)")}),
+            )
+        }
+    };
+    let path = parts
+        .uri
+        .path()
+        .strip_prefix("/api/v1")
+        .unwrap_or("")
+        .to_string();
+    let r = ApiRequest {
+        method: parts.method,
+        path,
+        query: parts.uri.query().unwrap_or("").to_string(),
+        content_type: parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string(),
+        body,
+    };
+    let backend = ctx.backend.clone();
+    // The backend may write to the HSS database (a commit): off the runtime's thread.
+    let a = tokio::task::spawn_blocking(move || backend.handle(r)).await;
+    match a {
+        Ok(a) => json(a.status, &a.body),
+        Err(e) => json(
+            500,
+            &serde_json::json!({"error": format!("request failed: {e}")}),
+        ),
+    }
+}
+
+async fn openapi(State(ctx): State<Arc<Ctx>>, headers: HeaderMap) -> Response {
+    if !authorized(&ctx, &headers) {
+        return json(
+            401,
+            &serde_json::json!({"error": "missing or wrong bearer token (Authorization: Bearer <api.token>)"}),
+        );
+    }
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+/// Starts the API on `listen`. Refuses a non-loopback address without a token.
+pub fn start(
+    listen: SocketAddr,
+    token: Option<String>,
+    backend: Arc<dyn ApiBackend>,
+) -> Result<HttpServer, String> {
+    check_listen(listen, token.as_deref())?;
+    let ctx = Arc::new(Ctx {
+        backend,
+        token: token.filter(|t| !t.is_empty()),
+    });
+    let app = Router::new()
+        .route("/api/v1/openapi.json", get(openapi))
+        .route("/api/v1/{*rest}", any(dispatch))
+        .fallback(|| async {
+            json(
+                404,
+                &serde_json::json!({"error": "no such resource: the API is under /api/v1 (see /api/v1/openapi.json)"}),
+            )
+        })
+        .with_state(ctx);
+    let s = HttpServer::serve(listen, "pepc-api", app)
+        .map_err(|e| format!("config key `api.listen`: {listen}: {e}"))?;
+    tracing::info!("management API: http://{}/api/v1", s.local_addr());
+    Ok(s)
+}

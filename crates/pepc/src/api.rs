@@ -1,0 +1,317 @@
+//! What the management API (`/api/v1`, `pepc_mgmt::api`) does on a running node:
+//! the node and slice figures (what the threads publish), and the subscribers of the
+//! embedded HSS (the HSS is a database with its own transactions: a subscriber made
+//! here is served by the next attach, no restart). K, OP and OPc are taken, never
+//! returned. Bad input changes nothing and the error says what was wrong.
+//!
+//! ```toml
+//! [api]
+//! listen = "127.0.0.1:8080"   # "" = off; off loopback a token is required
+//! token = ""                  # every request then needs Authorization: Bearer <token>
+//! ```
+
+use crate::subscriber::{to_json, AddArgs};
+use pepc_hss::Hss;
+use pepc_mgmt::api::{ApiBackend, ApiRequest, ApiResponse};
+use pepc_node::node::StatsReader;
+use pepc_node::s1mme::SliceGauges;
+use serde::Deserialize;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub struct NodeApi {
+    pub(crate) hss: Arc<Hss>,
+    pub(crate) slices: Vec<Arc<SliceGauges>>,
+    pub(crate) data: StatsReader,
+    pub(crate) started: Instant,
+    /// The configuration as shown (secrets already removed).
+    pub(crate) config: serde_json::Value,
+}
+
+/// A subscriber as the API takes it: the CSV import's columns.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubscriberIn {
+    imsi: String,
+    k: Option<String>,
+    opc: Option<String>,
+    op: Option<String>,
+    #[serde(default = "default_amf")]
+    amf: String,
+    #[serde(default)]
+    sqn: u64,
+    #[serde(default)]
+    msisdn: String,
+    #[serde(default = "default_apn")]
+    apn: String,
+    #[serde(default = "default_pdn_type")]
+    pdn_type: String,
+    #[serde(default = "default_qci")]
+    qci: u8,
+    #[serde(default = "default_arp")]
+    arp: u8,
+    #[serde(default = "default_ambr")]
+    ambr_ul: u64,
+    #[serde(default = "default_ambr")]
+    ambr_dl: u64,
+}
+
+fn default_amf() -> String {
+    "8000".into()
+}
+fn default_apn() -> String {
+    "internet".into()
+}
+fn default_pdn_type() -> String {
+    "ipv4".into()
+}
+fn default_qci() -> u8 {
+    9
+}
+fn default_arp() -> u8 {
+    8
+}
+fn default_ambr() -> u64 {
+    100_000_000
+}
+
+impl SubscriberIn {
+    /// The subscriber; on a replace, `current` gives the keys the body leaves out.
+    fn build(self, current: Option<&pepc_hss::Subscriber>) -> Result<pepc_hss::Subscriber, String> {
+        let (k, opc, op) = match (&self.k, &self.opc, &self.op, current) {
+            (None, None, None, Some(c)) => {
+                let mut s = self.build_with("0".repeat(32), Some("0".repeat(32)), None)?;
+                s.k = c.k.clone();
+                s.op_kind = c.op_kind.clone();
+                return Ok(s);
+            }
+            (Some(k), opc, op, _) => (k.clone(), opc.clone(), op.clone()),
+            (None, ..) => return Err("field `k` is missing (32 hex digits)".into()),
+        };
+        self.build_with(k, opc, op)
+    }
+
+    fn build_with(
+        &self,
+        k: String,
+        opc: Option<String>,
+        op: Option<String>,
+    ) -> Result<pepc_hss::Subscriber, String> {
+        // The default bearer's QCI: a standardised one (TS 23.203 Table 6.1.7).
+        if !(1..=9).contains(&self.qci) {
+            return Err(format!(
+                "field `qci`: {} is not a standardised QCI 1-9",
+                self.qci
+            ));
+        }
+        let a = AddArgs {
+            imsi: self.imsi.clone(),
+            k,
+            opc,
+            op,
+            amf: self.amf.clone(),
+            sqn: self.sqn,
+            msisdn: self.msisdn.clone(),
+            apn: self.apn.clone(),
+            pdn_type: self.pdn_type.clone(),
+            qci: self.qci,
+            arp: self.arp,
+            ambr_ul: self.ambr_ul,
+            ambr_dl: self.ambr_dl,
+        };
+        // The CLI's checks, its flags named as the JSON fields.
+        a.subscriber().map_err(|e| {
+            e.replace("--pdn-type", "field `pdn_type`")
+                .replace("--", "field ")
+        })
+    }
+}
+
+fn query_u64(q: &str, key: &str, default: u64) -> Result<u64, String> {
+    for kv in q.split('&') {
+        if let Some(v) = kv.strip_prefix(key).and_then(|r| r.strip_prefix('=')) {
+            return v
+                .parse()
+                .map_err(|_| format!("query parameter `{key}`: {v:?} is not a number"));
+        }
+    }
+    Ok(default)
+}
+
+impl NodeApi {
+    fn node(&self) -> ApiResponse {
+        ApiResponse::ok(serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptime_s": self.started.elapsed().as_secs(),
+            "slices": self.slices.len().max(self.data.read().slices.len()),
+            "config": self.config,
+        }))
+    }
+
+    fn slices(&self) -> ApiResponse {
+        let data = self.data.read();
+        let v: Vec<serde_json::Value> = data
+            .slices
+            .iter()
+            .map(|d| {
+                let g = self.slices.get(d.slice);
+                serde_json::json!({
+                    "slice": d.slice,
+                    "ue_contexts": g.map_or(0, |g| g.ues.load(Relaxed)),
+                    "ue_connected": g.map_or(0, |g| g.connected.load(Relaxed)),
+                    "attaches": g.map_or(0, |g| g.attaches.load(Relaxed)),
+                    "ul_forwarded": d.ul_forwarded,
+                    "dl_forwarded": d.dl_forwarded,
+                    "drops": d.drops,
+                })
+            })
+            .collect();
+        ApiResponse::ok(serde_json::Value::Array(v))
+    }
+
+    fn subscribers(&self, query: &str) -> ApiResponse {
+        let (offset, limit) = match (
+            query_u64(query, "offset", 0),
+            query_u64(query, "limit", 100),
+        ) {
+            (Ok(o), Ok(l)) if (1..=1000).contains(&l) => (o as usize, l as usize),
+            (Ok(_), Ok(l)) => {
+                return ApiResponse::error(
+                    400,
+                    format!("query parameter `limit`: {l} is not within 1..=1000"),
+                )
+            }
+            (Err(e), _) | (_, Err(e)) => return ApiResponse::error(400, e),
+        };
+        match self.hss.list() {
+            Ok(all) => ApiResponse::ok(serde_json::json!({
+                "total": all.len(),
+                "offset": offset,
+                "items": all.iter().skip(offset).take(limit).map(to_json).collect::<Vec<_>>(),
+            })),
+            Err(e) => ApiResponse::error(500, format!("HSS: {e}")),
+        }
+    }
+
+    fn body(r: &ApiRequest) -> Result<SubscriberIn, ApiResponse> {
+        serde_json::from_slice(&r.body)
+            .map_err(|e| ApiResponse::error(400, format!("request body: {e}")))
+    }
+
+    fn create(&self, r: &ApiRequest) -> ApiResponse {
+        let s = match Self::body(r)
+            .and_then(|b| b.build(None).map_err(|e| ApiResponse::error(400, e)))
+        {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        match self.hss.get(&s.imsi) {
+            Ok(Some(_)) => {
+                return ApiResponse::error(
+                    409,
+                    format!(
+                        "subscriber {} exists (PUT /subscribers/{} replaces it)",
+                        s.imsi, s.imsi
+                    ),
+                )
+            }
+            Ok(None) => {}
+            Err(e) => return ApiResponse::error(500, format!("HSS: {e}")),
+        }
+        match self.hss.add(&s) {
+            Ok(()) => ApiResponse {
+                status: 201,
+                body: to_json(&s),
+            },
+            Err(e) => ApiResponse::error(400, e.to_string()),
+        }
+    }
+
+    fn replace(&self, imsi: &str, r: &ApiRequest) -> ApiResponse {
+        let current = match self.hss.get(imsi) {
+            Ok(Some(c)) => c,
+            Ok(None) => return ApiResponse::error(404, format!("no subscriber with IMSI {imsi}")),
+            Err(e) => return ApiResponse::error(500, format!("HSS: {e}")),
+        };
+        let b = match Self::body(r) {
+            Ok(b) => b,
+            Err(e) => return e,
+        };
+        if b.imsi != imsi {
+            return ApiResponse::error(
+                400,
+                format!("field `imsi` ({}) differs from the path's ({imsi})", b.imsi),
+            );
+        }
+        let mut s = match b.build(Some(&current)) {
+            Ok(s) => s,
+            Err(e) => return ApiResponse::error(400, e),
+        };
+        // The live SQN never goes back (vectors already issued stay fresh).
+        s.sqn = s.sqn.max(current.sqn);
+        match self.hss.add(&s) {
+            Ok(()) => ApiResponse::ok(to_json(&s)),
+            Err(e) => ApiResponse::error(400, e.to_string()),
+        }
+    }
+
+    fn import(&self, r: &ApiRequest) -> ApiResponse {
+        if !r.content_type.starts_with("text/csv") {
+            return ApiResponse::error(
+                415,
+                format!(
+                    "content type {:?}: the import takes text/csv",
+                    r.content_type
+                ),
+            );
+        }
+        let subs = match pepc_hss::parse_csv(&r.body[..]) {
+            Ok(s) => s,
+            Err(e) => return ApiResponse::error(400, e.to_string()),
+        };
+        match self.hss.add_many(&subs) {
+            Ok(()) => ApiResponse::ok(serde_json::json!({ "imported": subs.len() })),
+            Err(e) => ApiResponse::error(400, e.to_string()),
+        }
+    }
+}
+
+impl ApiBackend for NodeApi {
+    fn handle(&self, r: ApiRequest) -> ApiResponse {
+        use pepc_mgmt::api::Method;
+        let parts: Vec<&str> = r.path.trim_matches('/').split('/').collect();
+        match (&r.method, parts.as_slice()) {
+            (&Method::GET, ["node"]) => self.node(),
+            (&Method::GET, ["slices"]) => self.slices(),
+            (&Method::GET, ["subscribers"]) => self.subscribers(&r.query),
+            (&Method::POST, ["subscribers"]) => self.create(&r),
+            (&Method::POST, ["subscribers", "import"]) => self.import(&r),
+            (&Method::GET, ["subscribers", imsi]) => match self.hss.get(imsi) {
+                Ok(Some(s)) => ApiResponse::ok(to_json(&s)),
+                Ok(None) => ApiResponse::error(404, format!("no subscriber with IMSI {imsi}")),
+                Err(e) => ApiResponse::error(500, format!("HSS: {e}")),
+            },
+            (&Method::PUT, ["subscribers", imsi]) => self.replace(imsi, &r),
+            (&Method::DELETE, ["subscribers", imsi]) => match self.hss.remove(imsi) {
+                Ok(true) => ApiResponse::ok(serde_json::json!({ "removed": imsi })),
+                Ok(false) => ApiResponse::error(404, format!("no subscriber with IMSI {imsi}")),
+                Err(e) => ApiResponse::error(500, format!("HSS: {e}")),
+            },
+            (m, _) => ApiResponse::error(
+                if matches!(
+                    parts.as_slice(),
+                    ["node"] | ["slices"] | ["subscribers", ..]
+                ) {
+                    405
+                } else {
+                    404
+                },
+                format!(
+                    "{m} {}: no such operation (see /api/v1/openapi.json)",
+                    r.path
+                ),
+            ),
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! The management API end to end against a running node: a subscriber created over
+//! the API attaches with the emulator at once (no restart), the node and slice views
+//! show it, bad input changes nothing and says what was wrong, K/OPc never come back,
+//! and off loopback a token is required.
+
+use pepc::epc::{open_hss, Epc, EpcConfig};
+use pepc_emulator::config::{SubscriberKeys, Traffic, TrafficProfile};
+use pepc_emulator::{EmulatorConfig, Scenario};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+
+/// One request: (status, JSON body).
+fn call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<(&str, &str)>,
+    token: Option<&str>,
+) -> (u16, Value) {
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: pepc\r\nConnection: close\r\n");
+    if let Some(t) = token {
+        req += &format!("Authorization: Bearer {t}\r\n");
+    }
+    if let Some((ct, b)) = body {
+        req += &format!(
+            "Content-Type: {ct}\r\nContent-Length: {}\r\n\r\n{b}",
+            b.len()
+        );
+    } else {
+        req += "\r\n";
+    }
+    c.write_all(req.as_bytes()).unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    let status: u16 = r[9..12].parse().unwrap();
+    let body = r.split_once("\r\n\r\n").unwrap().1;
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn node(n: u8, api: &str) -> Epc {
+    let cfg = EpcConfig::parse(&format!(
+        "[node]\nmax_users = 1024\nslices = 2\n\
+         [s1u]\nbind = \"127.0.{n}.1:2152\"\n\
+         [sgi]\nmode = \"udp\"\nsink_local = \"127.0.{n}.1:5202\"\nsink_peer = \"127.0.{n}.2:5201\"\n\
+         [s1mme]\ntransport = \"udp\"\nbind = \"127.0.{n}.1\"\n\
+         [hss]\ndb = \":memory:\"\n[metrics]\nlisten = \"\"\n{api}"
+    ))
+    .unwrap();
+    let hss = open_hss(&cfg.hss).unwrap();
+    Epc::start(&cfg, hss).unwrap()
+}
+
+#[test]
+fn a_subscriber_made_over_the_api_attaches_and_bad_input_changes_nothing() {
+    let n = 51u8;
+    let epc = node(n, &format!("[api]\nlisten = \"127.0.{n}.1:0\"\n"));
+    let a = epc.api.as_ref().expect("API on").local_addr();
+    let keys = SubscriberKeys::default();
+    let imsi = keys.imsi(0).unwrap();
+    let sub = json!({"imsi": imsi, "k": keys.k, "opc": keys.opc, "sqn": 32, "apn": "internet"});
+    let (st, created) = call(
+        a,
+        "POST",
+        "/api/v1/subscribers",
+        Some(("application/json", &sub.to_string())),
+        None,
+    );
+    assert_eq!(st, 201, "{created}");
+    assert_eq!(created["imsi"], imsi);
+    // Keys are taken, never shown.
+    for v in [
+        &created,
+        &call(a, "GET", "/api/v1/subscribers", None, None).1,
+    ] {
+        let t = v.to_string().to_ascii_lowercase();
+        assert!(
+            !t.contains(&keys.k.to_ascii_lowercase())
+                && !t.contains(&keys.opc.to_ascii_lowercase()),
+            "{t}"
+        );
+        assert!(v.get("k").is_none() && v.get("opc").is_none());
+    }
+    // Bad input: each refused with what was wrong, nothing changed.
+    let bad = [
+        (
+            json!({"imsi": "001010000009999", "k": "zz", "opc": keys.opc}),
+            "k",
+        ),
+        (json!({"imsi": "001010000009999", "k": keys.k}), "opc"),
+        (
+            json!({"imsi": "001010000009999", "k": keys.k, "opc": keys.opc, "qci": 99}),
+            "qci",
+        ),
+        (
+            json!({"imsi": "001010000009999", "k": keys.k, "opc": keys.opc, "colour": 1}),
+            "colour",
+        ),
+    ];
+    for (b, what) in bad {
+        let (st, e) = call(
+            a,
+            "POST",
+            "/api/v1/subscribers",
+            Some(("application/json", &b.to_string())),
+            None,
+        );
+        assert_eq!(st, 400, "{b}: {e}");
+        assert!(e["error"].as_str().unwrap().contains(what), "{b}: {e}");
+    }
+    let (st, e) = call(
+        a,
+        "POST",
+        "/api/v1/subscribers",
+        Some(("application/json", "{not json")),
+        None,
+    );
+    assert_eq!(st, 400, "{e}");
+    let (st, e) = call(
+        a,
+        "POST",
+        "/api/v1/subscribers",
+        Some(("application/json", &sub.to_string())),
+        None,
+    );
+    assert_eq!(st, 409, "{e}");
+    let (_, page) = call(
+        a,
+        "GET",
+        "/api/v1/subscribers?offset=0&limit=10",
+        None,
+        None,
+    );
+    assert_eq!(page["total"], 1, "{page}");
+    let (st, _) = call(a, "GET", "/api/v1/subscribers?limit=0", None, None);
+    assert_eq!(st, 400);
+
+    // The running node serves the new subscriber at once.
+    let node_ip = Ipv4Addr::new(127, 0, n, 1);
+    let enb_ip = Ipv4Addr::new(127, 0, n, 2);
+    let ecfg = EmulatorConfig {
+        mme_ip: node_ip.into(),
+        local_ip: enb_ip.into(),
+        gtpu_addr: SocketAddrV4::new(enb_ip, 2152),
+        pdn_addr: SocketAddr::from((enb_ip, 5201)),
+        sgi_peer: Some(SocketAddr::from((node_ip, 5202))),
+        enbs: 1,
+        ..EmulatorConfig::default()
+    };
+    let scen = Scenario {
+        ues: 1,
+        traffic: Traffic {
+            profile: TrafficProfile::None,
+            rate_pps: 0.0,
+        },
+        detach_at_end: false,
+        ..Scenario::default()
+    };
+    let r = pepc_emulator::run(ecfg, scen).unwrap();
+    assert_eq!(r.attached, 1, "{}", r.to_json());
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let (_, slices) = call(a, "GET", "/api/v1/slices", None, None);
+    let attaches: u64 = slices
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["attaches"].as_u64().unwrap())
+        .sum();
+    assert_eq!(attaches, 1, "{slices}");
+    let (st, node) = call(a, "GET", "/api/v1/node", None, None);
+    assert_eq!(st, 200);
+    assert_eq!(node["slices"], 2, "{node}");
+
+    // Replace keeps the keys when none are given; bulk import; delete.
+    let upd = json!({"imsi": imsi, "apn": "ims", "qci": 5});
+    let (st, u) = call(
+        a,
+        "PUT",
+        &format!("/api/v1/subscribers/{imsi}"),
+        Some(("application/json", &upd.to_string())),
+        None,
+    );
+    assert_eq!(st, 200, "{u}");
+    let (_, got) = call(a, "GET", &format!("/api/v1/subscribers/{imsi}"), None, None);
+    assert_eq!(
+        (got["apn"].as_str(), got["qci"].as_u64()),
+        (Some("ims"), Some(5)),
+        "{got}"
+    );
+    assert_eq!(
+        epc.hss.get(&imsi).unwrap().unwrap().k,
+        pepc_security::Key128::from_hex(&keys.k).unwrap()
+    );
+    let csv = format!(
+        "imsi,k,opc\n001010000007001,{0},{1}\n001010000007002,{0},{1}\n",
+        keys.k, keys.opc
+    );
+    let (st, i) = call(
+        a,
+        "POST",
+        "/api/v1/subscribers/import",
+        Some(("text/csv", &csv)),
+        None,
+    );
+    assert_eq!((st, i["imported"].as_u64()), (200, Some(2)), "{i}");
+    let (st, i) = call(
+        a,
+        "POST",
+        "/api/v1/subscribers/import",
+        Some(("text/csv", "imsi,k,opc\n1,2,3\n")),
+        None,
+    );
+    assert_eq!(st, 400, "{i}");
+    let (_, page) = call(a, "GET", "/api/v1/subscribers", None, None);
+    assert_eq!(page["total"], 3, "{page}");
+    let (st, _) = call(
+        a,
+        "DELETE",
+        "/api/v1/subscribers/001010000007002",
+        None,
+        None,
+    );
+    assert_eq!(st, 200);
+    let (st, e) = call(a, "GET", "/api/v1/subscribers/001010000007002", None, None);
+    assert_eq!(st, 404, "{e}");
+    let (st, e) = call(a, "GET", "/api/v1/nothing", None, None);
+    assert_eq!(st, 404, "{e}");
+    // The document is served and is OpenAPI.
+    let (st, doc) = call(a, "GET", "/api/v1/openapi.json", None, None);
+    assert_eq!(st, 200);
+    assert_eq!(doc["openapi"], "3.0.3");
+    epc.stop();
+}
+
+#[test]
+fn off_loopback_a_token_is_required() {
+    let e = EpcConfig::parse("[api]\nlisten = \"0.0.0.0:18080\"\n").unwrap_err();
+    assert!(e.contains("api.token"), "{e}");
+    let n = 52u8;
+    let epc = node(
+        n,
+        &format!("[api]\nlisten = \"127.0.{n}.1:0\"\ntoken = \"s3cret-token\"\n"),
+    );
+    let a = epc.api.as_ref().unwrap().local_addr();
+    let (st, e) = call(a, "GET", "/api/v1/node", None, None);
+    assert_eq!(st, 401, "{e}");
+    let (st, _) = call(a, "GET", "/api/v1/node", None, Some("wrong"));
+    assert_eq!(st, 401);
+    let (st, node) = call(a, "GET", "/api/v1/node", None, Some("s3cret-token"));
+    assert_eq!(st, 200, "{node}");
+    assert!(!node.to_string().contains("s3cret"), "{node}");
+    assert_eq!(node["config"]["api"]["token"], "<set>");
+    epc.stop();
+}
