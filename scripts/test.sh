@@ -24,6 +24,8 @@ command -v cargo-fuzz >/dev/null 2>&1 || cargo install -q cargo-fuzz --version 0
 python3 -c 'import pycrate_asn1dir.S1AP, pycrate_mobile.NASLTE, pycrate_diameter.Diameter3GPP' 2>/dev/null || python3 -m pip install -q 'pycrate==0.8.1' || python3 -m pip install -q --break-system-packages 'pycrate==0.8.1'
 # An independent parser of the metrics endpoint's OpenMetrics text (crates/pepc/tests/metrics.rs).
 python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q 'prometheus_client==0.21.1' || python3 -m pip install -q --break-system-packages 'prometheus_client==0.21.1'
+# A property-based tester reading the API's OpenAPI document (crates/pepc/tests/api.rs).
+command -v st >/dev/null 2>&1 || python3 -m pip install -q 'schemathesis==4.32.5' || python3 -m pip install -q --break-system-packages 'schemathesis==4.32.5'
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings

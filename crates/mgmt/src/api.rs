@@ -42,11 +42,22 @@ pub struct ApiRequest {
 pub struct ApiResponse {
     pub status: u16,
     pub body: serde_json::Value,
+    /// The methods a resource takes (the `Allow` header of a 405, RFC 9110).
+    pub allow: Option<&'static str>,
 }
 
 impl ApiResponse {
     pub fn ok(body: serde_json::Value) -> Self {
-        ApiResponse { status: 200, body }
+        ApiResponse {
+            status: 200,
+            body,
+            allow: None,
+        }
+    }
+
+    pub fn allow(mut self, methods: &'static str) -> Self {
+        self.allow = Some(methods);
+        self
     }
 
     /// An error whose message says what was wrong.
@@ -54,6 +65,7 @@ impl ApiResponse {
         ApiResponse {
             status,
             body: serde_json::json!({ "error": message.into() }),
+            allow: None,
         }
     }
 }
@@ -142,7 +154,14 @@ async fn dispatch(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
     // The backend may write to the HSS database (a commit): off the runtime's thread.
     let a = tokio::task::spawn_blocking(move || backend.handle(r)).await;
     match a {
-        Ok(a) => json(a.status, &a.body),
+        Ok(a) => {
+            let mut r = json(a.status, &a.body);
+            if let Some(m) = a.allow {
+                r.headers_mut()
+                    .insert(header::ALLOW, axum::http::HeaderValue::from_static(m));
+            }
+            r
+        }
         Err(e) => json(
             500,
             &serde_json::json!({"error": format!("request failed: {e}")}),

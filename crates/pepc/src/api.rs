@@ -34,8 +34,11 @@ pub struct NodeApi {
 #[serde(deny_unknown_fields)]
 struct SubscriberIn {
     imsi: String,
+    #[serde(default, deserialize_with = "present")]
     k: Option<String>,
+    #[serde(default, deserialize_with = "present")]
     opc: Option<String>,
+    #[serde(default, deserialize_with = "present")]
     op: Option<String>,
     #[serde(default = "default_amf")]
     amf: String,
@@ -57,6 +60,14 @@ struct SubscriberIn {
     ambr_dl: u64,
 }
 
+/// A field that is a string when present (absent is fine; `null` is not).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    String::deserialize(d).map(Some)
+}
+
+/// The largest AMBR taken: 2^32-1 kbit/s, what S1AP and S6a carry.
+const MAX_AMBR: u64 = 4_294_967_295_000;
+
 fn default_amf() -> String {
     "8000".into()
 }
@@ -74,6 +85,56 @@ fn default_arp() -> u8 {
 }
 fn default_ambr() -> u64 {
     100_000_000
+}
+
+/// A replacement profile (PUT): the IMSI is the path's.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubscriberUpdate {
+    #[serde(default, deserialize_with = "present")]
+    k: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    opc: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    op: Option<String>,
+    #[serde(default = "default_amf")]
+    amf: String,
+    #[serde(default)]
+    sqn: u64,
+    #[serde(default)]
+    msisdn: String,
+    #[serde(default = "default_apn")]
+    apn: String,
+    #[serde(default = "default_pdn_type")]
+    pdn_type: String,
+    #[serde(default = "default_qci")]
+    qci: u8,
+    #[serde(default = "default_arp")]
+    arp: u8,
+    #[serde(default = "default_ambr")]
+    ambr_ul: u64,
+    #[serde(default = "default_ambr")]
+    ambr_dl: u64,
+}
+
+impl SubscriberUpdate {
+    fn with_imsi(self, imsi: &str) -> SubscriberIn {
+        SubscriberIn {
+            imsi: imsi.to_string(),
+            k: self.k,
+            opc: self.opc,
+            op: self.op,
+            amf: self.amf,
+            sqn: self.sqn,
+            msisdn: self.msisdn,
+            apn: self.apn,
+            pdn_type: self.pdn_type,
+            qci: self.qci,
+            arp: self.arp,
+            ambr_ul: self.ambr_ul,
+            ambr_dl: self.ambr_dl,
+        }
+    }
 }
 
 impl SubscriberIn {
@@ -98,6 +159,28 @@ impl SubscriberIn {
         opc: Option<String>,
         op: Option<String>,
     ) -> Result<pepc_hss::Subscriber, String> {
+        // An APN network identifier: labels of letters, digits, hyphens (TS 23.003 §9.1).
+        let apn_ok = self.apn.len() <= 100
+            && self
+                .apn
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphanumeric())
+            && self
+                .apn
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+        if !apn_ok {
+            return Err(format!(
+                "field `apn`: {:?} is not an APN (1-100 letters, digits, '.', '-')",
+                self.apn
+            ));
+        }
+        if self.ambr_ul > MAX_AMBR || self.ambr_dl > MAX_AMBR {
+            return Err(format!(
+                "fields `ambr_ul`/`ambr_dl`: at most {MAX_AMBR} bit/s"
+            ));
+        }
         // The default bearer's QCI: a standardised one (TS 23.203 Table 6.1.7).
         if !(1..=9).contains(&self.qci) {
             return Err(format!(
@@ -175,6 +258,12 @@ impl NodeApi {
             query_u64(query, "offset", 0),
             query_u64(query, "limit", 100),
         ) {
+            (Ok(o), _) if o > u64::from(u32::MAX) => {
+                return ApiResponse::error(
+                    400,
+                    format!("query parameter `offset`: {o} is above {}", u32::MAX),
+                )
+            }
             (Ok(o), Ok(l)) if (1..=1000).contains(&l) => (o as usize, l as usize),
             (Ok(_), Ok(l)) => {
                 return ApiResponse::error(
@@ -222,7 +311,7 @@ impl NodeApi {
         match self.hss.add(&s) {
             Ok(()) => ApiResponse {
                 status: 201,
-                body: to_json(&s),
+                ..ApiResponse::ok(to_json(&s))
             },
             Err(e) => ApiResponse::error(400, e.to_string()),
         }
@@ -234,17 +323,11 @@ impl NodeApi {
             Ok(None) => return ApiResponse::error(404, format!("no subscriber with IMSI {imsi}")),
             Err(e) => return ApiResponse::error(500, format!("HSS: {e}")),
         };
-        let b = match Self::body(r) {
+        let b: SubscriberUpdate = match serde_json::from_slice(&r.body) {
             Ok(b) => b,
-            Err(e) => return e,
+            Err(e) => return ApiResponse::error(400, format!("request body: {e}")),
         };
-        if b.imsi != imsi {
-            return ApiResponse::error(
-                400,
-                format!("field `imsi` ({}) differs from the path's ({imsi})", b.imsi),
-            );
-        }
-        let mut s = match b.build(Some(&current)) {
+        let mut s = match b.with_imsi(imsi).build(Some(&current)) {
             Ok(s) => s,
             Err(e) => return ApiResponse::error(400, e),
         };
@@ -298,20 +381,23 @@ impl ApiBackend for NodeApi {
                 Ok(false) => ApiResponse::error(404, format!("no subscriber with IMSI {imsi}")),
                 Err(e) => ApiResponse::error(500, format!("HSS: {e}")),
             },
-            (m, _) => ApiResponse::error(
-                if matches!(
-                    parts.as_slice(),
-                    ["node"] | ["slices"] | ["subscribers", ..]
-                ) {
-                    405
-                } else {
-                    404
-                },
-                format!(
+            (m, p) => {
+                let allow = match p {
+                    ["node"] | ["slices"] => Some("GET"),
+                    ["subscribers"] => Some("GET, POST"),
+                    ["subscribers", "import"] => Some("POST"),
+                    ["subscribers", _] => Some("GET, PUT, DELETE"),
+                    _ => None,
+                };
+                let msg = format!(
                     "{m} {}: no such operation (see /api/v1/openapi.json)",
                     r.path
-                ),
-            ),
+                );
+                match allow {
+                    Some(a) => ApiResponse::error(405, msg).allow(a),
+                    None => ApiResponse::error(404, msg),
+                }
+            }
         }
     }
 }
