@@ -42,6 +42,7 @@ pub mod nasx;
 pub mod overload;
 pub mod sim;
 pub mod snapshot;
+pub mod view;
 
 mod emm;
 mod enb;

@@ -57,6 +57,75 @@ pub struct SliceGauges {
     pub enbs: AtomicU64,
     live: std::sync::Mutex<Option<pepc_mme::MmeStats>>,
     published: std::sync::Mutex<Option<Instant>>,
+    /// Where the management API queues requests for this slice's control thread.
+    mgmt: std::sync::OnceLock<std::sync::mpsc::Sender<MgmtRequest>>,
+}
+
+/// A request of the management API to a slice's control thread, which owns the UEs:
+/// answered on `reply` at its next round (the API waits with a timeout).
+pub enum MgmtRequest {
+    Ue {
+        imsi: u64,
+        reply: std::sync::mpsc::SyncSender<Option<pepc_mme::view::UeView>>,
+    },
+    Ues {
+        filter: pepc_mme::view::UeFilter,
+        offset: usize,
+        limit: usize,
+        reply: std::sync::mpsc::SyncSender<(usize, Vec<pepc_mme::view::UeView>)>,
+    },
+    /// Network-initiated detach (an idle UE is detached locally).
+    Detach {
+        imsi: u64,
+        reply: std::sync::mpsc::SyncSender<bool>,
+    },
+}
+
+/// A slice driver's gauges, holding the sender of its management queue.
+fn gauges_with_mgmt() -> (Arc<SliceGauges>, std::sync::mpsc::Receiver<MgmtRequest>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let g = SliceGauges::default();
+    let _ = g.mgmt.set(tx);
+    (Arc::new(g), rx)
+}
+
+/// The largest page a listing answers (the control thread builds it between rounds).
+pub const MAX_UE_PAGE: usize = 1000;
+
+/// Requests the management API queued for this slice's control thread.
+fn serve_mgmt(
+    rx: &std::sync::mpsc::Receiver<MgmtRequest>,
+    mme: &mut Mme,
+    cp: &mut ControlPlane,
+    now: Instant,
+    out: &mut Vec<Output>,
+) -> bool {
+    let mut any = false;
+    // A few per round: the API never takes the control thread from signaling for long.
+    for _ in 0..8 {
+        let Ok(r) = rx.try_recv() else {
+            break;
+        };
+        any = true;
+        match r {
+            MgmtRequest::Ue { imsi, reply } => {
+                let _ = reply.try_send(mme.ue_view(cp, imsi));
+            }
+            MgmtRequest::Ues {
+                filter,
+                offset,
+                limit,
+                reply,
+            } => {
+                let _ = reply.try_send(mme.ue_views(cp, filter, offset, limit.min(MAX_UE_PAGE)));
+            }
+            MgmtRequest::Detach { imsi, reply } => {
+                let done = mme.detach_ue(now, imsi, cp, out).is_ok();
+                let _ = reply.try_send(done);
+            }
+        }
+    }
+    any
 }
 
 /// How often a control thread copies its MME's counters for the metrics endpoint.
@@ -83,6 +152,12 @@ impl SliceGauges {
                 *s = Some(mme.stats.clone());
             }
         }
+    }
+
+    /// Queue a management request for the control thread (false: the slice runs no
+    /// MME, or its thread is gone).
+    pub fn request(&self, r: MgmtRequest) -> bool {
+        self.mgmt.get().is_some_and(|tx| tx.send(r).is_ok())
     }
 
     /// The MME's counters as last published (None before the first round).
@@ -252,6 +327,7 @@ pub struct MmeDriver {
     out: Vec<Output>,
     control: Vec<ControlEvent>,
     gauges: Arc<SliceGauges>,
+    mgmt_rx: std::sync::mpsc::Receiver<MgmtRequest>,
     /// The node's state store, if it has one.
     pub state: SliceState,
 }
@@ -259,6 +335,7 @@ pub struct MmeDriver {
 impl MmeDriver {
     pub fn new(transport: Box<dyn S1Transport>, mme: Mme, hss: Proxy) -> Self {
         let endpoint = S1apEndpoint::new(mme.config().clone(), 1, mme.role().policy);
+        let (gauges, mgmt_rx) = gauges_with_mgmt();
         MmeDriver {
             wire: Wire::new(transport),
             endpoint,
@@ -267,7 +344,8 @@ impl MmeDriver {
             eo: EndpointOut::default(),
             out: Vec::with_capacity(256),
             control: Vec::new(),
-            gauges: Arc::default(),
+            gauges,
+            mgmt_rx,
             state: SliceState::default(),
         }
     }
@@ -362,6 +440,9 @@ impl ControlDriver for MmeDriver {
             self.eo.slices.push((0, Input::Control(ev)));
         }
         if self.hss.poll(&mut self.mme, now, cp, &mut self.out) {
+            busy = true;
+        }
+        if serve_mgmt(&self.mgmt_rx, &mut self.mme, cp, now, &mut self.out) {
             busy = true;
         }
         self.settle(cp, now);
@@ -468,6 +549,7 @@ pub struct SliceMme {
     out: Vec<Output>,
     control: Vec<ControlEvent>,
     gauges: Arc<SliceGauges>,
+    mgmt_rx: std::sync::mpsc::Receiver<MgmtRequest>,
     /// The node's state store, if it has one.
     pub state: SliceState,
 }
@@ -552,6 +634,9 @@ impl ControlDriver for SliceMme {
         if self.hss.poll(&mut self.mme, now, cp, &mut self.out) {
             busy = true;
         }
+        if serve_mgmt(&self.mgmt_rx, &mut self.mme, cp, now, &mut self.out) {
+            busy = true;
+        }
         self.hss.serve(&mut self.mme, now, cp, &mut self.out, 0);
         self.ship();
         if !self.backlog.is_empty() {
@@ -608,6 +693,7 @@ pub fn start_signaling(
             from: from_slice,
             outbox_wake: outbox_wake.clone(),
         });
+        let (gauges, mgmt_rx) = gauges_with_mgmt();
         drivers.push(SliceMme {
             index: s,
             mme,
@@ -621,7 +707,8 @@ pub fn start_signaling(
             outbox_wake,
             out: Vec::with_capacity(256),
             control: Vec::new(),
-            gauges: Arc::default(),
+            gauges,
+            mgmt_rx,
             state: SliceState::default(),
         });
     }

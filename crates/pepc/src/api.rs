@@ -13,11 +13,13 @@
 use crate::subscriber::{to_json, AddArgs};
 use pepc_hss::Hss;
 use pepc_mgmt::api::{ApiBackend, ApiRequest, ApiResponse};
+use pepc_mme::view::{UeFilter, UeView};
 use pepc_node::node::StatsReader;
-use pepc_node::s1mme::SliceGauges;
+use pepc_node::s1mme::{MgmtRequest, SliceGauges, MAX_UE_PAGE};
 use serde::Deserialize;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::time::Duration;
 use std::time::Instant;
 
 pub struct NodeApi {
@@ -222,7 +224,163 @@ fn query_u64(q: &str, key: &str, default: u64) -> Result<u64, String> {
     Ok(default)
 }
 
+/// How long the API waits for a control thread's answer.
+const ANSWER_WAIT: Duration = Duration::from_secs(2);
+
+fn ue_json(slice: usize, u: &UeView) -> serde_json::Value {
+    serde_json::json!({
+        "imsi": format!("{:015}", u.imsi),
+        "slice": slice,
+        "mme_ue_s1ap_id": u.mme_ue_s1ap_id,
+        "emm": if u.registered { "registered" } else { "deregistered" },
+        "ecm": if u.connected { "connected" } else { "idle" },
+        "enb": u.enb.map(|(assoc, id)| serde_json::json!({"association": assoc, "enb_ue_s1ap_id": id})),
+        "tai": { "tac": u.tac },
+        "cell_id": u.cell_id,
+        "m_tmsi": u.m_tmsi,
+        "procedure": u.procedure,
+        "ambr": { "ul": u.ambr_ul, "dl": u.ambr_dl },
+        "pdns": u.pdns.iter().map(|p| serde_json::json!({
+            "apn": p.apn, "address": p.ip.to_string(), "default_ebi": p.default_ebi,
+        })).collect::<Vec<_>>(),
+        "bearers": u.bearers.iter().map(|b| serde_json::json!({
+            "ebi": b.ebi, "qci": b.qci, "arp": b.arp_priority,
+            "teid_ul": b.teid_ul, "enb_teid": b.enb_teid, "enb_address": b.enb_addr.to_string(),
+            "usage": { "ul_packets": b.ul_packets, "ul_bytes": b.ul_bytes,
+                       "dl_packets": b.dl_packets, "dl_bytes": b.dl_bytes },
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn parse_imsi(s: &str) -> Result<u64, ApiResponse> {
+    if (6..=15).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit()) {
+        s.parse()
+            .map_err(|_| ApiResponse::error(400, format!("IMSI {s:?}")))
+    } else {
+        Err(ApiResponse::error(
+            404,
+            format!("no UE with IMSI {s:?} (6-15 digits)"),
+        ))
+    }
+}
+
 impl NodeApi {
+    /// Ask every slice's control thread; their answers in slice order.
+    fn ask<T: Send + 'static>(
+        &self,
+        make: impl Fn(std::sync::mpsc::SyncSender<T>) -> MgmtRequest,
+    ) -> Result<Vec<(usize, T)>, ApiResponse> {
+        let mut waiting = Vec::new();
+        for (s, g) in self.slices.iter().enumerate() {
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            if g.request(make(tx)) {
+                waiting.push((s, rx));
+            }
+        }
+        if waiting.is_empty() {
+            return Err(ApiResponse::error(
+                503,
+                "no slice runs an MME (`mme.enabled` is false)",
+            ));
+        }
+        let mut out = Vec::new();
+        for (s, rx) in waiting {
+            match rx.recv_timeout(ANSWER_WAIT) {
+                Ok(v) => out.push((s, v)),
+                Err(_) => {
+                    return Err(ApiResponse::error(
+                        503,
+                        format!("slice {s}'s control thread did not answer within {ANSWER_WAIT:?}"),
+                    ))
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn ue(&self, imsi: &str) -> ApiResponse {
+        let i = match parse_imsi(imsi) {
+            Ok(i) => i,
+            Err(e) => return e,
+        };
+        match self.ask(|reply| MgmtRequest::Ue { imsi: i, reply }) {
+            Ok(v) => match v.into_iter().find_map(|(s, u)| u.map(|u| (s, u))) {
+                Some((s, u)) => ApiResponse::ok(ue_json(s, &u)),
+                None => ApiResponse::error(404, format!("no UE with IMSI {imsi}")),
+            },
+            Err(e) => e,
+        }
+    }
+
+    fn ues(&self, query: &str) -> ApiResponse {
+        let filter = match query.split('&').find_map(|kv| kv.strip_prefix("state=")) {
+            None | Some("all") => UeFilter::All,
+            Some("connected") => UeFilter::Connected,
+            Some("idle") => UeFilter::Idle,
+            Some(o) => {
+                return ApiResponse::error(
+                    400,
+                    format!("query parameter `state`: {o:?} is not all, connected or idle"),
+                )
+            }
+        };
+        let (offset, limit) = match (
+            query_u64(query, "offset", 0),
+            query_u64(query, "limit", 100),
+        ) {
+            (Ok(o), _) if o > u64::from(u32::MAX) => {
+                return ApiResponse::error(
+                    400,
+                    format!("query parameter `offset`: {o} is above {}", u32::MAX),
+                )
+            }
+            (Ok(o), Ok(l)) if (1..=MAX_UE_PAGE as u64).contains(&l) => (o as usize, l as usize),
+            (Ok(_), Ok(l)) => {
+                return ApiResponse::error(
+                    400,
+                    format!("query parameter `limit`: {l} is not within 1..={MAX_UE_PAGE}"),
+                )
+            }
+            (Err(e), _) | (_, Err(e)) => return ApiResponse::error(400, e),
+        };
+        // Each slice gives its first offset+limit; the page is cut from them in order.
+        let want = offset.saturating_add(limit).min(u32::MAX as usize);
+        match self.ask(|reply| MgmtRequest::Ues {
+            filter,
+            offset: 0,
+            limit: want,
+            reply,
+        }) {
+            Ok(v) => {
+                let total: usize = v.iter().map(|(_, (t, _))| t).sum();
+                let items: Vec<serde_json::Value> = v
+                    .iter()
+                    .flat_map(|(s, (_, us))| us.iter().map(move |u| ue_json(*s, u)))
+                    .skip(offset)
+                    .take(limit)
+                    .collect();
+                ApiResponse::ok(
+                    serde_json::json!({ "total": total, "offset": offset, "items": items }),
+                )
+            }
+            Err(e) => e,
+        }
+    }
+
+    fn detach(&self, imsi: &str) -> ApiResponse {
+        let i = match parse_imsi(imsi) {
+            Ok(i) => i,
+            Err(e) => return e,
+        };
+        match self.ask(|reply| MgmtRequest::Detach { imsi: i, reply }) {
+            Ok(v) if v.iter().any(|(_, done)| *done) => {
+                ApiResponse::ok(serde_json::json!({ "detached": imsi }))
+            }
+            Ok(_) => ApiResponse::error(404, format!("no UE with IMSI {imsi}")),
+            Err(e) => e,
+        }
+    }
+
     fn node(&self) -> ApiResponse {
         ApiResponse::ok(serde_json::json!({
             "version": env!("CARGO_PKG_VERSION"),
@@ -368,6 +526,9 @@ impl ApiBackend for NodeApi {
             (&Method::GET, ["node"]) => self.node(),
             (&Method::GET, ["slices"]) => self.slices(),
             (&Method::GET, ["subscribers"]) => self.subscribers(&r.query),
+            (&Method::GET, ["ues"]) => self.ues(&r.query),
+            (&Method::GET, ["ues", imsi]) => self.ue(imsi),
+            (&Method::DELETE, ["ues", imsi]) => self.detach(imsi),
             (&Method::POST, ["subscribers"]) => self.create(&r),
             (&Method::POST, ["subscribers", "import"]) => self.import(&r),
             (&Method::GET, ["subscribers", imsi]) => match self.hss.get(imsi) {
@@ -387,6 +548,8 @@ impl ApiBackend for NodeApi {
                     ["subscribers"] => Some("GET, POST"),
                     ["subscribers", "import"] => Some("POST"),
                     ["subscribers", _] => Some("GET, PUT, DELETE"),
+                    ["ues"] => Some("GET"),
+                    ["ues", _] => Some("GET, DELETE"),
                     _ => None,
                 };
                 let msg = format!(

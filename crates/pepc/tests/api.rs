@@ -171,6 +171,33 @@ fn a_subscriber_made_over_the_api_attaches_and_bad_input_changes_nothing() {
     let (st, node) = call(a, "GET", "/api/v1/node", None, None);
     assert_eq!(st, 200);
     assert_eq!(node["slices"], 2, "{node}");
+    // The UE as its slice's control thread sees it.
+    let (st, ue) = call(a, "GET", &format!("/api/v1/ues/{imsi}"), None, None);
+    assert_eq!(st, 200, "{ue}");
+    assert_eq!(ue["imsi"], imsi);
+    assert_eq!(ue["emm"], "registered", "{ue}");
+    assert_eq!(ue["bearers"][0]["qci"], 9, "{ue}");
+    assert!(ue["bearers"][0]["teid_ul"].as_u64().unwrap() != 0, "{ue}");
+    assert!(
+        ue["pdns"][0]["address"]
+            .as_str()
+            .unwrap()
+            .starts_with("10."),
+        "{ue}"
+    );
+    let (_, ues) = call(a, "GET", "/api/v1/ues?state=all&limit=10", None, None);
+    assert_eq!(ues["total"], 1, "{ues}");
+    assert_eq!(ues["items"][0]["imsi"], imsi, "{ues}");
+    let (st, _) = call(a, "GET", "/api/v1/ues/001010000000999", None, None);
+    assert_eq!(st, 404);
+    // Detach it (network-initiated): gone, or waiting for its Detach Accept.
+    let (st, d) = call(a, "DELETE", &format!("/api/v1/ues/{imsi}"), None, None);
+    assert_eq!(st, 200, "{d}");
+    let (st, ue) = call(a, "GET", &format!("/api/v1/ues/{imsi}"), None, None);
+    assert!(
+        st == 404 || ue["procedure"] == "network-initiated detach",
+        "{st} {ue}"
+    );
 
     // Replace keeps the keys when none are given; bulk import; delete.
     let upd = json!({"apn": "ims", "qci": 5});
