@@ -134,6 +134,14 @@ struct Enb {
     tais: Vec<Tai>,
 }
 
+/// An eNB as the operator sees it (the management API's `/enbs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnbView {
+    pub association: AssocId,
+    pub global_id: GlobalEnbId,
+    pub tais: Vec<Tai>,
+}
+
 /// A Reset from an eNB waiting for the slices to release its UEs.
 struct PendingReset {
     assoc: AssocId,
@@ -272,6 +280,23 @@ impl S1apEndpoint {
 
     pub fn slices(&self) -> usize {
         self.slices
+    }
+
+    /// The eNBs set up, by association (for the management API).
+    pub fn enb_views(&self) -> Vec<EnbView> {
+        let mut v: Vec<EnbView> = self
+            .enbs
+            .iter()
+            .filter_map(|(a, e)| {
+                Some(EnbView {
+                    association: *a,
+                    global_id: e.global_id?,
+                    tais: e.tais.clone(),
+                })
+            })
+            .collect();
+        v.sort_by_key(|e| e.association);
+        v
     }
 
     /// Associations whose S1 Setup succeeded.

@@ -694,6 +694,15 @@ impl Mme {
         self.by_conn.len()
     }
 
+    /// S1 connections per eNB association.
+    pub fn connections_by_enb(&self) -> Vec<(AssocId, usize)> {
+        let mut m: HashMap<AssocId, usize> = HashMap::new();
+        for (a, _) in self.by_conn.keys() {
+            *m.entry(*a).or_default() += 1;
+        }
+        m.into_iter().collect()
+    }
+
     pub fn ue_count(&self) -> usize {
         self.by_id.len()
     }

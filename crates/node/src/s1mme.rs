@@ -57,6 +57,8 @@ pub struct SliceGauges {
     pub enbs: AtomicU64,
     live: std::sync::Mutex<Option<pepc_mme::MmeStats>>,
     published: std::sync::Mutex<Option<Instant>>,
+    /// The eNBs set up, where the endpoint runs inline in this slice.
+    pub enb_views: std::sync::Mutex<Vec<pepc_mme::EnbView>>,
     /// Where the management API queues requests for this slice's control thread.
     mgmt: std::sync::OnceLock<std::sync::mpsc::Sender<MgmtRequest>>,
 }
@@ -73,6 +75,10 @@ pub enum MgmtRequest {
         offset: usize,
         limit: usize,
         reply: std::sync::mpsc::SyncSender<(usize, Vec<pepc_mme::view::UeView>)>,
+    },
+    /// S1 connections per eNB association.
+    EnbConnections {
+        reply: std::sync::mpsc::SyncSender<Vec<(pepc_sctp::AssocId, usize)>>,
     },
     /// Network-initiated detach (an idle UE is detached locally).
     Detach {
@@ -118,6 +124,9 @@ fn serve_mgmt(
                 reply,
             } => {
                 let _ = reply.try_send(mme.ue_views(cp, filter, offset, limit.min(MAX_UE_PAGE)));
+            }
+            MgmtRequest::EnbConnections { reply } => {
+                let _ = reply.try_send(mme.connections_by_enb());
             }
             MgmtRequest::Detach { imsi, reply } => {
                 let done = mme.detach_ue(now, imsi, cp, out).is_ok();
@@ -326,6 +335,8 @@ pub struct MmeDriver {
     eo: EndpointOut,
     out: Vec<Output>,
     control: Vec<ControlEvent>,
+    /// S1 Setups and eNB updates seen when the eNB list was last published.
+    enb_setups_seen: u64,
     gauges: Arc<SliceGauges>,
     mgmt_rx: std::sync::mpsc::Receiver<MgmtRequest>,
     /// The node's state store, if it has one.
@@ -344,6 +355,7 @@ impl MmeDriver {
             eo: EndpointOut::default(),
             out: Vec::with_capacity(256),
             control: Vec::new(),
+            enb_setups_seen: u64::MAX,
             gauges,
             mgmt_rx,
             state: SliceState::default(),
@@ -451,9 +463,15 @@ impl ControlDriver for MmeDriver {
             self.settle(cp, now);
             busy = true;
         }
-        self.gauges
-            .enbs
-            .store(self.endpoint.enb_count() as u64, Ordering::Relaxed);
+        let enbs = self.endpoint.enb_count() as u64;
+        let setups = self.endpoint.stats.s1_setups + self.endpoint.stats.enb_config_updates;
+        if enbs != self.gauges.enbs.load(Ordering::Relaxed) || setups != self.enb_setups_seen {
+            self.enb_setups_seen = setups;
+            if let Ok(mut v) = self.gauges.enb_views.lock() {
+                *v = self.endpoint.enb_views();
+            }
+        }
+        self.gauges.enbs.store(enbs, Ordering::Relaxed);
         self.gauges.publish(&self.mme, now);
         busy
     }
@@ -502,6 +520,8 @@ pub struct EndpointGauges {
     pub overloaded: std::sync::atomic::AtomicBool,
     /// The S1-MME associations' counters when the thread stopped.
     pub final_sctp: std::sync::Mutex<Option<pepc_sctp::AssocCounters>>,
+    /// The eNBs set up, republished when they change (the management API reads it).
+    pub enb_views: std::sync::Mutex<Vec<pepc_mme::EnbView>>,
 }
 
 /// The node's S1AP endpoint on its own thread.
@@ -758,6 +778,7 @@ fn endpoint_loop(
     let mut eo = EndpointOut::default();
     let mut idle_rounds = 0u32;
     let mut last_cpu = Instant::now();
+    let mut last_setups = u64::MAX;
     while !stop.load(Ordering::Relaxed) {
         let marks: Vec<u64> = links.iter().map(|l| l.outbox_wake.posted()).collect();
         wire.poll();
@@ -806,7 +827,15 @@ fn endpoint_loop(
             .overload_starts
             .store(ep.overload_stats().starts, Ordering::Relaxed);
         gauges.overloaded.store(ep.overloaded(), Ordering::Relaxed);
-        gauges.enbs.store(ep.enb_count() as u64, Ordering::Relaxed);
+        let enbs = ep.enb_count() as u64;
+        let setups = ep.stats.s1_setups + ep.stats.enb_config_updates;
+        if enbs != gauges.enbs.load(Ordering::Relaxed) || setups != last_setups {
+            last_setups = setups;
+            if let Ok(mut v) = gauges.enb_views.lock() {
+                *v = ep.enb_views();
+            }
+        }
+        gauges.enbs.store(enbs, Ordering::Relaxed);
         gauges.demuxed.store(ep.stats.demuxed, Ordering::Relaxed);
         if last_cpu.elapsed() > Duration::from_millis(10) {
             gauges.cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);

@@ -26,6 +26,9 @@ pub struct NodeApi {
     pub(crate) hss: Arc<Hss>,
     pub(crate) slices: Vec<Arc<SliceGauges>>,
     pub(crate) data: StatsReader,
+    /// The node's S1AP endpoint thread's gauges (None: the endpoint runs inline in
+    /// the one slice, whose gauges hold the eNBs).
+    pub(crate) endpoint: Option<Arc<pepc_node::s1mme::EndpointGauges>>,
     pub(crate) started: Instant,
     /// The configuration as shown (secrets already removed).
     pub(crate) config: serde_json::Value,
@@ -367,6 +370,49 @@ impl NodeApi {
         }
     }
 
+    fn enbs(&self) -> ApiResponse {
+        let views = match &self.endpoint {
+            Some(e) => e.enb_views.lock().map(|v| v.clone()).unwrap_or_default(),
+            None => self
+                .slices
+                .iter()
+                .flat_map(|g| g.enb_views.lock().map(|v| v.clone()).unwrap_or_default())
+                .collect(),
+        };
+        let counts = match self.ask(|reply| MgmtRequest::EnbConnections { reply }) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        let ues = |assoc: u64| -> usize {
+            counts
+                .iter()
+                .flat_map(|(_, c)| c.iter())
+                .filter(|(a, _)| *a == assoc)
+                .map(|(_, n)| n)
+                .sum()
+        };
+        let v: Vec<serde_json::Value> = views
+            .iter()
+            .map(|e| {
+                let (kind, id) = match e.global_id.enb_id {
+                    pepc_s1ap::EnbId::Macro(v) => ("macro", v),
+                    pepc_s1ap::EnbId::Home(v) => ("home", v),
+                    pepc_s1ap::EnbId::ShortMacro(v) => ("short-macro", v),
+                    pepc_s1ap::EnbId::LongMacro(v) => ("long-macro", v),
+                };
+                serde_json::json!({
+                    "association": e.association,
+                    "plmn": e.global_id.plmn.to_string(),
+                    "enb_id": id,
+                    "enb_id_kind": kind,
+                    "tais": e.tais.iter().map(|t| serde_json::json!({"plmn": t.plmn.to_string(), "tac": t.tac})).collect::<Vec<_>>(),
+                    "ues_connected": ues(e.association),
+                })
+            })
+            .collect();
+        ApiResponse::ok(serde_json::Value::Array(v))
+    }
+
     fn detach(&self, imsi: &str) -> ApiResponse {
         let i = match parse_imsi(imsi) {
             Ok(i) => i,
@@ -527,6 +573,7 @@ impl ApiBackend for NodeApi {
             (&Method::GET, ["slices"]) => self.slices(),
             (&Method::GET, ["subscribers"]) => self.subscribers(&r.query),
             (&Method::GET, ["ues"]) => self.ues(&r.query),
+            (&Method::GET, ["enbs"]) => self.enbs(),
             (&Method::GET, ["ues", imsi]) => self.ue(imsi),
             (&Method::DELETE, ["ues", imsi]) => self.detach(imsi),
             (&Method::POST, ["subscribers"]) => self.create(&r),
@@ -548,7 +595,7 @@ impl ApiBackend for NodeApi {
                     ["subscribers"] => Some("GET, POST"),
                     ["subscribers", "import"] => Some("POST"),
                     ["subscribers", _] => Some("GET, PUT, DELETE"),
-                    ["ues"] => Some("GET"),
+                    ["ues"] | ["enbs"] => Some("GET"),
                     ["ues", _] => Some("GET, DELETE"),
                     _ => None,
                 };

@@ -844,6 +844,7 @@ impl Epc {
                     hss: hss.clone(),
                     slices: gauges.clone(),
                     data: node.stats_reader(),
+                    endpoint: endpoint.as_ref().map(|e: &EndpointThread| e.gauges.clone()),
                     started: std::time::Instant::now(),
                     config: shown_config(cfg),
                 };

@@ -171,6 +171,10 @@ fn a_subscriber_made_over_the_api_attaches_and_bad_input_changes_nothing() {
     let (st, node) = call(a, "GET", "/api/v1/node", None, None);
     assert_eq!(st, 200);
     assert_eq!(node["slices"], 2, "{node}");
+    let (st, enbs) = call(a, "GET", "/api/v1/enbs", None, None);
+    assert_eq!(st, 200, "{enbs}");
+    assert_eq!(enbs.as_array().map(|v| v.len()), Some(1), "{enbs}");
+    assert_eq!(enbs[0]["tais"][0]["tac"], 1, "{enbs}");
     // The UE as its slice's control thread sees it.
     let (st, ue) = call(a, "GET", &format!("/api/v1/ues/{imsi}"), None, None);
     assert_eq!(st, 200, "{ue}");
