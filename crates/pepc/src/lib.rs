@@ -3,6 +3,7 @@
 //! ([`subscriber`]) and the demo (node + emulator on loopback, [`demo`]).
 
 pub mod api;
+pub mod ctl;
 pub mod demo;
 pub mod epc;
 pub mod logging;

@@ -28,8 +28,11 @@ enum Cmd {
     /// The eNB/UE emulator against any EPC (S1AP/NAS over SCTP, GTP-U over UDP):
     /// scenarios from flags or a TOML file; report as a table or JSON.
     Ran(Box<pepc_emulator::RanArgs>),
-    /// Manage the embedded HSS's subscribers.
+    /// Manage the embedded HSS's subscribers (database file, node stopped).
     Subscriber(pepc::subscriber::SubscriberArgs),
+    /// Operate a running node through its management API (UEs, eNBs, slices,
+    /// subscribers, detach); tables, or --json.
+    Ctl(pepc::ctl::CtlArgs),
     /// Benchmarks (use a release build).
     Bench {
         #[command(subcommand)]
@@ -244,6 +247,7 @@ fn main() -> ExitCode {
             .map(|_| ())
             .map_err(|e| format!("ran: {e}")),
         Cmd::Subscriber(a) => pepc::subscriber::run(&a).map(|s| println!("{s}")),
+        Cmd::Ctl(a) => pepc::ctl::run(&a).map(|s| println!("{s}")),
         Cmd::Bench { what } => match what {
             BenchCmd::Dataplane(a) => bench_dataplane(&a),
             BenchCmd::Attach(a) => bench_attach(&a),
