@@ -181,6 +181,9 @@ fn table(rows: &[Value], cols: &[(&str, &str)]) -> String {
     out
 }
 
+/// How a command's answer is shown as text.
+type Render = Box<dyn Fn(&Value) -> String>;
+
 const UE_COLS: &[(&str, &str)] = &[
     ("IMSI", "imsi"),
     ("SLICE", "slice"),
@@ -207,7 +210,7 @@ pub fn run(a: &CtlArgs) -> Result<String, String> {
             .or_else(|| std::env::var("PEPC_API_TOKEN").ok())
             .filter(|t| !t.is_empty()),
     };
-    let (v, render): (Value, Box<dyn Fn(&Value) -> String>) = match &a.cmd {
+    let (v, render): (Value, Render) = match &a.cmd {
         CtlCmd::Ues {
             state,
             limit,
