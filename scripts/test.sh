@@ -11,6 +11,9 @@ command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 # A real Diameter agent (relay) for pepc-diameter's interop test; it wants a TLS pair.
 command -v freeDiameterd >/dev/null 2>&1 || need_apt+=(freediameter)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+# The web console's test drives Debian's Chromium with Playwright (Node.js).
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
+command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 # SCTP under faults (crates/pepc/tests/sctp_faults.rs): network namespaces, veth, tc.
 command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || need_apt+=(iproute2)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -26,6 +29,7 @@ python3 -c 'import pycrate_asn1dir.S1AP, pycrate_mobile.NASLTE, pycrate_diameter
 python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q 'prometheus_client==0.21.1' || python3 -m pip install -q --break-system-packages 'prometheus_client==0.21.1'
 # A property-based tester reading the API's OpenAPI document (crates/pepc/tests/api.rs).
 command -v st >/dev/null 2>&1 || python3 -m pip install -q 'schemathesis==4.32.5' || python3 -m pip install -q --break-system-packages 'schemathesis==4.32.5'
+[ -d crates/pepc/tests/console/node_modules/playwright-core ] || (cd crates/pepc/tests/console && npm ci --silent --no-audit --no-fund)
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings

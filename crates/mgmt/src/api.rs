@@ -24,6 +24,10 @@ pub use axum::http::Method;
 /// The OpenAPI 3 document of `/api/v1`.
 pub const OPENAPI: &str = include_str!("../openapi.json");
 
+/// The web console (static; it holds no data, it calls the API like any client).
+const CONSOLE_HTML: &str = include_str!("../console/index.html");
+const CONSOLE_JS: &str = include_str!("../console/console.js");
+
 /// The largest request body taken (a bulk CSV import of ~100K subscribers).
 pub const MAX_BODY: usize = 16 << 20;
 
@@ -191,6 +195,19 @@ pub fn start(
         token: token.filter(|t| !t.is_empty()),
     });
     let app = Router::new()
+        .route(
+            "/",
+            get(|| async { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], CONSOLE_HTML) }),
+        )
+        .route(
+            "/console.js",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+                    CONSOLE_JS,
+                )
+            }),
+        )
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/v1/{*rest}", any(dispatch))
         .fallback(|| async {
@@ -202,6 +219,9 @@ pub fn start(
         .with_state(ctx);
     let s = HttpServer::serve(listen, "pepc-api", app)
         .map_err(|e| format!("config key `api.listen`: {listen}: {e}"))?;
-    tracing::info!("management API: http://{}/api/v1", s.local_addr());
+    tracing::info!(
+        "management API: http://{0}/api/v1, console: http://{0}/",
+        s.local_addr()
+    );
     Ok(s)
 }
