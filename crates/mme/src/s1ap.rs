@@ -134,18 +134,8 @@ impl Mme {
             None if attach && self.crowded.is_some() => {
                 return self.congestion_reject(cp, assoc, &m, out);
             }
-            None => {
-                // At a bound (unauthenticated contexts, UE slots): the eNB is told and
-                // releases its side; nothing is kept here.
-                return self.error_indication(
-                    assoc,
-                    "Initial UE Message",
-                    None,
-                    Some(m.enb_ue_id),
-                    Cause::CONTROL_PROCESSING_OVERLOAD,
-                    out,
-                );
-            }
+            // At a bound (unauthenticated contexts, UE slots).
+            None => return self.refuse_initial(assoc, &m, out),
         };
         self.nas_in(now, id, &m.nas_pdu, Some((m.tai, m.ecgi)), cp, out);
     }

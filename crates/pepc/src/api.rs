@@ -34,11 +34,13 @@ pub struct NodeApi {
     pub(crate) config: serde_json::Value,
 }
 
-/// A subscriber as the API takes it: the CSV import's columns.
+/// A subscriber as the API takes it: the CSV import's columns. The IMSI is in the
+/// body on create (POST), in the path on replace (PUT).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SubscriberIn {
-    imsi: String,
+    #[serde(default, deserialize_with = "present")]
+    imsi: Option<String>,
     #[serde(default, deserialize_with = "present")]
     k: Option<String>,
     #[serde(default, deserialize_with = "present")]
@@ -90,56 +92,6 @@ fn default_arp() -> u8 {
 }
 fn default_ambr() -> u64 {
     100_000_000
-}
-
-/// A replacement profile (PUT): the IMSI is the path's.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SubscriberUpdate {
-    #[serde(default, deserialize_with = "present")]
-    k: Option<String>,
-    #[serde(default, deserialize_with = "present")]
-    opc: Option<String>,
-    #[serde(default, deserialize_with = "present")]
-    op: Option<String>,
-    #[serde(default = "default_amf")]
-    amf: String,
-    #[serde(default)]
-    sqn: u64,
-    #[serde(default)]
-    msisdn: String,
-    #[serde(default = "default_apn")]
-    apn: String,
-    #[serde(default = "default_pdn_type")]
-    pdn_type: String,
-    #[serde(default = "default_qci")]
-    qci: u8,
-    #[serde(default = "default_arp")]
-    arp: u8,
-    #[serde(default = "default_ambr")]
-    ambr_ul: u64,
-    #[serde(default = "default_ambr")]
-    ambr_dl: u64,
-}
-
-impl SubscriberUpdate {
-    fn with_imsi(self, imsi: &str) -> SubscriberIn {
-        SubscriberIn {
-            imsi: imsi.to_string(),
-            k: self.k,
-            opc: self.opc,
-            op: self.op,
-            amf: self.amf,
-            sqn: self.sqn,
-            msisdn: self.msisdn,
-            apn: self.apn,
-            pdn_type: self.pdn_type,
-            qci: self.qci,
-            arp: self.arp,
-            ambr_ul: self.ambr_ul,
-            ambr_dl: self.ambr_dl,
-        }
-    }
 }
 
 impl SubscriberIn {
@@ -194,7 +146,7 @@ impl SubscriberIn {
             ));
         }
         let a = AddArgs {
-            imsi: self.imsi.clone(),
+            imsi: self.imsi.clone().unwrap_or_default(),
             k,
             opc,
             op,
@@ -527,11 +479,15 @@ impl NodeApi {
             Ok(None) => return ApiResponse::error(404, format!("no subscriber with IMSI {imsi}")),
             Err(e) => return ApiResponse::error(500, format!("HSS: {e}")),
         };
-        let b: SubscriberUpdate = match serde_json::from_slice(&r.body) {
+        let mut b = match Self::body(r) {
             Ok(b) => b,
-            Err(e) => return ApiResponse::error(400, format!("request body: {e}")),
+            Err(e) => return e,
         };
-        let mut s = match b.with_imsi(imsi).build(Some(&current)) {
+        if b.imsi.is_some() {
+            return ApiResponse::error(400, "field `imsi`: not in a replace, the path gives it");
+        }
+        b.imsi = Some(imsi.to_string());
+        let mut s = match b.build(Some(&current)) {
             Ok(s) => s,
             Err(e) => return ApiResponse::error(400, e),
         };

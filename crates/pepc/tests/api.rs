@@ -3,12 +3,15 @@
 //! show it, bad input changes nothing and says what was wrong, K/OPc never come back,
 //! and off loopback a token is required.
 
-use pepc::epc::{open_hss, Epc, EpcConfig};
+mod common;
+
+use common::node::{emulator, node};
+use pepc::epc::EpcConfig;
 use pepc_emulator::config::{SubscriberKeys, Traffic, TrafficProfile};
-use pepc_emulator::{EmulatorConfig, Scenario};
+use pepc_emulator::Scenario;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 
 /// One request: (status, JSON body).
 fn call(
@@ -39,23 +42,14 @@ fn call(
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
-fn node(n: u8, api: &str) -> Epc {
-    let cfg = EpcConfig::parse(&format!(
-        "[node]\nmax_users = 1024\nslices = 2\n\
-         [s1u]\nbind = \"127.0.{n}.1:2152\"\n\
-         [sgi]\nmode = \"udp\"\nsink_local = \"127.0.{n}.1:5202\"\nsink_peer = \"127.0.{n}.2:5201\"\n\
-         [s1mme]\ntransport = \"udp\"\nbind = \"127.0.{n}.1\"\n\
-         [hss]\ndb = \":memory:\"\n[metrics]\nlisten = \"\"\n{api}"
-    ))
-    .unwrap();
-    let hss = open_hss(&cfg.hss).unwrap();
-    Epc::start(&cfg, hss).unwrap()
-}
-
 #[test]
 fn a_subscriber_made_over_the_api_attaches_and_bad_input_changes_nothing() {
     let n = 51u8;
-    let epc = node(n, &format!("[api]\nlisten = \"127.0.{n}.1:0\"\n"));
+    let epc = node(
+        n,
+        0,
+        &format!("[metrics]\nlisten = \"\"\n[api]\nlisten = \"127.0.{n}.1:0\"\n"),
+    );
     let a = epc.api.as_ref().expect("API on").local_addr();
     let keys = SubscriberKeys::default();
     let imsi = keys.imsi(0).unwrap();
@@ -137,17 +131,7 @@ fn a_subscriber_made_over_the_api_attaches_and_bad_input_changes_nothing() {
     assert_eq!(st, 400);
 
     // The running node serves the new subscriber at once.
-    let node_ip = Ipv4Addr::new(127, 0, n, 1);
-    let enb_ip = Ipv4Addr::new(127, 0, n, 2);
-    let ecfg = EmulatorConfig {
-        mme_ip: node_ip.into(),
-        local_ip: enb_ip.into(),
-        gtpu_addr: SocketAddrV4::new(enb_ip, 2152),
-        pdn_addr: SocketAddr::from((enb_ip, 5201)),
-        sgi_peer: Some(SocketAddr::from((node_ip, 5202))),
-        enbs: 1,
-        ..EmulatorConfig::default()
-    };
+    let ecfg = emulator(n, 1);
     let scen = Scenario {
         ues: 1,
         traffic: Traffic {
@@ -271,7 +255,8 @@ fn off_loopback_a_token_is_required() {
     let n = 52u8;
     let epc = node(
         n,
-        &format!("[api]\nlisten = \"127.0.{n}.1:0\"\ntoken = \"s3cret-token\"\n"),
+        0,
+        &format!("[metrics]\nlisten = \"\"\n[api]\nlisten = \"127.0.{n}.1:0\"\ntoken = \"s3cret-token\"\n"),
     );
     let a = epc.api.as_ref().unwrap().local_addr();
     let (st, e) = call(a, "GET", "/api/v1/node", None, None);
@@ -301,7 +286,8 @@ fn the_api_conforms_to_its_openapi_document() {
     let n = 53u8;
     let epc = node(
         n,
-        &format!("[api]\nlisten = \"127.0.{n}.1:0\"\ntoken = \"conformance\"\n"),
+        0,
+        &format!("[metrics]\nlisten = \"\"\n[api]\nlisten = \"127.0.{n}.1:0\"\ntoken = \"conformance\"\n"),
     );
     let a = epc.api.as_ref().unwrap().local_addr();
     // Every check on every operation; the CSV import's body is text JSON Schema

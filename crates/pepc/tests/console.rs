@@ -4,11 +4,11 @@
 //! attaches afterwards. Needs `chromium` and `npm ci` in tests/console
 //! (scripts/test.sh does both); without them the test says so and skips.
 
-use pepc::demo::emulator_subscribers;
-use pepc::epc::{open_hss, Epc, EpcConfig};
+mod common;
+
+use common::node::{emulator, node};
 use pepc_emulator::config::{SubscriberKeys, Traffic, TrafficProfile};
 use pepc_emulator::{EmulatorConfig, Scenario};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::Path;
 use std::process::Command;
 
@@ -22,32 +22,17 @@ fn the_console_shows_the_node_and_adds_a_subscriber_that_attaches() {
         return;
     }
     let n = 55u8;
-    let cfg = EpcConfig::parse(&format!(
-        "[node]\nmax_users = 1024\nslices = 2\n\
-         [s1u]\nbind = \"127.0.{n}.1:2152\"\n\
-         [sgi]\nmode = \"udp\"\nsink_local = \"127.0.{n}.1:5202\"\nsink_peer = \"127.0.{n}.2:5201\"\n\
-         [s1mme]\ntransport = \"udp\"\nbind = \"127.0.{n}.1\"\n\
-         [hss]\ndb = \":memory:\"\n[metrics]\nlisten = \"\"\n[api]\nlisten = \"127.0.{n}.1:0\"\n"
-    ))
-    .unwrap();
-    let hss = open_hss(&cfg.hss).unwrap();
-    let keys = SubscriberKeys::default();
-    hss.add_many(&emulator_subscribers(&keys, 4).unwrap())
-        .unwrap();
-    let epc = Epc::start(&cfg, hss).unwrap();
+    let epc = node(
+        n,
+        4,
+        &format!("[metrics]\nlisten = \"\"\n[api]\nlisten = \"127.0.{n}.1:0\"\n"),
+    );
     let api = epc.api.as_ref().unwrap().local_addr();
-    let node_ip = Ipv4Addr::new(127, 0, n, 1);
-    let enb_ip = Ipv4Addr::new(127, 0, n, 2);
+    let keys = SubscriberKeys::default();
     let emulate = |keys: SubscriberKeys, ues: u32| {
         let ecfg = EmulatorConfig {
-            mme_ip: node_ip.into(),
-            local_ip: enb_ip.into(),
-            gtpu_addr: SocketAddrV4::new(enb_ip, 2152),
-            pdn_addr: SocketAddr::from((enb_ip, 5201)),
-            sgi_peer: Some(SocketAddr::from((node_ip, 5202))),
-            enbs: 2,
             subscribers: keys,
-            ..EmulatorConfig::default()
+            ..emulator(n, 2)
         };
         let scen = Scenario {
             ues,

@@ -1,7 +1,9 @@
 //! `pepc ctl` against a running node's API: subscriber add/list/show/remove, node,
 //! slices, eNBs and UEs, tables and --json, errors as a non-zero exit naming the cause.
 
-use pepc::epc::{open_hss, Epc, EpcConfig};
+mod common;
+
+use common::node::node;
 use std::process::Command;
 
 fn ctl(api: &str, token: &str, args: &[&str]) -> (bool, String) {
@@ -26,16 +28,13 @@ fn ctl(api: &str, token: &str, args: &[&str]) -> (bool, String) {
 #[test]
 fn ctl_drives_a_running_node() {
     let n = 54u8;
-    let cfg = EpcConfig::parse(&format!(
-        "[node]\nmax_users = 1024\nslices = 2\n\
-         [s1u]\nbind = \"127.0.{n}.1:2152\"\n\
-         [sgi]\nmode = \"udp\"\nsink_local = \"127.0.{n}.1:5202\"\nsink_peer = \"127.0.{n}.2:5201\"\n\
-         [s1mme]\ntransport = \"udp\"\nbind = \"127.0.{n}.1\"\n\
-         [hss]\ndb = \":memory:\"\n[metrics]\nlisten = \"\"\n\
-         [api]\nlisten = \"127.0.{n}.1:0\"\ntoken = \"ctl-token\"\n"
-    ))
-    .unwrap();
-    let epc = Epc::start(&cfg, open_hss(&cfg.hss).unwrap()).unwrap();
+    let epc = node(
+        n,
+        0,
+        &format!(
+            "[metrics]\nlisten = \"\"\n[api]\nlisten = \"127.0.{n}.1:0\"\ntoken = \"ctl-token\"\n"
+        ),
+    );
     let api = format!("http://{}", epc.api.as_ref().unwrap().local_addr());
     let k = "465B5CE8B199B49FAA5F0A2EE238A6BC";
     let opc = "E8ED289DEBA952E4283B54E88E6183CA";

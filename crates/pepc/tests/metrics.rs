@@ -2,13 +2,14 @@
 //! `/metrics` read over HTTP and parsed by an independent OpenMetrics parser (PyPI's
 //! `prometheus_client`), the figures checked against the emulator's own counts.
 
-use pepc::demo::emulator_subscribers;
-use pepc::epc::{open_hss, Epc, EpcConfig};
-use pepc_emulator::config::{SubscriberKeys, Traffic, TrafficProfile};
-use pepc_emulator::{EmulatorConfig, Scenario};
+mod common;
+
+use common::node::{emulator, node};
+use pepc_emulator::config::{Traffic, TrafficProfile};
+use pepc_emulator::Scenario;
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -75,31 +76,13 @@ fn sum(
 fn metrics_match_what_the_emulator_saw() {
     let n = 49u8;
     let ues = 24;
-    let cfg = EpcConfig::parse(&format!(
-        "[node]\nmax_users = 1024\nslices = 2\n\
-         [s1u]\nbind = \"127.0.{n}.1:2152\"\n\
-         [sgi]\nmode = \"udp\"\nsink_local = \"127.0.{n}.1:5202\"\nsink_peer = \"127.0.{n}.2:5201\"\n\
-         [s1mme]\ntransport = \"udp\"\nbind = \"127.0.{n}.1\"\n\
-         [hss]\ndb = \":memory:\"\n\
-         [metrics]\nlisten = \"127.0.{n}.1:0\"\n"
-    ))
-    .unwrap();
-    let hss = open_hss(&cfg.hss).unwrap();
-    hss.add_many(&emulator_subscribers(&SubscriberKeys::default(), ues).unwrap())
-        .unwrap();
-    let epc = Epc::start(&cfg, hss).unwrap();
+    let epc = node(
+        n,
+        ues,
+        &format!("[metrics]\nlisten = \"127.0.{n}.1:0\"\n[api]\nlisten = \"\"\n"),
+    );
     let addr = epc.metrics.as_ref().expect("metrics on").local_addr();
-    let node_ip = Ipv4Addr::new(127, 0, n, 1);
-    let enb_ip = Ipv4Addr::new(127, 0, n, 2);
-    let ecfg = EmulatorConfig {
-        mme_ip: node_ip.into(),
-        local_ip: enb_ip.into(),
-        gtpu_addr: SocketAddrV4::new(enb_ip, 2152),
-        pdn_addr: SocketAddr::from((enb_ip, 5201)),
-        sgi_peer: Some(SocketAddr::from((node_ip, 5202))),
-        enbs: 2,
-        ..EmulatorConfig::default()
-    };
+    let ecfg = emulator(n, 2);
     let scen = Scenario {
         ues,
         attach_rate: 500.0,

@@ -249,14 +249,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let Some(id) = self.new_context(cp, assoc, m.enb_ue_id, m.tai, m.ecgi, false) else {
-            return self.error_indication(
-                assoc,
-                "Initial UE Message",
-                None,
-                Some(m.enb_ue_id),
-                Cause::CONTROL_PROCESSING_OVERLOAD,
-                out,
-            );
+            return self.refuse_initial(assoc, m, out);
         };
         self.stats.congestion_rejects += 1;
         // Spread over 3/4..5/4 of the configured value (TS 23.401 §4.3.7.4.2.4: the
@@ -269,6 +262,24 @@ impl Mme {
             nasx::NasAttachReject::new(nasx::NasEmmCause::new(EmmCause::Congestion.into()));
         rej.t3346_value = nasx::NasGprsTimer2::from_seconds(t3346).ok();
         self.send_attach_reject(cp, id, rej, out);
+    }
+
+    /// No context can be had for a new UE (its slots are full): the eNB is told with an
+    /// Error Indication and releases its side; nothing is kept here.
+    pub(crate) fn refuse_initial(
+        &mut self,
+        assoc: AssocId,
+        m: &InitialUeMessage,
+        out: &mut Vec<Output>,
+    ) {
+        self.error_indication(
+            assoc,
+            "Initial UE Message",
+            None,
+            Some(m.enb_ue_id),
+            Cause::CONTROL_PROCESSING_OVERLOAD,
+            out,
+        );
     }
 
     fn send_attach_reject(

@@ -2,4 +2,5 @@
 #![allow(dead_code)]
 
 pub mod enb;
+pub mod node;
 pub mod relay;

@@ -1,0 +1,42 @@
+//! A node for an end-to-end test on its own loopback addresses (127.0.n.1 the node,
+//! 127.0.n.2 the eNBs) and the emulator pointed at it.
+
+use pepc::demo::emulator_subscribers;
+use pepc::epc::{open_hss, Epc, EpcConfig};
+use pepc_emulator::config::SubscriberKeys;
+use pepc_emulator::EmulatorConfig;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+
+/// Two slices, in-memory HSS with the emulator's first `subscribers`, metrics off;
+/// `extra` TOML sections after those.
+pub fn node(n: u8, subscribers: u32, extra: &str) -> Epc {
+    let cfg = EpcConfig::parse(&format!(
+        "[node]\nmax_users = 1024\nslices = 2\n\
+         [s1u]\nbind = \"127.0.{n}.1:2152\"\n\
+         [sgi]\nmode = \"udp\"\nsink_local = \"127.0.{n}.1:5202\"\nsink_peer = \"127.0.{n}.2:5201\"\n\
+         [s1mme]\ntransport = \"udp\"\nbind = \"127.0.{n}.1\"\n\
+         [hss]\ndb = \":memory:\"\n{extra}"
+    ))
+    .expect("node config");
+    let hss = open_hss(&cfg.hss).expect("HSS");
+    if subscribers > 0 {
+        hss.add_many(&emulator_subscribers(&SubscriberKeys::default(), subscribers).unwrap())
+            .expect("provision");
+    }
+    Epc::start(&cfg, hss).expect("node start")
+}
+
+/// The emulator's configuration for [`node`] `n`.
+pub fn emulator(n: u8, enbs: u32) -> EmulatorConfig {
+    let node_ip = Ipv4Addr::new(127, 0, n, 1);
+    let enb_ip = Ipv4Addr::new(127, 0, n, 2);
+    EmulatorConfig {
+        mme_ip: node_ip.into(),
+        local_ip: enb_ip.into(),
+        gtpu_addr: SocketAddrV4::new(enb_ip, 2152),
+        pdn_addr: SocketAddr::from((enb_ip, 5201)),
+        sgi_peer: Some(SocketAddr::from((node_ip, 5202))),
+        enbs,
+        ..EmulatorConfig::default()
+    }
+}
