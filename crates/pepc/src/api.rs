@@ -219,6 +219,25 @@ fn parse_imsi(s: &str) -> Result<u64, ApiResponse> {
     }
 }
 
+/// `offset` and `limit` of a listing (limit 1..=max, 100 by default).
+fn page(query: &str, max: usize) -> Result<(usize, usize), ApiResponse> {
+    let o = query_u64(query, "offset", 0).map_err(|e| ApiResponse::error(400, e))?;
+    let l = query_u64(query, "limit", 100).map_err(|e| ApiResponse::error(400, e))?;
+    if o > u64::from(u32::MAX) {
+        return Err(ApiResponse::error(
+            400,
+            format!("query parameter `offset`: {o} is above {}", u32::MAX),
+        ));
+    }
+    if !(1..=max as u64).contains(&l) {
+        return Err(ApiResponse::error(
+            400,
+            format!("query parameter `limit`: {l} is not within 1..={max}"),
+        ));
+    }
+    Ok((o as usize, l as usize))
+}
+
 impl NodeApi {
     /// Ask every slice's control thread; their answers in slice order.
     fn ask<T: Send + 'static>(
@@ -279,24 +298,9 @@ impl NodeApi {
                 )
             }
         };
-        let (offset, limit) = match (
-            query_u64(query, "offset", 0),
-            query_u64(query, "limit", 100),
-        ) {
-            (Ok(o), _) if o > u64::from(u32::MAX) => {
-                return ApiResponse::error(
-                    400,
-                    format!("query parameter `offset`: {o} is above {}", u32::MAX),
-                )
-            }
-            (Ok(o), Ok(l)) if (1..=MAX_UE_PAGE as u64).contains(&l) => (o as usize, l as usize),
-            (Ok(_), Ok(l)) => {
-                return ApiResponse::error(
-                    400,
-                    format!("query parameter `limit`: {l} is not within 1..={MAX_UE_PAGE}"),
-                )
-            }
-            (Err(e), _) | (_, Err(e)) => return ApiResponse::error(400, e),
+        let (offset, limit) = match page(query, MAX_UE_PAGE) {
+            Ok(p) => p,
+            Err(e) => return e,
         };
         // Each slice gives its first offset+limit; the page is cut from them in order.
         let want = offset.saturating_add(limit).min(u32::MAX as usize);
@@ -410,24 +414,9 @@ impl NodeApi {
     }
 
     fn subscribers(&self, query: &str) -> ApiResponse {
-        let (offset, limit) = match (
-            query_u64(query, "offset", 0),
-            query_u64(query, "limit", 100),
-        ) {
-            (Ok(o), _) if o > u64::from(u32::MAX) => {
-                return ApiResponse::error(
-                    400,
-                    format!("query parameter `offset`: {o} is above {}", u32::MAX),
-                )
-            }
-            (Ok(o), Ok(l)) if (1..=1000).contains(&l) => (o as usize, l as usize),
-            (Ok(_), Ok(l)) => {
-                return ApiResponse::error(
-                    400,
-                    format!("query parameter `limit`: {l} is not within 1..=1000"),
-                )
-            }
-            (Err(e), _) | (_, Err(e)) => return ApiResponse::error(400, e),
+        let (offset, limit) = match page(query, 1000) {
+            Ok(p) => p,
+            Err(e) => return e,
         };
         match self.hss.list() {
             Ok(all) => ApiResponse::ok(serde_json::json!({
