@@ -522,6 +522,8 @@ pub struct EndpointGauges {
     pub final_sctp: std::sync::Mutex<Option<pepc_sctp::AssocCounters>>,
     /// The eNBs set up, republished when they change (the management API reads it).
     pub enb_views: std::sync::Mutex<Vec<pepc_mme::EnbView>>,
+    /// Per slice: S1AP messages waiting for its MME (ring + backlog), each round.
+    pub backlogs: std::sync::OnceLock<Box<[AtomicU64]>>,
 }
 
 /// The node's S1AP endpoint on its own thread.
@@ -815,8 +817,13 @@ fn endpoint_loop(
         }
         // Overload control sees every slice's backlog each round.
         let now = Instant::now();
+        let depths = gauges
+            .backlogs
+            .get_or_init(|| links.iter().map(|_| AtomicU64::new(0)).collect());
         for (s, l) in links.iter().enumerate() {
-            ep.observe_backlog(now, s, l.backlog.len() + l.to.len(), &mut eo);
+            let depth = l.backlog.len() + l.to.len();
+            ep.observe_backlog(now, s, depth, &mut eo);
+            depths[s].store(depth as u64, Ordering::Relaxed);
         }
         busy |= !eo.slices.is_empty();
         for o in eo.wire.drain(..) {

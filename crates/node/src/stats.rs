@@ -160,6 +160,9 @@ pub struct SliceStats {
     pub slice: usize,
     pub ul_forwarded: u64,
     pub dl_forwarded: u64,
+    /// IP bytes forwarded, by direction.
+    pub ul_bytes: u64,
+    pub dl_bytes: u64,
     pub echo_replies: u64,
     pub error_indications: u64,
     pub end_markers: u64,
@@ -186,6 +189,8 @@ impl SliceStats {
             slice,
             ul_forwarded: c.ul_forwarded.load(Relaxed),
             dl_forwarded: c.dl_forwarded.load(Relaxed),
+            ul_bytes: c.ul_bytes.load(Relaxed),
+            dl_bytes: c.dl_bytes.load(Relaxed),
             echo_replies: c.echo_replies.load(Relaxed),
             error_indications: c.error_indications.load(Relaxed),
             end_markers: c.end_markers.load(Relaxed),

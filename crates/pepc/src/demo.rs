@@ -147,6 +147,13 @@ pub fn run_with(
             Some(m) => eprintln!("pepc demo: metrics at http://{}/metrics", m.local_addr()),
             None => eprintln!("pepc demo: metrics endpoint off (its port is taken)"),
         }
+        match &epc.api {
+            Some(a) => eprintln!(
+                "pepc demo: console at http://{0}/, API at http://{0}/api/v1",
+                a.local_addr()
+            ),
+            None => eprintln!("pepc demo: management API off (its port is taken)"),
+        }
     }
     let ecfg = EmulatorConfig {
         enbs: o.enbs,

@@ -37,12 +37,21 @@ impl MetricsSource for NodeMetrics {
         let st = self.data.read();
         for d in &st.slices {
             let s = d.slice;
-            for (dir, v) in [("uplink", d.ul_forwarded), ("downlink", d.dl_forwarded)] {
+            for (dir, v, b) in [
+                ("uplink", d.ul_forwarded, d.ul_bytes),
+                ("downlink", d.dl_forwarded, d.dl_bytes),
+            ] {
                 out.counter(
                     "pepc_packets_forwarded",
                     "Packets the slice's data thread forwarded, by direction",
                     &[slice(s), ("direction", dir.into())],
                     v,
+                );
+                out.counter(
+                    "pepc_bytes_forwarded",
+                    "IP bytes the slice's data thread forwarded, by direction",
+                    &[slice(s), ("direction", dir.into())],
+                    b,
                 );
             }
             for (reason, v) in &d.drops_by_reason {
@@ -216,6 +225,20 @@ impl MetricsSource for NodeMetrics {
                 &[],
                 e.dropped_inputs.load(Relaxed),
             );
+            for (sl, d) in e
+                .backlogs
+                .get()
+                .map_or(&[][..], |b| &b[..])
+                .iter()
+                .enumerate()
+            {
+                out.gauge(
+                    "pepc_signaling_backlog",
+                    "S1AP messages waiting for the slice's MME (ring and backlog)",
+                    &[slice(sl)],
+                    d.load(Relaxed) as i64,
+                );
+            }
             out.gauge(
                 "pepc_overloaded",
                 "1 while the eNBs are told OVERLOAD START",

@@ -136,6 +136,9 @@ fn metrics_match_what_the_emulator_saw() {
     ) as u64;
     assert_eq!(dl, r.dl_packets, "{j}\n{text}");
     assert!(ul > 0 && dl > 0, "{j}");
+    // Bytes: IP bytes, at least a header's worth per packet.
+    let ulb = sum(&s, "pepc_bytes_forwarded_total", &[("direction", "uplink")]) as u64;
+    assert!(ulb >= 28 * ul, "{text}");
     // Both slices took part, and every name is ours.
     for sl in ["0", "1"] {
         assert!(

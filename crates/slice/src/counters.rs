@@ -183,6 +183,9 @@ pub struct SliceCounters {
     /// Packets forwarded, by direction (uplink, downlink).
     pub ul_forwarded: AtomicU64,
     pub dl_forwarded: AtomicU64,
+    /// IP bytes forwarded, by direction.
+    pub ul_bytes: AtomicU64,
+    pub dl_bytes: AtomicU64,
     /// Packets buffered waiting for promotion, and buffered packets later delivered.
     pub buffered: AtomicU64,
     pub drained: AtomicU64,
@@ -200,6 +203,8 @@ impl SliceCounters {
             drops: Default::default(),
             iot: RuleCounters::default(),
             ul_forwarded: AtomicU64::new(0),
+            ul_bytes: AtomicU64::new(0),
+            dl_bytes: AtomicU64::new(0),
             dl_forwarded: AtomicU64::new(0),
             buffered: AtomicU64::new(0),
             drained: AtomicU64::new(0),

@@ -680,6 +680,7 @@ impl DataPlane {
             }
             count_rule(&self.counters.iot, true, ip_len);
             bump(&self.counters.ul_forwarded, 1);
+            bump(&self.counters.ul_bytes, ip_len as u64);
             return to_sgi(buf, hdr, ip_len);
         }
         if self.qos_and_count(
@@ -740,14 +741,13 @@ impl DataPlane {
         if let (Some(set), Some(r)) = (rule_set, decision.rule) {
             count_rule(c.rule(set, r), uplink, ip_len);
         }
-        bump(
-            if uplink {
-                &c.ul_forwarded
-            } else {
-                &c.dl_forwarded
-            },
-            1,
-        );
+        let (pkts, bytes) = if uplink {
+            (&c.ul_forwarded, &c.ul_bytes)
+        } else {
+            (&c.dl_forwarded, &c.dl_bytes)
+        };
+        bump(pkts, 1);
+        bump(bytes, ip_len as u64);
         true
     }
 
