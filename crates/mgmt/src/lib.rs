@@ -32,6 +32,31 @@ pub struct Exposition {
     registry: Registry,
     counters: HashMap<&'static str, Family<Labels, Counter>>,
     gauges: HashMap<&'static str, Family<Labels, Gauge>>,
+    histograms: HashMap<&'static str, Family<Labels, Buckets>>,
+}
+
+/// A histogram whose buckets were counted elsewhere (a control thread's fixed
+/// buckets), encoded as an OpenMetrics histogram.
+#[derive(Debug, Clone, Default)]
+pub struct Buckets(Arc<std::sync::Mutex<(f64, u64, Vec<(f64, u64)>)>>);
+
+impl prometheus_client::metrics::TypedMetric for Buckets {
+    const TYPE: prometheus_client::metrics::MetricType =
+        prometheus_client::metrics::MetricType::Histogram;
+}
+
+impl prometheus_client::encoding::EncodeMetric for Buckets {
+    fn encode(
+        &self,
+        mut e: prometheus_client::encoding::MetricEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        let g = self.0.lock().map_err(|_| std::fmt::Error)?;
+        e.encode_histogram::<prometheus_client::encoding::NoLabelSet>(g.0, g.1, &g.2, None)
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Histogram
+    }
 }
 
 /// A metric without labels is registered as such (no empty `{}` in the text).
@@ -88,6 +113,38 @@ impl Exposition {
             f
         });
         f.get_or_create(&labels(l)).set(v);
+    }
+
+    /// A histogram sample: `bounds` are the buckets' upper bounds and `counts` the
+    /// observations in each (not cumulative), one more for above the last bound;
+    /// `sum` in the unit of the bounds.
+    pub fn histogram(
+        &mut self,
+        name: &'static str,
+        help: &str,
+        l: &[(&str, String)],
+        bounds: &[f64],
+        counts: &[u64],
+        sum: f64,
+    ) {
+        let reg = &mut self.registry;
+        let f = self.histograms.entry(name).or_insert_with(|| {
+            let f = Family::<Labels, Buckets>::default();
+            reg.register(name, help, f.clone());
+            f
+        });
+        // The encoder takes each bucket's own count and accumulates them itself.
+        let mut buckets: Vec<(f64, u64)> =
+            bounds.iter().copied().zip(counts.iter().copied()).collect();
+        buckets.push((
+            f64::INFINITY,
+            counts.get(bounds.len()).copied().unwrap_or(0),
+        ));
+        let total: u64 = counts.iter().sum();
+        let m = f.get_or_create(&labels(l));
+        if let Ok(mut g) = m.0.lock() {
+            *g = (sum, total, buckets);
+        };
     }
 
     /// The text exposition.

@@ -134,9 +134,40 @@ impl std::fmt::Debug for SnapshotBytes {
     }
 }
 
+/// Upper bounds (ms) of the procedure latency buckets; the last bucket is +Inf.
+pub const LATENCY_BUCKETS_MS: [u64; 13] =
+    [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000];
+
+/// How long a procedure took, in fixed buckets (the control thread counts; the
+/// metrics endpoint exposes it as a Prometheus histogram).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LatencyHistogram {
+    /// Per bucket of [`LATENCY_BUCKETS_MS`], then above the last (not cumulative).
+    pub counts: [u64; 14],
+    pub sum_us: u64,
+}
+
+impl LatencyHistogram {
+    pub fn observe(&mut self, d: std::time::Duration) {
+        let ms = d.as_millis() as u64;
+        let i = LATENCY_BUCKETS_MS
+            .iter()
+            .position(|b| ms < *b || (ms == *b && d.subsec_nanos() % 1_000_000 == 0))
+            .unwrap_or(LATENCY_BUCKETS_MS.len());
+        self.counts[i] += 1;
+        self.sum_us += d.as_micros() as u64;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+}
+
 /// Counters. Read by the driver for metrics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MmeStats {
+    /// From the Attach Request to the Attach Complete.
+    pub attach_latency: LatencyHistogram,
     pub s1ap_decode_errors: u64,
     pub unknown_ue_ids: u64,
     pub attach_requests: u64,
@@ -500,6 +531,8 @@ pub(crate) struct Ue {
     /// The eNB whose budget of unauthenticated contexts this one counts against
     /// (until it gets a security context or goes).
     pub(crate) unauth_on: Option<AssocId>,
+    /// When the EMM procedure under way began (its latency is measured to its end).
+    pub(crate) started: Option<Instant>,
     /// Downlink NAS COUNT at the last checkpoint: one is due again before the count
     /// runs [`CHECKPOINT_DL_LEASE`] past it, so a restart can resume above any count
     /// the dead process used.
@@ -1365,6 +1398,7 @@ impl Mme {
             reach_timer: None,
             guard_timer: None,
             unauth_on: unauth.then_some(assoc),
+            started: None,
             ckpt_dl: 0,
             gen: 0,
             handover: None,

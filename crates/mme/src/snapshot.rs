@@ -577,6 +577,8 @@ fn write_ue(
         reach_timer,
         guard_timer,
         unauth_on: _,
+        // A latency measurement does not survive a move: not state of the UE.
+        started: _,
         ckpt_dl: _,
         gen: _,
         handover: ho,
@@ -1066,6 +1068,7 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
             guard_timer,
             // Counted again by the restoring MME.
             unauth_on: None,
+            started: None,
             ckpt_dl: 0,
             gen: 0,
             handover: ho,

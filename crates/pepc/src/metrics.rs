@@ -193,6 +193,18 @@ impl MetricsSource for NodeMetrics {
                     );
                 }
             }
+            let bounds: Vec<f64> = pepc_mme::mme::LATENCY_BUCKETS_MS
+                .iter()
+                .map(|ms| *ms as f64 / 1000.0)
+                .collect();
+            out.histogram(
+                "pepc_procedure_duration_seconds",
+                "How long UE procedures took, by name (attach: Attach Request to Attach Complete)",
+                &[slice(s), ("procedure", "attach".into())],
+                &bounds,
+                &m.attach_latency.counts,
+                m.attach_latency.sum_us as f64 / 1e6,
+            );
             for (event, v) in m.named() {
                 out.counter(
                     "pepc_mme_events",

@@ -136,6 +136,19 @@ fn metrics_match_what_the_emulator_saw() {
     ) as u64;
     assert_eq!(dl, r.dl_packets, "{j}\n{text}");
     assert!(ul > 0 && dl > 0, "{j}");
+    // Attach latency: one observation per attach, in the +Inf bucket's count.
+    let n_obs = sum(
+        &s,
+        "pepc_procedure_duration_seconds_count",
+        &[("procedure", "attach")],
+    );
+    assert_eq!(n_obs as u64, r.procedures["attach"].ok, "{text}");
+    let inf = sum(
+        &s,
+        "pepc_procedure_duration_seconds_bucket",
+        &[("procedure", "attach"), ("le", "+Inf")],
+    );
+    assert_eq!(inf, n_obs, "{text}");
     // Bytes: IP bytes, at least a header's worth per packet.
     let ulb = sum(&s, "pepc_bytes_forwarded_total", &[("direction", "uplink")]) as u64;
     assert!(ulb >= 28 * ul, "{text}");

@@ -30,6 +30,7 @@ impl Mme {
         self.stats.attach_requests += 1;
         let esm = r.esm_message_container.decode_as_esm_message().ok();
         let u = self.ue_mut(cp, id).expect("present");
+        u.started = Some(now);
         u.ue_net_cap = r.ue_network_capability.value.to_vec();
         u.emm = Emm_::Deregistered;
         if let Some(NasEpsMessage::Esm(h, Esm::PdnConnectivityRequest(p))) = &esm {

@@ -76,6 +76,11 @@ impl Mme {
                 let u = self.ue_mut(cp, id).expect("present");
                 u.proc = Procedure::Idle;
                 u.emm = Emm_::Registered;
+                if let Some(t0) = u.started.take() {
+                    self.stats
+                        .attach_latency
+                        .observe(now.saturating_duration_since(t0));
+                }
                 self.stats.attaches += 1;
                 self.procedure_done(id);
                 if let Some(name) = self.cfg.network_name.clone() {
