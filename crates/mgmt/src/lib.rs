@@ -38,7 +38,10 @@ pub struct Exposition {
 /// A histogram whose buckets were counted elsewhere (a control thread's fixed
 /// buckets), encoded as an OpenMetrics histogram.
 #[derive(Debug, Clone, Default)]
-pub struct Buckets(Arc<std::sync::Mutex<(f64, u64, Vec<(f64, u64)>)>>);
+pub struct Buckets(Arc<std::sync::Mutex<HistogramState>>);
+
+/// Sum, count, and (upper bound, count) per bucket.
+type HistogramState = (f64, u64, Vec<(f64, u64)>);
 
 impl prometheus_client::metrics::TypedMetric for Buckets {
     const TYPE: prometheus_client::metrics::MetricType =

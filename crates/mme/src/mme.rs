@@ -149,10 +149,11 @@ pub struct LatencyHistogram {
 
 impl LatencyHistogram {
     pub fn observe(&mut self, d: std::time::Duration) {
-        let ms = d.as_millis() as u64;
+        // A bucket holds what is at most its bound (`le`).
+        let us = d.as_micros() as u64;
         let i = LATENCY_BUCKETS_MS
             .iter()
-            .position(|b| ms < *b || (ms == *b && d.subsec_nanos() % 1_000_000 == 0))
+            .position(|b| us <= b * 1000)
             .unwrap_or(LATENCY_BUCKETS_MS.len());
         self.counts[i] += 1;
         self.sum_us += d.as_micros() as u64;
