@@ -169,6 +169,8 @@ impl LatencyHistogram {
 pub struct MmeStats {
     /// From the Attach Request to the Attach Complete.
     pub attach_latency: LatencyHistogram,
+    /// From a verified Service Request to the Initial Context Setup Response.
+    pub service_request_latency: LatencyHistogram,
     pub s1ap_decode_errors: u64,
     pub unknown_ue_ids: u64,
     pub attach_requests: u64,

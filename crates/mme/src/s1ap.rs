@@ -266,6 +266,11 @@ impl Mme {
                 };
                 if !attach {
                     // A Service Request (or active-flag TAU) is done: connected.
+                    if let Some(t0) = u.started.take() {
+                        self.stats
+                            .service_request_latency
+                            .observe(now.saturating_duration_since(t0));
+                    }
                     self.procedure_done(id);
                 }
             }

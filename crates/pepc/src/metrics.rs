@@ -197,14 +197,19 @@ impl MetricsSource for NodeMetrics {
                 .iter()
                 .map(|ms| *ms as f64 / 1000.0)
                 .collect();
-            out.histogram(
-                "pepc_procedure_duration_seconds",
-                "How long UE procedures took, by name (attach: Attach Request to Attach Complete)",
-                &[slice(s), ("procedure", "attach".into())],
-                &bounds,
-                &m.attach_latency.counts,
-                m.attach_latency.sum_us as f64 / 1e6,
-            );
+            for (p, h) in [
+                ("attach", &m.attach_latency),
+                ("service_request", &m.service_request_latency),
+            ] {
+                out.histogram(
+                    "pepc_procedure_duration_seconds",
+                    "How long UE procedures took, by name (attach: Attach Request to Attach Complete; service_request: to the Initial Context Setup Response)",
+                    &[slice(s), ("procedure", p.into())],
+                    &bounds,
+                    &h.counts,
+                    h.sum_us as f64 / 1e6,
+                );
+            }
             for (event, v) in m.named() {
                 out.counter(
                     "pepc_mme_events",

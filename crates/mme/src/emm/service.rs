@@ -41,7 +41,11 @@ impl Mme {
             .and_then(|u| u.sec.as_mut())
             .map(|s| s.unprotect_service_request(&sr));
         match res {
-            Some(Ok(_)) => {}
+            Some(Ok(_)) => {
+                if let Some(u) = self.ue_mut(cp, id) {
+                    u.started = Some(now);
+                }
+            }
             Some(Err(UnprotectError::Replay)) => {
                 self.stats.nas_replays += 1;
                 return;

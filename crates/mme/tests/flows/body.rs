@@ -162,6 +162,9 @@ fn attach_then_uplink_forwards_and_idle_downlink_pages_then_service_request_drai
     let first = h.send(1, initial_ue(&h, &ue, sr, ue.m_tmsi));
     let seen = pump(&mut h, &mut ue, 1, first).unwrap();
     assert_eq!(seen, vec!["InitialContextSetupRequest"]);
+    // Each procedure's latency was measured once (the metrics' histograms).
+    assert_eq!(h.mme.stats.attach_latency.count(), 1);
+    assert_eq!(h.mme.stats.service_request_latency.count(), 1);
     h.dp.sync(3);
     let mut again = Batch::default();
     assert_eq!(h.dp.take_ready(&mut again, false), 2);
