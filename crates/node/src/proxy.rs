@@ -67,13 +67,21 @@ pub struct ProxyStats {
     pub answers: u64,
     /// HSS-initiated requests (CLR, IDR) handed to the MME.
     pub initiated: u64,
+    /// From a vector request (AIR) handed to the backend to its answer.
+    pub vector_latency: pepc_mme::mme::LatencyHistogram,
 }
+
+/// Vector requests whose answer is awaited, at most (older ones are forgotten: the
+/// MME gave up on them at its HSS timeout).
+const MAX_TIMED: usize = 65_536;
 
 /// One slice's driver of the node's proxy: serves its MME's HSS requests.
 pub struct Proxy {
     backend: Box<dyn HssBackend>,
     answers: Vec<HssAnswer>,
     initiated: Vec<Initiated>,
+    /// When each awaited vector request was handed to the backend.
+    timed: std::collections::HashMap<pepc_mme::HssRef, Instant>,
     pub stats: ProxyStats,
 }
 
@@ -83,6 +91,7 @@ impl Proxy {
             backend,
             answers: Vec::new(),
             initiated: Vec::new(),
+            timed: std::collections::HashMap::new(),
             stats: ProxyStats::default(),
         }
     }
@@ -105,6 +114,15 @@ impl Proxy {
     ) {
         pepc_mme::hss::serve_requests(out, from, |req, o| {
             self.stats.requests += 1;
+            if matches!(req, HssRequest::Vector { .. } | HssRequest::Resync { .. }) {
+                if self.timed.len() >= MAX_TIMED {
+                    let old = Instant::now() - std::time::Duration::from_secs(30);
+                    self.timed.retain(|_, t| *t > old);
+                }
+                if self.timed.len() < MAX_TIMED {
+                    self.timed.insert(req.reference(), Instant::now());
+                }
+            }
             self.backend.submit(req, &mut self.answers);
             self.feed(mme, now, cp, o);
         });
@@ -146,6 +164,9 @@ impl Proxy {
     fn feed(&mut self, mme: &mut Mme, now: Instant, cp: &mut ControlPlane, out: &mut Vec<Output>) {
         for a in self.answers.drain(..) {
             self.stats.answers += 1;
+            if let Some(t) = self.timed.remove(&a.r) {
+                self.stats.vector_latency.observe(t.elapsed());
+            }
             mme.handle(now, Input::Hss(a), cp, out);
         }
     }
@@ -307,13 +328,11 @@ pub(crate) mod tests {
         p.serve(&mut mme, now, &mut cp, &mut out, 0);
         // Profile, then vector: both answered at once, the challenge is out.
         assert_eq!(
-            p.stats,
-            ProxyStats {
-                requests: 2,
-                answers: 2,
-                initiated: 0
-            }
+            (p.stats.requests, p.stats.answers, p.stats.initiated),
+            (2, 2, 0)
         );
+        // The one vector request was timed.
+        assert_eq!(p.stats.vector_latency.count(), 1);
         assert!(!out.iter().any(|o| matches!(o, Output::Hss(_))));
         assert!(authentication_request_sent(&out), "{out:?}");
         assert!(p.wake_fd().is_none());
@@ -340,13 +359,11 @@ pub(crate) mod tests {
             p.poll(&mut mme, now, &mut cp, &mut out);
         }
         assert_eq!(
-            p.stats,
-            ProxyStats {
-                requests: 2,
-                answers: 2,
-                initiated: 0
-            }
+            (p.stats.requests, p.stats.answers, p.stats.initiated),
+            (2, 2, 0)
         );
+        // The one vector request was timed.
+        assert_eq!(p.stats.vector_latency.count(), 1);
         assert_eq!(mme.stats.hss_late_answers, 0);
     }
 }

@@ -56,6 +56,7 @@ pub struct SliceGauges {
     /// eNBs set up, where the endpoint runs inline in this slice.
     pub enbs: AtomicU64,
     live: std::sync::Mutex<Option<pepc_mme::MmeStats>>,
+    live_hss: std::sync::Mutex<Option<pepc_mme::mme::LatencyHistogram>>,
     published: std::sync::Mutex<Option<Instant>>,
     /// The eNBs set up, where the endpoint runs inline in this slice.
     pub enb_views: std::sync::Mutex<Vec<pepc_mme::EnbView>>,
@@ -144,7 +145,7 @@ impl SliceGauges {
     /// The MME's figures for readers on other threads: the level gauges every round
     /// (atomics), a copy of its counters every 100 ms (a lock only the scraper and
     /// this thread take, and this thread never waits for it).
-    fn publish(&self, mme: &Mme, now: Instant) {
+    fn publish(&self, mme: &Mme, hss: &crate::proxy::ProxyStats, now: Instant) {
         self.ues.store(mme.ue_count() as u64, Ordering::Relaxed);
         self.attaches.store(mme.stats.attaches, Ordering::Relaxed);
         self.connected
@@ -160,6 +161,9 @@ impl SliceGauges {
             if let Ok(mut s) = self.live.try_lock() {
                 *s = Some(mme.stats.clone());
             }
+            if let Ok(mut s) = self.live_hss.try_lock() {
+                *s = Some(hss.vector_latency.clone());
+            }
         }
     }
 
@@ -167,6 +171,11 @@ impl SliceGauges {
     /// MME, or its thread is gone).
     pub fn request(&self, r: MgmtRequest) -> bool {
         self.mgmt.get().is_some_and(|tx| tx.send(r).is_ok())
+    }
+
+    /// The HSS vector latency as last published.
+    pub fn live_vector_latency(&self) -> Option<pepc_mme::mme::LatencyHistogram> {
+        self.live_hss.lock().ok().and_then(|s| s.clone())
     }
 
     /// The MME's counters as last published (None before the first round).
@@ -472,7 +481,7 @@ impl ControlDriver for MmeDriver {
             }
         }
         self.gauges.enbs.store(enbs, Ordering::Relaxed);
-        self.gauges.publish(&self.mme, now);
+        self.gauges.publish(&self.mme, &self.hss.stats, now);
         busy
     }
 
@@ -664,7 +673,7 @@ impl ControlDriver for SliceMme {
         if !self.backlog.is_empty() {
             busy = true;
         }
-        self.gauges.publish(&self.mme, now);
+        self.gauges.publish(&self.mme, &self.hss.stats, now);
         busy
     }
 

@@ -210,6 +210,16 @@ impl MetricsSource for NodeMetrics {
                     h.sum_us as f64 / 1e6,
                 );
             }
+            if let Some(h) = g.live_vector_latency() {
+                out.histogram(
+                    "pepc_hss_vector_duration_seconds",
+                    "From an authentication vector request (AIR) to its answer, as the slice's HSS proxy saw it",
+                    &[slice(s)],
+                    &bounds,
+                    &h.counts,
+                    h.sum_us as f64 / 1e6,
+                );
+            }
             for (event, v) in m.named() {
                 out.counter(
                     "pepc_mme_events",

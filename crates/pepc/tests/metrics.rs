@@ -149,6 +149,9 @@ fn metrics_match_what_the_emulator_saw() {
         &[("procedure", "attach"), ("le", "+Inf")],
     );
     assert_eq!(inf, n_obs, "{text}");
+    // One vector per attach, timed by the HSS proxy.
+    let vectors = sum(&s, "pepc_hss_vector_duration_seconds_count", &[]);
+    assert_eq!(vectors as u64, r.procedures["attach"].ok, "{text}");
     // Bytes: IP bytes, at least a header's worth per packet.
     let ulb = sum(&s, "pepc_bytes_forwarded_total", &[("direction", "uplink")]) as u64;
     assert!(ulb >= 28 * ul, "{text}");
