@@ -54,6 +54,7 @@ pub trait ControlDriver: Send {
 /// descriptor of its own. The data thread publishes a running count of requesting
 /// events after its pushes; the control thread waits only if the count did not move
 /// since before it last read the ring (a Dekker handshake on `waiting`/`posted`).
+#[derive(Debug)]
 pub struct IdleWake {
     /// Non-blocking eventfd.
     fd: OwnedFd,

@@ -62,6 +62,9 @@ pub struct SliceGauges {
     pub enb_views: std::sync::Mutex<Vec<pepc_mme::EnbView>>,
     /// Where the management API queues requests for this slice's control thread.
     mgmt: std::sync::OnceLock<std::sync::mpsc::Sender<MgmtRequest>>,
+    /// Wakes the control thread from its idle wait for a queued request.
+    mgmt_wake: std::sync::OnceLock<Arc<IdleWake>>,
+    mgmt_seq: AtomicU64,
 }
 
 /// A request of the management API to a slice's control thread, which owns the UEs:
@@ -89,11 +92,54 @@ pub enum MgmtRequest {
 }
 
 /// A slice driver's gauges, holding the sender of its management queue.
-fn gauges_with_mgmt() -> (Arc<SliceGauges>, std::sync::mpsc::Receiver<MgmtRequest>) {
+fn gauges_with_mgmt() -> (Arc<SliceGauges>, MgmtInbox) {
     let (tx, rx) = std::sync::mpsc::channel();
     let g = SliceGauges::default();
     let _ = g.mgmt.set(tx);
-    (Arc::new(g), rx)
+    // Without an eventfd requests still come within the idle wait's cap.
+    let wake = IdleWake::new().ok().map(Arc::new);
+    if let Some(w) = &wake {
+        let _ = g.mgmt_wake.set(w.clone());
+    }
+    (Arc::new(g), MgmtInbox { rx, wake, mark: 0 })
+}
+
+/// A control thread's end of the management queue, and its wake-up.
+struct MgmtInbox {
+    rx: std::sync::mpsc::Receiver<MgmtRequest>,
+    wake: Option<Arc<IdleWake>>,
+    /// Posts seen before the queue was last drained (the wake-up handshake).
+    mark: u64,
+}
+
+impl MgmtInbox {
+    fn serve(
+        &mut self,
+        mme: &mut Mme,
+        cp: &mut ControlPlane,
+        now: Instant,
+        out: &mut Vec<Output>,
+    ) -> bool {
+        if let Some(w) = &self.wake {
+            self.mark = w.posted();
+        }
+        serve_mgmt(&self.rx, mme, cp, now, out)
+    }
+
+    /// About to wait: its descriptor, or None if a request came since the drain.
+    fn begin_wait(&self) -> Result<Option<RawFd>, ()> {
+        match &self.wake {
+            Some(w) if w.begin_wait(self.mark) => Ok(Some(w.fd())),
+            Some(_) => Err(()),
+            None => Ok(None),
+        }
+    }
+
+    fn end_wait(&self) {
+        if let Some(w) = &self.wake {
+            w.end_wait();
+        }
+    }
 }
 
 /// The largest page a listing answers (the control thread builds it between rounds).
@@ -170,7 +216,13 @@ impl SliceGauges {
     /// Queue a management request for the control thread (false: the slice runs no
     /// MME, or its thread is gone).
     pub fn request(&self, r: MgmtRequest) -> bool {
-        self.mgmt.get().is_some_and(|tx| tx.send(r).is_ok())
+        let sent = self.mgmt.get().is_some_and(|tx| tx.send(r).is_ok());
+        if sent {
+            if let Some(w) = self.mgmt_wake.get() {
+                w.post(self.mgmt_seq.fetch_add(1, Ordering::SeqCst) + 1);
+            }
+        }
+        sent
     }
 
     /// The HSS vector latency as last published.
@@ -347,7 +399,7 @@ pub struct MmeDriver {
     /// S1 Setups and eNB updates seen when the eNB list was last published.
     enb_setups_seen: u64,
     gauges: Arc<SliceGauges>,
-    mgmt_rx: std::sync::mpsc::Receiver<MgmtRequest>,
+    mgmt: MgmtInbox,
     /// The node's state store, if it has one.
     pub state: SliceState,
 }
@@ -355,7 +407,7 @@ pub struct MmeDriver {
 impl MmeDriver {
     pub fn new(transport: Box<dyn S1Transport>, mme: Mme, hss: Proxy) -> Self {
         let endpoint = S1apEndpoint::new(mme.config().clone(), 1, mme.role().policy);
-        let (gauges, mgmt_rx) = gauges_with_mgmt();
+        let (gauges, mgmt) = gauges_with_mgmt();
         MmeDriver {
             wire: Wire::new(transport),
             endpoint,
@@ -366,7 +418,7 @@ impl MmeDriver {
             control: Vec::new(),
             enb_setups_seen: u64::MAX,
             gauges,
-            mgmt_rx,
+            mgmt,
             state: SliceState::default(),
         }
     }
@@ -463,7 +515,7 @@ impl ControlDriver for MmeDriver {
         if self.hss.poll(&mut self.mme, now, cp, &mut self.out) {
             busy = true;
         }
-        if serve_mgmt(&self.mgmt_rx, &mut self.mme, cp, now, &mut self.out) {
+        if self.mgmt.serve(&mut self.mme, cp, now, &mut self.out) {
             busy = true;
         }
         self.settle(cp, now);
@@ -495,8 +547,16 @@ impl ControlDriver for MmeDriver {
         if let Some(t) = self.mme.next_timeout(cp) {
             deadline = deadline.min(t);
         }
-        let extra: Vec<RawFd> = wake.into_iter().chain(self.hss.wake_fd()).collect();
+        let Ok(mgmt) = self.mgmt.begin_wait() else {
+            return;
+        };
+        let extra: Vec<RawFd> = wake
+            .into_iter()
+            .chain(self.hss.wake_fd())
+            .chain(mgmt)
+            .collect();
         self.wire.wait(deadline, &extra, false);
+        self.mgmt.end_wait();
     }
 
     /// The endpoint runs inline for this one slice.
@@ -580,7 +640,7 @@ pub struct SliceMme {
     out: Vec<Output>,
     control: Vec<ControlEvent>,
     gauges: Arc<SliceGauges>,
-    mgmt_rx: std::sync::mpsc::Receiver<MgmtRequest>,
+    mgmt: MgmtInbox,
     /// The node's state store, if it has one.
     pub state: SliceState,
 }
@@ -665,7 +725,7 @@ impl ControlDriver for SliceMme {
         if self.hss.poll(&mut self.mme, now, cp, &mut self.out) {
             busy = true;
         }
-        if serve_mgmt(&self.mgmt_rx, &mut self.mme, cp, now, &mut self.out) {
+        if self.mgmt.serve(&mut self.mme, cp, now, &mut self.out) {
             busy = true;
         }
         self.hss.serve(&mut self.mme, now, cp, &mut self.out, 0);
@@ -685,9 +745,13 @@ impl ControlDriver for SliceMme {
         if wait.is_zero() || !self.inbox_wake.begin_wait(self.inbox_mark) {
             return;
         }
-        let mut fds = [self.inbox_wake.fd(), -1, -1];
+        let Ok(mgmt) = self.mgmt.begin_wait() else {
+            self.inbox_wake.end_wait();
+            return;
+        };
+        let mut fds = [self.inbox_wake.fd(), -1, -1, -1];
         let mut n = 1;
-        for fd in [wake, self.hss.wake_fd()].into_iter().flatten() {
+        for fd in [wake, self.hss.wake_fd(), mgmt].into_iter().flatten() {
             fds[n] = fd;
             n += 1;
         }
@@ -695,6 +759,7 @@ impl ControlDriver for SliceMme {
             tracing::error!("slice {} control wait failed: {e}", self.index);
             std::thread::sleep(wait);
         }
+        self.mgmt.end_wait();
         self.inbox_wake.end_wait();
     }
 }
@@ -724,7 +789,7 @@ pub fn start_signaling(
             from: from_slice,
             outbox_wake: outbox_wake.clone(),
         });
-        let (gauges, mgmt_rx) = gauges_with_mgmt();
+        let (gauges, mgmt) = gauges_with_mgmt();
         drivers.push(SliceMme {
             index: s,
             mme,
@@ -739,7 +804,7 @@ pub fn start_signaling(
             out: Vec::with_capacity(256),
             control: Vec::new(),
             gauges,
-            mgmt_rx,
+            mgmt,
             state: SliceState::default(),
         });
     }
