@@ -244,7 +244,7 @@ impl Mme {
             teid: added.teid_ul,
             nas_pdu: Some(nas),
         };
-        tracing::info!(
+        tracing::debug!(
             "UE {id}: PDN connection to {apn} on bearer {ebi}, {}",
             added.ue_ip
         );
