@@ -91,6 +91,9 @@ pub struct MmeConfig {
     pub checkpoints: bool,
     /// Overload control: backlog bounds, T3346, the action asked of eNBs.
     pub overload: crate::overload::OverloadConfig,
+    /// The PCRF: whether it is asked, its timeout and Failure-Handling, usage
+    /// monitoring and interim records.
+    pub policy: crate::pcrf::PolicyConfig,
 }
 
 impl Default for MmeConfig {
@@ -130,6 +133,7 @@ impl Default for MmeConfig {
             purge_on_detach: false,
             checkpoints: false,
             overload: crate::overload::OverloadConfig::default(),
+            policy: crate::pcrf::PolicyConfig::default(),
         }
     }
 }

@@ -233,6 +233,9 @@ pub struct HssProxy {
     rand: Box<dyn FnMut() -> [u8; 16] + Send>,
     /// Requests answered.
     pub served: u64,
+    /// The embedded PCRF beside it (the harnesses' proxy serves both; a node's
+    /// proxy has its own PCRF backend). No rules unless given some.
+    pub pcrf: crate::pcrf::EmbeddedPcrf,
 }
 
 impl HssProxy {
@@ -241,6 +244,7 @@ impl HssProxy {
             hss,
             rand,
             served: 0,
+            pcrf: Default::default(),
         }
     }
 
@@ -305,39 +309,57 @@ impl HssProxy {
         out: &mut Vec<Output>,
         from: usize,
     ) {
-        serve_requests(out, from, |req, o| {
-            if let Some(a) = self.answer(req) {
-                mme.handle(now, Input::Hss(a), cp, o);
+        serve_requests(out, from, |req, o| match req {
+            Proxied::Hss(req) => {
+                if let Some(a) = self.answer(req) {
+                    mme.handle(now, Input::Hss(a), cp, o);
+                }
+            }
+            Proxied::Pcrf(req) => {
+                if let Some(a) = self.pcrf.answer(req) {
+                    mme.handle(now, Input::Pcrf(a), cp, o);
+                }
             }
         });
     }
 }
 
-/// Takes every [`Output::Hss`] out of `out[from..]`, in order, to `answer`, which may
-/// append outputs (what the answer led to) to the vector it is given: those are
-/// scanned in turn after the rest, as if appended to `out`. The other outputs stay in
-/// `out`, in order. Linear in the outputs (a driver hands over a whole batch's).
+/// A request for the node's proxy: to the HSS or to the PCRF.
+#[derive(Debug)]
+pub enum Proxied {
+    Hss(HssRequest),
+    Pcrf(crate::pcrf::PcrfRequest),
+}
+
+/// Takes every [`Output::Hss`] and [`Output::Pcrf`] out of `out[from..]`, in order,
+/// to `answer`, which may append outputs (what the answer led to) to the vector it
+/// is given: those are scanned in turn after the rest, as if appended to `out`. The
+/// other outputs stay in `out`, in order. Linear in the outputs (a driver hands over
+/// a whole batch's).
 pub fn serve_requests(
     out: &mut Vec<Output>,
     from: usize,
-    mut answer: impl FnMut(HssRequest, &mut Vec<Output>),
+    mut answer: impl FnMut(Proxied, &mut Vec<Output>),
 ) {
-    if !out
-        .get(from..)
-        .is_some_and(|t| t.iter().any(|o| matches!(o, Output::Hss(_))))
-    {
+    if !out.get(from..).is_some_and(|t| {
+        t.iter()
+            .any(|o| matches!(o, Output::Hss(_) | Output::Pcrf(_)))
+    }) {
         return;
     }
     let mut queue: std::collections::VecDeque<Output> = out.drain(from..).collect();
     let mut fresh = Vec::new();
     while let Some(o) = queue.pop_front() {
-        match o {
-            Output::Hss(req) => {
-                answer(req, &mut fresh);
-                queue.extend(fresh.drain(..));
+        let req = match o {
+            Output::Hss(req) => Proxied::Hss(req),
+            Output::Pcrf(req) => Proxied::Pcrf(req),
+            o => {
+                out.push(o);
+                continue;
             }
-            o => out.push(o),
-        }
+        };
+        answer(req, &mut fresh);
+        queue.extend(fresh.drain(..));
     }
 }
 

@@ -27,6 +27,9 @@
 //! * `emm/`: attach, auth, security_mode, guti, tau, service, detach (TS 24.301 §5).
 //! * `esm/`: pdn (default bearers, PDN connections), bearer (dedicated) (TS 24.301 §6).
 //! * `handover/`: x2 (Path Switch), s1 (Handover Required .. Notify); `paging`.
+//! * [`pcrf`]: the PCRF seam (Gx): [`pcrf::PcrfRequest`] out, [`pcrf::PcrfAnswer`] in,
+//!   PCC rules, usage records, and the embedded PCRF ([`pcrf::EmbeddedPcrf`]);
+//!   `esm/policy` binds the rules to bearers.
 //! * [`cause`]: EMM and ESM cause values ([`EmmCause`], [`EsmCause`]).
 //! * [`nasx`]: the NAS codec/security surface used by the procedures.
 //! * [`snapshot`]: a UE's MME context as the `mme` section of a UE snapshot, and whole-UE
@@ -40,6 +43,7 @@ pub mod hss;
 pub mod mme;
 pub mod nasx;
 pub mod overload;
+pub mod pcrf;
 pub mod sim;
 pub mod snapshot;
 pub mod view;
@@ -61,5 +65,6 @@ pub use endpoint::{EnbView, EndpointOut, EndpointStats, S1apEndpoint, SlicePolic
 pub use hss::{CancellationType, HssAnswer, HssFailure, HssProxy, HssRef, HssRequest};
 pub use mme::{AssocId, Input, Mme, MmeError, MmeStats, Output, SnapshotBytes};
 pub use overload::{OverloadConfig, OverloadControl, OverloadStats};
+pub use pcrf::{EmbeddedPcrf, PcrfAnswer, PcrfRequest, PolicyDecision};
 pub use pepc_slice::control::{ControlEvent, ControlPlane};
 pub use sim::{run_inprocess_attaches, AttachBenchResult};

@@ -72,6 +72,16 @@ pub enum Input {
         imsi: u64,
         update: crate::hss::SubscriptionUpdate,
     },
+    /// The PCRF's answer to an [`Output::Pcrf`] request (CCA-I, CCA-U).
+    Pcrf(crate::pcrf::PcrfAnswer),
+    /// The PCRF changed the policy of `imsi`'s PDN connection of default bearer `ebi`
+    /// (`None`: its first): Gx RAR, or the embedded PCRF's table changed. A slice
+    /// that does not hold `imsi` ignores it.
+    PolicyUpdate {
+        imsi: u64,
+        ebi: Option<u8>,
+        decision: crate::pcrf::PolicyDecision,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +132,11 @@ pub enum Output {
     Congestion {
         on: bool,
     },
+    /// A request to the PCRF (CCR-I/U/T), served by the node's proxy; an Establish
+    /// or Report is answered by an [`Input::Pcrf`] with the same reference.
+    Pcrf(crate::pcrf::PcrfRequest),
+    /// A bearer's usage record for offline charging (the node writes CDR lines).
+    UsageRecord(Box<crate::pcrf::UsageRecord>),
 }
 
 /// A UE snapshot's bytes: they hold its keys, so `Debug` shows the length only.
@@ -244,11 +259,30 @@ pub struct MmeStats {
     /// Attaches turned away with #22 (congestion) and T3346 while the slice was
     /// congested (overload control, `crate::overload`).
     pub congestion_rejects: u64,
+    /// Requests to the PCRF for new sessions (CCR-I).
+    pub pcrf_requests: u64,
+    /// CCR-I refused, failed or unanswered (then Failure-Handling applies), and
+    /// CCA-U failures.
+    pub pcrf_failures: u64,
+    /// PCRF answers for contexts gone.
+    pub pcrf_late_answers: u64,
+    /// PCRF-initiated policy changes applied (RAR).
+    pub pcrf_updates: u64,
+    /// Sessions ended at the PCRF (CCR-T).
+    pub pcrf_terminations: u64,
+    /// PCC rules not taken (invalid, over the bounds, no bearer or rule set left).
+    pub pcc_rule_failures: u64,
+    /// Dedicated bearers activated for PCC rules.
+    pub pcc_bearers_activated: u64,
+    /// Usage reports sent (CCR-U) when a monitoring grant was reached.
+    pub usage_reports: u64,
+    /// Usage records (CDRs) written.
+    pub usage_records: u64,
 }
 
 impl MmeStats {
     /// Every counter with its field name (the metrics endpoint exposes them all).
-    pub fn named(&self) -> [(&'static str, u64); 47] {
+    pub fn named(&self) -> [(&'static str, u64); 56] {
         [
             ("s1ap_decode_errors", self.s1ap_decode_errors),
             ("unknown_ue_ids", self.unknown_ue_ids),
@@ -300,6 +334,15 @@ impl MmeStats {
             ("hss_subscription_updates", self.hss_subscription_updates),
             ("hss_purges", self.hss_purges),
             ("congestion_rejects", self.congestion_rejects),
+            ("pcrf_requests", self.pcrf_requests),
+            ("pcrf_failures", self.pcrf_failures),
+            ("pcrf_late_answers", self.pcrf_late_answers),
+            ("pcrf_updates", self.pcrf_updates),
+            ("pcrf_terminations", self.pcrf_terminations),
+            ("pcc_rule_failures", self.pcc_rule_failures),
+            ("pcc_bearers_activated", self.pcc_bearers_activated),
+            ("usage_reports", self.usage_reports),
+            ("usage_records", self.usage_records),
         ]
     }
 }
@@ -377,6 +420,11 @@ pub(crate) enum Procedure {
     },
     /// The attach's ESM Information Response (§6.6.1.2).
     ExpectEsmInfo,
+    /// The PCRF's policy for the attach's PDN connection (request `seq`, a CCR-I),
+    /// guarded by the NAS timer set to the policy timeout; then the Attach Accept.
+    ExpectPolicy {
+        seq: u32,
+    },
     /// The eNB's Initial Context Setup response (an attach's, or a Service Request's /
     /// an active-flag TAU's).
     ExpectIcsResponse {
@@ -466,6 +514,7 @@ impl Procedure {
             Procedure::ExpectAuthResponse { .. } => "authentication",
             Procedure::ExpectSmcComplete { .. } => "security mode control",
             Procedure::ExpectEsmInfo => "ESM information",
+            Procedure::ExpectPolicy { .. } => "policy (PCRF)",
             Procedure::ExpectIcsResponse { .. } => "initial context setup",
             Procedure::ExpectAttachComplete => "attach completion",
             Procedure::ExpectGutiReallocComplete { .. } => "GUTI reallocation",
@@ -571,6 +620,9 @@ pub(crate) struct Ue {
     /// Downlink arrived while the S1 connection was being released: page the UE once
     /// the release completes.
     pub(crate) page_after_release: bool,
+    /// Policy of its PDN connections (Gx sessions, PCC rules, monitoring); boxed:
+    /// the context stays within its allocation class.
+    pub(crate) policy: Option<Box<crate::esm::policy::UePolicy>>,
 }
 
 impl Ue {
@@ -652,6 +704,15 @@ pub struct Mme {
     pub(crate) forgotten: Vec<u64>,
     /// Buffers kept between checkpoints (no allocation but the snapshot's own).
     pub(crate) scratch: Option<Box<crate::snapshot::Scratch>>,
+    /// PCEF rule sets given to the data path for UEs' PCC rules.
+    pub(crate) rule_sets: crate::esm::policy::RuleSets,
+    /// UEs with a session under usage monitoring, and when each is read next.
+    pub(crate) monitored: std::collections::HashSet<u32>,
+    pub(crate) usage_checks: VecDeque<(Instant, u32)>,
+    /// When UEs' next interim usage records are due.
+    pub(crate) interims: VecDeque<(Instant, u32)>,
+    /// Usage records and PCRF terminations made while the input was handled.
+    pub(crate) records: Vec<Output>,
     pub stats: MmeStats,
 }
 
@@ -688,6 +749,11 @@ impl Mme {
             dirty: Vec::new(),
             forgotten: Vec::new(),
             scratch: None,
+            rule_sets: Default::default(),
+            monitored: Default::default(),
+            usage_checks: VecDeque::new(),
+            interims: VecDeque::new(),
+            records: Vec::new(),
             stats: MmeStats::default(),
         }
     }
@@ -737,6 +803,11 @@ impl Mme {
             *m.entry(*a).or_default() += 1;
         }
         m.into_iter().collect()
+    }
+
+    /// PCEF rule sets this MME gave the data path for UEs' PCC rules.
+    pub fn policy_rule_sets(&self) -> usize {
+        self.rule_sets.in_use()
     }
 
     pub fn ue_count(&self) -> usize {
@@ -830,6 +901,9 @@ impl Mme {
         if let Some((t, _, _)) = self.hss_deadlines.front() {
             next = Some(next.map_or(*t, |n: Instant| n.min(*t)));
         }
+        if let Some(t) = self.policy_timeout() {
+            next = Some(next.map_or(t, |n: Instant| n.min(t)));
+        }
         next
     }
 
@@ -869,6 +943,8 @@ impl Mme {
         // Keys of expired parked contexts do not outlive their TTL by more than a tick.
         self.expire_parked(now);
         self.expire_hss_requests(now, cp, out);
+        self.check_usage(now, cp, out);
+        self.interim_records(now, cp);
         while let Some(Reverse((t, id, gen, kind))) = self.timers.peek().copied() {
             if t > now {
                 break;
@@ -1031,6 +1107,7 @@ impl Mme {
     }
 
     pub(crate) fn flush_released(&mut self, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+        out.append(&mut self.records);
         let crowded = self.crowded.is_some();
         if crowded != self.crowded_told {
             self.crowded_told = crowded;
@@ -1192,6 +1269,14 @@ impl Mme {
             Input::HssInsertSubscriberData { imsi, update } => {
                 self.hss_insert_subscriber_data(imsi, update, cp, out)
             }
+            Input::Pcrf(a) => self.pcrf_answer(now, a, cp, out),
+            Input::PolicyUpdate {
+                imsi,
+                ebi,
+                decision,
+            } => {
+                self.policy_update(now, imsi, ebi, decision, cp, out);
+            }
         }
         self.flush_released(cp, out);
     }
@@ -1268,6 +1353,7 @@ impl Mme {
     /// Drop UE `id`'s session (the data-path part of its entry: PDN connections,
     /// bearers, tunnels); its signaling part stays.
     pub(crate) fn drop_session(&mut self, cp: &mut ControlPlane, id: u32) {
+        self.end_sessions(cp, id, crate::pcrf::RecordCause::Detached);
         if let Some(s) = self.ue_mut(cp, id).and_then(|u| u.slot.take()) {
             warn_cp(id, "detach", cp.detach(s));
         }
@@ -1302,6 +1388,9 @@ impl Mme {
     /// Drop a UE context. `park`: the UE detached (or was rejected) and keeps its EPS
     /// security context, so we keep it too for a GUTI re-attach.
     pub(crate) fn remove_ue(&mut self, id: u32, park: bool, cp: &mut ControlPlane) {
+        if self.by_id.contains_key(&id) {
+            self.end_sessions(cp, id, crate::pcrf::RecordCause::Detached);
+        }
         let Some(slot) = self.by_id.remove(&id) else {
             return;
         };
@@ -1416,6 +1505,7 @@ impl Mme {
             resumed: false,
             superseded: false,
             page_after_release: false,
+            policy: None,
         });
         let slot = match cp.reserve_ue(ue) {
             Ok(s) => s,

@@ -94,6 +94,13 @@ impl Mme {
         let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
+        if let Procedure::ExpectPolicy { .. } = u.proc {
+            // The policy timeout: no CCA-I in time.
+            u.proc = Procedure::Idle;
+            self.stats.procedure_timeouts += 1;
+            let e = crate::pcrf::PcrfFailure::Timeout;
+            return self.policy_failed(now, id, e, cp, out);
+        }
         u.retx_count += 1;
         // Retransmit on the first four expiries; abort on the fifth (TS 24.301 §5.4, §5.5).
         if u.retx_count >= 5 || u.retx.is_none() {

@@ -211,6 +211,66 @@ pub fn network_tft_from_aggregate(tfa: &NasTrafficFlowAggregateDescription) -> R
     t.to_bytes().map_err(|_| 44)
 }
 
+/// A TFT with `operation` (1 create new TFT, 3 add packet filters) and the packet
+/// filters of PCC rules' flows, each with its identifier and evaluation precedence
+/// (TS 24.008 §10.5.6.12). Directions: downlink only 1, uplink only 2,
+/// bidirectional 3; the remote address, protocol and ports as components.
+pub fn tft_value(operation: u8, filters: &[(u8, u8, &crate::pcrf::FlowFilter)]) -> Vec<u8> {
+    use crate::pcrf::FlowDirection;
+    let op = match operation {
+        3 => TftOperation::AddFilters,
+        _ => TftOperation::Create,
+    };
+    let pfs = filters
+        .iter()
+        .map(|&(id, prec, f)| {
+            let mut c = Vec::new();
+            if f.remote_len > 0 {
+                let mask = u32::MAX << (32 - u32::from(f.remote_len));
+                c.push(TftPacketFilterComponent::Ipv4RemoteAddress {
+                    address: f.remote.octets(),
+                    mask: mask.to_be_bytes(),
+                });
+            }
+            if let Some(p) = f.protocol {
+                c.push(TftPacketFilterComponent::ProtocolIdentifierNextHeader(p));
+            }
+            match f.ue_ports {
+                (0, u16::MAX) => {}
+                (a, b) if a == b => c.push(TftPacketFilterComponent::SingleLocalPort(a)),
+                (low, high) => c.push(TftPacketFilterComponent::LocalPortRange { low, high }),
+            }
+            match f.remote_ports {
+                (0, u16::MAX) => {}
+                (a, b) if a == b => c.push(TftPacketFilterComponent::SingleRemotePort(a)),
+                (low, high) => c.push(TftPacketFilterComponent::RemotePortRange { low, high }),
+            }
+            if c.is_empty() {
+                // A filter must hold a component: "any protocol" is protocol 0..
+                // nothing to match on, so match the remote side 0.0.0.0/0.
+                c.push(TftPacketFilterComponent::Ipv4RemoteAddress {
+                    address: [0; 4],
+                    mask: [0; 4],
+                });
+            }
+            let contents = c
+                .iter()
+                .filter_map(|x| x.to_bytes().ok())
+                .collect::<Vec<_>>()
+                .concat();
+            let dir = match f.direction {
+                FlowDirection::Downlink => 1,
+                FlowDirection::Uplink => 2,
+                FlowDirection::Both => 3,
+            };
+            TftPacketFilter::new(id & 0x0f, dir, Some(prec), contents)
+        })
+        .collect();
+    Tft::new(op, pfs, vec![])
+        .to_bytes()
+        .unwrap_or_else(|_| default_tft_value())
+}
+
 /// TFT operation code (bits 8-6 of the first octet) of a TFT / traffic flow aggregate
 /// value; `None` when empty.
 pub fn tft_operation(v: &[u8]) -> Option<u8> {

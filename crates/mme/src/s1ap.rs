@@ -272,6 +272,8 @@ impl Mme {
                             .observe(now.saturating_duration_since(t0));
                     }
                     self.procedure_done(id);
+                    // Rules pushed while it was idle (it was paged for them).
+                    self.apply_pending_policy(now, id, cp, out);
                 }
             }
             M::InitialContextSetupFailure(_) => {

@@ -81,6 +81,12 @@ pub struct Harness {
     pub held_hss: VecDeque<(usize, HssRequest)>,
     /// IMSIs the slices purged at the HSS ([`HssRequest::Purge`]), in order.
     pub purged: Vec<u64>,
+    /// Usage records the slices wrote ([`Output::UsageRecord`]), in order.
+    pub usage_records: Vec<crate::pcrf::UsageRecord>,
+    /// Every request the slices sent the PCRF, in order.
+    pub pcrf_requests: Vec<crate::pcrf::PcrfRequest>,
+    /// The PCRF never answers (its requests are only recorded).
+    pub pcrf_silent: bool,
     /// [`pump`] leaves UE Context Release Commands for these MME UE S1AP IDs
     /// unanswered, in `held_releases` (an eNB that has not answered yet).
     pub hold_releases: Vec<u32>,
@@ -141,6 +147,9 @@ impl Harness {
             hss_mode: HssMode::Inline,
             held_hss: VecDeque::new(),
             purged: Vec::new(),
+            usage_records: Vec::new(),
+            pcrf_requests: Vec::new(),
+            pcrf_silent: false,
             hold_releases: Vec::new(),
             held_releases: Vec::new(),
             checkpoints: Default::default(),
@@ -226,6 +235,17 @@ impl Harness {
                 }
                 HssMode::Hold => self.held_hss.push_back((s, req)),
             },
+            // The embedded PCRF answers inline (unless silent), whatever the HSS mode.
+            Output::Pcrf(req) => {
+                self.pcrf_requests.push(req.clone());
+                if self.pcrf_silent {
+                    return;
+                }
+                if let Some(a) = self.proxy.pcrf.answer(req) {
+                    eo.slices.push((s, Input::Pcrf(a)))
+                }
+            }
+            Output::UsageRecord(r) => self.usage_records.push(*r),
             Output::Checkpoint { imsi, snapshot } => {
                 self.checkpoints.insert(imsi, snapshot.0);
             }
@@ -815,6 +835,20 @@ impl SimUe {
                 ));
                 ("ActivateDedicatedEpsBearerContextRequest".into(), Some(b))
             }
+            Esm::ModifyEpsBearerContextRequest(r) => {
+                if let (Some(t), Some(d)) = (
+                    r.tft.as_ref(),
+                    self.dedicated.iter_mut().find(|(e, _, _)| *e == ebi),
+                ) {
+                    d.2 = t.value.to_vec();
+                }
+                let b = self.protect(&NasEpsMessage::new_esm(
+                    nasx::NasModifyEpsBearerContextAccept::new(),
+                    ebi,
+                    pti,
+                ));
+                ("ModifyEpsBearerContextRequest".into(), Some(b))
+            }
             Esm::DeactivateEpsBearerContextRequest(_) => {
                 // A default bearer takes its PDN connection and linked bearers with it.
                 if self.pdns.iter().any(|(e, _)| *e == ebi) {
@@ -958,6 +992,33 @@ pub fn pump(
                             mme_ue_id: r.mme_ue_id,
                             enb_ue_id: ue.enb_ue_id,
                             released: r.erabs.iter().map(|e| e.id).collect(),
+                            failed: vec![],
+                        },
+                    ));
+                    if let Some(b) = reply {
+                        next.extend(h.send(
+                            assoc,
+                            UplinkNasTransport {
+                                mme_ue_id: r.mme_ue_id,
+                                enb_ue_id: ue.enb_ue_id,
+                                nas_pdu: b,
+                                ecgi,
+                                tai,
+                            },
+                        ));
+                    }
+                }
+                S1apMessage::ERabModifyRequest(r) => {
+                    let mut reply = None;
+                    if let Some(e) = r.erabs.first() {
+                        reply = ue.on_downlink(&e.nas_pdu)?.reply;
+                    }
+                    next.extend(h.send(
+                        assoc,
+                        ERabModifyResponse {
+                            mme_ue_id: r.mme_ue_id,
+                            enb_ue_id: ue.enb_ue_id,
+                            modified: r.erabs.iter().map(|e| e.id).collect(),
                             failed: vec![],
                         },
                     ));

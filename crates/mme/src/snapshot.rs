@@ -253,6 +253,7 @@ fn proc_code(p: &Procedure) -> u8 {
         Procedure::ExpectHssProfile { resumed: false, .. } => 12,
         Procedure::ExpectHssProfile { resumed: true, .. } => 13,
         Procedure::ExpectHssVector { .. } => 14,
+        Procedure::ExpectPolicy { .. } => 15,
     }
 }
 
@@ -334,6 +335,7 @@ fn proc_of(code: u8, p: ProcParts) -> Result<Procedure, SnapshotError> {
                 resynced,
                 then,
             },
+            15 => Procedure::ExpectPolicy { seq },
             _ => return Err(Invalid("procedure state")),
         },
         _ => return Err(Invalid("procedure parts in a state that holds none")),
@@ -594,6 +596,9 @@ fn write_ue(
         superseded,
         page_after_release,
         subscribed_apn,
+        // PCC rules and Gx sessions are not in the snapshot (yet): a restored UE
+        // keeps its bearers under the slice's default rule set.
+        policy: _,
     } = u;
     // The parts of the procedure's state, each in its own field of the record.
     let (mut new_sec, mut vector, mut pending_tmsi, mut resync_done, mut hss) =
@@ -610,6 +615,7 @@ fn write_ue(
         Procedure::ExpectSmcComplete { sec, then: _ } => new_sec = Some(sec),
         Procedure::ExpectGutiReallocComplete { m_tmsi } => pending_tmsi = Some(m_tmsi),
         Procedure::ExpectHssProfile { seq, attach, .. } => hss = Some((*seq, *attach)),
+        Procedure::ExpectPolicy { seq } => hss = Some((*seq, 0)),
         Procedure::ExpectHssVector {
             seq,
             attach,
@@ -894,7 +900,7 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
     } else {
         None
     };
-    let hss = if matches!(code, 12..=14) {
+    let hss = if matches!(code, 12..=15) {
         Some((r.varint_u32()?, r.u16()?))
     } else {
         None
@@ -1084,6 +1090,7 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
             superseded: has(F_SUPERSEDED),
             page_after_release: has(F_PAGE_AFTER_RELEASE),
             subscribed_apn: 0,
+            policy: None,
         }),
         subscribed_apn,
     })

@@ -14,6 +14,8 @@
 //!   HSS (tests; a model for the Diameter client).
 
 use pepc_hss::Hss;
+use pepc_mme::hss::Proxied;
+use pepc_mme::{EmbeddedPcrf, PcrfAnswer, PcrfRequest};
 use pepc_mme::{HssAnswer, HssProxy, HssRequest, Input, Mme, Output};
 use pepc_slice::control::ControlPlane;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -45,6 +47,28 @@ pub trait HssBackend: Send {
     fn initiated_outcome(&mut self, _token: u64, _known: bool) {}
 }
 
+/// Where the proxy gets policy (Gx, TS 29.212): the embedded PCRF answers inline; a
+/// Diameter Gx client answers from its own thread, and what the PCRF pushes (RAR)
+/// comes back as [`Input::PolicyUpdate`]s.
+pub trait PcrfBackend: Send {
+    /// Take a request; a backend that answers at once pushes the answer to `answers`.
+    fn submit(&mut self, req: PcrfRequest, answers: &mut Vec<PcrfAnswer>);
+
+    /// Answers, and policy pushed by the PCRF, since the last call.
+    fn poll(&mut self, _answers: &mut Vec<PcrfAnswer>, _pushed: &mut Vec<Input>) {}
+
+    /// Readable when [`PcrfBackend::poll`] may have something.
+    fn wake_fd(&self) -> Option<RawFd> {
+        None
+    }
+}
+
+impl PcrfBackend for EmbeddedPcrf {
+    fn submit(&mut self, req: PcrfRequest, answers: &mut Vec<PcrfAnswer>) {
+        answers.extend(self.answer(req));
+    }
+}
+
 /// A request the HSS started, as the MME's input; `token`: the backend waits for
 /// [`HssBackend::initiated_outcome`] before it answers.
 #[derive(Debug)]
@@ -67,6 +91,10 @@ pub struct ProxyStats {
     pub answers: u64,
     /// HSS-initiated requests (CLR, IDR) handed to the MME.
     pub initiated: u64,
+    /// Requests to the PCRF, its answers and the policy it pushed.
+    pub pcrf_requests: u64,
+    pub pcrf_answers: u64,
+    pub pcrf_pushed: u64,
     /// From a vector request (AIR) handed to the backend to its answer.
     pub vector_latency: pepc_mme::mme::LatencyHistogram,
 }
@@ -79,6 +107,9 @@ const MAX_TIMED: usize = 65_536;
 pub struct Proxy {
     backend: Box<dyn HssBackend>,
     answers: Vec<HssAnswer>,
+    pcrf: Box<dyn PcrfBackend>,
+    pcrf_answers: Vec<PcrfAnswer>,
+    pushed: Vec<Input>,
     initiated: Vec<Initiated>,
     /// When each awaited vector request was handed to the backend.
     timed: std::collections::HashMap<pepc_mme::HssRef, Instant>,
@@ -90,10 +121,19 @@ impl Proxy {
         Proxy {
             backend,
             answers: Vec::new(),
+            pcrf: Box::new(EmbeddedPcrf::default()),
+            pcrf_answers: Vec::new(),
+            pushed: Vec::new(),
             initiated: Vec::new(),
             timed: std::collections::HashMap::new(),
             stats: ProxyStats::default(),
         }
+    }
+
+    /// The PCRF backend (by default an embedded PCRF without rules).
+    pub fn with_pcrf(mut self, pcrf: Box<dyn PcrfBackend>) -> Proxy {
+        self.pcrf = pcrf;
+        self
     }
 
     /// The embedded HSS, inline; `rand` is the RAND source of its vectors.
@@ -113,6 +153,14 @@ impl Proxy {
         from: usize,
     ) {
         pepc_mme::hss::serve_requests(out, from, |req, o| {
+            let req = match req {
+                Proxied::Hss(r) => r,
+                Proxied::Pcrf(r) => {
+                    self.stats.pcrf_requests += 1;
+                    self.pcrf.submit(r, &mut self.pcrf_answers);
+                    return self.feed(mme, now, cp, o);
+                }
+            };
             self.stats.requests += 1;
             if matches!(req, HssRequest::Vector { .. } | HssRequest::Resync { .. }) {
                 if self.timed.len() >= MAX_TIMED {
@@ -140,10 +188,19 @@ impl Proxy {
         let start = out.len();
         self.backend.poll(&mut self.answers);
         self.backend.poll_initiated(&mut self.initiated);
-        if self.answers.is_empty() && self.initiated.is_empty() {
+        self.pcrf.poll(&mut self.pcrf_answers, &mut self.pushed);
+        if self.answers.is_empty()
+            && self.initiated.is_empty()
+            && self.pcrf_answers.is_empty()
+            && self.pushed.is_empty()
+        {
             return false;
         }
         self.feed(mme, now, cp, out);
+        for i in std::mem::take(&mut self.pushed) {
+            self.stats.pcrf_pushed += 1;
+            mme.handle(now, i, cp, out);
+        }
         for i in self.initiated.drain(..) {
             self.stats.initiated += 1;
             if let Some(token) = i.token {
@@ -169,11 +226,19 @@ impl Proxy {
             }
             mme.handle(now, Input::Hss(a), cp, out);
         }
+        for a in std::mem::take(&mut self.pcrf_answers) {
+            self.stats.pcrf_answers += 1;
+            mme.handle(now, Input::Pcrf(a), cp, out);
+        }
     }
 
-    /// See [`HssBackend::wake_fd`].
-    pub fn wake_fd(&self) -> Option<RawFd> {
-        self.backend.wake_fd()
+    /// What the slice's idle wait watches: [`HssBackend::wake_fd`] and
+    /// [`PcrfBackend::wake_fd`].
+    pub fn wake_fds(&self) -> impl Iterator<Item = RawFd> {
+        self.backend
+            .wake_fd()
+            .into_iter()
+            .chain(self.pcrf.wake_fd())
     }
 }
 
@@ -335,7 +400,7 @@ pub(crate) mod tests {
         assert_eq!(p.stats.vector_latency.count(), 1);
         assert!(!out.iter().any(|o| matches!(o, Output::Hss(_))));
         assert!(authentication_request_sent(&out), "{out:?}");
-        assert!(p.wake_fd().is_none());
+        assert!(p.wake_fds().next().is_none());
     }
 
     #[test]
@@ -343,7 +408,10 @@ pub(crate) mod tests {
         let (mut mme, mut cp, bytes) = mme_and_attach();
         let backend = ThreadedBackend::start(HssProxy::new(hss(), rand())).unwrap();
         let mut p = Proxy::new(Box::new(backend));
-        let fd = p.wake_fd().expect("asynchronous backend has a descriptor");
+        let fd = p
+            .wake_fds()
+            .next()
+            .expect("asynchronous backend has a descriptor");
         let mut out = vec![];
         let now = Instant::now();
         mme.handle_s1ap(now, 1, 1, &bytes, &mut cp, &mut out);

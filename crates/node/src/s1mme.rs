@@ -552,7 +552,7 @@ impl ControlDriver for MmeDriver {
         };
         let extra: Vec<RawFd> = wake
             .into_iter()
-            .chain(self.hss.wake_fd())
+            .chain(self.hss.wake_fds())
             .chain(mgmt)
             .collect();
         self.wire.wait(deadline, &extra, false);
@@ -749,9 +749,10 @@ impl ControlDriver for SliceMme {
             self.inbox_wake.end_wait();
             return;
         };
-        let mut fds = [self.inbox_wake.fd(), -1, -1, -1];
+        let mut fds = [self.inbox_wake.fd(), -1, -1, -1, -1];
         let mut n = 1;
-        for fd in [wake, self.hss.wake_fd(), mgmt].into_iter().flatten() {
+        let proxy = self.hss.wake_fds();
+        for fd in [wake, mgmt].into_iter().flatten().chain(proxy) {
             fds[n] = fd;
             n += 1;
         }

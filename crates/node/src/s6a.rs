@@ -254,7 +254,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         let mut p = Proxy::new(Box::new(backend));
-        let fd = p.wake_fd().unwrap();
+        let fd = p.wake_fds().next().unwrap();
         let (mut mme, mut cp, bytes) = mme_and_attach();
         let mut out = vec![];
         let now = Instant::now();

@@ -283,7 +283,7 @@ impl Mme {
         );
     }
 
-    fn send_attach_reject(
+    pub(crate) fn send_attach_reject(
         &mut self,
         cp: &mut ControlPlane,
         id: u32,

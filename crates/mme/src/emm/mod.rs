@@ -83,6 +83,8 @@ impl Mme {
                 }
                 self.stats.attaches += 1;
                 self.procedure_done(id);
+                // Rules that need dedicated bearers follow the default one.
+                self.apply_pending_policy(now, id, cp, out);
                 if let Some(name) = self.cfg.network_name.clone() {
                     let mut info = nasx::NasEmmInformation::new();
                     info.full_name_for_network =

@@ -4,6 +4,15 @@
 
 use crate::prelude::*;
 
+/// The QoS of a dedicated bearer: QCI, ARP, MBR and GBR (bit/s, UL and DL).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DedicatedQos {
+    pub(crate) qci: u8,
+    pub(crate) arp: Arp,
+    pub(crate) mbr: (u64, u64),
+    pub(crate) gbr: (u64, u64),
+}
+
 impl Mme {
     /// Dedicated bearer activation (as a PCRF would ask): E-RAB Setup carrying
     /// Activate Dedicated EPS Bearer Context Request. Returns the EBI.
@@ -25,7 +34,13 @@ impl Mme {
             .ok_or(MmeError::NotConnected)?;
         let linked = cp.ue(slot).ok_or(MmeError::UnknownUe)?.default_ebi;
         let tft = nasx::default_tft_value();
-        self.dedicated(id, linked, qci, mbr, gbr, 0, tft, cp, out)
+        let qos = DedicatedQos {
+            qci,
+            arp: Arp::default(),
+            mbr,
+            gbr,
+        };
+        self.dedicated(id, linked, qos, 0, tft, cp, out)
     }
 
     /// Dedicated bearer activation on the PDN connection of `linked`, with procedure
@@ -35,14 +50,13 @@ impl Mme {
         &mut self,
         id: u32,
         linked: u8,
-        qci: u8,
-        mbr: (u64, u64),
-        gbr: (u64, u64),
+        qos: DedicatedQos,
         pti: u8,
         tft: Vec<u8>,
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<u8, MmeError> {
+        let DedicatedQos { qci, arp, mbr, gbr } = qos;
         let u = self.ue(cp, id).expect("present");
         let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
@@ -56,7 +70,7 @@ impl Mme {
             ebi,
             linked_ebi: linked,
             qci,
-            arp: Arp::default(),
+            arp,
             mbr_ul: mbr.0,
             mbr_dl: mbr.1,
             gbr_ul: gbr.0,
@@ -85,10 +99,11 @@ impl Mme {
             .expect("present")
             .pending_bearers
             .push(ebi);
+        self.note_bearer(cp, id, linked, ebi);
         let erab = pepc_s1ap::ERab {
             id: ebi,
             qci,
-            arp: pepc_s1ap::Arp::default(),
+            arp,
             gbr: (qci <= 4).then_some(pepc_s1ap::GbrQos {
                 mbr_dl: mbr.1,
                 mbr_ul: mbr.0,
@@ -160,6 +175,72 @@ impl Mme {
         Ok(())
     }
 
+    /// A dedicated bearer's QoS and TFT change (PCC rules added or removed): E-RAB
+    /// Modify with Modify EPS Bearer Context Request carrying the new EPS QoS and
+    /// the whole new TFT ("create new TFT" replaces the old one, TS 24.301 §6.4.3.3).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn modify_dedicated(
+        &mut self,
+        id: u32,
+        ebi: u8,
+        qci: u8,
+        mbr: (u64, u64),
+        gbr: (u64, u64),
+        tft: Vec<u8>,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> Result<(), MmeError> {
+        let u = self.ue(cp, id).ok_or(MmeError::UnknownUe)?;
+        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
+            return Err(MmeError::NotConnected);
+        };
+        let arp = cp
+            .ue(slot)
+            .and_then(|c| c.bearer(ebi))
+            .map(|b| b.arp)
+            .ok_or(MmeError::NoBearer(ebi))?;
+        cp.modify_bearer_qos(slot, ebi, qci, mbr.0, mbr.1)
+            .map_err(|_| MmeError::NoBearer(ebi))?;
+        let g = (qci <= 4).then_some((mbr.0, mbr.1, gbr.0, gbr.1));
+        let mut req = nasx::NasModifyEpsBearerContextRequest::new();
+        req.new_eps_qos = Some(nasx::NasEpsQualityOfService::new(nasx::eps_qos_value(
+            qci, g,
+        )));
+        req.tft = Some(nasx::NasTrafficFlowTemplate::new(tft));
+        let nas = self
+            .nas_bytes(cp, id, &NasEpsMessage::new_esm(req, ebi, 0), false)
+            .ok_or(MmeError::Codec("NAS".into()))?;
+        self.ue_mut(cp, id)
+            .expect("present")
+            .pending_bearers
+            .push(ebi);
+        let m = pepc_s1ap::ERabModify {
+            id: ebi,
+            qci,
+            arp,
+            gbr: (qci <= 4).then_some(pepc_s1ap::GbrQos {
+                mbr_dl: mbr.1,
+                mbr_ul: mbr.0,
+                gbr_dl: gbr.1,
+                gbr_ul: gbr.0,
+            }),
+            nas_pdu: nas,
+        };
+        self.send(
+            assoc,
+            Some(id),
+            ERabModifyRequest {
+                mme_ue_id: id,
+                enb_ue_id,
+                ue_ambr: None,
+                erabs: vec![m],
+            }
+            .into(),
+            out,
+        );
+        Ok(())
+    }
+
     /// Dedicated bearer deactivation: E-RAB Release with Deactivate EPS Bearer Context Request.
     pub fn deactivate_bearer(
         &mut self,
@@ -196,6 +277,7 @@ impl Mme {
         let nas = self
             .nas_bytes(cp, id, &NasEpsMessage::new_esm(req, ebi, pti), false)
             .ok_or(MmeError::Codec("NAS".into()))?;
+        self.end_bearer(cp, id, ebi);
         warn_cp(
             id,
             format_args!("removal of bearer {ebi}"),
@@ -285,7 +367,13 @@ impl Mme {
         } else {
             ((0, 0), (0, 0))
         };
-        self.dedicated(id, linked, qci, mbr, gbr, pti, tft, cp, out)
+        let qos = DedicatedQos {
+            qci,
+            arp: Arp::default(),
+            mbr,
+            gbr,
+        };
+        self.dedicated(id, linked, qos, pti, tft, cp, out)
             .map(|_| ())
             .map_err(|e| match e {
                 MmeError::Busy => EsmCause::MaximumEpsBearersReached,

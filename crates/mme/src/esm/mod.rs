@@ -2,8 +2,9 @@
 
 mod bearer;
 mod pdn;
+pub(crate) mod policy;
 
-pub(crate) use bearer::{free_ebi, release_unlisted};
+pub(crate) use bearer::{free_ebi, release_unlisted, DedicatedQos};
 
 use crate::prelude::*;
 

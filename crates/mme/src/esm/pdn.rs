@@ -2,6 +2,7 @@
 //! attach's default bearer with Attach Accept in Initial Context Setup (TS 36.413 §8.3.1),
 //! UE-requested PDN connectivity and disconnect.
 
+use crate::pcrf::{PolicySession, SessionQos};
 use crate::prelude::*;
 
 impl Mme {
@@ -37,11 +38,51 @@ impl Mme {
                 return;
             }
         };
+        let u = self.ue_mut(cp, id).expect("present");
+        u.slot = Some(att.ue_slot);
+        self.schedule_interim(now, id);
+        let u = self.ue(cp, id).expect("present");
+        let session = PolicySession {
+            imsi: u.imsi.unwrap_or(0),
+            apn: u.apn.clone(),
+            ebi: pepc_slice::context::FIRST_EBI,
+            ue_ip: att.ue_ip,
+        };
+        let subscribed = SessionQos {
+            qci: u.qci,
+            arp_priority: u.arp_priority,
+            ambr_ul: u.ambr.0,
+            ambr_dl: u.ambr.1,
+        };
+        if self.cfg.policy.enabled {
+            // The Attach Accept waits for the PCRF's policy (CCR-I/CCA-I).
+            self.ask_policy(cp, now, id, session, subscribed, true, out);
+        } else {
+            self.open_session(cp, now, id, session);
+            self.accept_attach(now, id, cp, out);
+        }
+    }
+
+    /// The attach's default bearer is set up (and its policy applied): a GUTI, the
+    /// Attach Accept with Activate Default EPS Bearer Context Request, in Initial
+    /// Context Setup.
+    pub(crate) fn accept_attach(
+        &mut self,
+        now: Instant,
+        id: u32,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(slot) = self.ue(cp, id).and_then(|u| u.slot) else {
+            return;
+        };
+        let Some(ue_ip) = cp.ue(slot).map(|c| c.ue_ip) else {
+            return;
+        };
         let tmsi = self.alloc_tmsi();
         let u = self.ue_mut(cp, id).expect("present");
         self.by_tmsi.insert(tmsi, id);
         u.m_tmsi = tmsi;
-        u.slot = Some(att.ue_slot);
         if u.apn.is_empty() {
             u.apn = self.cfg.default_apn.clone();
         }
@@ -49,7 +90,7 @@ impl Mme {
         let mut act = nasx::NasActivateDefaultEpsBearerContextRequest::new(
             nasx::NasEpsQualityOfService::new(nasx::eps_qos_value(u.qci, None)),
             nasx::NasAccessPointName::new(nasx::apn_value(&u.apn)),
-            nasx::NasPdnAddress::from_ipv4(att.ue_ip.octets()),
+            nasx::NasPdnAddress::from_ipv4(ue_ip.octets()),
         );
         act.apn_ambr =
             nasx::NasApnAggregateMaximumBitRate::from_kbps(u.ambr.1 / 1000, u.ambr.0 / 1000).ok();
@@ -235,6 +276,27 @@ impl Mme {
             .expect("present")
             .pending_bearers
             .push(ebi);
+        let session = PolicySession {
+            imsi: self.ue(cp, id).and_then(|u| u.imsi).unwrap_or(0),
+            apn: apn.clone(),
+            ebi,
+            ue_ip: added.ue_ip,
+        };
+        if self.cfg.policy.enabled {
+            // The PCRF's rules for it are applied when its answer comes (the
+            // bearer is activated with the subscription's QoS meanwhile).
+            let subscribed = SessionQos {
+                qci,
+                arp_priority: arp.priority_level,
+                ambr_ul: ambr.0,
+                ambr_dl: ambr.1,
+            };
+            let now = self.now_hint().unwrap_or_else(Instant::now);
+            self.ask_policy(cp, now, id, session, subscribed, false, out);
+        } else {
+            let now = self.now_hint().unwrap_or_else(Instant::now);
+            self.open_session(cp, now, id, session);
+        }
         let erab = pepc_s1ap::ERab {
             id: ebi,
             qci,
@@ -294,6 +356,7 @@ impl Mme {
         let nas = self
             .nas_bytes(cp, id, &NasEpsMessage::new_esm(req, linked, pti), false)
             .ok_or(EsmCause::RequestRejectedUnspecified)?;
+        self.end_session(cp, id, linked, crate::pcrf::RecordCause::PdnReleased);
         let ebis = cp
             .remove_pdn(slot, linked)
             .map_err(|_| EsmCause::RequestRejectedUnspecified)?;
