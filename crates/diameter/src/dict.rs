@@ -1,5 +1,5 @@
 //! The codes this crate uses: commands, applications, AVPs and results of RFC 6733,
-//! TS 29.272 (S6a) and TS 29.212/29.214 (the QoS AVPs S6a borrows).
+//! RFC 4006 (credit control), TS 29.272 (S6a) and TS 29.212/29.214 (Gx).
 
 /// The 3GPP vendor (IANA enterprise number).
 pub const VENDOR_3GPP: u32 = 10415;
@@ -14,6 +14,10 @@ pub mod app {
 
 pub mod cmd {
     pub const CAPABILITIES_EXCHANGE: u32 = 257;
+    /// RFC 6733 §8.3 (Gx RAR/RAA, TS 29.212 §5.6.4).
+    pub const RE_AUTH: u32 = 258;
+    /// RFC 4006 (Gx CCR/CCA, TS 29.212 §5.6.2).
+    pub const CREDIT_CONTROL: u32 = 272;
     pub const DEVICE_WATCHDOG: u32 = 280;
     pub const DISCONNECT_PEER: u32 = 282;
     // TS 29.272 §7.2.
@@ -28,6 +32,22 @@ pub mod cmd {
 /// IETF AVPs (vendor 0).
 pub mod avp {
     pub const USER_NAME: u32 = 1;
+    pub const FRAMED_IP_ADDRESS: u32 = 8;
+    pub const CALLED_STATION_ID: u32 = 30;
+    pub const RE_AUTH_REQUEST_TYPE: u32 = 285;
+    pub const TERMINATION_CAUSE: u32 = 295;
+    // RFC 4006 (credit control).
+    pub const CC_INPUT_OCTETS: u32 = 412;
+    pub const CC_OUTPUT_OCTETS: u32 = 414;
+    pub const CC_REQUEST_NUMBER: u32 = 415;
+    pub const CC_REQUEST_TYPE: u32 = 416;
+    pub const CC_TOTAL_OCTETS: u32 = 421;
+    pub const GRANTED_SERVICE_UNIT: u32 = 431;
+    pub const RATING_GROUP: u32 = 432;
+    pub const SUBSCRIPTION_ID: u32 = 443;
+    pub const SUBSCRIPTION_ID_DATA: u32 = 444;
+    pub const USED_SERVICE_UNIT: u32 = 446;
+    pub const SUBSCRIPTION_ID_TYPE: u32 = 450;
     pub const HOST_IP_ADDRESS: u32 = 257;
     pub const AUTH_APPLICATION_ID: u32 = 258;
     pub const ACCT_APPLICATION_ID: u32 = 259;
@@ -59,6 +79,33 @@ pub mod avp {
 
 /// 3GPP AVPs (vendor 10415).
 pub mod avp3 {
+    // Gx (TS 29.212 §5.3; Flow-Description from Rx, TS 29.214).
+    pub const FLOW_DESCRIPTION: u32 = 507;
+    pub const CHARGING_RULE_INSTALL: u32 = 1001;
+    pub const CHARGING_RULE_REMOVE: u32 = 1002;
+    pub const CHARGING_RULE_DEFINITION: u32 = 1003;
+    pub const CHARGING_RULE_BASE_NAME: u32 = 1004;
+    pub const CHARGING_RULE_NAME: u32 = 1005;
+    pub const EVENT_TRIGGER: u32 = 1006;
+    pub const PRECEDENCE: u32 = 1010;
+    pub const QOS_INFORMATION: u32 = 1016;
+    pub const CHARGING_RULE_REPORT: u32 = 1018;
+    pub const PCC_RULE_STATUS: u32 = 1019;
+    pub const BEARER_CONTROL_MODE: u32 = 1023;
+    pub const NETWORK_REQUEST_SUPPORT: u32 = 1024;
+    pub const GUARANTEED_BITRATE_DL: u32 = 1025;
+    pub const GUARANTEED_BITRATE_UL: u32 = 1026;
+    pub const IP_CAN_TYPE: u32 = 1027;
+    pub const RULE_FAILURE_CODE: u32 = 1031;
+    pub const APN_AGGREGATE_MAX_BITRATE_DL: u32 = 1040;
+    pub const APN_AGGREGATE_MAX_BITRATE_UL: u32 = 1041;
+    pub const SESSION_RELEASE_CAUSE: u32 = 1045;
+    pub const DEFAULT_EPS_BEARER_QOS: u32 = 1049;
+    pub const FLOW_INFORMATION: u32 = 1058;
+    pub const MONITORING_KEY: u32 = 1066;
+    pub const USAGE_MONITORING_INFORMATION: u32 = 1067;
+    pub const USAGE_MONITORING_LEVEL: u32 = 1068;
+    pub const FLOW_DIRECTION: u32 = 1080;
     pub const MAX_REQUESTED_BANDWIDTH_DL: u32 = 515;
     pub const MAX_REQUESTED_BANDWIDTH_UL: u32 = 516;
     pub const SUPPORTED_FEATURES: u32 = 628;
@@ -113,10 +160,14 @@ pub mod result {
     pub const MISSING_AVP: u32 = 5005;
     pub const NO_COMMON_APPLICATION: u32 = 5010;
     pub const UNABLE_TO_COMPLY: u32 = 5012;
+    /// RFC 6733 §7.1.5: a session we do not hold (Gx RAR).
+    pub const UNKNOWN_SESSION_ID: u32 = 5002;
 }
 
 /// Experimental-Result-Code values of TS 29.272 §7.4 (vendor 3GPP).
 pub mod exp {
+    /// TS 29.212 §5.5.3.
+    pub const ERROR_INITIAL_PARAMETERS: u32 = 5140;
     pub const ERROR_USER_UNKNOWN: u32 = 5001;
     pub const ERROR_ROAMING_NOT_ALLOWED: u32 = 5004;
     pub const ERROR_UNKNOWN_EPS_SUBSCRIPTION: u32 = 5420;

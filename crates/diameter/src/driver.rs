@@ -1,15 +1,17 @@
 //! The thin driver: a thread owning the TCP connections to the peers (RFC 6733 over
-//! TCP), feeding the sans-IO [`S6aClient`] bytes and time and carrying out what it
-//! asks. The MME side talks to it through channels and an eventfd ([`S6aDriver`]),
-//! the shape of the node's `HssBackend`.
+//! TCP), feeding a sans-IO application client ([`App`]: the [`S6aClient`], the
+//! [`GxClient`]) bytes and time and carrying out what it asks. The MME side talks to
+//! it through channels and an eventfd ([`Driver`]: [`S6aDriver`], [`GxDriver`]), the
+//! shape of the node's `HssBackend` and `PcrfBackend`.
 //!
 //! Connections are opened with a blocking `connect_timeout` on this thread: a peer
 //! that does not answer SYNs holds the others for that long (loopback and a LAN
 //! answer at once; a non-blocking connect is a later refinement).
 
 use crate::base::{self, Action, Client};
+use crate::gx::{GxClient, GxConfig, GxEvent};
 use crate::s6a::{S6aClient, S6aConfig, S6aEvent};
-use pepc_mme::{HssAnswer, HssRequest};
+use pepc_mme::{HssAnswer, HssRequest, PcrfAnswer, PcrfRequest};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -20,41 +22,189 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// The peers and what to say to them.
 #[derive(Debug, Clone)]
-pub struct DriverConfig {
+pub struct DriverConfig<C = S6aConfig> {
     /// "host:port", in order of preference: the first one up takes the requests.
     pub peers: Vec<String>,
     pub base: base::Config,
-    pub s6a: S6aConfig,
+    /// The application's own (S6a, Gx).
+    pub app: C,
     pub connect_timeout: Duration,
 }
 
-enum Cmd {
-    Request(HssRequest),
-    Purge(u64),
-    /// A consumer's word on the IDR of `token`: it holds the subscriber or not.
-    IdrOutcome {
+/// Where an event of the application goes.
+pub enum EventRoute {
+    /// To every consumer; `wake`: worth waking them for; `vote`: the application
+    /// waits for every consumer's word ([`App::outcome`]) on the event of this token.
+    All { wake: bool, vote: Option<u64> },
+    /// To the consumer of this MME UE S1AP ID.
+    One(u32),
+}
+
+/// A sans-IO Diameter application over the base [`Client`], as the driver runs it.
+pub trait App: Send + Sized + 'static {
+    type Config: Clone + Send + 'static;
+    type Request: Send + 'static;
+    type Answer: Send + 'static;
+    type Event: Clone + Send + 'static;
+    /// The thread's name.
+    const THREAD: &'static str;
+    fn new(base: Client, cfg: Self::Config, session_hi: u32) -> Self;
+    fn base(&mut self) -> &mut Client;
+    fn submit(&mut self, now: Instant, req: Self::Request);
+    fn handle_timeout(&mut self, now: Instant);
+    fn process(&mut self);
+    fn next_timeout(&self) -> Option<Instant>;
+    fn take_answers(&mut self, out: &mut Vec<Self::Answer>);
+    fn poll_event(&mut self) -> Option<Self::Event>;
+    /// The MME UE S1AP ID an answer goes back to.
+    fn answer_route(a: &Self::Answer) -> u32;
+    fn event_route(e: &Self::Event) -> EventRoute;
+    /// A consumer's word on the event `token` (it holds its subject or not).
+    fn outcome(&mut self, _token: u64, _known: bool) {}
+    /// Whether the event `token` still waits for words.
+    fn outcome_pending(&self, _token: u64) -> bool {
+        false
+    }
+    fn pending_outcomes(&self) -> usize {
+        0
+    }
+}
+
+impl App for S6aClient {
+    type Config = S6aConfig;
+    type Request = HssRequest;
+    type Answer = HssAnswer;
+    type Event = S6aEvent;
+    const THREAD: &'static str = "pepc-s6a";
+    fn new(base: Client, cfg: S6aConfig, session_hi: u32) -> Self {
+        S6aClient::new(base, cfg, session_hi)
+    }
+    fn base(&mut self) -> &mut Client {
+        S6aClient::base(self)
+    }
+    fn submit(&mut self, now: Instant, req: HssRequest) {
+        S6aClient::submit(self, now, req)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        S6aClient::handle_timeout(self, now)
+    }
+    fn process(&mut self) {
+        S6aClient::process(self)
+    }
+    fn next_timeout(&self) -> Option<Instant> {
+        S6aClient::next_timeout(self)
+    }
+    fn take_answers(&mut self, out: &mut Vec<HssAnswer>) {
+        S6aClient::take_answers(self, out)
+    }
+    fn poll_event(&mut self) -> Option<S6aEvent> {
+        S6aClient::poll_event(self)
+    }
+    fn answer_route(a: &HssAnswer) -> u32 {
+        a.r.mme_ue_id
+    }
+    fn event_route(e: &S6aEvent) -> EventRoute {
+        match e {
+            S6aEvent::InsertSubscriberData { token, .. } => EventRoute::All {
+                wake: true,
+                vote: Some(*token),
+            },
+            S6aEvent::PeerUp { .. } | S6aEvent::PeerDown { .. } => EventRoute::All {
+                wake: false,
+                vote: None,
+            },
+            _ => EventRoute::All {
+                wake: true,
+                vote: None,
+            },
+        }
+    }
+    fn outcome(&mut self, token: u64, known: bool) {
+        self.idr_outcome(token, known)
+    }
+    fn outcome_pending(&self, token: u64) -> bool {
+        self.idr_pending(token)
+    }
+    fn pending_outcomes(&self) -> usize {
+        self.pending_idrs()
+    }
+}
+
+impl App for GxClient {
+    type Config = GxConfig;
+    type Request = PcrfRequest;
+    type Answer = PcrfAnswer;
+    type Event = GxEvent;
+    const THREAD: &'static str = "pepc-gx";
+    fn new(base: Client, cfg: GxConfig, session_hi: u32) -> Self {
+        GxClient::new(base, cfg, session_hi)
+    }
+    fn base(&mut self) -> &mut Client {
+        GxClient::base(self)
+    }
+    fn submit(&mut self, now: Instant, req: PcrfRequest) {
+        GxClient::submit(self, now, req)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        GxClient::handle_timeout(self, now)
+    }
+    fn process(&mut self) {
+        GxClient::process(self)
+    }
+    fn next_timeout(&self) -> Option<Instant> {
+        GxClient::next_timeout(self)
+    }
+    fn take_answers(&mut self, out: &mut Vec<PcrfAnswer>) {
+        GxClient::take_answers(self, out)
+    }
+    fn poll_event(&mut self) -> Option<GxEvent> {
+        GxClient::poll_event(self)
+    }
+    fn answer_route(a: &PcrfAnswer) -> u32 {
+        a.r.mme_ue_id
+    }
+    fn event_route(e: &GxEvent) -> EventRoute {
+        match e {
+            GxEvent::PolicyUpdate { route, .. } => EventRoute::One(*route),
+            GxEvent::PeerUp { .. } | GxEvent::PeerDown { .. } => EventRoute::All {
+                wake: false,
+                vote: None,
+            },
+        }
+    }
+}
+
+enum Cmd<R> {
+    Request(R),
+    /// A consumer's word on the event of `token`: it holds its subject or not.
+    Outcome {
         token: u64,
         known: bool,
     },
 }
 
-/// One consumer's side of the S6a client thread: it submits requests and gets the
-/// answers to them, and the HSS's requests (events), through its own channels and
-/// wake descriptor. [`S6aDriver::start`] makes one; [`S6aDriver::start_routed`] one
+/// One consumer's side of a Diameter client thread: it submits requests and gets
+/// the answers to them, and the peer's requests (events), through its own channels
+/// and wake descriptor. [`Driver::start`] makes one; [`Driver::start_routed`] one
 /// per slice of a node, sharing the thread, the connections and the Diameter
 /// identity.
-pub struct S6aDriver {
+pub struct Driver<A: App> {
     // Dropped first: the thread stops once every handle's sender is gone.
-    to: Option<mpsc::Sender<Cmd>>,
+    to: Option<mpsc::Sender<Cmd<A::Request>>>,
     wake_in: Arc<OwnedFd>,
-    answers: mpsc::Receiver<HssAnswer>,
-    events: mpsc::Receiver<S6aEvent>,
+    answers: mpsc::Receiver<A::Answer>,
+    events: mpsc::Receiver<A::Event>,
     wake_out: Arc<OwnedFd>,
     stats: Arc<Mutex<base::Stats>>,
     up: Arc<AtomicBool>,
     /// Joins the thread when the last handle goes.
     joiner: Option<Arc<Joiner>>,
 }
+
+/// The S6a client's driver (answers the MME's HSS requests).
+pub type S6aDriver = Driver<S6aClient>;
+/// The Gx client's driver (answers the MME's PCRF requests).
+pub type GxDriver = Driver<GxClient>;
 
 /// Which consumer an answer goes to, by the MME UE S1AP ID of its reference.
 pub type Route = Box<dyn Fn(u32) -> usize + Send>;
@@ -71,9 +221,9 @@ impl Drop for Joiner {
 }
 
 /// Where the thread delivers one consumer's answers and events.
-struct Outlet {
-    atx: mpsc::Sender<HssAnswer>,
-    etx: mpsc::Sender<S6aEvent>,
+struct Outlet<A: App> {
+    atx: mpsc::Sender<A::Answer>,
+    etx: mpsc::Sender<A::Event>,
     wake: Arc<OwnedFd>,
 }
 
@@ -99,21 +249,22 @@ fn clear(fd: &OwnedFd) {
     unsafe { libc::read(fd.as_raw_fd(), b.as_mut_ptr() as *mut libc::c_void, 8) };
 }
 
-impl S6aDriver {
+impl<A: App> Driver<A> {
     /// The client thread with one consumer.
-    pub fn start(cfg: DriverConfig) -> std::io::Result<S6aDriver> {
+    pub fn start(cfg: DriverConfig<A::Config>) -> std::io::Result<Driver<A>> {
         let mut v = Self::start_routed(cfg, 1, Box::new(|_| 0))?;
         Ok(v.remove(0))
     }
 
     /// The client thread with `n` consumers (a node's slices): each gets the answers
     /// to the requests whose reference `route` maps to it (out of range: the last),
-    /// and every event (CLR, IDR, purge outcomes, peer changes).
+    /// and the events [`App::event_route`] sends it (S6a: every CLR, IDR, purge
+    /// outcome and peer change; Gx: a RAR to the slice of its session).
     pub fn start_routed(
-        cfg: DriverConfig,
+        cfg: DriverConfig<A::Config>,
         n: usize,
         route: Route,
-    ) -> std::io::Result<Vec<S6aDriver>> {
+    ) -> std::io::Result<Vec<Driver<A>>> {
         let n = n.max(1);
         let wake_in = eventfd()?;
         let (to, rx) = mpsc::channel();
@@ -132,7 +283,7 @@ impl S6aDriver {
             });
             ends.push((answers, events, wake));
         }
-        let mut t = Thread {
+        let mut t = Thread::<A> {
             cfg,
             rx,
             outlets,
@@ -142,12 +293,12 @@ impl S6aDriver {
             up: up.clone(),
         };
         let thread = std::thread::Builder::new()
-            .name("pepc-s6a".into())
+            .name(A::THREAD.into())
             .spawn(move || t.run())?;
         let joiner = Arc::new(Joiner(Mutex::new(Some(thread))));
         Ok(ends
             .into_iter()
-            .map(|(answers, events, wake_out)| S6aDriver {
+            .map(|(answers, events, wake_out)| Driver {
                 to: Some(to.clone()),
                 wake_in: wake_in.clone(),
                 answers,
@@ -160,40 +311,32 @@ impl S6aDriver {
             .collect())
     }
 
-    pub fn submit(&mut self, req: HssRequest) {
+    pub fn submit(&mut self, req: A::Request) {
         if let Some(to) = &self.to {
-            // A gone thread never answers: the MME's HSS timer rejects the attach.
+            // A gone thread never answers: the MME's timer fails the procedure.
             let _ = to.send(Cmd::Request(req));
             signal(&self.wake_in);
         }
     }
 
-    /// PUR for `imsi`; the outcome comes as [`S6aEvent::Purged`].
-    pub fn purge(&mut self, imsi: u64) {
-        if let Some(to) = &self.to {
-            let _ = to.send(Cmd::Purge(imsi));
-            signal(&self.wake_in);
-        }
-    }
-
     /// Answers that arrived; clears the wake descriptor first so none waits unseen.
-    pub fn poll(&mut self, answers: &mut Vec<HssAnswer>) {
+    pub fn poll(&mut self, answers: &mut Vec<A::Answer>) {
         clear(&self.wake_out);
         answers.extend(self.answers.try_iter());
     }
 
-    /// Whether this consumer holds the subscriber of the IDR event `token`
-    /// ([`S6aEvent::InsertSubscriberData`]): the IDA says DIAMETER_SUCCESS once one
-    /// consumer knows it, DIAMETER_ERROR_USER_UNKNOWN once all said they do not.
-    pub fn idr_outcome(&mut self, token: u64, known: bool) {
+    /// Whether this consumer holds the subject of the event `token` (S6a: the
+    /// subscriber of an IDR; the IDA says DIAMETER_SUCCESS once one consumer knows
+    /// it, DIAMETER_ERROR_USER_UNKNOWN once all said they do not).
+    pub fn outcome(&mut self, token: u64, known: bool) {
         if let Some(to) = &self.to {
-            let _ = to.send(Cmd::IdrOutcome { token, known });
+            let _ = to.send(Cmd::Outcome { token, known });
             signal(&self.wake_in);
         }
     }
 
-    /// What the HSS asked (CLR, IDR) and peer changes.
-    pub fn poll_events(&mut self, events: &mut Vec<S6aEvent>) {
+    /// What the peer asked (CLR, IDR, RAR) and peer changes.
+    pub fn poll_events(&mut self, events: &mut Vec<A::Event>) {
         events.extend(self.events.try_iter());
     }
 
@@ -212,7 +355,19 @@ impl S6aDriver {
     }
 }
 
-impl Drop for S6aDriver {
+impl S6aDriver {
+    /// PUR for `imsi`; the outcome comes as [`S6aEvent::Purged`].
+    pub fn purge(&mut self, imsi: u64) {
+        self.submit(HssRequest::Purge { imsi });
+    }
+
+    /// See [`Driver::outcome`].
+    pub fn idr_outcome(&mut self, token: u64, known: bool) {
+        self.outcome(token, known);
+    }
+}
+
+impl<A: App> Drop for Driver<A> {
     fn drop(&mut self) {
         // Once every handle's sender is gone the thread sees the channel closed: DPR
         // to its peers, then it ends (bounded by the DPA timeout); the last handle
@@ -223,17 +378,17 @@ impl Drop for S6aDriver {
     }
 }
 
-struct Thread {
-    cfg: DriverConfig,
-    rx: mpsc::Receiver<Cmd>,
-    outlets: Vec<Outlet>,
+struct Thread<A: App> {
+    cfg: DriverConfig<A::Config>,
+    rx: mpsc::Receiver<Cmd<A::Request>>,
+    outlets: Vec<Outlet<A>>,
     route: Route,
     wake_in: Arc<OwnedFd>,
     stats: Arc<Mutex<base::Stats>>,
     up: Arc<AtomicBool>,
 }
 
-impl Thread {
+impl<A: App> Thread<A> {
     fn run(&mut self) {
         let n = self.cfg.peers.len();
         let osi = SystemTime::now()
@@ -242,12 +397,12 @@ impl Thread {
             .unwrap_or(1);
         let start = Instant::now();
         let base = Client::new(self.cfg.base.clone(), n, start, osi);
-        let mut c = S6aClient::new(base, self.cfg.s6a.clone(), osi);
+        let mut c = A::new(base, self.cfg.app.clone(), osi);
         let mut conns: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
         let mut stopping: Option<Instant> = None;
         let mut buf = vec![0u8; 64 * 1024];
         let mut answers = Vec::new();
-        // IDR token -> consumers yet to say they do not know its subscriber.
+        // Event token -> consumers yet to say they do not know its subject.
         let mut idr_votes: std::collections::HashMap<u64, usize> = Default::default();
         loop {
             let now = Instant::now();
@@ -255,15 +410,14 @@ impl Thread {
             loop {
                 match self.rx.try_recv() {
                     Ok(Cmd::Request(r)) => c.submit(now, r),
-                    Ok(Cmd::Purge(imsi)) => c.purge(now, imsi),
-                    Ok(Cmd::IdrOutcome { token, known }) => {
+                    Ok(Cmd::Outcome { token, known }) => {
                         let Some(left) = idr_votes.get_mut(&token) else {
                             continue; // decided already
                         };
                         *left -= 1;
                         if known || *left == 0 {
                             idr_votes.remove(&token);
-                            c.idr_outcome(token, known);
+                            c.outcome(token, known);
                         }
                     }
                     Err(mpsc::TryRecvError::Empty) => break,
@@ -277,9 +431,9 @@ impl Thread {
                 }
             }
             c.handle_timeout(now);
-            if idr_votes.len() > c.pending_idrs() {
+            if idr_votes.len() > c.pending_outcomes() {
                 // Timed out in the client (answered there): stop counting them.
-                idr_votes.retain(|t, _| c.idr_pending(*t));
+                idr_votes.retain(|t, _| c.outcome_pending(*t));
             }
             self.actions(&mut c, &mut conns, now);
             self.write(&mut c, &mut conns, now);
@@ -295,19 +449,27 @@ impl Thread {
             let last = self.outlets.len() - 1;
             let mut woke = vec![false; self.outlets.len()];
             for a in answers.drain(..) {
-                let k = (self.route)(a.r.mme_ue_id).min(last);
+                let k = (self.route)(A::answer_route(&a)).min(last);
                 woke[k] = true;
                 // A consumer gone (its slice stopped) takes nothing more.
                 let _ = self.outlets[k].atx.send(a);
             }
             while let Some(e) = c.poll_event() {
-                if let S6aEvent::InsertSubscriberData { token, .. } = &e {
-                    idr_votes.insert(*token, self.outlets.len());
-                }
-                let wake = !matches!(e, S6aEvent::PeerUp { .. } | S6aEvent::PeerDown { .. });
-                for (k, o) in self.outlets.iter().enumerate() {
-                    let _ = o.etx.send(e.clone());
-                    woke[k] |= wake;
+                match A::event_route(&e) {
+                    EventRoute::One(id) => {
+                        let k = (self.route)(id).min(last);
+                        woke[k] = true;
+                        let _ = self.outlets[k].etx.send(e);
+                    }
+                    EventRoute::All { wake, vote } => {
+                        if let Some(token) = vote {
+                            idr_votes.insert(token, self.outlets.len());
+                        }
+                        for (k, o) in self.outlets.iter().enumerate() {
+                            let _ = o.etx.send(e.clone());
+                            woke[k] |= wake;
+                        }
+                    }
                 }
             }
             for (o, w) in self.outlets.iter().zip(woke) {
@@ -365,7 +527,7 @@ impl Thread {
 
     fn read(
         &self,
-        c: &mut S6aClient,
+        c: &mut A,
         conns: &mut [Option<TcpStream>],
         i: usize,
         now: Instant,
@@ -389,7 +551,7 @@ impl Thread {
         }
     }
 
-    fn write(&self, c: &mut S6aClient, conns: &mut [Option<TcpStream>], now: Instant) {
+    fn write(&self, c: &mut A, conns: &mut [Option<TcpStream>], now: Instant) {
         for (i, conn) in conns.iter_mut().enumerate() {
             let Some(s) = conn.as_mut() else { continue };
             let tx = c.base().tx(i);
@@ -418,7 +580,7 @@ impl Thread {
         }
     }
 
-    fn actions(&self, c: &mut S6aClient, conns: &mut [Option<TcpStream>], now: Instant) {
+    fn actions(&self, c: &mut A, conns: &mut [Option<TcpStream>], now: Instant) {
         while let Some(a) = c.base().poll_action() {
             match a {
                 Action::Connect(i) => match self.connect(&self.cfg.peers[i]) {

@@ -1,6 +1,7 @@
 //! Diameter for pepc (PEPC §3.3, issue 13): the base protocol of RFC 6733 and the S6a
 //! client of TS 29.272, which serves the MME's HSS requests
-//! ([`pepc_mme::HssRequest`]) from an external HSS.
+//! ([`pepc_mme::HssRequest`]) from an external HSS, and the Gx client of TS 29.212,
+//! which serves its PCRF requests ([`pepc_mme::PcrfRequest`]).
 //!
 //! ```text
 //! codec   the wire format: zero-copy views, an AVP writer, owned reprs
@@ -8,7 +9,8 @@
 //! base    the sans-IO client: peers (CER/CEA, DWR/DWA, DPR/DPA), pending requests,
 //!         failover
 //! s6a     AIR/ULR/PUR out, AIA/ULA/PUA in, CLR/IDR answered; results → HssFailure
-//! driver  a thread owning the TCP connections, driving the S6a client
+//! gx      CCR-I/U/T out, CCA in (PCC rules, QoS, monitoring); RAR answered
+//! driver  a thread owning the TCP connections, driving the S6a or Gx client
 //! ```
 //!
 //! [`fuzz_decode`] runs any bytes through every view (a fuzz target's entry).
@@ -17,6 +19,7 @@ pub mod base;
 pub mod codec;
 pub mod dict;
 pub mod driver;
+pub mod gx;
 pub mod s6a;
 
 pub use codec::{fuzz_decode, AvpIter, AvpView, AvpWriter, DecodeError, MessageRepr, MessageView};

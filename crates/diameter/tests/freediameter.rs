@@ -122,7 +122,7 @@ fn s6a_through_a_freediameter_relay_by_realm() {
     let mut cfg = DriverConfig {
         peers: vec![format!("127.0.0.1:{fd_port}")],
         base: b,
-        s6a: S6aConfig {
+        app: S6aConfig {
             destination_realm: "test".into(),
             destination_host: None,
             visited_plmn: PLMN,
@@ -179,7 +179,7 @@ fn s6a_through_a_freediameter_relay_by_realm() {
     drop(d);
 
     // A realm the relay has no route to.
-    cfg.s6a.destination_realm = "nowhere".into();
+    cfg.app.destination_realm = "nowhere".into();
     let mut d = S6aDriver::start(cfg).unwrap();
     let t0 = Instant::now();
     while !d.is_up() {

@@ -27,7 +27,7 @@ fn config(peers: Vec<String>) -> DriverConfig {
     DriverConfig {
         peers,
         base: b,
-        s6a: S6aConfig {
+        app: S6aConfig {
             destination_realm: "test".into(),
             destination_host: None,
             visited_plmn: PLMN,

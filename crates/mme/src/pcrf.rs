@@ -190,11 +190,15 @@ impl FlowFilter {
         if let Some(x) = t.next() {
             return Err(bad(&format!("unsupported option {x:?}")));
         }
-        let (remote, remote_ports, ue_ports) = if out {
-            (src, src_ports, dst_ports)
+        let (remote, remote_ports, ue, ue_ports) = if out {
+            (src, src_ports, dst, dst_ports)
         } else {
-            (dst, dst_ports, src_ports)
+            (dst, dst_ports, src, src_ports)
         };
+        // The UE's side: its address, whichever it is (`assigned`), or one written out.
+        if ue != "assigned" {
+            prefix(ue).map_err(|w| bad(&format!("the UE's side: {w}")))?;
+        }
         let (remote, remote_len) = prefix(remote).map_err(|w| bad(w))?;
         Ok(FlowFilter {
             direction,

@@ -16,10 +16,12 @@ pub struct Restored {
     pub failed: u64,
 }
 
-/// One slice's side of the state store.
+/// One slice's side of the state store (and of the charging records' writer).
 #[derive(Default)]
 pub struct SliceState {
     pub sink: Option<CheckpointSink>,
+    /// Usage records (CDRs) go here; none: they are not kept.
+    pub cdr: Option<crate::charging::CdrSink>,
     /// (IMSI, snapshot) to restore at start; emptied once done.
     pub restore: Vec<(u64, Vec<u8>)>,
 }
@@ -38,6 +40,12 @@ impl SliceState {
             Output::Forget { imsi } => {
                 if let Some(s) = &self.sink {
                     s.delete(imsi);
+                }
+                None
+            }
+            Output::UsageRecord(r) => {
+                if let Some(c) = &self.cdr {
+                    c.put(*r);
                 }
                 None
             }

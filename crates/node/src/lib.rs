@@ -1,10 +1,12 @@
 //! The PEPC node (§3.3): slices, the demux that steers traffic and signaling to them,
 //! the runtime that drives their threads, and packet I/O.
 
+pub mod charging;
 pub mod checkpoint;
 pub mod config;
 pub mod demux;
 pub mod dispatch;
+pub mod gx;
 pub mod io;
 pub mod node;
 pub mod proxy;

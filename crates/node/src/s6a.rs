@@ -240,7 +240,7 @@ mod tests {
         let cfg = DriverConfig {
             peers: vec![format!("127.0.0.1:{port}")],
             base: b,
-            s6a: S6aConfig {
+            app: S6aConfig {
                 destination_realm: "test".into(),
                 destination_host: None,
                 visited_plmn: MmeConfig::default().plmn.0,

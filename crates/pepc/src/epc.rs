@@ -90,6 +90,8 @@ struct SignalingSections {
     log: crate::logging::LogSection,
     metrics: MetricsSection,
     api: ApiSection,
+    pcrf: crate::policy::PcrfSection,
+    charging: crate::policy::ChargingSection,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -306,6 +308,8 @@ pub struct EpcConfig {
     /// How IMSIs (and foreign GUTIs) are spread over the slices.
     pub slice_policy: SlicePolicy,
     pub state: StateStoreConfig,
+    /// The PCRF (embedded or Gx) and the usage records (see `crate::policy`).
+    pub policy: crate::policy::PolicySetup,
 }
 
 /// Parse PLMN digits ("00101", "310410") into the TBCD octets of TS 24.008 10.5.1.13.
@@ -363,7 +367,9 @@ impl EpcConfig {
         let mut table: toml::Table = toml::from_str(text).map_err(|e| format!("config: {e}"))?;
         // Split our sections off so the node keeps rejecting unknown keys in its own.
         let mut ours = toml::Table::new();
-        for k in ["mme", "s1mme", "hss", "state", "log", "metrics", "api"] {
+        for k in [
+            "mme", "s1mme", "hss", "state", "log", "metrics", "api", "pcrf", "charging",
+        ] {
             if let Some(v) = table.remove(k) {
                 ours.insert(k.into(), v);
             }
@@ -514,8 +520,14 @@ impl EpcConfig {
                 ))
             }
         };
+        let hss_db = match &hss {
+            HssStore::File(p) => Some(p.as_path()),
+            HssStore::Memory => None,
+        };
+        let policy = crate::policy::setup(&sig.pcrf, &sig.charging, hss_db)?;
         let mme = mme.map(|mut m| {
             m.checkpoints = state != StateStoreConfig::None;
+            m.policy = policy.mme.clone();
             m
         });
         let hss_mode = hss_mode(&sig.hss, mme.as_ref())?;
@@ -545,6 +557,7 @@ impl EpcConfig {
             },
             slice_policy,
             state,
+            policy,
         })
     }
 
@@ -565,48 +578,21 @@ fn hss_mode(h: &HssSection, mme: Option<&MmeConfig>) -> Result<HssMode, String> 
             ))
         }
     }
-    if h.peers.is_empty() {
-        return Err(
-            "config key `hss.peers`: diameter mode needs at least one \"host:port\"".into(),
-        );
-    }
-    for p in &h.peers {
-        let port_ok = p.rsplit_once(':').is_some_and(|(host, port)| {
-            !host.is_empty() && port.parse::<u16>().is_ok_and(|n| n > 0)
-        });
-        if !port_ok {
-            return Err(format!(
-                "config key `hss.peers`: {p:?} is not \"host:port\" (e.g. \"127.0.0.1:3868\")"
-            ));
-        }
-    }
-    for (key, v) in [
-        ("hss.origin_host", &h.origin_host),
-        ("hss.origin_realm", &h.origin_realm),
-        ("hss.destination_realm", &h.destination_realm),
-    ] {
-        if v.is_empty() || v.contains(char::is_whitespace) {
-            return Err(format!(
-                "config key `{key}`: must be a Diameter identity (a non-empty FQDN), got {v:?}"
-            ));
-        }
-    }
-    if h.watchdog_s < 6 {
-        // RFC 3539 §3.4.1: Tw must not be set below 6 s.
-        return Err(format!(
-            "config key `hss.watchdog_s`: RFC 3539 allows no less than 6 s, got {}",
-            h.watchdog_s
-        ));
-    }
-    if h.request_timeout_ms == 0 {
-        return Err("config key `hss.request_timeout_ms`: must be > 0".into());
-    }
-    if h.reconnect_s == 0 {
-        return Err("config key `hss.reconnect_s`: must be > 0".into());
-    }
-    let request_timeout = Duration::from_millis(h.request_timeout_ms);
+    let base = diameter_base(
+        "hss",
+        &DiameterPeers {
+            peers: &h.peers,
+            origin_host: &h.origin_host,
+            origin_realm: &h.origin_realm,
+            destination_realm: &h.destination_realm,
+            watchdog_s: h.watchdog_s,
+            request_timeout_ms: h.request_timeout_ms,
+            reconnect_s: h.reconnect_s,
+        },
+        pepc_diameter::dict::app::S6A,
+    )?;
     if let Some(m) = mme {
-        if m.hss_timeout <= 2 * request_timeout {
+        if m.hss_timeout <= 2 * base.request_timeout {
             return Err(format!(
                 "config key `mme.hss_timeout_ms`: must exceed twice `hss.request_timeout_ms` ({} ms > 2 x {} ms): a request that fails over to a second peer may take two request timeouts, and the MME must not give up on an answer still coming",
                 m.hss_timeout.as_millis(),
@@ -614,20 +600,83 @@ fn hss_mode(h: &HssSection, mme: Option<&MmeConfig>) -> Result<HssMode, String> 
             ));
         }
     }
-    let mut base = pepc_diameter::base::Config::new(&h.origin_host, &h.origin_realm);
-    base.watchdog = Duration::from_secs(h.watchdog_s);
-    base.request_timeout = request_timeout;
-    base.reconnect = Duration::from_secs(h.reconnect_s);
     Ok(HssMode::Diameter(Box::new(DriverConfig {
         peers: h.peers.clone(),
         base,
-        s6a: pepc_diameter::s6a::S6aConfig {
+        app: pepc_diameter::s6a::S6aConfig {
             destination_realm: h.destination_realm.clone(),
             destination_host: (!h.destination_host.is_empty()).then(|| h.destination_host.clone()),
             visited_plmn: mme.map_or(MmeConfig::default().plmn.0, |m| m.plmn.0),
         },
         connect_timeout: Duration::from_secs(1),
     })))
+}
+
+/// The Diameter peer keys a section (`[hss]`, `[pcrf]`) shares.
+pub(crate) struct DiameterPeers<'a> {
+    pub peers: &'a [String],
+    pub origin_host: &'a str,
+    pub origin_realm: &'a str,
+    pub destination_realm: &'a str,
+    pub watchdog_s: u64,
+    pub request_timeout_ms: u64,
+    pub reconnect_s: u64,
+}
+
+/// The base client's configuration from section `sec`'s peer keys (errors name the
+/// key), advertising application `app`.
+pub(crate) fn diameter_base(
+    sec: &str,
+    h: &DiameterPeers<'_>,
+    app: u32,
+) -> Result<pepc_diameter::base::Config, String> {
+    if h.peers.is_empty() {
+        return Err(format!(
+            "config key `{sec}.peers`: diameter mode needs at least one \"host:port\""
+        ));
+    }
+    for p in h.peers {
+        let port_ok = p.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|n| n > 0)
+        });
+        if !port_ok {
+            return Err(format!(
+                "config key `{sec}.peers`: {p:?} is not \"host:port\" (e.g. \"127.0.0.1:3868\")"
+            ));
+        }
+    }
+    for (key, v) in [
+        ("origin_host", h.origin_host),
+        ("origin_realm", h.origin_realm),
+        ("destination_realm", h.destination_realm),
+    ] {
+        if v.is_empty() || v.contains(char::is_whitespace) {
+            return Err(format!(
+                "config key `{sec}.{key}`: must be a Diameter identity (a non-empty FQDN), got {v:?}"
+            ));
+        }
+    }
+    if h.watchdog_s < 6 {
+        // RFC 3539 §3.4.1: Tw must not be set below 6 s.
+        return Err(format!(
+            "config key `{sec}.watchdog_s`: RFC 3539 allows no less than 6 s, got {}",
+            h.watchdog_s
+        ));
+    }
+    if h.request_timeout_ms == 0 {
+        return Err(format!(
+            "config key `{sec}.request_timeout_ms`: must be > 0"
+        ));
+    }
+    if h.reconnect_s == 0 {
+        return Err(format!("config key `{sec}.reconnect_s`: must be > 0"));
+    }
+    let mut base = pepc_diameter::base::Config::new(h.origin_host, h.origin_realm);
+    base.applications = vec![app];
+    base.watchdog = Duration::from_secs(h.watchdog_s);
+    base.request_timeout = Duration::from_millis(h.request_timeout_ms);
+    base.reconnect = Duration::from_secs(h.reconnect_s);
+    Ok(base)
 }
 
 /// Open the configured HSS.
@@ -660,6 +709,10 @@ pub struct Epc {
     pub metrics: Option<pepc_mgmt::MetricsServer>,
     /// The management API (with `[api] listen`).
     pub api: Option<pepc_mgmt::HttpServer>,
+    /// The usage records' writer (with `[charging]`); dropped after the slices.
+    pub cdr: Option<pepc_node::charging::CdrWriter>,
+    /// The embedded PCRF (with `[pcrf] mode = "embedded"`), its table shared.
+    pub pcrf: Option<pepc_mme::EmbeddedPcrf>,
 }
 
 /// The configuration as the API shows it: everything but secrets (the API token).
@@ -748,6 +801,8 @@ impl Epc {
         let mut endpoint = None;
         let mut checkpointer = None;
         let mut checkpoints_found = 0;
+        let mut cdr = None;
+        let mut embedded_pcrf = None;
         if let Some(mcfg) = &cfg.mme {
             let transport = open_server(&cfg.transport).map_err(|e| {
                 format!(
@@ -770,9 +825,35 @@ impl Epc {
             let ep = S1apEndpoint::new(mcfg.clone(), n, cfg.slice_policy);
             let (ck, mut restore, found) = open_state(&cfg.state, &ep, n)?;
             checkpoints_found = found;
+            if let Some(c) = &cfg.policy.cdr {
+                cdr = Some(
+                    pepc_node::charging::CdrWriter::start(c.clone())
+                        .map_err(|e| format!("usage records (`charging.cdr_path`): {e}"))?,
+                );
+            }
+            let cdr_sink = cdr.as_ref().map(|w| w.sink());
             let mut state = |s: usize| SliceState {
                 sink: ck.as_ref().map(|c| c.sink()),
+                cdr: cdr_sink.clone(),
                 restore: std::mem::take(&mut restore[s]),
+            };
+            // Policy: the embedded PCRF (its table shared with the API), or one Gx
+            // client for the node.
+            let mut pcrfs: Vec<Box<dyn pepc_node::proxy::PcrfBackend>> = match &cfg.policy.mode {
+                crate::policy::PcrfMode::Embedded(t) => {
+                    let p = pepc_mme::EmbeddedPcrf::new(t.clone());
+                    embedded_pcrf = Some(p.clone());
+                    (0..n).map(|_| Box::new(p.clone()) as _).collect()
+                }
+                crate::policy::PcrfMode::Diameter(d) => {
+                    let ids = pepc_slice::ids::SignalingIds::new(n);
+                    let route = Box::new(move |id| ids.slice_of(id));
+                    pepc_node::gx::GxBackend::start_routed((**d).clone(), n, route)
+                        .map_err(|e| format!("starting the Gx client: {e}"))?
+                        .into_iter()
+                        .map(|b| Box::new(b) as _)
+                        .collect()
+                }
             };
             // Each slice reaches the HSS through the node's proxy: the embedded HSS
             // inline on its control thread, or one S6a client for the node whose
@@ -791,6 +872,11 @@ impl Epc {
                         .collect()
                 }
             };
+            let mut proxies: Vec<Proxy> = proxies
+                .drain(..)
+                .zip(pcrfs.drain(..))
+                .map(|(p, b)| p.with_pcrf(b))
+                .collect();
             if n == 1 {
                 let mut mme = Mme::new(mcfg.clone());
                 mme.set_role(ep.role(0));
@@ -864,6 +950,8 @@ impl Epc {
             checkpoints_found,
             metrics,
             api,
+            cdr,
+            pcrf: embedded_pcrf,
         })
     }
 
@@ -1059,8 +1147,8 @@ mod tests {
         assert_eq!(dc.peers.len(), 2);
         assert_eq!(dc.base.request_timeout, Duration::from_millis(2000));
         assert_eq!(dc.base.watchdog, Duration::from_secs(30));
-        assert_eq!(dc.s6a.destination_host.as_deref(), Some("hss.test"));
-        assert_eq!(dc.s6a.visited_plmn, [0x00, 0xf1, 0x10]);
+        assert_eq!(dc.app.destination_host.as_deref(), Some("hss.test"));
+        assert_eq!(dc.app.visited_plmn, [0x00, 0xf1, 0x10]);
         for (extra, key) in [
             ("peers = []\n", "hss.peers"),
             ("peers = [\"nohost\"]\n", "hss.peers"),

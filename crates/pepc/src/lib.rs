@@ -8,4 +8,5 @@ pub mod demo;
 pub mod epc;
 pub mod logging;
 pub mod metrics;
+pub mod policy;
 pub mod subscriber;

@@ -364,7 +364,7 @@ fn run_node(a: &RunArgs) -> Result<(), String> {
         (HssMode::Diameter(d), _) => format!(
             "over S6a to {} (realm {})",
             d.peers.join(", "),
-            d.s6a.destination_realm
+            d.app.destination_realm
         ),
         (HssMode::Embedded, HssStore::File(p)) => {
             format!("{} ({subscribers} subscribers)", p.display())
