@@ -181,12 +181,12 @@ impl FlowFilter {
             return Err(bad("expected from"));
         }
         let src = t.next().ok_or_else(|| bad("no source"))?;
-        let src_ports = ports(&mut t).map_err(|w| bad(w))?;
+        let src_ports = ports(&mut t).map_err(&bad)?;
         if t.next() != Some("to") {
             return Err(bad("expected to"));
         }
         let dst = t.next().ok_or_else(|| bad("no destination"))?;
-        let dst_ports = ports(&mut t).map_err(|w| bad(w))?;
+        let dst_ports = ports(&mut t).map_err(&bad)?;
         if let Some(x) = t.next() {
             return Err(bad(&format!("unsupported option {x:?}")));
         }
@@ -199,7 +199,7 @@ impl FlowFilter {
         if ue != "assigned" {
             prefix(ue).map_err(|w| bad(&format!("the UE's side: {w}")))?;
         }
-        let (remote, remote_len) = prefix(remote).map_err(|w| bad(w))?;
+        let (remote, remote_len) = prefix(remote).map_err(&bad)?;
         Ok(FlowFilter {
             direction,
             protocol,

@@ -174,7 +174,7 @@ fn owner(what: &str, apn: &str, imsi: &str) -> Result<Owner, String> {
     }
 }
 
-fn entry<'a>(t: &'a mut PolicyTable, o: Owner) -> &'a mut PolicyEntry {
+fn entry(t: &mut PolicyTable, o: Owner) -> &mut PolicyEntry {
     match o {
         Owner::Apn(a) => t.by_apn.entry(a).or_default(),
         Owner::Imsi(i) => t.by_imsi.entry(i).or_default(),
@@ -187,10 +187,12 @@ pub fn rule_of(r: &RuleSection) -> Result<PccRule, String> {
         "" | "both" => FlowDirection::Both,
         "downlink" => FlowDirection::Downlink,
         "uplink" => FlowDirection::Uplink,
-        d => return Err(format!(
+        d => {
+            return Err(format!(
             "config key `pcrf.rule.direction` of {:?}: must be both, downlink or uplink, got {d:?}",
             r.name
-        )),
+        ))
+        }
     };
     let flows = r
         .flows

@@ -150,25 +150,42 @@ pub fn temp_dir(tag: &str) -> TempDir {
     TempDir(d)
 }
 
-/// A test HSS (tests/py/diam.py hss) on 127.0.0.1:port; killed on drop.
+/// A test HSS or PCRF (tests/py/diam.py hss|pcrf) on 127.0.0.1:port; killed on drop.
 pub struct TestHss {
     child: Child,
+    stdin: Option<std::process::ChildStdin>,
     pub port: u16,
     pub log: PathBuf,
 }
+
+/// The test PCRF: the same process shape.
+pub type TestPcrf = TestHss;
 
 impl TestHss {
     /// `mode`: normal | silent (no S6a answers) | reset (RST on the first S6a request)
     /// | mute (answers CER only); `after_ulr`: requests it sends after each ULA
     /// ("clr", "idr", "bogus").
     pub fn start(dir: &Path, name: &str, port: u16, mode: &str, after_ulr: &str) -> TestHss {
+        Self::spawn(dir, &["hss"], name, port, &[mode, after_ulr])
+    }
+
+    /// The test PCRF; `mode`: normal | reject | silent | reset | mute. Commands on
+    /// its stdin ([`TestHss::command`]): "rar-install IMSI NAME PORT",
+    /// "rar-remove IMSI NAME", "rar-unknown IMSI x".
+    pub fn start_pcrf(dir: &Path, name: &str, port: u16, mode: &str) -> TestPcrf {
+        Self::spawn(dir, &["pcrf"], name, port, &[mode])
+    }
+
+    fn spawn(dir: &Path, kind: &[&str], name: &str, port: u16, rest: &[&str]) -> TestHss {
         let log = dir.join(format!("{name}.log"));
         let mut child = Command::new("python3")
             .arg(script())
-            .args(["hss", &port.to_string()])
+            .args(kind)
+            .arg(port.to_string())
             .arg(&log)
-            .args([name, mode, after_ulr])
-            .stdin(Stdio::null())
+            .arg(name)
+            .args(rest)
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -184,10 +201,23 @@ impl TestHss {
             let _ = out.read_to_end(&mut rest);
         });
         let ok = rx.recv_timeout(Duration::from_secs(20)).unwrap_or(false);
-        let mut h = TestHss { child, port, log };
-        assert!(ok, "test HSS {name} did not start");
+        let stdin = child.stdin.take();
+        let mut h = TestHss {
+            child,
+            stdin,
+            port,
+            log,
+        };
+        assert!(ok, "test {} {name} did not start", kind[0]);
         h.child.try_wait().unwrap();
         h
+    }
+
+    /// A line on its stdin (a command).
+    pub fn command(&mut self, line: &str) {
+        let s = self.stdin.as_mut().expect("stdin");
+        writeln!(s, "{line}").unwrap();
+        s.flush().unwrap();
     }
 
     pub fn addr(&self) -> String {

@@ -5,6 +5,7 @@ scripts/test.sh) for pepc-diameter's tests:
   diam.py decode            hex messages on stdin (one a line) -> JSON trees, one a line
   diam.py encode            JSON message specs on stdin (one a line) -> hex, one a line
   diam.py hss PORT LOG ...  a test HSS serving S6a over TCP on 127.0.0.1:PORT
+  diam.py pcrf PORT LOG NAME MODE  a test PCRF serving Gx over TCP on 127.0.0.1:PORT
   diam.py milenage          self-test of the HSS's Milenage against TS 35.208 set 1
 
 The HSS's modes: normal (vectors of a hash, for codec tests), milenage (real
@@ -12,6 +13,13 @@ Milenage vectors and KASME for pepc's test UEs: K and OPc of pepc_mme::sim, SQN
 per subscriber, AUTS checked), mute, silent, reset. On stdin it takes commands:
 "clr IMSI", "clr-reattach IMSI", "idr IMSI": a CLR (SUBSCRIPTION_WITHDRAWAL) or an
 IDR to the MME connection that last sent a ULR for IMSI.
+
+The PCRF's modes: normal (a CCA-I installs rule "video", QCI 2 with a GBR, for the
+flow from 198.51.100.7:5060 to the UE's port 4000, and grants 2000 octets under
+monitoring key "mk1"; each usage report is granted 2000 more), reject (CCA-I with
+Experimental-Result DIAMETER_ERROR_INITIAL_PARAMETERS), silent, reset. On stdin:
+"rar-install IMSI NAME PORT" (a rule of QCI 2 for the UE's port PORT),
+"rar-remove IMSI NAME": a RAR to the session of IMSI's last CCR-I.
 
 A JSON tree: {"R":1,"P":1,"E":0,"T":0,"cmd":318,"app":16777251,"hbh":..,"e2e":..,
 "avps":[{"code":263,"vendor":0,"M":1,"value":...}, ...]} where a value is an int, a
@@ -33,6 +41,7 @@ from pycrate_core.elt import Sequence
 
 V3GPP = 10415
 S6A = 16777251
+GX = 16777238
 
 
 class Strict(Exception):
@@ -419,6 +428,127 @@ class Hss:
                           "e2e": 0x6000 + cmd, "avps": avps}))
 
 
+def num(v):
+    """An Unsigned32/64 pycrate may show as octets (AVPs of RFC 4006 it has no type for)."""
+    if isinstance(v, dict) and "hex" in v:
+        return int(v["hex"], 16)
+    return v
+
+
+class Pcrf(Hss):
+    """Answers CER/DWR/DPR/CCR on Gx; RARs on command. Logs like the HSS."""
+
+    def __init__(self, port, log, name, mode):
+        super().__init__(port, log, name, mode, [])
+        self.session_of = {}  # IMSI -> (connection, CCR-I) of its last session
+
+    def commands(self):
+        for line in sys.stdin:
+            parts = line.split()
+            if len(parts) < 3:
+                continue
+            what, user, rule = parts[:3]
+            with self.lock:
+                got = self.session_of.get(user)
+            if got is None:
+                self.note(event="command", what=what, user=user, error="no session")
+                continue
+            self.note(event="command", what=what, user=user, rule=rule)
+            port = int(parts[3]) if len(parts) > 3 else 4000
+            self.rar(got[0], got[1], what, rule, port)
+
+    def rule(self, name, port):
+        return G(1003, [
+            A(1005, {"hex": name.encode().hex()}, V3GPP),
+            G(1058, [A(507, f"permit out 17 from 198.51.100.7 5060 to assigned {port}", V3GPP),
+                     A(1080, 3, V3GPP)]),
+            G(1016, [A(1028, 2, V3GPP),
+                     A(516, 256000, V3GPP), A(515, 256000, V3GPP),
+                     A(1026, 128000, V3GPP), A(1025, 128000, V3GPP),
+                     G(1034, [A(1046, 3, V3GPP), A(1047, 1, V3GPP), A(1048, 0, V3GPP)])]),
+            A(1010, 20, V3GPP),
+            A(432, 200),
+        ])
+
+    def grant(self, octets):
+        return G(1067, [A(1066, {"hex": b"mk1".hex()}, V3GPP),
+                        A(431, [A(421, octets)]),
+                        A(1068, 0, V3GPP)])
+
+    def handle(self, c, m):
+        avps = m["avps"]
+        if not m["R"]:
+            self.note(event="answer", cmd=m["cmd"], result=num(find(avps, 268)))
+            return True
+        sub = find(avps, 443) or []
+        user = find(sub, 444)
+        kind = num(find(avps, 416))
+        usage = []
+        for a in avps:
+            if a["code"] == 1067 and a["vendor"] == V3GPP:
+                used = find(a["value"], 446) or []
+                usage.append({"key": bytes.fromhex(find(a["value"], 1066, V3GPP)["hex"]).decode(),
+                              "total": num(find(used, 421)), "in": num(find(used, 412)),
+                              "out": num(find(used, 414))})
+        self.note(event="request", cmd=m["cmd"], user=user, cc_type=kind,
+                  cc_number=num(find(avps, 415)), session=find(avps, 263), usage=usage,
+                  apn=find(avps, 30), ip=(find(avps, 8) or {}).get("hex"),
+                  trigger=find(avps, 1006, V3GPP), dest_realm=find(avps, 283))
+        if self.mode == "mute" and m["cmd"] != 257:
+            return True
+        if m["cmd"] == 257:
+            self.tx(c, self.answer(m, [A(268, 2001), A(257, {"addr": [1, "7f000001"]}),
+                                      A(266, 0), A(269, "pycrate-pcrf", M=0),
+                                      A(265, V3GPP), A(258, GX),
+                                      A(260, [A(266, V3GPP), A(258, GX)])]))
+        elif m["cmd"] == 280:
+            self.tx(c, self.answer(m, [A(268, 2001)]))
+        elif m["cmd"] == 282:
+            self.tx(c, self.answer(m, [A(268, 2001)]))
+            c.close()
+            return False
+        elif self.mode == "silent":
+            pass
+        elif self.mode == "reset":
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()
+            return False
+        elif m["cmd"] == 272:
+            head = [A(258, GX), A(416, kind), A(415, find(avps, 415))]
+            if kind == 1 and self.mode == "reject":
+                self.tx(c, self.answer(m, head + [A(297, [A(266, V3GPP), A(298, 5140)])]))
+            elif kind == 1:
+                with self.lock:
+                    self.session_of[user] = (c, m)
+                self.tx(c, self.answer(m, [A(268, 2001)] + head + [
+                    A(1023, 1, V3GPP),  # UE_NW
+                    G(1001, [self.rule("video", 4000)]),
+                    self.grant(2000),
+                ]))
+            elif kind == 2:
+                self.tx(c, self.answer(m, [A(268, 2001)] + head + [self.grant(2000)]))
+            else:
+                self.tx(c, self.answer(m, [A(268, 2001)] + head))
+        else:
+            self.tx(c, self.answer(m, [A(268, 3001)], E=1))
+        return True
+
+    def rar(self, c, req, what, name, port):
+        origin = find(req["avps"], 264)
+        realm = find(req["avps"], 296)
+        base = [A(263, find(req["avps"], 263)), A(258, GX),
+                A(264, self.name + ".test"), A(296, "test"), A(293, origin), A(283, realm),
+                A(285, 0)]
+        if what == "rar-install":
+            avps = base + [G(1001, [self.rule(name, port)])]
+        elif what == "rar-remove":
+            avps = base + [G(1002, [A(1005, {"hex": name.encode().hex()}, V3GPP)])]
+        else:  # a RAR for a session we never had
+            avps = [A(263, "nobody;1;2")] + base[1:]
+        self.tx(c, encode({"R": 1, "P": 1, "cmd": 258, "app": GX, "hbh": 0x7000,
+                          "e2e": 0x7001, "avps": avps}))
+
+
 def main():
     what = sys.argv[1]
     if what == "decode":
@@ -442,6 +572,12 @@ def main():
         hss = Hss(port, log, name, mode, after)
         threading.Thread(target=hss.commands, daemon=True).start()
         hss.serve()
+    elif what == "pcrf":
+        port, log, name, mode = int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+        threading.Timer(120, lambda: os._exit(0)).start()
+        pcrf = Pcrf(port, log, name, mode)
+        threading.Thread(target=pcrf.commands, daemon=True).start()
+        pcrf.serve()
     elif what == "milenage":
         milenage_selftest()
 

@@ -466,23 +466,16 @@ impl Mme {
         else {
             return;
         };
-        // Bearers whose filters change: (ebi, filters deleted, filters added).
-        let mut touched: Vec<(u8, Vec<u8>, Vec<(u8, u8)>)> = Vec::new();
-        let mut touch = |ebi: u8, del: &[(u8, u8)], add: &[(u8, u8)]| {
-            let i = match touched.iter().position(|t| t.0 == ebi) {
-                Some(i) => i,
-                None => {
-                    touched.push((ebi, vec![], vec![]));
-                    touched.len() - 1
-                }
-            };
-            touched[i].1.extend(del.iter().map(|f| f.0));
-            touched[i].2.extend_from_slice(add);
+        // Dedicated bearers whose rules change (their TFT is sent whole again).
+        let mut touched: Vec<u8> = Vec::new();
+        let mut touch = |ebi: u8| {
+            if !touched.contains(&ebi) {
+                touched.push(ebi);
+            }
         };
         for name in remove.iter().chain(install.iter().map(|r| &r.name)) {
             if let Some(i) = rules.iter().position(|b| &b.rule.name == name) {
-                let b = rules.remove(i);
-                touch(b.ebi, &b.filters, &[]);
+                touch(rules.remove(i).ebi);
             }
         }
         // New rules, grouped by binding onto new bearers where none has it.
@@ -519,7 +512,7 @@ impl Mme {
                         continue;
                     }
                     if ebi != pdn_ebi {
-                        touch(ebi, &[], &filters);
+                        touch(ebi);
                     }
                     rules.push(Bound {
                         rule: r,
@@ -534,7 +527,7 @@ impl Mme {
             }
         }
         // Changed dedicated bearers: gone, or a new TFT (and GBR) by modification.
-        for (ebi, _, _) in touched {
+        for ebi in touched {
             if ebi == pdn_ebi {
                 continue;
             }
@@ -984,11 +977,7 @@ fn free_filters(rules: &[Bound], ebi: u8, n: usize) -> Vec<(u8, u8)> {
         .flat_map(|b| b.filters.iter().map(|f| f.0))
         .collect();
     let prec = precedences(rules, n);
-    (0..16u8)
-        .filter(|i| !used.contains(i))
-        .zip(prec)
-        .map(|(i, p)| (i, p))
-        .collect()
+    (0..16u8).filter(|i| !used.contains(i)).zip(prec).collect()
 }
 
 /// `n` evaluation precedences no filter of the session uses.
