@@ -25,10 +25,17 @@ impl Drop for Fd {
     }
 }
 
-/// freeDiameterd relaying realm "test" to the HSS on `hss_port`, listening on
-/// `port`; its TLS credentials (mandatory in its configuration even when every peer
-/// is No_TLS) are a throwaway self-signed pair.
-fn start_fd(dir: &Path, port: u16, hss_port: u16) -> Result<Fd, String> {
+/// freeDiameterd relaying realm "test" to the server (`server`.test, the HSS or
+/// PCRF) on `server_port` and back to our `client` identity, listening on `port`;
+/// its TLS credentials (mandatory in its configuration even when every peer is
+/// No_TLS) are a throwaway self-signed pair.
+fn start_fd(
+    dir: &Path,
+    port: u16,
+    server: &str,
+    server_port: u16,
+    client: &str,
+) -> Result<Fd, String> {
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     let st = Command::new("openssl")
         .args([
@@ -59,8 +66,8 @@ ListenOn = "127.0.0.1";
 TcTimer = 1;
 TLS_Cred = "{cert}", "{key}";
 TLS_CA = "{cert}";
-ConnectPeer = "hss.test" {{ ConnectTo = "127.0.0.1"; Port = {hss_port}; No_TLS; }};
-ConnectPeer = "mme.pepc.test" {{ ConnectTo = "127.0.0.1"; Port = {unused}; No_TLS; }};
+ConnectPeer = "{server}.test" {{ ConnectTo = "127.0.0.1"; Port = {server_port}; No_TLS; }};
+ConnectPeer = "{client}" {{ ConnectTo = "127.0.0.1"; Port = {unused}; No_TLS; }};
 "#,
             sec = free_port(),
             unused = free_port(),
@@ -93,21 +100,27 @@ fn answers(d: &mut S6aDriver, n: usize) -> Vec<HssAnswer> {
     got
 }
 
+fn have_fd() -> bool {
+    let ok = Command::new("freeDiameterd")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !ok {
+        eprintln!("SKIP: freeDiameterd not installed (scripts/test.sh installs freediameter)");
+    }
+    ok
+}
+
 #[test]
 fn s6a_through_a_freediameter_relay_by_realm() {
     need_pycrate!();
-    if Command::new("freeDiameterd")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIP: freeDiameterd not installed (scripts/test.sh installs freediameter)");
+    if !have_fd() {
         return;
     }
     let dir = temp_dir("freediameter");
     let hss = TestHss::start(&dir.0, "hss", free_port(), "normal", "");
     let fd_port = free_port();
-    let fd = match start_fd(&dir.0, fd_port, hss.port) {
+    let fd = match start_fd(&dir.0, fd_port, "hss", hss.port, "mme.pepc.test") {
         Ok(fd) => fd,
         Err(why) => {
             eprintln!("SKIP: {why}");
@@ -198,4 +211,105 @@ fn s6a_through_a_freediameter_relay_by_realm() {
     );
     drop(d);
     drop(fd);
+}
+
+/// Gx through the relay both ways: our CCR-I/CCR-T routed by realm to the test PCRF,
+/// and its RAR routed back to us by Destination-Host.
+#[test]
+fn gx_through_a_freediameter_relay_with_a_rar_back() {
+    use pepc_diameter::driver::GxDriver;
+    use pepc_diameter::gx::{GxConfig, GxEvent};
+    use pepc_mme::pcrf::{PcrfRequest, PolicySession, SessionQos};
+    need_pycrate!();
+    if !have_fd() {
+        return;
+    }
+    let dir = temp_dir("freediameter-gx");
+    let mut pcrf = TestHss::start_pcrf(&dir.0, "pcrf", free_port(), "normal");
+    let fd_port = free_port();
+    let _fd = match start_fd(&dir.0, fd_port, "pcrf", pcrf.port, "pgw.pepc.test") {
+        Ok(fd) => fd,
+        Err(why) => {
+            eprintln!("SKIP: {why}");
+            return;
+        }
+    };
+    pcrf.wait_log("the relay's CER", |v| v["cmd"] == 257);
+    let mut b = base::Config::new("pgw.pepc.test", "pepc.test");
+    b.applications = vec![pepc_diameter::dict::app::GX];
+    b.request_timeout = Duration::from_secs(3);
+    let mut d = GxDriver::start(DriverConfig {
+        peers: vec![format!("127.0.0.1:{fd_port}")],
+        base: b,
+        app: GxConfig {
+            destination_realm: "test".into(),
+            ..GxConfig::default()
+        },
+        connect_timeout: Duration::from_millis(500),
+    })
+    .unwrap();
+    let t0 = Instant::now();
+    while !d.is_up() {
+        let out = std::fs::read_to_string(dir.0.join("fd.out")).unwrap_or_default();
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "CER/CEA with freeDiameterd failed: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let session = PolicySession {
+        imsi: 1010000000001,
+        apn: "internet".into(),
+        ebi: 5,
+        ue_ip: "10.45.0.2".parse().unwrap(),
+    };
+    d.submit(PcrfRequest::Establish {
+        r: HssRef {
+            mme_ue_id: 3,
+            seq: 1,
+        },
+        session: session.clone(),
+        subscribed: SessionQos {
+            qci: 9,
+            arp_priority: 8,
+            ambr_ul: 1000,
+            ambr_dl: 2000,
+        },
+    });
+    let t0 = Instant::now();
+    let a = loop {
+        let mut a = vec![];
+        d.poll(&mut a);
+        if let Some(a) = a.pop() {
+            break a;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no CCA-I");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(a.result.unwrap().install[0].name, "video");
+    pcrf.command("rar-install 001010000000001 voice 4002");
+    let t0 = Instant::now();
+    loop {
+        let mut e = vec![];
+        d.poll_events(&mut e);
+        if e.iter().any(|e| {
+            matches!(e, GxEvent::PolicyUpdate { decision, .. } if decision.install[0].name == "voice")
+        }) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no RAR through the relay"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Our RAA went back through the relay to the PCRF.
+    pcrf.wait_log("the RAA", |v| {
+        v["event"] == "answer" && v["cmd"] == 258 && v["result"] == 2001
+    });
+    d.submit(PcrfRequest::Terminate {
+        session,
+        usage: vec![],
+    });
+    pcrf.wait_log("the CCR-T", |v| v["cc_type"] == 3);
 }
