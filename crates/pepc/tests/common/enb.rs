@@ -16,6 +16,13 @@ pub struct Enb {
     pub t: UdpSctpTransport,
     pub assoc: u64,
     pub events: Vec<TransportEvent>,
+    /// Its S1-U address in the tunnels it gives (GTP-U comes there, port 2152).
+    pub s1u: std::net::Ipv4Addr,
+}
+
+/// The eNB's downlink TEID of a UE's bearer in these tests.
+pub fn enb_teid(enb_ue_id: u32, ebi: u8) -> u32 {
+    0x2000_0000 | (enb_ue_id << 4) | u32::from(ebi)
 }
 
 impl Enb {
@@ -52,6 +59,7 @@ impl Enb {
             t,
             assoc: 0,
             events: vec![],
+            s1u: "127.0.42.9".parse().unwrap(),
         };
         let until = Instant::now() + Duration::from_secs(2);
         while e.assoc == 0 && Instant::now() < until {
@@ -162,8 +170,12 @@ impl Enb {
                             .iter()
                             .map(|e| pepc_s1ap::ERabTunnel {
                                 id: e.id,
-                                transport: "127.0.42.9".parse().unwrap(),
-                                teid: 0x1000 + ue.enb_ue_id,
+                                transport: self.s1u,
+                                teid: if e.id == 5 {
+                                    0x1000 + ue.enb_ue_id
+                                } else {
+                                    enb_teid(ue.enb_ue_id, e.id)
+                                },
                             })
                             .collect();
                         self.send(
@@ -188,6 +200,61 @@ impl Enb {
                             );
                         }
                     }
+                    // E-RAB management (dedicated bearers): the UE answers the NAS,
+                    // the eNB the S1AP.
+                    S1apMessage::ERabSetupRequest(r) => {
+                        let nas = r.erabs.first().and_then(|e| e.nas_pdu.clone());
+                        let reply = nas.and_then(|n| ue.on_downlink(&n).unwrap().reply);
+                        let setup = r
+                            .erabs
+                            .iter()
+                            .map(|e| pepc_s1ap::ERabTunnel {
+                                id: e.id,
+                                transport: self.s1u,
+                                teid: enb_teid(ue.enb_ue_id, e.id),
+                            })
+                            .collect();
+                        self.send(
+                            ERabSetupResponse {
+                                mme_ue_id: r.mme_ue_id,
+                                enb_ue_id: ue.enb_ue_id,
+                                setup,
+                                failed: vec![],
+                            }
+                            .into(),
+                        );
+                        self.nas_reply(r.mme_ue_id, ue, reply, loc);
+                    }
+                    S1apMessage::ERabModifyRequest(r) => {
+                        let reply = r
+                            .erabs
+                            .first()
+                            .and_then(|e| ue.on_downlink(&e.nas_pdu).unwrap().reply);
+                        self.send(
+                            ERabModifyResponse {
+                                mme_ue_id: r.mme_ue_id,
+                                enb_ue_id: ue.enb_ue_id,
+                                modified: r.erabs.iter().map(|e| e.id).collect(),
+                                failed: vec![],
+                            }
+                            .into(),
+                        );
+                        self.nas_reply(r.mme_ue_id, ue, reply, loc);
+                    }
+                    S1apMessage::ERabReleaseCommand(r) => {
+                        let nas = r.nas_pdu.clone();
+                        let reply = nas.and_then(|n| ue.on_downlink(&n).unwrap().reply);
+                        self.send(
+                            ERabReleaseResponse {
+                                mme_ue_id: r.mme_ue_id,
+                                enb_ue_id: ue.enb_ue_id,
+                                released: r.erabs.iter().map(|e| e.id).collect(),
+                                failed: vec![],
+                            }
+                            .into(),
+                        );
+                        self.nas_reply(r.mme_ue_id, ue, reply, loc);
+                    }
                     S1apMessage::UeContextReleaseCommand(c) => {
                         if let pepc_s1ap::UeS1apIds::Pair {
                             mme_ue_id,
@@ -209,6 +276,22 @@ impl Enb {
             pending = self.recv(Duration::from_millis(500));
         }
         seen
+    }
+
+    /// The UE's NAS answer, if any, in an Uplink NAS Transport.
+    fn nas_reply(&mut self, mme_ue_id: u32, ue: &SimUe, reply: Option<Vec<u8>>, loc: (Tai, Ecgi)) {
+        if let Some(nas_pdu) = reply {
+            self.send(
+                UplinkNasTransport {
+                    mme_ue_id,
+                    enb_ue_id: ue.enb_ue_id,
+                    nas_pdu,
+                    tai: loc.0,
+                    ecgi: loc.1,
+                }
+                .into(),
+            );
+        }
     }
 
     pub fn initial(&mut self, ue: &SimUe, nas: Vec<u8>, s_tmsi: Option<u32>) -> Vec<S1apMessage> {
