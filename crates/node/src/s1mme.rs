@@ -89,7 +89,17 @@ pub enum MgmtRequest {
         imsi: u64,
         reply: std::sync::mpsc::SyncSender<bool>,
     },
+    /// The embedded PCRF's policy for `imsi` changed: its sessions get what
+    /// `decide(apn)` gives now (a PCRF push). Replies whether this slice holds it.
+    Repolicy {
+        imsi: u64,
+        decide: PolicyOracle,
+        reply: std::sync::mpsc::SyncSender<bool>,
+    },
 }
+
+/// The policy decision of an APN's session, as the embedded PCRF gives it now.
+pub type PolicyOracle = Arc<dyn Fn(&str) -> pepc_mme::PolicyDecision + Send + Sync>;
 
 /// A slice driver's gauges, holding the sender of its management queue.
 fn gauges_with_mgmt() -> (Arc<SliceGauges>, MgmtInbox) {
@@ -177,6 +187,14 @@ fn serve_mgmt(
             }
             MgmtRequest::Detach { imsi, reply } => {
                 let done = mme.detach_ue(now, imsi, cp, out).is_ok();
+                let _ = reply.try_send(done);
+            }
+            MgmtRequest::Repolicy {
+                imsi,
+                decide,
+                reply,
+            } => {
+                let done = mme.reapply_policy(now, imsi, &*decide, cp, out);
                 let _ = reply.try_send(done);
             }
         }

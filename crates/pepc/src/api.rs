@@ -32,6 +32,8 @@ pub struct NodeApi {
     pub(crate) started: Instant,
     /// The configuration as shown (secrets already removed).
     pub(crate) config: serde_json::Value,
+    /// The embedded PCRF, whose policy `/policies` manages (None: external PCRF).
+    pub(crate) pcrf: Option<pepc_mme::EmbeddedPcrf>,
 }
 
 /// A subscriber as the API takes it: the CSV import's columns. The IMSI is in the
@@ -220,7 +222,7 @@ fn parse_imsi(s: &str) -> Result<u64, ApiResponse> {
 }
 
 /// `offset` and `limit` of a listing (limit 1..=max, 100 by default).
-fn page(query: &str, max: usize) -> Result<(usize, usize), ApiResponse> {
+pub(crate) fn page(query: &str, max: usize) -> Result<(usize, usize), ApiResponse> {
     let o = query_u64(query, "offset", 0).map_err(|e| ApiResponse::error(400, e))?;
     let l = query_u64(query, "limit", 100).map_err(|e| ApiResponse::error(400, e))?;
     if o > u64::from(u32::MAX) {
@@ -240,7 +242,7 @@ fn page(query: &str, max: usize) -> Result<(usize, usize), ApiResponse> {
 
 impl NodeApi {
     /// Ask every slice's control thread; their answers in slice order.
-    fn ask<T: Send + 'static>(
+    pub(crate) fn ask<T: Send + 'static>(
         &self,
         make: impl Fn(std::sync::mpsc::SyncSender<T>) -> MgmtRequest,
     ) -> Result<Vec<(usize, T)>, ApiResponse> {
@@ -513,6 +515,9 @@ impl ApiBackend for NodeApi {
     fn handle(&self, r: ApiRequest) -> ApiResponse {
         use pepc_mgmt::api::Method;
         let parts: Vec<&str> = r.path.trim_matches('/').split('/').collect();
+        if let Some(resp) = self.policy_route(&r, &parts) {
+            return resp;
+        }
         match (&r.method, parts.as_slice()) {
             (&Method::GET, ["node"]) => self.node(),
             (&Method::GET, ["slices"]) => self.slices(),

@@ -933,6 +933,7 @@ impl Epc {
                     endpoint: endpoint.as_ref().map(|e: &EndpointThread| e.gauges.clone()),
                     started: std::time::Instant::now(),
                     config: shown_config(cfg),
+                    pcrf: embedded_pcrf.clone(),
                 };
                 // Like the metrics: a busy port is said loudly, the core keeps serving.
                 pepc_mgmt::api::start(a.listen, a.token.clone(), Arc::new(backend))

@@ -9,4 +9,5 @@ pub mod epc;
 pub mod logging;
 pub mod metrics;
 pub mod policy;
+mod policy_api;
 pub mod subscriber;

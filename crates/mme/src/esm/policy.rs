@@ -684,6 +684,52 @@ impl Mme {
         true
     }
 
+    /// The embedded PCRF's policy for `imsi` changed: each of its sessions gets the
+    /// decision `decide(apn)` now gives, as a PCRF push would (rules it no longer
+    /// has go, new or changed ones are installed, unchanged ones stay). False if no
+    /// context of this slice holds the subscriber.
+    pub fn reapply_policy(
+        &mut self,
+        now: Instant,
+        imsi: u64,
+        decide: &dyn Fn(&str) -> PolicyDecision,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> bool {
+        let Some(&id) = self.by_imsi.get(&imsi) else {
+            return false;
+        };
+        let sessions: Vec<(u8, String, Vec<PccRule>)> = self
+            .ue(cp, id)
+            .and_then(|u| u.policy.as_ref())
+            .map(|p| {
+                p.sessions
+                    .iter()
+                    .map(|s| {
+                        let mut current: Vec<PccRule> =
+                            s.rules.iter().map(|b| b.rule.clone()).collect();
+                        if let Some(d) = &s.pending {
+                            current.retain(|r| !d.remove.contains(&r.name));
+                            current.extend(d.install.iter().cloned());
+                        }
+                        (s.ebi, s.apn.clone(), current)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (ebi, apn, current) in sessions {
+            let mut d = decide(&apn);
+            d.remove = current
+                .iter()
+                .filter(|r| !d.install.iter().any(|n| n.name == r.name))
+                .map(|r| r.name.clone())
+                .collect();
+            d.install.retain(|r| !current.contains(r));
+            self.policy_update(now, imsi, Some(ebi), d, cp, out);
+        }
+        true
+    }
+
     /// Sessions under usage monitoring whose volume passed a grant: CCR-U.
     pub(crate) fn check_usage(
         &mut self,
