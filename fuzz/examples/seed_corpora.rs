@@ -269,7 +269,78 @@ fn main() {
     pepc_diameter::s6a::ulr(&mut b, &h, plmn);
     diam.add(std::mem::take(&mut b));
     pepc_diameter::s6a::pur(&mut b, &h);
-    diam.add(b);
+    diam.add(std::mem::take(&mut b));
+    // Gx: our CCR-I/U/T, and a CCA with a dynamic rule and a monitoring grant (the
+    // decision parser's input), and a Flow-Description as text.
+    let g = pepc_diameter::gx::Head {
+        session_id: "pgw.example.org;1;2;gx",
+        origin_host: "pgw.example.org",
+        origin_realm: "example.org",
+        destination_realm: "pcrf.example.org",
+        destination_host: None,
+    };
+    let session = pepc_mme::pcrf::PolicySession {
+        imsi: 1010000000001,
+        apn: "internet".into(),
+        ebi: 5,
+        ue_ip: std::net::Ipv4Addr::new(10, 45, 0, 2),
+    };
+    let q = pepc_mme::pcrf::SessionQos {
+        qci: 9,
+        arp_priority: 8,
+        ambr_ul: 1000,
+        ambr_dl: 2000,
+    };
+    let usage = [pepc_mme::pcrf::UsageReport {
+        key: "mk1".into(),
+        ul_bytes: 1,
+        dl_bytes: 2,
+    }];
+    for (kind, qos, u) in [(1, Some(&q), &[][..]), (2, None, &usage[..]), (3, None, &[][..])] {
+        pepc_diameter::gx::ccr(&mut b, &g, kind, kind - 1, &session, qos, u);
+        diam.add(std::mem::take(&mut b));
+    }
+    {
+        use pepc_diameter::codec::{begin, finish, AvpWriter};
+        use pepc_diameter::dict::{app, avp, avp3, cmd, VENDOR_3GPP as V};
+        begin(&mut b, 0x40, cmd::CREDIT_CONTROL, app::GX, 1, 1);
+        let mut w = AvpWriter::new(&mut b);
+        w.str(avp::SESSION_ID, 0, true, "pgw.example.org;1;2;gx");
+        w.u32(avp::RESULT_CODE, 0, true, 2001);
+        w.grouped(avp3::CHARGING_RULE_INSTALL, V, true, |w| {
+            w.grouped(avp3::CHARGING_RULE_DEFINITION, V, true, |w| {
+                w.octets(avp3::CHARGING_RULE_NAME, V, true, b"video");
+                w.grouped(avp3::FLOW_INFORMATION, V, true, |w| {
+                    w.str(
+                        avp3::FLOW_DESCRIPTION,
+                        V,
+                        true,
+                        "permit out 17 from 198.51.100.7 5060 to assigned 4000",
+                    );
+                    w.u32(avp3::FLOW_DIRECTION, V, true, 3);
+                });
+                w.grouped(avp3::QOS_INFORMATION, V, true, |w| {
+                    w.u32(avp3::QOS_CLASS_IDENTIFIER, V, true, 2);
+                    w.u32(avp3::GUARANTEED_BITRATE_UL, V, true, 64000);
+                    w.u32(avp3::GUARANTEED_BITRATE_DL, V, true, 64000);
+                    w.grouped(avp3::ALLOCATION_RETENTION_PRIORITY, V, true, |w| {
+                        w.u32(avp3::PRIORITY_LEVEL, V, true, 3)
+                    });
+                });
+                w.u32(avp3::PRECEDENCE, V, true, 10);
+                w.u32(avp::RATING_GROUP, 0, true, 100);
+            });
+        });
+        w.grouped(avp3::USAGE_MONITORING_INFORMATION, V, true, |w| {
+            w.octets(avp3::MONITORING_KEY, V, true, b"mk1");
+            w.grouped(avp::GRANTED_SERVICE_UNIT, 0, true, |w| {
+                w.u64(avp::CC_TOTAL_OCTETS, 0, true, 2000)
+            });
+        });
+        finish(&mut b);
+        diam.add(std::mem::take(&mut b));
+    }
+    diam.add(b"permit out 17 from 10.45.0.0/16 5060 to assigned 4000-4999".to_vec());
     let scenarios = root().join("../crates/emulator/scenarios");
     if let Ok(rd) = std::fs::read_dir(scenarios) {
         for e in rd.flatten() {

@@ -656,6 +656,12 @@ pub fn fuzz_decode(bytes: &[u8]) -> usize {
         let _ = crate::base::result_of(&m);
         let _ = crate::s6a::parse_subscription_data_of(&m);
         let _ = crate::s6a::parse_vector_of(&m);
+        let (mut a, mut b) = (0, 0);
+        let _ = crate::gx::parse_decision(&m, &mut a, &mut b);
+    }
+    // The Gx Flow-Description (IPFilterRule) parser on the bytes as text.
+    if let Ok(t) = std::str::from_utf8(bytes) {
+        let _ = pepc_mme::pcrf::FlowFilter::parse(t, pepc_mme::pcrf::FlowDirection::Both);
     }
     walk(AvpIter::new(bytes), 0, &mut n);
     n
