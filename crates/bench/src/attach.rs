@@ -110,6 +110,22 @@ pub struct AttachResult {
     /// Checkpoints on (inprocess): how they were committed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<CheckpointFigures>,
+    /// The HSS over Diameter S6a (`--hss diameter`): the proxy's cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diameter: Option<DiameterFigures>,
+}
+
+/// The S6a proxy's figures of an attach run over Diameter.
+#[derive(Debug, Clone, Serialize)]
+pub struct DiameterFigures {
+    /// Where the HSS was ("127.0.0.1:port", the test HSS when the bench started it).
+    pub peer: String,
+    /// AIR and ULR the MMEs sent (their answers all came back or the attach failed).
+    pub requests: u64,
+    /// CPU of the Diameter client thread (`pepc-s6a`): its TCP I/O, codec, watchdog.
+    pub proxy_cpu_s: f64,
+    pub requests_per_proxy_core_s: f64,
+    pub proxy_us_per_attach: f64,
 }
 
 /// Run `f` `n` times and keep the median run by `attaches_per_mme_core_s`, with all
@@ -924,6 +940,7 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         endpoint_cpu_s: None,
         attaches_per_signaling_core_s: None,
         checkpoint,
+        diameter: None,
     })
 }
 

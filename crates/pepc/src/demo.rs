@@ -42,12 +42,23 @@ impl DemoPorts {
         prewarm_users: usize,
         slices: usize,
     ) -> Result<EpcConfig, String> {
+        self.config_with(max_users, prewarm_users, slices, "")
+    }
+
+    /// [`DemoPorts::config`] with `hss` keys added to the `[hss]` section.
+    pub fn config_with(
+        &self,
+        max_users: usize,
+        prewarm_users: usize,
+        slices: usize,
+        hss: &str,
+    ) -> Result<EpcConfig, String> {
         EpcConfig::parse(&format!(
             "[node]\nmax_users = {max_users}\nprewarm_users = {prewarm_users}\nslices = {slices}\n\
              [s1u]\nbind = \"{}:2152\"\n\
              [sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:{}\"\nsink_peer = \"127.0.0.1:{}\"\n\
              [s1mme]\ntransport = \"udp\"\nudp_port = {}\n\
-             [hss]\ndb = \":memory:\"\n",
+             [hss]\ndb = \":memory:\"\n{hss}",
             self.s1u, self.sgi_sink_local, self.sgi_sink_peer, self.s1mme_udp
         ))
     }
@@ -88,9 +99,19 @@ pub fn emulator_subscribers(keys: &SubscriberKeys, n: u32) -> Result<Vec<Subscri
 /// Start a demo node of `slices` slices with the emulator's first `ues` subscribers
 /// provisioned.
 pub fn start_node(ports: &DemoPorts, ues: u32, slices: usize) -> Result<Epc, String> {
+    start_node_with(ports, ues, slices, "")
+}
+
+/// [`start_node`] with `hss` keys in the `[hss]` section.
+pub fn start_node_with(
+    ports: &DemoPorts,
+    ues: u32,
+    slices: usize,
+    hss: &str,
+) -> Result<Epc, String> {
     // Sized for the UEs it will serve, as an operator expecting them would: each
     // slice for all of them (the policy spreads them, not evenly to the unit).
-    let cfg = ports.config((ues as usize).max(1024) * 2, ues as usize, slices)?;
+    let cfg = ports.config_with((ues as usize).max(1024) * 2, ues as usize, slices, hss)?;
     let hss = crate::epc::open_hss(&cfg.hss)?;
     let subs = emulator_subscribers(&SubscriberKeys::default(), ues)?;
     hss.add_many(&subs).map_err(|e| e.to_string())?;
@@ -206,9 +227,63 @@ pub fn run_with(
     Ok((report?, figures))
 }
 
+/// The test HSS of pepc-diameter's tests (Python on pycrate, an independent Diameter
+/// codec, real Milenage vectors for the emulator's keys), started for `pepc bench
+/// attach --hss diameter` on a free loopback port; killed when dropped. A
+/// development tool: it needs the source tree and `python3` with pycrate.
+pub struct TestHss {
+    child: std::process::Child,
+    pub peer: String,
+}
+
+impl Drop for TestHss {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl TestHss {
+    pub fn start() -> Result<TestHss, String> {
+        use std::io::Read;
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../diameter/tests/py/diam.py");
+        if !std::path::Path::new(script).exists() {
+            return Err(format!(
+                "the test HSS ({script}) is not here: give --hss-peer host:port"
+            ));
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| e.to_string())?
+            .port();
+        let log = std::env::temp_dir().join(format!("pepc-bench-hss-{}.log", std::process::id()));
+        let mut child = std::process::Command::new("python3")
+            .arg(script)
+            .args(["hss", &port.to_string()])
+            .arg(&log)
+            .args(["hss", "bench", ""])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("python3 for the test HSS: {e}"))?;
+        let mut ready = [0u8; 6];
+        let ok = child
+            .stdout
+            .take()
+            .is_some_and(|mut o| o.read_exact(&mut ready).is_ok());
+        let h = TestHss {
+            child,
+            peer: format!("127.0.0.1:{port}"),
+        };
+        if !ok {
+            return Err("the test HSS did not start (python3 with pycrate_diameter and cryptography: scripts/test.sh installs them)".into());
+        }
+        Ok(h)
+    }
+}
+
 /// CPU seconds used so far by this process's threads named `name` (from /proc).
 pub fn thread_cpu_by_name(name: &str) -> f64 {
-    let tick = 100.0; // USER_HZ on Linux
     let mut total = 0.0;
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
         return 0.0;
@@ -219,13 +294,24 @@ pub fn thread_cpu_by_name(name: &str) -> f64 {
         if comm.trim() != name {
             continue;
         }
-        let stat = std::fs::read_to_string(p.join("stat")).unwrap_or_default();
-        // Fields after the parenthesised comm: state is field 3, utime 14, stime 15.
-        if let Some(rest) = stat.rsplit_once(')').map(|x| x.1) {
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let ut: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-            let st: f64 = f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-            total += (ut + st) / tick;
+        let Some(tid) = t
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        // The thread's CPU clock (Linux's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)):
+        // nanoseconds, where /proc's utime/stime count 10 ms ticks.
+        let clock = ((!(tid as libc::clockid_t)) << 3) | 6;
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes the timespec we own; an ended thread's clock
+        // is an error (EINVAL), counted as nothing.
+        if unsafe { libc::clock_gettime(clock, &mut ts) } == 0 {
+            total += ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9;
         }
     }
     total
@@ -242,9 +328,32 @@ pub fn bench_attach_udp(
     rate: f64,
     slices: usize,
 ) -> Result<pepc_bench::attach::AttachResult, String> {
-    let epc = start_node(ports, attaches, slices)?;
+    bench_attach_udp_hss(ports, attaches, rate, slices, None)
+}
+
+/// [`bench_attach_udp`] with the HSS reached over Diameter S6a at `hss_peer`
+/// ("host:port", realm "test"); the result then holds the proxy's figures.
+pub fn bench_attach_udp_hss(
+    ports: &DemoPorts,
+    attaches: u32,
+    rate: f64,
+    slices: usize,
+    hss_peer: Option<&str>,
+) -> Result<pepc_bench::attach::AttachResult, String> {
+    let hss = match hss_peer {
+        None => String::new(),
+        // Each UE's attach asks the HSS twice (ULR, AIR): a timeout well above a
+        // slow test HSS's queue at the start of a storm.
+        Some(p) => format!(
+            "mode = \"diameter\"\npeers = [\"{p}\"]\ndestination_realm = \"test\"\n\
+             request_timeout_ms = 10000\n[mme]\nhss_timeout_ms = 30000\n"
+        ),
+    };
+    let epc = start_node_with(ports, attaches, slices, &hss)?;
+    let gauges = epc.gauges.clone();
     let cpu0 = thread_cpu_by_name("pepc-control");
     let ep0 = thread_cpu_by_name("pepc-s1ap");
+    let px0 = thread_cpu_by_name("pepc-s6a");
     let ecfg = EmulatorConfig {
         enbs: 4,
         progress: false,
@@ -266,7 +375,13 @@ pub fn bench_attach_udp(
     let report = pepc_emulator::run(ecfg, scen).map_err(|e| format!("emulator: {e}"));
     let cpu = thread_cpu_by_name("pepc-control") - cpu0;
     let ep_cpu = thread_cpu_by_name("pepc-s1ap") - ep0;
+    let px_cpu = thread_cpu_by_name("pepc-s6a") - px0;
     epc.stop();
+    let requests: u64 = gauges
+        .iter()
+        .filter_map(|g| g.final_stats.lock().ok().and_then(|s| s.clone()))
+        .map(|s| s.hss_requests)
+        .sum();
     let r = report?;
     let (ok, failed, p50, p99) = r
         .procedures
@@ -296,5 +411,12 @@ pub fn bench_attach_udp(
         endpoint_cpu_s: (slices > 1).then_some(ep_cpu),
         attaches_per_signaling_core_s: Some(ok as f64 / (cpu + ep_cpu).max(1e-9)),
         checkpoint: None,
+        diameter: hss_peer.map(|p| pepc_bench::attach::DiameterFigures {
+            peer: p.to_string(),
+            requests,
+            proxy_cpu_s: px_cpu,
+            requests_per_proxy_core_s: requests as f64 / px_cpu.max(1e-9),
+            proxy_us_per_attach: px_cpu * 1e6 / ok.max(1) as f64,
+        }),
     })
 }

@@ -133,6 +133,14 @@ struct AttachArgs {
     /// Print one JSON object per transport.
     #[arg(long)]
     json: bool,
+    /// The node's HSS (udp): embedded, or diameter (S6a over TCP to --hss-peer, or
+    /// to the test HSS the bench starts: Python on pycrate, so the HSS, not the
+    /// proxy, sets the rate; the proxy's own CPU is reported).
+    #[arg(long, default_value = "embedded")]
+    hss: String,
+    /// With --hss diameter: an HSS already running ("host:port", realm "test").
+    #[arg(long)]
+    hss_peer: Option<String>,
 }
 
 #[derive(Args, Clone)]
@@ -294,6 +302,24 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
     if a.slices.is_empty() || a.slices.iter().any(|&n| n == 0 || n > 64) {
         return Err("--slices: slice counts must be 1..=64".into());
     }
+    let mut test_hss = None;
+    let peer = match (a.hss.as_str(), &a.hss_peer) {
+        ("embedded", None) => None,
+        ("diameter", _) if inproc => {
+            return Err(
+                "--hss diameter: the HSS is reached over sockets, use --transport udp".into(),
+            )
+        }
+        ("diameter", Some(p)) => Some(p.clone()),
+        ("diameter", None) => {
+            let h = pepc::demo::TestHss::start()?;
+            let p = h.peer.clone();
+            test_hss = Some(h);
+            Some(p)
+        }
+        ("embedded", Some(_)) => return Err("--hss-peer: only with --hss diameter".into()),
+        (o, _) => return Err(format!("--hss: must be embedded or diameter, got {o:?}")),
+    };
     if inproc {
         let ck: &[bool] = if a.checkpoint {
             &[false, true]
@@ -323,14 +349,16 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
     }
     if udp {
         results.extend(median_of_each(a.repeat, &a.slices, |slices| {
-            pepc::demo::bench_attach_udp(
+            pepc::demo::bench_attach_udp_hss(
                 &pepc::demo::DemoPorts::default(),
                 a.attaches,
                 a.rate,
                 slices,
+                peer.as_deref(),
             )
         })?);
     }
+    drop(test_hss);
     for r in results {
         if a.json {
             println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
@@ -340,6 +368,12 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
                 r.transport, r.slices, r.attaches, r.failed, r.seconds, r.attaches_per_s,
                 r.attaches_per_mme_core_s, r.mme_cpu_s, r.completion_us_p50, r.completion_us_p99
             );
+            if let Some(d) = &r.diameter {
+                println!(
+                    "  HSS over S6a at {}: {} AIR+ULR, proxy thread {:.3} s CPU: {:.0} requests per proxy core-second, {:.1} us per attach",
+                    d.peer, d.requests, d.proxy_cpu_s, d.requests_per_proxy_core_s, d.proxy_us_per_attach
+                );
+            }
         }
     }
     Ok(())
