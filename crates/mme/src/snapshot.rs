@@ -1182,6 +1182,12 @@ fn restore_whole_ue_adjusted(
         .ok_or(container::SnapshotError::MissingSection("mme"))?;
     let slice = if view.has_slice() {
         let mut s = view.decode_slice()?;
+        // A PCC rule set id is an index into the registry of the MME that gave it,
+        // and the rules are not in the snapshot (yet): the UE starts on the slice's
+        // default set, never on another UE's set of the same id.
+        if s.rule_set >= crate::esm::policy::FIRST_POLICY_SET {
+            s.rule_set = cp.config().default_rule_set;
+        }
         adjust(&mut s);
         Some(cp.restore_ue(&s)?)
     } else {

@@ -380,3 +380,27 @@ fn off_means_no_pcrf_request() {
     assert!(seen.contains(&"InitialContextSetupRequest".to_string()));
     assert!(h.pcrf_requests.is_empty());
 }
+
+#[test]
+fn a_restored_ue_never_keeps_a_rule_set_id_of_another_registry() {
+    use pepc_mme::snapshot::{restore_whole_ue, snapshot_whole_ue, UeKey};
+    let entry = PolicyEntry {
+        rules: vec![rule("voice", 1, 4000)],
+        ..Default::default()
+    };
+    let mut h = harness(MmeConfig::default(), Some(entry));
+    let mut ue = SimUe::new(IMSI, 10);
+    attach(&mut h, &mut ue, 1).unwrap();
+    let (_, slot) = h.cp.find_imsi(IMSI_N).unwrap();
+    let set = h.cp.ue(slot).unwrap().rule_set;
+    assert!(set >= 64, "the UE has a policy rule set ({set})");
+    let mut bytes = vec![];
+    snapshot_whole_ue(&h.mme, &h.cp, UeKey::Imsi(IMSI_N), h.now, &mut bytes).unwrap();
+    let mut h2 = harness(MmeConfig::default(), None);
+    let r = restore_whole_ue(&mut h2.mme, &mut h2.cp, &bytes, h2.now).unwrap();
+    let slot2 = r.slice.unwrap().ue_slot;
+    assert_eq!(
+        h2.cp.ue(slot2).unwrap().rule_set,
+        h2.cp.config().default_rule_set
+    );
+}
