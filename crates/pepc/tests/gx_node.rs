@@ -44,6 +44,10 @@ impl Drop for Pcrf {
 
 impl Pcrf {
     fn start(dir: &std::path::Path) -> Option<(Pcrf, u16)> {
+        Self::start_mode(dir, "normal")
+    }
+
+    fn start_mode(dir: &std::path::Path, mode: &str) -> Option<(Pcrf, u16)> {
         let ok = Command::new("python3")
             .args(["-c", "import pycrate_diameter.Diameter3GPP"])
             .output()
@@ -62,7 +66,7 @@ impl Pcrf {
         let mut child = Command::new("python3")
             .args([script, "pcrf", &port.to_string()])
             .arg(&log)
-            .args(["pcrf", "normal"])
+            .args(["pcrf", mode])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -256,4 +260,41 @@ fn pcrf_rules_bearers_usage_and_records_over_gx() {
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A PCRF that refuses the session (DIAMETER_ERROR_INITIAL_PARAMETERS): with
+/// Failure-Handling TERMINATE the attach is rejected with EMM #19 carrying ESM #30.
+#[test]
+fn a_refused_ccr_i_rejects_the_attach_with_esm_failure() {
+    let dir = std::env::temp_dir().join(format!("pepc-gx-reject-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let Some((pcrf, port)) = Pcrf::start_mode(&dir, "reject") else {
+        return;
+    };
+    let epc = common::node::node(
+        45,
+        0,
+        &format!(
+            "[pcrf]\nmode = \"diameter\"\npeers = [\"127.0.0.1:{port}\"]\n\
+             destination_realm = \"test\"\ntimeout_ms = 3000\nrequest_timeout_ms = 1000\n"
+        ),
+    );
+    epc.hss.add(&subscriber(IMSI)).unwrap();
+    pcrf.wait_log("the node's CER", |v| v["cmd"] == 257);
+    let mut enb = Enb::up_from(
+        SocketAddr::from(([127, 0, 45, 1], pepc_sctp::SCTP_UDP_ENCAPS_PORT)),
+        SocketAddr::from(([127, 0, 45, 2], 0)),
+    );
+    let mut ue = SimUe::new(IMSI, 10);
+    let first = enb.initial(&ue, ue.attach_request(None, false), None);
+    enb.pump(&mut ue, first);
+    assert!(
+        ue.received.iter().any(|r| r == "AttachReject#19"),
+        "{:?}",
+        ue.received
+    );
+    pcrf.wait_log("the CCR-I", |v| v["cc_type"] == 1);
+    epc.stop();
+    let _ = std::fs::remove_dir_all(&dir);
 }
