@@ -62,6 +62,8 @@ pub enum RecordCause {
     BearerReleased,
     /// The PDN connection was released.
     PdnReleased,
+    /// A PCC rule was removed from a bearer that stays: the record lists that rule.
+    RuleRemoved,
     /// The UE detached, or its context went.
     Detached,
 }
@@ -72,9 +74,22 @@ impl RecordCause {
             RecordCause::Interim => "interim",
             RecordCause::BearerReleased => "bearer-released",
             RecordCause::PdnReleased => "pdn-released",
+            RecordCause::RuleRemoved => "rule-removed",
             RecordCause::Detached => "detached",
         }
     }
+}
+
+/// A PCC rule's share of a bearer's usage record: its rating group and the bytes
+/// its flows carried since it was bound (`None`: the bearer had no volume counters
+/// left for it, see `pepc_slice::counters::RULE_COUNTERS_PER_BEARER`; its traffic
+/// is in the bearer's total).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleUsage {
+    pub name: String,
+    pub rating_group: Option<u32>,
+    pub ul_bytes: Option<u64>,
+    pub dl_bytes: Option<u64>,
 }
 
 /// A bearer's usage record for offline charging (CDR-like): the node writes it as
@@ -88,8 +103,8 @@ pub struct UsageRecord {
     pub ebi: u8,
     pub default_ebi: u8,
     pub qci: u8,
-    /// The PCC rules bound to the bearer, with their rating groups.
-    pub rules: Vec<(String, Option<u32>)>,
+    /// The PCC rules bound to the bearer, with their volumes.
+    pub rules: Vec<RuleUsage>,
     pub usage: pepc_slice::counters::Usage,
     pub duration: Duration,
     pub cause: RecordCause,
@@ -231,6 +246,7 @@ impl FlowFilter {
         id: u32,
         bearer: u8,
         charging_key: Option<u32>,
+        counter: Option<u8>,
     ) -> pepc_slice::pcef::Rule {
         use pepc_slice::pcef::{Action, Direction, PortRange, Prefix, Rule};
         Rule {
@@ -253,6 +269,7 @@ impl FlowFilter {
             action: Action::Forward,
             charging_key,
             bearer: Some(bearer),
+            counter,
         }
     }
 }

@@ -209,7 +209,7 @@ fn pushed_rules_activate_modify_and_deactivate_bearers_with_records() {
     let rec = h
         .usage_records
         .iter()
-        .find(|r| r.ebi == 6)
+        .find(|r| r.ebi == 6 && r.cause == RecordCause::BearerReleased)
         .expect("a record of the released bearer");
     assert_eq!(rec.cause, RecordCause::BearerReleased);
     assert_eq!(

@@ -9,7 +9,8 @@
 //! "default_ebi":5,"qci":1,"cause":"bearer-released","sequence":0,"start_unix_ms":..,
 //! "end_unix_ms":..,"duration_ms":..,"ul_bytes":..,"dl_bytes":..,"ul_packets":..,
 //! "dl_packets":..,"ul_dropped":..,"dl_dropped":..,"rules":[{"name":"voice",
-//! "rating_group":100}]}`
+//! "rating_group":100,"ul_bytes":..,"dl_bytes":..}]}`: the bearer's volumes, and
+//! each rule's (null when the bearer had no counter left for it).
 
 use pepc_mme::pcrf::UsageRecord;
 use std::io::Write;
@@ -181,7 +182,10 @@ fn write_line(out: &mut Vec<u8>, r: &UsageRecord) {
     let rules: Vec<serde_json::Value> = r
         .rules
         .iter()
-        .map(|(n, rg)| serde_json::json!({"name": n, "rating_group": rg}))
+        .map(|u| {
+            serde_json::json!({"name": u.name, "rating_group": u.rating_group,
+                "ul_bytes": u.ul_bytes, "dl_bytes": u.dl_bytes})
+        })
         .collect();
     let v = serde_json::json!({
         "imsi": format!("{:015}", r.imsi),
@@ -221,7 +225,12 @@ mod tests {
             ebi: 6,
             default_ebi: 5,
             qci: 1,
-            rules: vec![("voice".into(), Some(100))],
+            rules: vec![pepc_mme::pcrf::RuleUsage {
+                name: "voice".into(),
+                rating_group: Some(100),
+                ul_bytes: Some(10),
+                dl_bytes: Some(20),
+            }],
             usage: pepc_slice::counters::Usage {
                 ul_bytes: 1000,
                 dl_bytes: 2000,
@@ -270,6 +279,7 @@ mod tests {
         assert_eq!(last["imsi"], "001010000000019");
         assert_eq!(last["dl_bytes"], 2000);
         assert_eq!(last["rules"][0]["name"], "voice");
+        assert_eq!(last["rules"][0]["dl_bytes"], 20);
         assert_eq!(last["cause"], "bearer-released");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -245,7 +245,7 @@ fn pcrf_rules_bearers_usage_and_records_over_gx() {
         .collect();
     let b6 = lines
         .iter()
-        .find(|r| r["ebi"] == 6)
+        .find(|r| r["ebi"] == 6 && r["cause"] == "bearer-released")
         .unwrap_or_else(|| panic!("{lines:?}"));
     assert_eq!(b6["cause"], "bearer-released");
     assert_eq!(b6["dl_packets"], 12 + 3, "ports 4000 (first) and 4002");

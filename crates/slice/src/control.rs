@@ -1474,6 +1474,25 @@ impl ControlPlane {
         })
     }
 
+    /// A bearer's per-rule volumes (UL, DL bytes of each pair), as counted so far.
+    pub fn rule_volumes(
+        &self,
+        ue_slot: u32,
+        ebi: u8,
+    ) -> Result<[(u64, u64); crate::counters::RULE_COUNTERS_PER_BEARER], CtrlError> {
+        let ue = self.ue(ue_slot).ok_or(CtrlError::UnknownUe(ue_slot))?;
+        let b = ue
+            .bearer(ebi)
+            .ok_or(CtrlError::NoSuchBearer { ue_slot, ebi })?;
+        let rc = &self.counters.bearer_rules[b.slot as usize];
+        Ok(std::array::from_fn(|k| {
+            (
+                rc.ul_bytes[k].load(std::sync::atomic::Ordering::Relaxed),
+                rc.dl_bytes[k].load(std::sync::atomic::Ordering::Relaxed),
+            )
+        }))
+    }
+
     /// A bearer's counters, read from the data thread's counter state.
     pub fn usage(&self, ue_slot: u32, ebi: u8) -> Result<Usage, CtrlError> {
         let ue = self.ue(ue_slot).ok_or(CtrlError::UnknownUe(ue_slot))?;

@@ -119,6 +119,21 @@ pub struct RuleCounters {
     pub dl_bytes: AtomicU64,
 }
 
+/// Per-rule volumes of one bearer: bytes of up to [`RULE_COUNTERS_PER_BEARER`] of
+/// the PCC rules bound to it, by direction (a rule's `counter` picks its pair). In
+/// a table beside [`BearerCounters`] (that one's cache line is full): touched only
+/// by packets a counted rule matched. Never reset: whoever assigns a pair reads its
+/// values first and counts from them.
+#[repr(C, align(64))]
+#[derive(Default, Debug)]
+pub struct BearerRuleCounters {
+    pub ul_bytes: [AtomicU64; RULE_COUNTERS_PER_BEARER],
+    pub dl_bytes: [AtomicU64; RULE_COUNTERS_PER_BEARER],
+}
+
+/// Rules of one bearer whose volumes are counted apart.
+pub const RULE_COUNTERS_PER_BEARER: usize = 4;
+
 /// A plain snapshot of a bearer's counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Usage {
@@ -176,6 +191,8 @@ pub const MAX_RULES_PER_SET: usize = 32;
 /// All counters of one slice.
 pub struct SliceCounters {
     pub bearers: Box<[BearerCounters]>,
+    /// Per-rule volumes by bearer slot (pages untouched until a counted rule matches).
+    pub bearer_rules: Box<[BearerRuleCounters]>,
     pub rules: Box<[RuleCounters]>,
     pub drops: [AtomicU64; DROP_REASONS],
     /// Aggregate charging of the stateless-IoT class.
@@ -199,6 +216,7 @@ impl SliceCounters {
     pub fn new(bearer_slots: usize) -> Self {
         SliceCounters {
             bearers: crate::mem::zeroed_slice(bearer_slots),
+            bearer_rules: crate::mem::zeroed_slice(bearer_slots),
             rules: crate::mem::zeroed_slice(MAX_RULE_SETS * MAX_RULES_PER_SET),
             drops: Default::default(),
             iot: RuleCounters::default(),

@@ -740,6 +740,19 @@ impl DataPlane {
         count_bearer(bc, uplink, ip_len, now);
         if let (Some(set), Some(r)) = (rule_set, decision.rule) {
             count_rule(c.rule(set, r), uplink, ip_len);
+            if let Some(k) = decision.counter {
+                // This UE's volume of this rule (the set's counters are shared).
+                let rc = &c.bearer_rules[bslot as usize];
+                let k = k as usize % crate::counters::RULE_COUNTERS_PER_BEARER;
+                bump(
+                    if uplink {
+                        &rc.ul_bytes[k]
+                    } else {
+                        &rc.dl_bytes[k]
+                    },
+                    ip_len as u64,
+                );
+            }
         }
         let (pkts, bytes) = if uplink {
             (&c.ul_forwarded, &c.ul_bytes)

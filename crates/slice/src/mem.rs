@@ -15,6 +15,7 @@ unsafe impl Zeroable for AtomicU64 {}
 unsafe impl Zeroable for AtomicU8 {}
 unsafe impl Zeroable for crate::counters::BearerCounters {}
 unsafe impl Zeroable for crate::counters::RuleCounters {}
+unsafe impl Zeroable for crate::counters::BearerRuleCounters {}
 
 /// A boxed slice of `n` zeroed values, lazily committed by the OS.
 pub fn zeroed_slice<T: Zeroable>(n: usize) -> Box<[T]> {

@@ -92,6 +92,9 @@ pub struct Rule {
     pub charging_key: Option<u32>,
     /// Downlink bearer binding (EPS bearer id); `None` means the default bearer.
     pub bearer: Option<u8>,
+    /// The pair of the bearer's per-rule volumes (`counters::BearerRuleCounters`)
+    /// this rule's bytes are counted in, if any.
+    pub counter: Option<u8>,
 }
 
 impl Rule {
@@ -107,6 +110,7 @@ impl Rule {
             action: Action::Forward,
             charging_key: None,
             bearer: None,
+            counter: None,
         }
     }
 
@@ -144,6 +148,8 @@ pub struct Decision {
     pub forward: bool,
     pub charging_key: Option<u32>,
     pub bearer: Option<u8>,
+    /// The matching rule's per-rule volume pair in its bearer.
+    pub counter: Option<u8>,
 }
 
 impl RuleSet {
@@ -170,6 +176,7 @@ impl RuleSet {
             forward: true,
             charging_key: None,
             bearer: None,
+            counter: None,
         }
     }
 
@@ -188,6 +195,7 @@ impl RuleSet {
                     forward,
                     charging_key: r.charging_key,
                     bearer: r.bearer,
+                    counter: r.counter,
                 };
             }
         }
@@ -196,6 +204,7 @@ impl RuleSet {
             forward: true,
             charging_key: None,
             bearer: None,
+            counter: None,
         }
     }
 }
@@ -250,7 +259,8 @@ mod tests {
                 rule: Some(1),
                 forward: true,
                 charging_key: Some(42),
-                bearer: Some(6)
+                bearer: Some(6),
+                counter: None,
             }
         );
         // Port range edges.

@@ -10,7 +10,8 @@
 
 use crate::pcrf::{
     FlowFilter, PccRule, PcrfAnswer, PcrfFailure, PcrfRequest, PolicyDecision, PolicySession,
-    RecordCause, SessionQos, UsageRecord, UsageReport, MAX_MONITORING_KEYS, MAX_RULES_PER_SESSION,
+    RecordCause, RuleUsage, SessionQos, UsageRecord, UsageReport, MAX_MONITORING_KEYS,
+    MAX_RULES_PER_SESSION,
 };
 use crate::prelude::*;
 use std::net::Ipv4Addr;
@@ -22,6 +23,9 @@ pub(crate) struct Bound {
     pub(crate) rule: PccRule,
     pub(crate) ebi: u8,
     pub(crate) filters: Vec<(u8, u8)>,
+    /// Its pair of the bearer's per-rule volumes, with their values when it was
+    /// bound (the pair may have counted for an earlier rule or bearer).
+    pub(crate) counter: Option<(u8, u64, u64)>,
 }
 
 /// A monitoring key's grant: reported once the session's volume passes `base +
@@ -473,11 +477,15 @@ impl Mme {
                 touched.push(ebi);
             }
         };
+        let mut gone: Vec<Bound> = Vec::new();
         for name in remove.iter().chain(install.iter().map(|r| &r.name)) {
             if let Some(i) = rules.iter().position(|b| &b.rule.name == name) {
-                touch(rules.remove(i).ebi);
+                let b = rules.remove(i);
+                touch(b.ebi);
+                gone.push(b);
             }
         }
+
         // New rules, grouped by binding onto new bearers where none has it.
         let mut fresh: Vec<((u8, u8), Vec<PccRule>)> = Vec::new();
         for r in install {
@@ -514,16 +522,25 @@ impl Mme {
                     if ebi != pdn_ebi {
                         touch(ebi);
                     }
+                    let counter = assign_counter(cp, slot, ebi, &rules);
                     rules.push(Bound {
                         rule: r,
                         ebi,
                         filters,
+                        counter,
                     });
                 }
                 None => match fresh.iter_mut().find(|f| f.0 == r.binding()) {
                     Some(f) => f.1.push(r),
                     None => fresh.push((r.binding(), vec![r])),
                 },
+            }
+        }
+        // The volumes of the rules that went, while their bearers (and counters)
+        // are still there: a record of their own where the bearer stays.
+        for b in &gone {
+            if b.ebi == pdn_ebi || rules.iter().any(|r| r.ebi == b.ebi) {
+                self.rule_record(now, cp, id, pdn_ebi, b);
             }
         }
         // Changed dedicated bearers: gone, or a new TFT (and GBR) by modification.
@@ -533,6 +550,9 @@ impl Mme {
             }
             let left: Vec<&Bound> = rules.iter().filter(|b| b.ebi == ebi).collect();
             if left.is_empty() {
+                // The bearer's record lists the rules it carried last.
+                let last: Vec<Bound> = gone.iter().filter(|b| b.ebi == ebi).cloned().collect();
+                self.session_of(cp, id, pdn_ebi, |s| s.rules = last);
                 if let Err(e) = self.deactivate(id, ebi, 0, cp, out) {
                     tracing::warn!("UE {id}: bearer {ebi} without rules not deactivated: {e}");
                 }
@@ -569,6 +589,7 @@ impl Mme {
                     rule: r,
                     ebi: 0,
                     filters,
+                    counter: None,
                 });
             }
             let refs: Vec<&Bound> = bound.iter().collect();
@@ -598,6 +619,9 @@ impl Mme {
                     for b in &mut bound {
                         b.ebi = ebi;
                     }
+                    for i in 0..bound.len() {
+                        bound[i].counter = assign_counter(cp, slot, ebi, &bound[..i]);
+                    }
                     rules.extend(bound);
                     self.session_of(cp, id, pdn_ebi, |s| s.bearers.push((ebi, now, 0)));
                 }
@@ -623,7 +647,9 @@ impl Mme {
             .iter()
             .flat_map(|b| b.rule.flows.iter().map(move |f| (b, f)))
             .enumerate()
-            .map(|(i, (b, f))| f.pcef_rule(i as u32, b.ebi, b.rule.rating_group))
+            .map(|(i, (b, f))| {
+                f.pcef_rule(i as u32, b.ebi, b.rule.rating_group, b.counter.map(|c| c.0))
+            })
             .collect();
         let new = if rules.is_empty() {
             None
@@ -854,6 +880,7 @@ impl Mme {
             return;
         };
         let qci = cp.ue(slot).and_then(|c| c.bearer(ebi)).map_or(0, |b| b.qci);
+        let vols = cp.rule_volumes(slot, ebi).ok();
         let rec = self.session_of(cp, id, pdn, |s| {
             let b = s.bearers.iter_mut().find(|b| b.0 == ebi)?;
             let seq = b.2;
@@ -869,7 +896,7 @@ impl Mme {
                     .rules
                     .iter()
                     .filter(|r| r.ebi == ebi)
-                    .map(|r| (r.rule.name.clone(), r.rule.rating_group))
+                    .map(|r| rule_usage(r, vols.as_ref()))
                     .collect(),
                 usage,
                 duration: now.saturating_duration_since(b.1),
@@ -998,6 +1025,53 @@ impl Mme {
             (a, b) => a.or(b),
         }
     }
+}
+
+impl Mme {
+    /// The usage record of a rule leaving a bearer that stays (`RuleRemoved`): the
+    /// bearer's figures, and that rule alone with its volume.
+    fn rule_record(&mut self, now: Instant, cp: &mut ControlPlane, id: u32, pdn: u8, b: &Bound) {
+        if b.counter.is_none() {
+            return;
+        }
+        let before = self.records.len();
+        self.record(now, cp, id, pdn, b.ebi, RecordCause::RuleRemoved);
+        let vols = self
+            .ue(cp, id)
+            .and_then(|u| u.slot)
+            .and_then(|s| cp.rule_volumes(s, b.ebi).ok());
+        if let Some(Output::UsageRecord(r)) = self.records.get_mut(before) {
+            r.rules = vec![rule_usage(b, vols.as_ref())];
+        }
+    }
+}
+
+const RULE_PAIRS: usize = pepc_slice::counters::RULE_COUNTERS_PER_BEARER;
+
+/// A bound rule's volumes from its bearer's per-rule counters.
+fn rule_usage(b: &Bound, vols: Option<&[(u64, u64); RULE_PAIRS]>) -> RuleUsage {
+    let v = b.counter.and_then(|(k, ub, db)| {
+        vols.map(|v| v[k as usize])
+            .map(|(u, d)| (u.wrapping_sub(ub), d.wrapping_sub(db)))
+    });
+    RuleUsage {
+        name: b.rule.name.clone(),
+        rating_group: b.rule.rating_group,
+        ul_bytes: v.map(|v| v.0),
+        dl_bytes: v.map(|v| v.1),
+    }
+}
+
+/// A free pair of bearer `ebi`'s per-rule volumes (`used`: rules bound already),
+/// with its values now; `None` when all are taken.
+fn assign_counter(cp: &ControlPlane, slot: u32, ebi: u8, used: &[Bound]) -> Option<(u8, u64, u64)> {
+    let k = (0..RULE_PAIRS as u8).find(|k| {
+        !used
+            .iter()
+            .any(|b| b.ebi == ebi && b.counter.is_some_and(|c| c.0 == *k))
+    })?;
+    let (ul, dl) = cp.rule_volumes(slot, ebi).ok()?[k as usize];
+    Some((k, ul, dl))
 }
 
 /// The summed bit rates of the rules on one bearer: (MBR, GBR), UL and DL.
