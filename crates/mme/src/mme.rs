@@ -186,6 +186,14 @@ pub struct MmeStats {
     pub attach_latency: LatencyHistogram,
     /// From a verified Service Request to the Initial Context Setup Response.
     pub service_request_latency: LatencyHistogram,
+    /// From a Tracking Area Update Request (or its re-authentication) to the Accept.
+    pub tau_latency: LatencyHistogram,
+    /// From Handover Required to Handover Notify (S1 handover).
+    pub handover_latency: LatencyHistogram,
+    /// Failed procedures by (name, cause value): EMM causes for attach,
+    /// service_request and tau; ESM causes for pdn_connect and
+    /// bearer_resource_allocation.
+    pub failures: std::collections::BTreeMap<(&'static str, u8), u64>,
     pub s1ap_decode_errors: u64,
     pub unknown_ue_ids: u64,
     pub attach_requests: u64,
@@ -281,6 +289,11 @@ pub struct MmeStats {
 }
 
 impl MmeStats {
+    /// A procedure failed with `cause` (its reject's cause value).
+    pub(crate) fn failed(&mut self, procedure: &'static str, cause: u8) {
+        *self.failures.entry((procedure, cause)).or_default() += 1;
+    }
+
     /// Every counter with its field name (the metrics endpoint exposes them all).
     pub fn named(&self) -> [(&'static str, u64); 56] {
         [
@@ -538,6 +551,8 @@ pub(crate) struct HoState {
     pub(crate) target_enb_ue_id: Option<u32>,
     pub(crate) admitted: Vec<pepc_s1ap::ERabAdmitted>,
     pub(crate) source: (AssocId, u32),
+    /// When the Handover Required came (its latency is measured to the Notify).
+    pub(crate) started: Instant,
 }
 
 pub(crate) struct Ue {

@@ -294,7 +294,13 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let then = match kind {
-            Kind::TauRequest { active } => Resume::Tau { active },
+            Kind::TauRequest { active } => {
+                // The TAU's latency counts its re-authentication.
+                if let Some(u) = self.ue_mut(cp, id) {
+                    u.started = Some(now);
+                }
+                Resume::Tau { active }
+            }
             Kind::DetachRequest { .. } => Resume::Detach,
             _ => return,
         };

@@ -773,6 +773,8 @@ fn write_ue(
             target_enb_ue_id,
             admitted,
             source,
+            // A restored handover's latency counts from its restore.
+            started: _,
         } = &**h;
         if admitted.len() > MAX_ADMITTED {
             return Err(too_long("admitted E-RABs", admitted.len(), MAX_ADMITTED));
@@ -1012,6 +1014,7 @@ fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
             target_enb_ue_id,
             admitted,
             source,
+            started: now,
         }))
     } else {
         None

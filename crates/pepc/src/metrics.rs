@@ -197,13 +197,34 @@ impl MetricsSource for NodeMetrics {
                 .iter()
                 .map(|ms| *ms as f64 / 1000.0)
                 .collect();
+            for ((p, c), n) in &m.failures {
+                let esm = matches!(*p, "pdn_connect" | "bearer_resource_allocation");
+                let reason = if esm {
+                    pepc_mme::EsmCause::try_from(*c).map(|c| c.text())
+                } else {
+                    pepc_mme::EmmCause::try_from(*c).map(|c| c.text())
+                };
+                out.counter(
+                    "pepc_procedure_failures",
+                    "Failed UE procedures by name and the cause of their reject (EMM causes; ESM causes for pdn_connect and bearer_resource_allocation)",
+                    &[
+                        slice(s),
+                        ("procedure", (*p).into()),
+                        ("cause", c.to_string()),
+                        ("reason", reason.unwrap_or("unknown").into()),
+                    ],
+                    *n,
+                );
+            }
             for (p, h) in [
                 ("attach", &m.attach_latency),
                 ("service_request", &m.service_request_latency),
+                ("tau", &m.tau_latency),
+                ("s1_handover", &m.handover_latency),
             ] {
                 out.histogram(
                     "pepc_procedure_duration_seconds",
-                    "How long UE procedures took, by name (attach: Attach Request to Attach Complete; service_request: to the Initial Context Setup Response)",
+                    "How long UE procedures took, by name (attach: Attach Request to Attach Complete; service_request: to the Initial Context Setup Response; tau: Request (or its re-authentication) to Accept; s1_handover: Handover Required to Notify)",
                     &[slice(s), ("procedure", p.into())],
                     &bounds,
                     &h.counts,

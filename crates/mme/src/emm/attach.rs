@@ -291,6 +291,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         self.stats.attach_rejects += 1;
+        self.stats.failed("attach", rej.emm_cause.value);
         let now = self.last_now.unwrap_or_else(Instant::now);
         if let Some(u) = self.ue_mut(cp, id) {
             u.proc = Procedure::Idle;

@@ -26,6 +26,10 @@ impl Mme {
         }) else {
             // Unknown UE: Service Reject #9 (UE identity cannot be derived), on a temporary context.
             self.stats.service_rejects += 1;
+            self.stats.failed(
+                "service_request",
+                EmmCause::UeIdentityCannotBeDerived.into(),
+            );
             let Some(tmp) = self.new_ue(cp, assoc, m.enb_ue_id, m.tai, m.ecgi) else {
                 return;
             };

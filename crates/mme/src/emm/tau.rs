@@ -22,6 +22,7 @@ impl Mme {
             // again (#9). (A registered UE's unverified TAU never comes here: the gate
             // has it authenticated first.)
             let cause = EmmCause::UeIdentityCannotBeDerived;
+            self.stats.failed("tau", cause.into());
             let rej = nasx::NasTrackingAreaUpdateReject::new(nasx::NasEmmCause::new(cause.into()));
             if let Some(u) = self.ue_mut(cp, id) {
                 if !registered {
@@ -37,6 +38,9 @@ impl Mme {
             return;
         }
         let active = t.eps_update_type.value & 0x08 != 0;
+        if let Some(u) = self.ue_mut(cp, id) {
+            u.started.get_or_insert(now);
+        }
         self.tau_accept(now, id, active, cp, out);
     }
 
@@ -66,6 +70,11 @@ impl Mme {
             cp, u.slot,
         )));
         self.send_nas(cp, now, id, NasEpsMessage::new_emm(acc), false, None, out);
+        if let Some(t0) = self.ue_mut(cp, id).and_then(|u| u.started.take()) {
+            self.stats
+                .tau_latency
+                .observe(now.saturating_duration_since(t0));
+        }
         self.procedure_done(id);
         if active {
             self.send_ics(id, None, cp, out);

@@ -50,6 +50,7 @@ impl Mme {
             Esm::PdnConnectivityRequest(r) => {
                 if let Err(cause) = self.pdn_connect(id, pti, &r, cp, out) {
                     self.stats.pdn_connect_rejects += 1;
+                    self.stats.failed("pdn_connect", cause.into());
                     tracing::info!("UE {id}: PDN connectivity rejected, ESM cause {cause}");
                     let rej =
                         nasx::NasPdnConnectivityReject::new(nasx::NasEsmCause::new(cause.into()));
@@ -68,6 +69,10 @@ impl Mme {
             Esm::BearerResourceAllocationRequest(r) => {
                 if let Err(cause) = self.bearer_resource_allocation(id, pti, &r, cp, out) {
                     self.stats.bearer_resource_rejects += 1;
+                    self.stats
+                        .failed("bearer_resource_allocation", cause.into());
+                    self.stats
+                        .failed("bearer_resource_allocation", cause.into());
                     let rej = nasx::NasBearerResourceAllocationReject::new(nasx::NasEsmCause::new(
                         cause.into(),
                     ));

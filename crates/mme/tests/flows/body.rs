@@ -358,6 +358,11 @@ fn unknown_imsi_is_rejected_with_cause_8() {
     let mut ue = SimUe::new("001019999999999", 10);
     attach(&mut h, &mut ue, 1).unwrap();
     assert_eq!(ue.received, vec!["AttachReject#8"]);
+    // Counted by cause (the slice that served it).
+    assert_eq!(
+        h.stat(|m| m.failures.get(&("attach", 8)).copied().unwrap_or(0)),
+        1
+    );
 }
 
 #[test]
@@ -480,6 +485,7 @@ fn tau_periodic_and_active() {
     );
     assert!(h.mme.is_connected(&h.cp, IMSI_N));
     assert_eq!(h.mme.stats.tau, 2);
+    assert_eq!(h.mme.stats.tau_latency.count(), 2);
 }
 
 #[test]
@@ -711,6 +717,7 @@ fn s1_handover_full_sequence() {
         .is_empty());
     assert!(h.mme.is_connected(&h.cp, IMSI_N));
     assert_eq!(h.mme.stats.s1_handovers, 1);
+    assert_eq!(h.mme.stats.handover_latency.count(), 1);
 }
 
 #[test]
