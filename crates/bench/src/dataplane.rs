@@ -76,6 +76,9 @@ pub struct DataplaneOpts {
     pub handover_share: f64,
     pub pin: bool,
     pub seed: u64,
+    /// Read every slice counter a `/metrics` scrape reads and render them as
+    /// Prometheus text every this many ms from a thread of its own (0: none).
+    pub scrape_ms: u64,
 }
 
 impl Default for DataplaneOpts {
@@ -95,6 +98,7 @@ impl Default for DataplaneOpts {
             handover_share: 0.5,
             pin: true,
             seed: 42,
+            scrape_ms: 0,
         }
     }
 }
@@ -119,9 +123,60 @@ pub struct DataplaneResult {
     pub churn_per_s: f64,
     pub ul_dl: String,
     pub cores_available: usize,
+    /// Scrapes of the counters during the run (`scrape_ms`), and their CPU.
+    pub scrape_ms: u64,
+    pub scrapes: u64,
+    pub scrape_us_mean: f64,
+}
+
+/// What a `/metrics` scrape does with a slice's data-path counters (the node's
+/// `NodeMetrics` reads these atomics and renders text; it takes no lock the data
+/// thread takes): read them all, render them. Returns (scrapes, CPU ns spent).
+fn scrape_loop(
+    c: &pepc_slice::counters::SliceCounters,
+    stop: &AtomicBool,
+    every: Duration,
+) -> (u64, u64) {
+    use std::fmt::Write;
+    use std::sync::atomic::Ordering::Relaxed;
+    let (mut n, mut cpu) = (0u64, 0u64);
+    let mut text = String::with_capacity(16 << 10);
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(every);
+        let t0 = crate::attach::thread_cpu_s();
+        text.clear();
+        for (name, v) in [
+            ("ul_forwarded", &c.ul_forwarded),
+            ("dl_forwarded", &c.dl_forwarded),
+            ("ul_bytes", &c.ul_bytes),
+            ("dl_bytes", &c.dl_bytes),
+            ("buffered", &c.buffered),
+            ("drained", &c.drained),
+            ("echo_replies", &c.echo_replies),
+            ("error_indications", &c.error_indications),
+            ("end_markers", &c.end_markers),
+            ("updates_applied", &c.updates_applied),
+        ] {
+            let _ = writeln!(text, "pepc_{name}_total{{slice=\"0\"}} {}", v.load(Relaxed));
+        }
+        for r in pepc_slice::counters::DropReason::ALL {
+            let _ = writeln!(
+                text,
+                "pepc_drops_total{{slice=\"0\",reason=\"{}\"}} {}",
+                r.name(),
+                c.drop_count(r)
+            );
+        }
+        std::hint::black_box(&text);
+        cpu += ((crate::attach::thread_cpu_s() - t0) * 1e9) as u64;
+        n += 1;
+    }
+    (n, cpu)
 }
 
 struct DataStats {
+    scrapes: u64,
+    scrape_cpu_ns: u64,
     reasons: Vec<(&'static str, u64)>,
     packets: u64,
     busy_ns: u64,
@@ -218,6 +273,13 @@ pub fn run(o: &DataplaneOpts) -> Result<DataplaneResult, String> {
         churn_per_s: o.churn_per_s,
         ul_dl: format!("1:{}", o.dl_per_ul),
         cores_available: cores,
+        scrape_ms: o.scrape_ms,
+        scrapes: stats.iter().map(|s| s.scrapes).sum(),
+        scrape_us_mean: {
+            let n: u64 = stats.iter().map(|s| s.scrapes).sum();
+            let ns: u64 = stats.iter().map(|s| s.scrape_cpu_ns).sum();
+            ns as f64 / 1e3 / n.max(1) as f64
+        },
     })
 }
 
@@ -243,6 +305,8 @@ fn data_loop(
     };
     let mut b = Batch::new(batch_size);
     let mut st = DataStats {
+        scrapes: 0,
+        scrape_cpu_ns: 0,
         reasons: Vec::new(),
         packets: 0,
         busy_ns: 0,
@@ -366,6 +430,14 @@ fn run_pepc(
     let stop_c = stop.clone();
     let ready_c = ready.clone();
     let events_c = events.clone();
+    let scraper = (o.scrape_ms > 0).then(|| {
+        let (c, stop, every) = (
+            cp.counters().clone(),
+            stop.clone(),
+            Duration::from_millis(o.scrape_ms),
+        );
+        std::thread::spawn(move || scrape_loop(&c, &stop, every))
+    });
     let control = std::thread::spawn(move || {
         if let Some(c) = ctrl_core {
             pin_current_thread(c);
@@ -422,6 +494,9 @@ fn run_pepc(
     });
     control.join().map_err(|_| "control thread panicked")?;
     let mut st = st;
+    if let Some(s) = scraper {
+        (st.scrapes, st.scrape_cpu_ns) = s.join().map_err(|_| "scraper panicked")?;
+    }
     st.drops = dp.counters().total_drops();
     for r in pepc_slice::counters::DropReason::ALL {
         let n = dp.counters().drop_count(r);

@@ -181,6 +181,10 @@ struct DataplaneArgs {
     /// Do not pin threads to cores.
     #[arg(long)]
     no_pin: bool,
+    /// Read and render every data-path counter a /metrics scrape reads, every this
+    /// many ms, from a thread of its own (0: no scraping): the scrape's cost.
+    #[arg(long, default_value_t = 0)]
+    scrape_ms: u64,
     /// Print one JSON object per run.
     #[arg(long)]
     json: bool,
@@ -203,6 +207,7 @@ impl DataplaneArgs {
             handover_share: self.handover_share,
             pin: !self.no_pin,
             seed: 42,
+            scrape_ms: self.scrape_ms,
         })
     }
 }
