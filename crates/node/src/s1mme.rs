@@ -39,6 +39,9 @@ const MAX_BACKLOG: usize = 256 * 1024;
 pub struct SliceGauges {
     /// UE contexts in the slice's MME (registered or in a procedure).
     pub ues: AtomicU64,
+    /// UEs holding a PDN session in the slice (EMM-REGISTERED, or an attach that
+    /// reached its session).
+    pub sessions: AtomicU64,
     pub attaches: AtomicU64,
     /// Messages dropped because the endpoint's ring and backlog were full.
     pub dropped_outputs: AtomicU64,
@@ -551,6 +554,9 @@ impl ControlDriver for MmeDriver {
             }
         }
         self.gauges.enbs.store(enbs, Ordering::Relaxed);
+        self.gauges
+            .sessions
+            .store(cp.ue_count() as u64, Ordering::Relaxed);
         self.gauges.publish(&self.mme, &self.hss.stats, now);
         busy
     }
@@ -751,6 +757,9 @@ impl ControlDriver for SliceMme {
         if !self.backlog.is_empty() {
             busy = true;
         }
+        self.gauges
+            .sessions
+            .store(cp.ue_count() as u64, Ordering::Relaxed);
         self.gauges.publish(&self.mme, &self.hss.stats, now);
         busy
     }

@@ -135,6 +135,12 @@ impl MetricsSource for NodeMetrics {
                 g.ues.load(Relaxed) as i64,
             );
             out.gauge(
+                "pepc_ue_registered",
+                "UEs holding a PDN session (EMM-REGISTERED, or an attach past its session); registered ECM-IDLE UEs are these less the connected ones",
+                &[slice(s)],
+                g.sessions.load(Relaxed) as i64,
+            );
+            out.gauge(
                 "pepc_ue_connected",
                 "UEs with an S1 connection (ECM-CONNECTED)",
                 &[slice(s)],

@@ -122,6 +122,11 @@ fn metrics_match_what_the_emulator_saw() {
         u64::from(ues),
         "{text}"
     );
+    assert_eq!(
+        sum(&s, "pepc_ue_registered", &[]) as u64,
+        u64::from(ues),
+        "{text}"
+    );
     // Every UE's uplink that reached the PDN side went through a slice's data thread.
     let ul = sum(
         &s,
