@@ -33,6 +33,9 @@ fn slice() -> (ControlPlane, DataPlane, Vec<Ue>) {
     cfg.bearer_slots = 16;
     cfg.update_ring = 1 << 8;
     cfg.request_ring = 1 << 6;
+    // Enough to buffer for the idle UE and run out (the script sends at most a few
+    // hundred packets); the default 2,048 buffers cost most of an input's time.
+    cfg.pending_pool = 64;
     let (mut cp, dp) = build(&cfg);
     let mut deny = Rule::any(1);
     deny.remote_ports = PortRange::single(23);

@@ -151,6 +151,8 @@ pub struct DataPlaneConfig {
     pub error_indication_rate: u32,
     /// Control updates applied per sync at most (bounds the pause between batches).
     pub max_updates_per_sync: usize,
+    /// Packet buffers for UEs awaiting promotion or paging (default [`PENDING_POOL`]).
+    pub pending_pool: usize,
 }
 
 /// The data thread's state. Owned by that thread alone.
@@ -255,6 +257,8 @@ impl DataPlane {
         requests: Producer<DpRequest>,
     ) -> Self {
         let iot_size = cfg.iot.map(|p| p.size as usize).unwrap_or(0);
+        // Buffers are indexed by u16.
+        let pool = cfg.pending_pool.clamp(1, u16::MAX as usize);
         DataPlane {
             bearer_hot: crate::mem::zeroed_slice(bearer_slots),
             bearer_cold: crate::mem::zeroed_slice(bearer_slots),
@@ -273,9 +277,9 @@ impl DataPlane {
             request_backlog: Vec::with_capacity(64),
             requests_pushed: 0,
             pending: Vec::with_capacity(PENDING_UES),
-            pool: (0..PENDING_POOL).map(|_| PacketBuf::new()).collect(),
-            pool_free: (0..PENDING_POOL as u16).rev().collect(),
-            ready: Vec::with_capacity(PENDING_POOL),
+            pool: (0..pool).map(|_| PacketBuf::new()).collect(),
+            pool_free: (0..pool as u16).rev().collect(),
+            ready: Vec::with_capacity(pool),
             generated: Batch::new(GENERATED_CAPACITY),
             ei_tokens: cfg.error_indication_rate,
             ei_window_start: 0,
@@ -1216,6 +1220,6 @@ impl DataPlane {
 
     /// Buffered packets currently held (for tests and stats).
     pub fn buffered_now(&self) -> usize {
-        PENDING_POOL - self.pool_free.len()
+        self.pool.len() - self.pool_free.len()
     }
 }

@@ -23,6 +23,8 @@ pub struct SliceConfig {
     pub request_ring: usize,
     pub error_indication_rate: u32,
     pub max_updates_per_sync: usize,
+    /// Packet buffers held for UEs awaiting promotion or paging (at most 65,535).
+    pub pending_pool: usize,
     pub default_rule_set: u16,
     /// Cores to pin the control and data threads to (None: leave to the OS).
     pub control_core: Option<usize>,
@@ -44,6 +46,7 @@ impl SliceConfig {
             request_ring: 1 << 12,
             error_indication_rate: 1000,
             max_updates_per_sync: 4096,
+            pending_pool: crate::datapath::PENDING_POOL,
             default_rule_set: 0,
             control_core: None,
             data_core: None,
@@ -77,6 +80,7 @@ pub fn build(cfg: &SliceConfig) -> (ControlPlane, DataPlane) {
             s1u_addr: cfg.s1u_addr,
             error_indication_rate: cfg.error_indication_rate,
             max_updates_per_sync: cfg.max_updates_per_sync,
+            pending_pool: cfg.pending_pool,
         },
         cfg.bearer_slots,
         cfg.ue_slots,
