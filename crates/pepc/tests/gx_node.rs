@@ -16,92 +16,16 @@
 
 mod common;
 
+use common::diameter::PyPeer;
 use common::enb::{enb_teid, Enb};
 use pepc_mme::sim::{subscriber, SimUe};
 use pepc_s1ap::msg::*;
 use pepc_slice::packets::ipv4_udp;
-use std::io::{BufRead, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const IMSI: &str = "001010000000001";
 const SERVER: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
-
-/// The test PCRF (pycrate) on a free port, its log, and its command pipe.
-struct Pcrf {
-    child: Child,
-    stdin: ChildStdin,
-    log: std::path::PathBuf,
-}
-
-impl Drop for Pcrf {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Pcrf {
-    fn start(dir: &std::path::Path) -> Option<(Pcrf, u16)> {
-        Self::start_mode(dir, "normal")
-    }
-
-    fn start_mode(dir: &std::path::Path, mode: &str) -> Option<(Pcrf, u16)> {
-        let ok = Command::new("python3")
-            .args(["-c", "import pycrate_diameter.Diameter3GPP"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !ok {
-            eprintln!("SKIP: python3 with pycrate_diameter missing (scripts/test.sh installs it)");
-            return None;
-        }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../diameter/tests/py/diam.py");
-        let log = dir.join("pcrf.log");
-        let mut child = Command::new("python3")
-            .args([script, "pcrf", &port.to_string()])
-            .arg(&log)
-            .args(["pcrf", mode])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut ready = [0u8; 6];
-        child.stdout.take().unwrap().read_exact(&mut ready).unwrap();
-        let stdin = child.stdin.take().unwrap();
-        Some((Pcrf { child, stdin, log }, port))
-    }
-
-    fn command(&mut self, c: &str) {
-        writeln!(self.stdin, "{c}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn log(&self) -> Vec<serde_json::Value> {
-        let f = std::fs::File::open(&self.log).unwrap();
-        std::io::BufReader::new(f)
-            .lines()
-            .map_while(Result::ok)
-            .filter_map(|l| serde_json::from_str(&l).ok())
-            .collect()
-    }
-
-    fn wait_log(&self, what: &str, f: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Some(v) = self.log().into_iter().find(|v| f(v)) {
-                return v;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("the PCRF never logged {what}: {:?}", self.log());
-    }
-}
 
 /// Downlink from `SERVER:5060` to the UE's `port`, through the SGi sink; returns the
 /// TEIDs of the G-PDUs the eNB got for them.
@@ -152,9 +76,10 @@ fn pcrf_rules_bearers_usage_and_records_over_gx() {
     let dir = std::env::temp_dir().join(format!("pepc-gx-node-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let Some((mut pcrf, port)) = Pcrf::start(&dir) else {
+    let Some(mut pcrf) = PyPeer::start(&dir, "pcrf", "normal") else {
         return;
     };
+    let port = pcrf.port;
     let cdr = dir.join("cdr.jsonl");
     let epc = common::node::node(
         47,
@@ -269,9 +194,10 @@ fn a_refused_ccr_i_rejects_the_attach_with_esm_failure() {
     let dir = std::env::temp_dir().join(format!("pepc-gx-reject-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let Some((pcrf, port)) = Pcrf::start_mode(&dir, "reject") else {
+    let Some(pcrf) = PyPeer::start(&dir, "pcrf", "reject") else {
         return;
     };
+    let port = pcrf.port;
     let epc = common::node::node(
         45,
         0,

@@ -8,56 +8,22 @@
 
 mod common;
 
+use common::diameter::PyPeer;
 use pepc_emulator::config::{Traffic, TrafficProfile};
 use pepc_emulator::Scenario;
-use std::io::Read;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Hss(Child, u16);
-
-impl Drop for Hss {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn hss(dir: &std::path::Path, name: &str) -> Hss {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../diameter/tests/py/diam.py");
-    let mut child = Command::new("python3")
-        .args([script, "hss", &port.to_string()])
-        .arg(dir.join(format!("{name}.log")))
-        .args([name, "bench", ""])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut ready = [0u8; 6];
-    child.stdout.take().unwrap().read_exact(&mut ready).unwrap();
-    Hss(child, port)
-}
 
 #[test]
 fn the_storm_survives_the_primary_hss_dying() {
-    let ok = Command::new("python3")
-        .args(["-c", "import pycrate_diameter.Diameter3GPP, cryptography"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("SKIP: python3 with pycrate_diameter and cryptography missing (scripts/test.sh installs them)");
-        return;
-    }
     let dir = std::env::temp_dir().join(format!("pepc-s6a-storm-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let primary = hss(&dir, "primary");
-    let second = hss(&dir, "second");
+    let Some(primary) = PyPeer::start(&dir, "hss", "bench") else {
+        return;
+    };
+    let Some(second) = PyPeer::start(&dir, "hss", "bench") else {
+        return;
+    };
     let n = 57u8;
     let ues = 1000;
     let epc = common::node::node(
@@ -67,7 +33,7 @@ fn the_storm_survives_the_primary_hss_dying() {
             "mode = \"diameter\"\npeers = [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]\n\
              destination_realm = \"test\"\nrequest_timeout_ms = 3000\n\
              [mme]\nhss_timeout_ms = 10000\n",
-            primary.1, second.1
+            primary.port, second.port
         ),
     );
     let ecfg = pepc_emulator::EmulatorConfig {

@@ -16,14 +16,15 @@
 //!
 //! Skips (says so) when python3 with pycrate is missing; scripts/test.sh installs it.
 
+mod common;
+
+use common::diameter::PyPeer;
 use pepc::epc::{open_hss, Epc, EpcConfig, HssStore};
 use pepc_mme::sim::SimUe;
 use pepc_s1ap::msg::*;
 use pepc_s1ap::{ERabTunnel, Ecgi, EnbId, GlobalEnbId, Plmn, SupportedTa, Tai};
 use pepc_sctp::transport::{S1Transport, TransportEvent, UdpSctpTransport, S1AP_PPID};
-use std::io::{BufRead, Read, Write};
 use std::net::Ipv4Addr;
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const PLMN: Plmn = Plmn([0x00, 0xf1, 0x10]);
@@ -36,79 +37,6 @@ fn imsi_of_slice_1() -> String {
         .find(|&n| policy.slice_of(n, 2) == 1 && n % 100 < 90)
         .map(|n| format!("{n:015}"))
         .expect("an IMSI of slice 1")
-}
-
-/// The test HSS (pycrate) on a free port, its log, and its command pipe.
-struct Hss {
-    child: Child,
-    stdin: ChildStdin,
-    log: std::path::PathBuf,
-}
-
-impl Drop for Hss {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Hss {
-    /// `mode`: the test HSS's (milenage: real vectors; silent: never answers S6a).
-    fn start(dir: &std::path::Path, mode: &str) -> Option<(Hss, u16)> {
-        let ok = Command::new("python3")
-            .args(["-c", "import pycrate_diameter.Diameter3GPP, cryptography"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !ok {
-            eprintln!("SKIP: python3 with pycrate_diameter and cryptography missing (scripts/test.sh installs them)");
-            return None;
-        }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../diameter/tests/py/diam.py");
-        let log = dir.join("hss.log");
-        let mut child = Command::new("python3")
-            .args([script, "hss", &port.to_string()])
-            .arg(&log)
-            .args(["hss", mode, ""])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut ready = [0u8; 6];
-        child.stdout.take().unwrap().read_exact(&mut ready).unwrap();
-        let stdin = child.stdin.take().unwrap();
-        Some((Hss { child, stdin, log }, port))
-    }
-
-    fn command(&mut self, c: &str) {
-        writeln!(self.stdin, "{c}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn log(&self) -> Vec<serde_json::Value> {
-        let f = std::fs::File::open(&self.log).unwrap();
-        std::io::BufReader::new(f)
-            .lines()
-            .map_while(Result::ok)
-            .filter_map(|l| serde_json::from_str(&l).ok())
-            .collect()
-    }
-
-    /// Waits (bounded) until a log line satisfies `f`.
-    fn wait_log(&self, what: &str, f: impl Fn(&serde_json::Value) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if self.log().iter().any(&f) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("the HSS never logged {what}: {:?}", self.log());
-    }
 }
 
 /// The eNB: one association, one UE at a time.
@@ -315,9 +243,10 @@ fn s6a_attach_then_idr_and_clr_reach_the_ue_and_hss_errors_become_emm_causes() {
     let dir = std::env::temp_dir().join(format!("pepc-s6a-node-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let Some((mut hss, port)) = Hss::start(&dir, "milenage") else {
+    let Some(mut hss) = PyPeer::start(&dir, "hss", "milenage") else {
         return;
     };
+    let port = hss.port;
     let (epc, mut enb) = node(
         44,
         &format!(
@@ -458,9 +387,10 @@ fn an_hss_that_never_answers_gets_the_attach_rejected_with_17() {
     let dir = std::env::temp_dir().join(format!("pepc-s6a-silent-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let Some((hss, port)) = Hss::start(&dir, "silent") else {
+    let Some(hss) = PyPeer::start(&dir, "hss", "silent") else {
         return;
     };
+    let port = hss.port;
     let (epc, mut enb) = node(
         45,
         &format!(

@@ -162,27 +162,18 @@ impl Mme {
             tracing::warn!("UE {id}: cannot build Modify EPS Bearer Context Request");
             return;
         };
-        self.send(
-            assoc,
-            Some(id),
-            ERabModifyRequest {
-                mme_ue_id: id,
-                enb_ue_id,
-                ue_ambr: Some(pepc_s1ap::Ambr {
-                    dl: ambr.1,
-                    ul: ambr.0,
-                }),
-                erabs: vec![pepc_s1ap::ERabModify {
-                    id: ebi,
-                    qci,
-                    arp,
-                    gbr: None,
-                    nas_pdu: nas,
-                }],
-            }
-            .into(),
-            out,
-        );
+        let m = pepc_s1ap::ERabModify {
+            id: ebi,
+            qci,
+            arp,
+            gbr: None,
+            nas_pdu: nas,
+        };
+        let ambr = pepc_s1ap::Ambr {
+            dl: ambr.1,
+            ul: ambr.0,
+        };
+        self.send_erab_modify(id, (assoc, enb_ue_id), m, Some(ambr), out);
     }
 
     /// Tell the HSS that UE `id`'s subscription data is gone from this MME (PUR), if

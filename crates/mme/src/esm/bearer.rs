@@ -153,26 +153,38 @@ impl Mme {
         let nas = self
             .nas_bytes(cp, id, &NasEpsMessage::new_esm(req, ebi, 0), false)
             .ok_or(MmeError::Codec("NAS".into()))?;
+        let arp = cp
+            .ue(slot)
+            .and_then(|c| c.bearer(ebi))
+            .map_or_else(pepc_s1ap::Arp::default, |b| b.arp);
         let m = pepc_s1ap::ERabModify {
             id: ebi,
             qci,
-            arp: pepc_s1ap::Arp::default(),
+            arp,
             gbr: None,
             nas_pdu: nas,
         };
-        self.send(
-            assoc,
-            Some(id),
-            ERabModifyRequest {
-                mme_ue_id: id,
-                enb_ue_id,
-                ue_ambr: None,
-                erabs: vec![m],
-            }
-            .into(),
-            out,
-        );
+        self.send_erab_modify(id, (assoc, enb_ue_id), m, None, out);
         Ok(())
+    }
+
+    /// E-RAB Modify Request for one bearer (its NAS inside), with the UE-AMBR if it
+    /// changes.
+    pub(crate) fn send_erab_modify(
+        &mut self,
+        id: u32,
+        (assoc, enb_ue_id): (AssocId, u32),
+        m: pepc_s1ap::ERabModify,
+        ue_ambr: Option<pepc_s1ap::Ambr>,
+        out: &mut Vec<Output>,
+    ) {
+        let req = ERabModifyRequest {
+            mme_ue_id: id,
+            enb_ue_id,
+            ue_ambr,
+            erabs: vec![m],
+        };
+        self.send(assoc, Some(id), req.into(), out);
     }
 
     /// A dedicated bearer's QoS and TFT change (PCC rules added or removed): E-RAB
@@ -226,18 +238,7 @@ impl Mme {
             }),
             nas_pdu: nas,
         };
-        self.send(
-            assoc,
-            Some(id),
-            ERabModifyRequest {
-                mme_ue_id: id,
-                enb_ue_id,
-                ue_ambr: None,
-                erabs: vec![m],
-            }
-            .into(),
-            out,
-        );
+        self.send_erab_modify(id, (assoc, enb_ue_id), m, None, out);
         Ok(())
     }
 
