@@ -186,17 +186,27 @@ fn names(v: &[S1apMessage]) -> Vec<&'static str> {
 
 /// A node of two slices on 127.0.`net`.1 with `extra` configuration, and an eNB on
 /// 127.0.`net`.2 set up with it.
+/// Where node `net`'s usage records go (removed when the test ends).
+fn cdr_path(net: u8) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
+        "pepc-s6a-node-{}-{net}.cdr.jsonl",
+        std::process::id()
+    ))
+}
+
 fn node(net: u8, extra: &str) -> (Epc, Enb) {
     let cfg = EpcConfig::parse(&format!(
         "[node]\nmax_users = 1024\nslices = 2\n\
          [s1u]\nbind = \"127.0.{net}.1:2152\"\n\
          [sgi]\nmode = \"udp\"\nsink_local = \"127.0.{net}.1:5202\"\nsink_peer = \"127.0.{net}.1:5201\"\n\
          [s1mme]\ntransport = \"udp\"\nbind = \"127.0.{net}.1\"\nudp_port = 9899\n\
-         [state]\nstore = \"none\"\n{extra}"
+         [state]\nstore = \"none\"\n\
+         [charging]\ncdr_path = \"{cdr}\"\n{extra}",
+        cdr = cdr_path(net).display()
     ))
     .unwrap();
-    // The embedded HSS is not used in diameter mode: it stays empty. No state store:
-    // a test leaves no file behind.
+    // The embedded HSS is not used in diameter mode: it stays empty. No state store,
+    // usage records in the temporary directory: a test leaves no file behind.
     let epc = Epc::start(&cfg, open_hss(&HssStore::Memory).unwrap()).unwrap();
     let t = UdpSctpTransport::connect(
         format!("127.0.{net}.2:0").parse().unwrap(),
@@ -367,6 +377,7 @@ fn s6a_attach_then_idr_and_clr_reach_the_ue_and_hss_errors_become_emm_causes() {
 
     enb.t.close(enb.assoc);
     let stats = epc.stop();
+    let _ = std::fs::remove_file(cdr_path(44));
     eprint!("{stats}");
     // The S6a client said DPR on the way out (bounded by the DPA timeout).
     hss.wait_log("the DPR", |v| v["event"] == "request" && v["cmd"] == 282);
@@ -410,6 +421,7 @@ fn an_hss_that_never_answers_gets_the_attach_rejected_with_17() {
     hss.wait_log("the ULR", |v| v["event"] == "request" && v["cmd"] == 316);
     enb.t.close(enb.assoc);
     epc.stop();
+    let _ = std::fs::remove_file(cdr_path(45));
     let _ = std::fs::remove_dir_all(&dir);
     assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
 }
