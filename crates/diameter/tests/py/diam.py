@@ -648,8 +648,9 @@ def main():
     elif what == "hss":
         port, log, name, mode = int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
         after = [x for x in (sys.argv[6] if len(sys.argv) > 6 else "").split(",") if x]
-        # Bounded: a test HSS never outlives its test by long, even if killed badly.
-        threading.Timer(120, lambda: os._exit(0)).start()
+        # Bounded: a test HSS never outlives its test by long, even if killed badly; a
+        # benchmark's (which kills it when done) may run for long.
+        threading.Timer(3600 if mode == "bench" else 120, lambda: os._exit(0)).start()
         hss = (BenchHss if mode == "bench" else Hss)(port, log, name, mode, after)
         threading.Thread(target=hss.commands, daemon=True).start()
         hss.serve()
