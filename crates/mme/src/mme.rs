@@ -1060,6 +1060,16 @@ impl Mme {
         {
             self.hss_deadlines.shrink_to_fit();
         }
+        // Policy timers of contexts gone stay queued until due (an hour for interim
+        // records): with attach churn they would pile up, so they go once they
+        // outnumber the live contexts.
+        let by_id = &self.by_id;
+        for q in [&mut self.interims, &mut self.usage_checks] {
+            if q.len() > 2 * live + 1024 {
+                q.retain(|(_, id)| by_id.contains_key(id));
+                q.shrink_to_fit();
+            }
+        }
     }
 
     /// UE `id` has a security context now: it no longer counts as unauthenticated.

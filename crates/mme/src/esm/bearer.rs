@@ -104,12 +104,7 @@ impl Mme {
             id: ebi,
             qci,
             arp,
-            gbr: (qci <= 4).then_some(pepc_s1ap::GbrQos {
-                mbr_dl: mbr.1,
-                mbr_ul: mbr.0,
-                gbr_dl: gbr.1,
-                gbr_ul: gbr.0,
-            }),
+            gbr: gbr_qos(qci, mbr, gbr),
             transport: self.cfg.s1u_addr,
             teid,
             nas_pdu: Some(nas),
@@ -230,12 +225,7 @@ impl Mme {
             id: ebi,
             qci,
             arp,
-            gbr: (qci <= 4).then_some(pepc_s1ap::GbrQos {
-                mbr_dl: mbr.1,
-                mbr_ul: mbr.0,
-                gbr_dl: gbr.1,
-                gbr_ul: gbr.0,
-            }),
+            gbr: gbr_qos(qci, mbr, gbr),
             nas_pdu: nas,
         };
         self.send_erab_modify(id, (assoc, enb_ue_id), m, None, out);
@@ -450,6 +440,16 @@ pub(crate) fn release_unlisted(cp: &mut ControlPlane, slot: u32, kept: &[u8]) ->
         }
     }
     Some(released)
+}
+
+/// The S1AP GBR QoS of a GBR QCI (1-4; `None` for the others): MBR and GBR, UL and DL.
+fn gbr_qos(qci: u8, mbr: (u64, u64), gbr: (u64, u64)) -> Option<pepc_s1ap::GbrQos> {
+    (qci <= 4).then_some(pepc_s1ap::GbrQos {
+        mbr_dl: mbr.1,
+        mbr_ul: mbr.0,
+        gbr_dl: gbr.1,
+        gbr_ul: gbr.0,
+    })
 }
 
 /// The lowest EPS bearer identity the UE does not use (5..=15).
