@@ -31,6 +31,8 @@ python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q '
 command -v st >/dev/null 2>&1 || python3 -m pip install -q 'schemathesis==4.32.5' || python3 -m pip install -q --break-system-packages 'schemathesis==4.32.5'
 [ -d crates/pepc/tests/console/node_modules/playwright-core ] || (cd crates/pepc/tests/console && npm ci --silent --no-audit --no-fund)
 
+# A clean build gains nothing from incremental state; it only costs disk.
+export CARGO_INCREMENTAL=0
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace --all-targets
