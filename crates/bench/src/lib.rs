@@ -4,5 +4,7 @@ pub mod attach;
 pub mod dataplane;
 pub mod designs;
 pub mod hist;
+pub mod io;
+pub mod netns;
 pub mod sweep;
 pub mod traffic;

@@ -53,6 +53,23 @@ struct Class {
     share: f64,
 }
 
+/// Rajan et al. Table IV: (packet size, packets/s) per traffic class, uplink.
+pub const TABLE_IV_UL: [(usize, f64); 5] = [
+    (72, 2.1e6),
+    (690, 289e3),
+    (240, 232e3),
+    (400, 76e3),
+    (1000, 29e3),
+];
+/// Rajan et al. Table IV, downlink.
+pub const TABLE_IV_DL: [(usize, f64); 5] = [
+    (72, 2.1e6),
+    (1200, 1.3e6),
+    (1440, 602e3),
+    (675, 290e3),
+    (1440, 136e3),
+];
+
 fn classes(p: TrafficProfile) -> (f64, Vec<Class>, Vec<Class>) {
     // Returns (uplink fraction of all packets, UL classes, DL classes).
     match p {
@@ -70,20 +87,7 @@ fn classes(p: TrafficProfile) -> (f64, Vec<Class>, Vec<Class>) {
         ),
         TrafficProfile::TableIv => {
             // (size, packets/s) per class, Rajan et al. Table IV.
-            let dl = [
-                (72, 2.1e6),
-                (1200, 1.3e6),
-                (1440, 602e3),
-                (675, 290e3),
-                (1440, 136e3),
-            ];
-            let ul = [
-                (72, 2.1e6),
-                (690, 289e3),
-                (240, 232e3),
-                (400, 76e3),
-                (1000, 29e3),
-            ];
+            let (ul, dl) = (TABLE_IV_UL, TABLE_IV_DL);
             let mk = |t: &[(usize, f64)]| {
                 let sum: f64 = t.iter().map(|x| x.1).sum();
                 t.iter()

@@ -20,8 +20,17 @@
 //!                            # the demux before it drops (counted as ring_full)
 //! [s1u]
 //! bind = "127.0.0.1:2152"    # our S1-U GTP-U address
+//! io = "udp"                 # udp (kernel socket, recvmmsg/sendmmsg) | afxdp
+//! interface = ""             # afxdp: the interface carrying `bind`'s address
+//! queue = 0                  # afxdp: the interface's RX/TX queue
+//! xdp_mode = "auto"          # afxdp: auto (native if the driver has it) | drv | skb
+//! zero_copy = "auto"         # afxdp: auto (if the driver allows) | on | off
 //! [sgi]
 //! mode = "auto"              # auto (TUN if possible, else UDP sink) | tun | udp
+//! io = "kernel"              # kernel (as `mode` says) | afxdp (the UE pools' packets
+//!                            # on `interface`, sent to `next_hop`)
+//! interface = ""             # afxdp: as for s1u, and queue, xdp_mode, zero_copy
+//! next_hop = ""              # afxdp: the PDN-side router ("": the interface's routes)
 //! tun_name = "pepc%d"
 //! sink_local = "127.0.0.1:5202"
 //! sink_peer = "127.0.0.1:5201"
@@ -31,6 +40,7 @@
 //! rate = 0                   # synthetic control events per second (node total, split)
 //! ```
 
+use crate::io::afxdp::{XdpMode, ZeroCopy};
 use serde::Deserialize;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -75,12 +85,22 @@ impl Default for NodeSection {
 #[serde(deny_unknown_fields, default)]
 pub struct S1uSection {
     pub bind: String,
+    pub io: String,
+    pub interface: String,
+    pub queue: u32,
+    pub xdp_mode: String,
+    pub zero_copy: String,
 }
 
 impl Default for S1uSection {
     fn default() -> Self {
         S1uSection {
             bind: "127.0.0.1:2152".into(),
+            io: "udp".into(),
+            interface: String::new(),
+            queue: 0,
+            xdp_mode: "auto".into(),
+            zero_copy: "auto".into(),
         }
     }
 }
@@ -92,6 +112,12 @@ pub struct SgiSection {
     pub tun_name: String,
     pub sink_local: String,
     pub sink_peer: String,
+    pub io: String,
+    pub interface: String,
+    pub queue: u32,
+    pub xdp_mode: String,
+    pub zero_copy: String,
+    pub next_hop: String,
 }
 
 impl Default for SgiSection {
@@ -101,8 +127,66 @@ impl Default for SgiSection {
             tun_name: "pepc%d".into(),
             sink_local: "127.0.0.1:5202".into(),
             sink_peer: "127.0.0.1:5201".into(),
+            io: "kernel".into(),
+            interface: String::new(),
+            queue: 0,
+            xdp_mode: "auto".into(),
+            zero_copy: "auto".into(),
+            next_hop: String::new(),
         }
     }
+}
+
+/// An AF_XDP port's validated settings (`[s1u]`/`[sgi]` with `io = "afxdp"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XdpPort {
+    pub interface: String,
+    pub queue: u32,
+    pub xdp_mode: XdpMode,
+    pub zero_copy: ZeroCopy,
+    /// SGi: the PDN-side router (None: the interface's routes).
+    pub next_hop: Option<Ipv4Addr>,
+}
+
+fn xdp_port(
+    sec: &str,
+    interface: &str,
+    queue: u32,
+    xdp_mode: &str,
+    zero_copy: &str,
+) -> Result<XdpPort, String> {
+    if interface.is_empty() {
+        return Err(format!(
+            "config key `{sec}.interface`: io = \"afxdp\" needs the interface to bind to"
+        ));
+    }
+    let xdp_mode = match xdp_mode {
+        "auto" => XdpMode::Auto,
+        "drv" => XdpMode::Drv,
+        "skb" => XdpMode::Skb,
+        m => {
+            return Err(format!(
+                "config key `{sec}.xdp_mode`: {m:?} is not one of auto, drv, skb"
+            ))
+        }
+    };
+    let zero_copy = match zero_copy {
+        "auto" => ZeroCopy::Auto,
+        "on" => ZeroCopy::On,
+        "off" => ZeroCopy::Off,
+        m => {
+            return Err(format!(
+                "config key `{sec}.zero_copy`: {m:?} is not one of auto, on, off"
+            ))
+        }
+    };
+    Ok(XdpPort {
+        interface: interface.to_string(),
+        queue,
+        xdp_mode,
+        zero_copy,
+        next_hop: None,
+    })
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -131,6 +215,10 @@ pub struct Validated {
     pub tun_name: String,
     pub sink_local: SocketAddrV4,
     pub sink_peer: SocketAddrV4,
+    /// `[s1u] io = "afxdp"`.
+    pub s1u_xdp: Option<XdpPort>,
+    /// `[sgi] io = "afxdp"`.
+    pub sgi_xdp: Option<XdpPort>,
     pub synthetic_users: u32,
     pub synthetic_rate: u64,
 }
@@ -246,6 +334,59 @@ impl NodeConfig {
                 n.ring_batches
             ));
         }
+        let s1u_bind = addr("s1u.bind", &self.s1u.bind)?;
+        let s1 = &self.s1u;
+        let s1u_xdp = match s1.io.as_str() {
+            "udp" => None,
+            "afxdp" => {
+                if s1u_bind.ip().is_unspecified() || s1u_bind.port() == 0 {
+                    return Err(format!(
+                        "config key `s1u.bind`: io = \"afxdp\" needs a concrete address and port (got {s1u_bind})"
+                    ));
+                }
+                Some(xdp_port(
+                    "s1u",
+                    &s1.interface,
+                    s1.queue,
+                    &s1.xdp_mode,
+                    &s1.zero_copy,
+                )?)
+            }
+            m => {
+                return Err(format!(
+                    "config key `s1u.io`: {m:?} is not one of udp, afxdp"
+                ))
+            }
+        };
+        let g = &self.sgi;
+        let sgi_xdp = match g.io.as_str() {
+            "kernel" => None,
+            "afxdp" => {
+                let mut p = xdp_port("sgi", &g.interface, g.queue, &g.xdp_mode, &g.zero_copy)?;
+                if !g.next_hop.is_empty() {
+                    p.next_hop = Some(g.next_hop.parse().map_err(|_| {
+                        format!(
+                            "config key `sgi.next_hop`: {:?} is not an IPv4 address",
+                            g.next_hop
+                        )
+                    })?);
+                }
+                Some(p)
+            }
+            m => {
+                return Err(format!(
+                    "config key `sgi.io`: {m:?} is not one of kernel, afxdp"
+                ))
+            }
+        };
+        if (s1u_xdp.is_some() || sgi_xdp.is_some()) && n.slices != 1 {
+            // One socket per port, owned by one data thread; a socket per data thread
+            // on its own queue is still to come.
+            return Err(format!(
+                "config key `node.slices`: AF_XDP ports serve one slice for now (slices = {})",
+                n.slices
+            ));
+        }
         Ok(Validated {
             slices: n.slices,
             ue_pool: (ip, len),
@@ -255,11 +396,13 @@ impl NodeConfig {
             pin: n.pin,
             demux,
             ring_batches: n.ring_batches,
-            s1u_bind: addr("s1u.bind", &self.s1u.bind)?,
+            s1u_bind,
             sgi_mode,
             tun_name: self.sgi.tun_name.clone(),
             sink_local: addr("sgi.sink_local", &self.sgi.sink_local)?,
             sink_peer: addr("sgi.sink_peer", &self.sgi.sink_peer)?,
+            s1u_xdp,
+            sgi_xdp,
             synthetic_users: self.synthetic.users,
             synthetic_rate: self.synthetic.rate,
         })
@@ -269,6 +412,49 @@ impl NodeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn afxdp_ports_are_validated_and_errors_name_the_key() {
+        let v = NodeConfig::parse("").unwrap().validate().unwrap();
+        assert_eq!((v.s1u_xdp, v.sgi_xdp), (None, None));
+        let v = NodeConfig::parse(
+            "[s1u]\nbind = \"10.1.0.1:2152\"\nio = \"afxdp\"\ninterface = \"eth1\"\nqueue = 2\nxdp_mode = \"skb\"\n[sgi]\nio = \"afxdp\"\ninterface = \"eth2\"\nnext_hop = \"10.2.0.254\"\nzero_copy = \"off\"\n",
+        )
+        .unwrap()
+        .validate()
+        .unwrap();
+        let s = v.s1u_xdp.unwrap();
+        assert_eq!(
+            (s.interface.as_str(), s.queue, s.xdp_mode),
+            ("eth1", 2, XdpMode::Skb)
+        );
+        let g = v.sgi_xdp.unwrap();
+        assert_eq!(g.next_hop, Some(Ipv4Addr::new(10, 2, 0, 254)));
+        assert_eq!(g.zero_copy, ZeroCopy::Off);
+        for (text, key) in [
+            ("[s1u]\nio = \"dpdk\"\n", "s1u.io"),
+            ("[s1u]\nio = \"afxdp\"\n", "s1u.interface"),
+            (
+                "[s1u]\nbind = \"0.0.0.0:2152\"\nio = \"afxdp\"\ninterface = \"e\"\n",
+                "s1u.bind",
+            ),
+            (
+                "[sgi]\nio = \"afxdp\"\ninterface = \"e\"\nxdp_mode = \"hw\"\n",
+                "sgi.xdp_mode",
+            ),
+            (
+                "[sgi]\nio = \"afxdp\"\ninterface = \"e\"\nnext_hop = \"x\"\n",
+                "sgi.next_hop",
+            ),
+            (
+                "[node]\nslices = 2\n[sgi]\nio = \"afxdp\"\ninterface = \"e\"\n",
+                "node.slices",
+            ),
+        ] {
+            let e = NodeConfig::parse(text).unwrap().validate().unwrap_err();
+            assert!(e.contains(key), "{text}: {e}");
+        }
+    }
 
     #[test]
     fn pdn_pools_default_private_and_errors_name_the_key() {

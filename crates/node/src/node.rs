@@ -5,9 +5,11 @@
 //! `node.demux = "none"` (the default for one slice) the data thread owns the ports and
 //! there is no extra hop.
 
+use crate::config::XdpPort;
 use crate::config::{DemuxMode, SgiMode, Validated};
 use crate::demux::Demux;
 use crate::dispatch::{demux_loop, DemuxStage};
+use crate::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XskConfig};
 use crate::io::{open_sgi, PacketIo, SgiConfig, UdpPort, UdpSinkPort};
 use crate::ring::{batch_ring, CountedPort, RingPort};
 use crate::runtime::{spawn_slice, ControlDriver, SliceStart, SliceThreads, SyntheticDriver};
@@ -31,6 +33,8 @@ pub struct Node {
     pub demux: Demux,
     pub slices: Vec<SliceThreads>,
     pub s1u_addr: SocketAddrV4,
+    /// What S1-U runs on, e.g. "127.0.0.1:2152 UDP socket" or "... AF_XDP on eth1 ...".
+    pub s1u_desc: String,
     pub sgi_desc: String,
     pub sgi_local: Option<SocketAddrV4>,
     /// Whether packets go through a demux thread.
@@ -51,9 +55,50 @@ type Ports = (
     Option<SocketAddrV4>,
 );
 
-fn open_ports(v: &Validated) -> Result<(SocketAddrV4, Ports), String> {
-    let s1u = UdpPort::bind(v.s1u_bind).map_err(|e| format!("s1u.bind {}: {e}", v.s1u_bind))?;
-    let s1u_addr = s1u.local_addr();
+fn xdp_config(p: &XdpPort, role: Role) -> AfXdpConfig {
+    AfXdpConfig {
+        interface: p.interface.clone(),
+        queue: p.queue,
+        xdp_mode: p.xdp_mode,
+        zero_copy: p.zero_copy,
+        role,
+        xsk: XskConfig::default(),
+    }
+}
+
+/// Open S1-U and SGi as configured; also says what S1-U runs on.
+fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, String, Ports), String> {
+    let (s1u, s1u_addr, s1u_desc): (Box<dyn PacketIo>, SocketAddrV4, String) = match &v.s1u_xdp {
+        Some(p) => {
+            let port = AfXdpPort::open(&xdp_config(p, Role::S1u { addr: v.s1u_bind }))
+                .map_err(|e| format!("s1u (io = \"afxdp\"): {e}"))?;
+            let desc = format!("{} {}", v.s1u_bind, port.describe());
+            (Box::new(port), v.s1u_bind, desc)
+        }
+        None => {
+            let s1u =
+                UdpPort::bind(v.s1u_bind).map_err(|e| format!("s1u.bind {}: {e}", v.s1u_bind))?;
+            let a = s1u.local_addr();
+            (Box::new(s1u), a, format!("{a} UDP socket"))
+        }
+    };
+    if let Some(p) = &v.sgi_xdp {
+        let len = v.ue_pool.1;
+        let pools = layout.pdn_pools[..layout.pdn_count.max(1) as usize]
+            .iter()
+            .map(|&a| (a, len))
+            .collect();
+        let port = AfXdpPort::open(&xdp_config(
+            p,
+            Role::Sgi {
+                pools,
+                next_hop: p.next_hop,
+            },
+        ))
+        .map_err(|e| format!("sgi (io = \"afxdp\"): {e}"))?;
+        let desc = port.describe();
+        return Ok((s1u_addr, s1u_desc, (s1u, Box::new(port), desc, None)));
+    }
     let host_bits = 32 - v.ue_pool.1 as u32;
     let tun_addr = Ipv4Addr::from(u32::from(v.ue_pool.0) + (1u32 << host_bits) - 2);
     let (sgi, sgi_desc, sgi_local): (Box<dyn PacketIo>, String, Option<SocketAddrV4>) =
@@ -89,7 +134,7 @@ fn open_ports(v: &Validated) -> Result<(SocketAddrV4, Ports), String> {
                 (Box::new(p), desc, local)
             }
         };
-    Ok((s1u_addr, (Box::new(s1u), sgi, sgi_desc, sgi_local)))
+    Ok((s1u_addr, s1u_desc, (s1u, sgi, sgi_desc, sgi_local)))
 }
 
 /// Synthetic users and events of slice `s`: the node's totals split evenly.
@@ -126,7 +171,7 @@ impl Node {
                 "config key `node.demux`: \"none\" needs slices = 1 (got {n})"
             ));
         }
-        let (s1u_addr, (s1u, sgi, sgi_desc, sgi_local)) = open_ports(v)?;
+        let (s1u_addr, s1u_desc, (s1u, sgi, sgi_desc, sgi_local)) = open_ports(v, &layout)?;
 
         // Build every slice and its driver before any thread starts, so a refusal
         // leaves nothing running.
@@ -267,6 +312,7 @@ impl Node {
             demux,
             slices,
             s1u_addr,
+            s1u_desc,
             sgi_desc,
             sgi_local,
             mode,

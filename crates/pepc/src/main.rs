@@ -90,6 +90,35 @@ enum BenchCmd {
     /// Full attach procedures per control core (AKA, NAS security, ICS; every message
     /// encoded and decoded), in-process or over userspace SCTP on loopback.
     Attach(AttachArgs),
+    /// The data path on real packet I/O: a generator in one network namespace, the
+    /// node in another, joined by veth pairs (needs root).
+    Io(IoArgs),
+}
+
+#[derive(Args)]
+struct IoArgs {
+    /// The node's packet I/O: afxdp | udp (kernel UDP socket on S1-U, TUN on SGi).
+    #[arg(long, default_value = "afxdp")]
+    backend: String,
+    #[arg(long, default_value_t = 100_000)]
+    users: u32,
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Offered load in million packets per second, both directions (0: as fast as
+    /// the generator can send).
+    #[arg(long, default_value_t = 0.0)]
+    rate_mpps: f64,
+    /// Traffic mix: table2 (PEPC: 128 B UL, 64 B DL, 1:3) | table-iv (Rajan et al.).
+    #[arg(long, default_value = "table2")]
+    mix: String,
+    /// Where the XDP programs run: auto (native if the driver has it) | drv | skb.
+    #[arg(long, default_value = "auto")]
+    xdp_mode: String,
+    /// Run this many times; every run is printed (JSON: one object per run).
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -264,6 +293,7 @@ fn main() -> ExitCode {
         Cmd::Bench { what } => match what {
             BenchCmd::Dataplane(a) => bench_dataplane(&a),
             BenchCmd::Attach(a) => bench_attach(&a),
+            BenchCmd::Io(a) => bench_io(&a),
             BenchCmd::Sweep(s) => pepc_bench::sweep::run(s.figure, s.seconds, &s.out, s.scale_down),
         },
     };
@@ -287,6 +317,47 @@ fn bench_dataplane(a: &DataplaneArgs) -> Result<(), String> {
             r.design, r.users, r.signaling_per_s, r.signaling_achieved_per_s, r.data_cores,
             r.mpps_per_core, r.mpps_wall_per_core, r.latency_ns_p50, r.latency_ns_p99, r.drops
         );
+    }
+    Ok(())
+}
+
+fn bench_io(a: &IoArgs) -> Result<(), String> {
+    use pepc_bench::io::{Backend, IoOpts, Mix};
+    let o = IoOpts {
+        backend: match a.backend.as_str() {
+            "afxdp" => Backend::Afxdp,
+            "udp" => Backend::Udp,
+            b => return Err(format!("--backend {b:?}: not one of afxdp, udp")),
+        },
+        users: a.users,
+        seconds: a.seconds,
+        rate_pps: (a.rate_mpps * 1e6) as u64,
+        mix: match a.mix.as_str() {
+            "table2" => Mix::Table2,
+            "table-iv" => Mix::TableIv,
+            m => return Err(format!("--mix {m:?}: not one of table2, table-iv")),
+        },
+        seed: 42,
+        xdp_mode: match a.xdp_mode.as_str() {
+            "auto" => pepc_node::io::afxdp::XdpMode::Auto,
+            "drv" => pepc_node::io::afxdp::XdpMode::Drv,
+            "skb" => pepc_node::io::afxdp::XdpMode::Skb,
+            m => return Err(format!("--xdp-mode {m:?}: not one of auto, drv, skb")),
+        },
+    };
+    for _ in 0..a.repeat.max(1) {
+        let r = pepc_bench::io::run(&o)?;
+        if a.json {
+            println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+        } else {
+            println!(
+                "{:?} ({} / {}): {} users, {:.2} Mpps per data core, {:.2} Mpps wall, {:.2} Gb/s, loss {:.4}% ({} of {}), reordered {}, latency p50 {} us p99 {} us; CPU/packet: node data {:.0} ns, generator {:.0} ns, machine {:.0} ns",
+                r.backend, r.s1u_io, r.sgi_io, r.users, r.mpps_per_core, r.mpps_wall, r.gbps,
+                r.loss * 100.0, r.lost, r.sent_ul + r.sent_dl, r.reordered, r.latency_us_p50,
+                r.latency_us_p99, r.node_data_cpu_ns_per_packet, r.generator_cpu_ns_per_packet,
+                r.machine_cpu_ns_per_packet
+            );
+        }
     }
     Ok(())
 }
@@ -413,11 +484,11 @@ fn run_node(a: &RunArgs) -> Result<(), String> {
     match &epc.s1mme {
         Some(s1mme) => tracing::info!(
             "pepc node: {} slice(s), S1-MME {s1mme}, S1-U {}, SGi {}, HSS {hss_desc}",
-            v.slices, epc.node.s1u_addr, epc.node.sgi_desc,
+            v.slices, epc.node.s1u_desc, epc.node.sgi_desc,
         ),
         None => tracing::info!(
             "pepc node: {} slice(s), S1-U {}, SGi {}, MME disabled: {} synthetic users at {} events/s",
-            v.slices, epc.node.s1u_addr, epc.node.sgi_desc, v.synthetic_users, v.synthetic_rate
+            v.slices, epc.node.s1u_desc, epc.node.sgi_desc, v.synthetic_users, v.synthetic_rate
         ),
     }
     stop_on_signals();

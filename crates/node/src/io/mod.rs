@@ -1,15 +1,16 @@
 //! Packet I/O behind one interface. The data thread calls `recv_batch` to fill a batch
 //! and `send_batch` to transmit the packets whose verdict names this port. Backends:
 //! in-memory generator/sink (benchmarks), UDP with recvmmsg/sendmmsg (S1-U), TUN (SGi),
-//! and a UDP sink for SGi where a TUN device cannot be created.
+//! a UDP sink for SGi where a TUN device cannot be created, and AF_XDP for either.
 
 use pepc_wire::{Batch, Verdict};
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
+pub mod afxdp;
 pub mod mem;
-mod sys;
+pub(crate) mod sys;
 pub mod tun;
 pub mod udp;
 

@@ -1,0 +1,677 @@
+//! `pepc bench io`: the node's data path on real packet I/O. A generator and sink in
+//! one network namespace play the eNBs (S1-U) and the PDN (SGi); the node runs in
+//! another, joined by two veth pairs. The generator builds GTP-U uplink and IPv4
+//! downlink for N attached UEs (PEPC Table 2 or Rajan et al. Table IV mix), stamps
+//! each packet with a per-direction sequence number and its send time, and counts what
+//! comes out of the node: loss, reordering, latency. The generator always uses AF_XDP
+//! (it must outrun the node); `--backend` picks the node's I/O: AF_XDP on both ports,
+//! or the kernel's UDP socket (S1-U, recvmmsg/sendmmsg) and TUN device (SGi).
+//!
+//! CPU is read per thread (`/proc/self/task/*/schedstat`): the node's data thread, the
+//! generator, and the whole machine (`/proc/stat`, which includes the kernel's veth and
+//! softirq work wherever it ran).
+
+use crate::hist::Histogram;
+use crate::netns::{enter, End, Topology};
+use pepc_emulator::driver::{TABLE_IV_DL, TABLE_IV_UL};
+use pepc_node::config::NodeConfig;
+use pepc_node::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XdpMode, XskConfig, ZeroCopy};
+use pepc_node::io::{now_ns, PacketIo};
+use pepc_node::node::Node;
+use pepc_node::runtime::ControlDriver;
+use pepc_slice::control::{AttachParams, ControlPlane};
+use pepc_slice::packets::{gpdu, ipv4_udp, retarget_downlink, retarget_uplink};
+use pepc_slice::synthetic::Rng;
+use pepc_wire::{Batch, Verdict, BATCH_SIZE};
+use serde::Serialize;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The node's packet I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    Afxdp,
+    /// Kernel UDP socket (S1-U) and TUN (SGi).
+    Udp,
+}
+
+/// Traffic mix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mix {
+    /// PEPC Table 2: 128 B uplink frames, 64 B downlink packets, UL:DL = 1:3.
+    Table2,
+    /// Rajan et al. Table IV: per-class sizes and UL/DL rates.
+    TableIv,
+}
+
+#[derive(Debug, Clone)]
+pub struct IoOpts {
+    pub backend: Backend,
+    pub users: u32,
+    pub seconds: f64,
+    /// Offered packets per second, both directions (0: as fast as the generator can).
+    pub rate_pps: u64,
+    pub mix: Mix,
+    pub seed: u64,
+    /// Where the XDP programs run (node and generator): auto | drv | skb.
+    pub xdp_mode: XdpMode,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IoReport {
+    pub backend: Backend,
+    pub mix: Mix,
+    pub users: u32,
+    pub seconds: f64,
+    /// What the node said it uses on each port.
+    pub s1u_io: String,
+    pub sgi_io: String,
+    pub offered_pps: u64,
+    pub sent_ul: u64,
+    pub sent_dl: u64,
+    pub received_ul: u64,
+    pub received_dl: u64,
+    /// Sent but never received, as a share of sent.
+    pub loss: f64,
+    pub lost: u64,
+    pub reordered: u64,
+    /// Packets through the node per second of its data thread's CPU.
+    pub mpps_per_core: f64,
+    /// Packets through the node per second of wall time.
+    pub mpps_wall: f64,
+    /// IP-level bits per second out of the node (outer headers of S1-U included).
+    pub gbps: f64,
+    pub latency_us_p50: f64,
+    pub latency_us_p99: f64,
+    pub node_data_cpu_ns_per_packet: f64,
+    pub generator_cpu_ns_per_packet: f64,
+    /// All CPUs' busy time (user, system, softirq) per forwarded packet.
+    pub machine_cpu_ns_per_packet: f64,
+    /// Node drops by reason and the ports' own counters, for diagnosis.
+    /// Packets the node dropped during the measured run.
+    pub node_drops: u64,
+    /// The node's drops by reason since it started (warm-up included).
+    pub node_drops_by_reason: Vec<(&'static str, u64)>,
+}
+
+// Addresses of the two links (node side .1, generator side .2).
+const S1U_NODE: Ipv4Addr = Ipv4Addr::new(10, 79, 1, 1);
+const S1U_GEN: Ipv4Addr = Ipv4Addr::new(10, 79, 1, 2);
+const SGI_NODE: Ipv4Addr = Ipv4Addr::new(10, 79, 2, 1);
+const SGI_GEN: Ipv4Addr = Ipv4Addr::new(10, 79, 2, 2);
+const SERVER: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
+const UE_POOL: &str = "10.0.0.0/10";
+/// Where the stamp (sequence number, send time) sits in the inner IP packet.
+const STAMP: usize = 28;
+
+/// (packet size, share) per traffic class.
+type Classes = Vec<(usize, f64)>;
+/// Each user's uplink TEID and address.
+type Targets = Vec<(u32, Ipv4Addr)>;
+
+/// Attaches the bench's users on the control thread, then idles; says when the data
+/// thread has every user's tunnel.
+struct BenchDriver {
+    users: u32,
+    targets: Vec<(u32, Ipv4Addr)>,
+    ready: Option<mpsc::Sender<Result<Targets, String>>>,
+    attached: bool,
+}
+
+impl ControlDriver for BenchDriver {
+    fn start(&mut self, cp: &mut ControlPlane) {
+        for i in 0..self.users {
+            let mut p = AttachParams::new(1_010_000_000_000 + i as u64);
+            p.enb_addr = S1U_GEN;
+            p.enb_teid = i + 1;
+            p.ambr_ul = 10_000_000_000;
+            p.ambr_dl = 10_000_000_000;
+            match cp.attach(&p) {
+                Ok(a) => self.targets.push((a.teid_ul, a.ue_ip)),
+                Err(e) => {
+                    if let Some(tx) = self.ready.take() {
+                        let _ = tx.send(Err(format!("attaching user {i}: {e}")));
+                    }
+                    return;
+                }
+            }
+            while cp.in_flight() > 8192 && cp.flush() > 0 {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        self.attached = true;
+    }
+
+    fn run_once(&mut self, cp: &mut ControlPlane, _now: Instant) -> bool {
+        if self.attached && cp.flush() == 0 && cp.in_flight() == 0 {
+            if let Some(tx) = self.ready.take() {
+                let _ = tx.send(Ok(std::mem::take(&mut self.targets)));
+            }
+        }
+        false
+    }
+
+    fn idle_wait(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+}
+
+/// ns on CPU of this process's threads named `name` (schedstat: exact, in ns).
+fn thread_cpu_ns(name: &str) -> u64 {
+    let mut total = 0;
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    for t in dir.flatten() {
+        let p = t.path();
+        let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
+        if comm.trim() == name {
+            let s = std::fs::read_to_string(p.join("schedstat")).unwrap_or_default();
+            total += s
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    total
+}
+
+/// ns of this thread's CPU.
+fn own_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// All CPUs' busy time so far, ns (from /proc/stat's first line).
+fn machine_busy_ns() -> u64 {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<u64> = text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    let busy: u64 = f
+        .iter()
+        .take(8)
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, v)| v)
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    busy * 1_000_000_000 / hz
+}
+
+/// Packet sizes (uplink frame on the S1-U wire incl. outer IP/UDP/GTP-U; downlink IP
+/// packet) and the uplink share of packets.
+fn mix_classes(m: Mix) -> (f64, Classes, Classes) {
+    match m {
+        Mix::Table2 => (0.25, vec![(128, 1.0)], vec![(64, 1.0)]),
+        Mix::TableIv => {
+            let (ul, dl) = (TABLE_IV_UL, TABLE_IV_DL);
+            let su: f64 = ul.iter().map(|x| x.1).sum();
+            let sd: f64 = dl.iter().map(|x| x.1).sum();
+            let norm = |t: &[(usize, f64)], s: f64| t.iter().map(|&(a, r)| (a, r / s)).collect();
+            (su / (su + sd), norm(&ul, su), norm(&dl, sd))
+        }
+    }
+}
+
+struct Templates {
+    /// Per class: G-PDU (uplink) or IP packet (downlink), stamped and retargeted per
+    /// packet.
+    ul: Vec<(Vec<u8>, f64)>,
+    dl: Vec<(Vec<u8>, f64)>,
+    ul_share: f64,
+}
+
+impl Templates {
+    fn new(m: Mix) -> Templates {
+        let (ul_share, ul, dl) = mix_classes(m);
+        let zero_udp_sum = |mut p: Vec<u8>| {
+            // The stamp changes the payload: "no checksum" stays valid over IPv4.
+            p[26..28].copy_from_slice(&[0, 0]);
+            p
+        };
+        Templates {
+            ul: ul
+                .into_iter()
+                .map(|(size, share)| {
+                    let inner = zero_udp_sum(ipv4_udp(
+                        Ipv4Addr::new(10, 0, 0, 1),
+                        SERVER,
+                        40000,
+                        443,
+                        size.saturating_sub(36).max(STAMP + 16),
+                    ));
+                    (gpdu(1, &inner), share)
+                })
+                .collect(),
+            dl: dl
+                .into_iter()
+                .map(|(size, share)| {
+                    (
+                        zero_udp_sum(ipv4_udp(
+                            SERVER,
+                            Ipv4Addr::new(10, 0, 0, 1),
+                            443,
+                            40000,
+                            size.max(STAMP + 16),
+                        )),
+                        share,
+                    )
+                })
+                .collect(),
+            ul_share,
+        }
+    }
+
+    fn pick(cls: &[(Vec<u8>, f64)], rng: &mut Rng) -> usize {
+        let mut u = rng.next_u64() as f64 / u64::MAX as f64;
+        for (i, c) in cls.iter().enumerate() {
+            if u < c.1 {
+                return i;
+            }
+            u -= c.1;
+        }
+        cls.len() - 1
+    }
+}
+
+/// Per-direction receive bookkeeping.
+#[derive(Default)]
+struct Sink {
+    received: u64,
+    bytes: u64,
+    max_seq: Option<u64>,
+    reordered: u64,
+}
+
+impl Sink {
+    fn take(&mut self, inner: &[u8], wire_len: usize, now: u64, lat: &mut Histogram) {
+        if inner.len() < STAMP + 16 {
+            return;
+        }
+        let seq = u64::from_be_bytes(inner[STAMP..STAMP + 8].try_into().expect("8"));
+        let sent = u64::from_be_bytes(inner[STAMP + 8..STAMP + 16].try_into().expect("8"));
+        self.received += 1;
+        self.bytes += wire_len as u64;
+        match self.max_seq {
+            Some(m) if seq < m => self.reordered += 1,
+            _ => self.max_seq = Some(seq),
+        }
+        lat.record_n(now.saturating_sub(sent) / 1000, 1);
+    }
+}
+
+fn gtpu_inner(p: &[u8]) -> &[u8] {
+    if p.len() < 8 {
+        return &[];
+    }
+    let h = if p[0] & 0x07 != 0 { 12 } else { 8 };
+    p.get(h..).unwrap_or(&[])
+}
+
+/// Run the benchmark once. Needs root (namespaces, AF_XDP); the error says why not.
+pub fn run(o: &IoOpts) -> Result<IoReport, String> {
+    // Unique per run, also between runs in one process (tests run in parallel).
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let tag = (std::process::id() % 10_000) * 10
+        + RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 10;
+    let (ns_node, ns_gen) = (format!("pepcio{tag}n"), format!("pepcio{tag}g"));
+    let topo = Topology::new(&[&ns_node, &ns_gen])?;
+    let end = |ns: &str, dev: String, addr| End {
+        ns: ns.to_string(),
+        dev,
+        addr,
+        prefix: 24,
+    };
+    let s1u_n = end(&ns_node, format!("pio{tag}s"), S1U_NODE);
+    let s1u_g = end(&ns_gen, format!("pio{tag}t"), S1U_GEN);
+    let sgi_n = end(&ns_node, format!("pio{tag}i"), SGI_NODE);
+    let sgi_g = end(&ns_gen, format!("pio{tag}j"), SGI_GEN);
+    topo.veth(&s1u_n, &s1u_g, 1)?;
+    topo.veth(&sgi_n, &sgi_g, 1)?;
+    if o.backend == Backend::Udp {
+        // The TUN path: the node's kernel forwards between the TUN device and SGi.
+        topo.sysctl(&ns_node, "net.ipv4.ip_forward", "1")?;
+        topo.run(
+            &ns_node,
+            &[
+                "route",
+                "add",
+                "198.51.100.0/24",
+                "via",
+                &SGI_GEN.to_string(),
+            ],
+        )?;
+    }
+
+    // The node, in its namespace (threads it starts inherit it).
+    let mode = match o.xdp_mode {
+        XdpMode::Auto => "auto",
+        XdpMode::Drv => "drv",
+        XdpMode::Skb => "skb",
+    };
+    let config = match o.backend {
+        Backend::Afxdp => format!(
+            "[node]\nue_pool = \"{UE_POOL}\"\nmax_users = {}\npin = false\n\
+             [s1u]\nbind = \"{S1U_NODE}:2152\"\nio = \"afxdp\"\ninterface = \"{}\"\nxdp_mode = \"{mode}\"\n\
+             [sgi]\nio = \"afxdp\"\ninterface = \"{}\"\nnext_hop = \"{SGI_GEN}\"\nxdp_mode = \"{mode}\"\n",
+            o.users.max(1),
+            s1u_n.dev,
+            sgi_n.dev
+        ),
+        Backend::Udp => format!(
+            "[node]\nue_pool = \"{UE_POOL}\"\nmax_users = {}\npin = false\n\
+             [s1u]\nbind = \"{S1U_NODE}:2152\"\n[sgi]\nmode = \"tun\"\ntun_name = \"pio{tag}u\"\n",
+            o.users.max(1)
+        ),
+    };
+    let v = NodeConfig::parse(&config)?.validate()?;
+    let (tx, rx) = mpsc::channel();
+    let users = o.users;
+    let ns = ns_node.clone();
+    let node = std::thread::spawn(move || -> Result<Node, String> {
+        enter(&ns)?;
+        let mut driver = Some(BenchDriver {
+            users,
+            targets: Vec::with_capacity(users as usize),
+            ready: Some(tx),
+            attached: false,
+        });
+        Node::start(&v, &mut |_| {
+            driver.take().map(|d| Box::new(d) as Box<dyn ControlDriver>)
+        })
+    })
+    .join()
+    .map_err(|_| "the node's start panicked".to_string())??;
+    let s1u_io = node.s1u_desc.clone();
+    let sgi_io = node.sgi_desc.clone();
+    let targets = match rx.recv_timeout(Duration::from_secs(120)) {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Err("the node did not attach the users within 120 s".into()),
+    };
+
+    // The generator, in its namespace.
+    let o2 = o.clone();
+    let ns = ns_gen.clone();
+    let (s1u_dev, sgi_dev) = (s1u_g.dev.clone(), sgi_g.dev.clone());
+    let (warm_tx, warm_rx) = mpsc::channel::<()>();
+    let gen = std::thread::Builder::new()
+        .name("pepc-iogen".into())
+        .spawn(move || generate(&o2, &ns, &s1u_dev, &sgi_dev, &targets, warm_tx))
+        .map_err(|e| e.to_string())?;
+    // Counted from the end of the generator's warm-up (ARP, first packets).
+    let _ = warm_rx.recv_timeout(Duration::from_secs(10));
+    let drops0: u64 = node.stats().slices.iter().map(|s| s.drops).sum();
+    let node_cpu0 = thread_cpu_ns("pepc-data");
+    let machine0 = machine_busy_ns();
+    let g = gen
+        .join()
+        .map_err(|_| "the generator panicked".to_string())??;
+    let node_cpu = thread_cpu_ns("pepc-data").saturating_sub(node_cpu0);
+    let machine = machine_busy_ns().saturating_sub(machine0);
+    let stats = node.stats();
+    let node_drops = stats.slices.iter().map(|s| s.drops).sum::<u64>() - drops0;
+    let node_drops_by_reason = stats
+        .slices
+        .iter()
+        .flat_map(|s| s.drops_by_reason.clone())
+        .collect();
+    node.shutdown();
+    drop(topo);
+
+    let fwd = g.ul.received + g.dl.received;
+    let sent = g.sent_ul + g.sent_dl;
+    let lost = sent.saturating_sub(fwd);
+    let per = |ns: u64| {
+        if fwd == 0 {
+            0.0
+        } else {
+            ns as f64 / fwd as f64
+        }
+    };
+    Ok(IoReport {
+        backend: o.backend,
+        mix: o.mix,
+        users: o.users,
+        seconds: g.seconds,
+        s1u_io,
+        sgi_io,
+        offered_pps: o.rate_pps,
+        sent_ul: g.sent_ul,
+        sent_dl: g.sent_dl,
+        received_ul: g.ul.received,
+        received_dl: g.dl.received,
+        loss: if sent == 0 {
+            0.0
+        } else {
+            lost as f64 / sent as f64
+        },
+        lost,
+        reordered: g.ul.reordered + g.dl.reordered,
+        mpps_per_core: if node_cpu == 0 {
+            0.0
+        } else {
+            fwd as f64 / (node_cpu as f64 / 1e9) / 1e6
+        },
+        mpps_wall: fwd as f64 / g.seconds.max(1e-9) / 1e6,
+        gbps: (g.ul.bytes + g.dl.bytes) as f64 * 8.0 / g.seconds.max(1e-9) / 1e9,
+        latency_us_p50: g.lat.quantile(0.5) as f64,
+        latency_us_p99: g.lat.quantile(0.99) as f64,
+        node_data_cpu_ns_per_packet: per(node_cpu),
+        generator_cpu_ns_per_packet: per(g.cpu_ns),
+        machine_cpu_ns_per_packet: per(machine),
+        node_drops,
+        node_drops_by_reason,
+    })
+}
+
+struct GenResult {
+    sent_ul: u64,
+    sent_dl: u64,
+    ul: Sink,
+    dl: Sink,
+    lat: Histogram,
+    cpu_ns: u64,
+    seconds: f64,
+}
+
+fn generate(
+    o: &IoOpts,
+    ns: &str,
+    s1u_dev: &str,
+    sgi_dev: &str,
+    targets: &[(u32, Ipv4Addr)],
+    warm: mpsc::Sender<()>,
+) -> Result<GenResult, String> {
+    enter(ns)?;
+    if targets.is_empty() {
+        return Err("no users attached".into());
+    }
+    let cfg = |dev: &str, role| AfXdpConfig {
+        interface: dev.to_string(),
+        queue: 0,
+        xdp_mode: o.xdp_mode,
+        zero_copy: ZeroCopy::Auto,
+        role,
+        xsk: XskConfig::default(),
+    };
+    // The eNB side sends GTP-U from 2152 and takes the node's downlink G-PDUs; the
+    // PDN side takes uplink to the server's prefix and sends to the UEs via the node.
+    let mut enb = AfXdpPort::open(&cfg(
+        s1u_dev,
+        Role::S1u {
+            addr: SocketAddrV4::new(S1U_GEN, 2152),
+        },
+    ))
+    .map_err(|e| format!("generator S1-U: {e}"))?;
+    let mut pdn = AfXdpPort::open(&cfg(
+        sgi_dev,
+        Role::Sgi {
+            pools: vec![(SERVER, 24)],
+            next_hop: Some(SGI_NODE),
+        },
+    ))
+    .map_err(|e| format!("generator SGi: {e}"))?;
+    let t = Templates::new(o.mix);
+    let mut rng = Rng::new(o.seed);
+    let node_s1u = SocketAddrV4::new(S1U_NODE, 2152);
+    let mut ul = Batch::new(BATCH_SIZE);
+    let mut dl = Batch::new(BATCH_SIZE);
+    let mut rxb = Batch::new(BATCH_SIZE);
+    let (mut seq_ul, mut seq_dl) = (0u64, 0u64);
+    let (mut ul_sink, mut dl_sink) = (Sink::default(), Sink::default());
+    let mut lat = Histogram::default();
+    // Warm the neighbour entries (ARP) before timing: a few packets each way.
+    let warm_until = Instant::now() + Duration::from_secs(3);
+    loop {
+        let mut b = Batch::new(1);
+        b.len = 1;
+        let (teid, ue) = targets[0];
+        b.bufs[0].fill(&t.ul[0].0);
+        retarget_uplink(b.bufs[0].as_mut_slice(), teid, ue);
+        b.bufs[0].meta.peer = node_s1u;
+        b.bufs[0].meta.verdict = Verdict::ToS1u;
+        let a = enb.send_batch(&b, Verdict::ToS1u).unwrap_or(0);
+        b.bufs[0].fill(&t.dl[0].0);
+        retarget_downlink(b.bufs[0].as_mut_slice(), ue);
+        b.bufs[0].meta.verdict = Verdict::ToSgi;
+        let c = pdn.send_batch(&b, Verdict::ToSgi).unwrap_or(0);
+        if a > 0 && c > 0 {
+            break;
+        }
+        if Instant::now() > warm_until {
+            return Err("the generator could not resolve the node's MAC addresses (ARP)".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    while enb.recv_batch(&mut rxb).unwrap_or(0) + pdn.recv_batch(&mut rxb).unwrap_or(0) > 0 {}
+    let _ = warm.send(());
+    std::thread::sleep(Duration::from_millis(10));
+
+    let cpu0 = own_cpu_ns();
+    let start = Instant::now();
+    let dur = Duration::from_secs_f64(o.seconds);
+    let mut sent_ul = 0u64;
+    let mut sent_dl = 0u64;
+    let drain_rx = |enb: &mut AfXdpPort,
+                    pdn: &mut AfXdpPort,
+                    rxb: &mut Batch,
+                    ul_sink: &mut Sink,
+                    dl_sink: &mut Sink,
+                    lat: &mut Histogram| {
+        let mut got = 0;
+        if enb.recv_batch(rxb).unwrap_or(0) > 0 {
+            let now = now_ns();
+            for p in rxb.packets() {
+                dl_sink.take(gtpu_inner(p.as_slice()), p.len() + 28, now, lat);
+            }
+            got += rxb.len;
+        }
+        if pdn.recv_batch(rxb).unwrap_or(0) > 0 {
+            let now = now_ns();
+            for p in rxb.packets() {
+                ul_sink.take(p.as_slice(), p.len(), now, lat);
+            }
+            got += rxb.len;
+        }
+        got
+    };
+    loop {
+        let elapsed = start.elapsed();
+        if elapsed >= dur {
+            break;
+        }
+        let due = if o.rate_pps == 0 {
+            u64::MAX
+        } else {
+            (elapsed.as_nanos() * o.rate_pps as u128 / 1_000_000_000) as u64
+        };
+        if sent_ul + sent_dl < due {
+            // One batch of 32 packets, split by the mix's uplink share.
+            let n_ul = ((BATCH_SIZE as f64 * t.ul_share).round() as usize).clamp(1, BATCH_SIZE - 1);
+            let n_dl = BATCH_SIZE - n_ul;
+            let now = now_ns();
+            ul.len = n_ul;
+            for b in &mut ul.bufs[..n_ul] {
+                let (teid, ip) = targets[rng.below(targets.len() as u64) as usize];
+                let k = Templates::pick(&t.ul, &mut rng);
+                b.fill(&t.ul[k].0);
+                let d = b.as_mut_slice();
+                retarget_uplink(d, teid, ip);
+                d[8 + STAMP..8 + STAMP + 8].copy_from_slice(&seq_ul.to_be_bytes());
+                d[8 + STAMP + 8..8 + STAMP + 16].copy_from_slice(&now.to_be_bytes());
+                seq_ul += 1;
+                b.meta.peer = node_s1u;
+                b.meta.verdict = Verdict::ToS1u;
+            }
+            dl.len = n_dl;
+            for b in &mut dl.bufs[..n_dl] {
+                let (_, ip) = targets[rng.below(targets.len() as u64) as usize];
+                let k = Templates::pick(&t.dl, &mut rng);
+                b.fill(&t.dl[k].0);
+                let d = b.as_mut_slice();
+                retarget_downlink(d, ip);
+                d[STAMP..STAMP + 8].copy_from_slice(&seq_dl.to_be_bytes());
+                d[STAMP + 8..STAMP + 16].copy_from_slice(&now.to_be_bytes());
+                seq_dl += 1;
+                b.meta.verdict = Verdict::ToSgi;
+            }
+            // What the TX ring could not take is not sent (and not counted as sent);
+            // its sequence numbers are skipped, which the sink does not mind.
+            sent_ul += enb.send_batch(&ul, Verdict::ToS1u).unwrap_or(0) as u64;
+            sent_dl += pdn.send_batch(&dl, Verdict::ToSgi).unwrap_or(0) as u64;
+        }
+        drain_rx(
+            &mut enb,
+            &mut pdn,
+            &mut rxb,
+            &mut ul_sink,
+            &mut dl_sink,
+            &mut lat,
+        );
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    // Drain what is still in flight.
+    let quiet = Instant::now();
+    let mut last = Instant::now();
+    while quiet.elapsed() < Duration::from_secs(2) && last.elapsed() < Duration::from_millis(200) {
+        if drain_rx(
+            &mut enb,
+            &mut pdn,
+            &mut rxb,
+            &mut ul_sink,
+            &mut dl_sink,
+            &mut lat,
+        ) > 0
+        {
+            last = Instant::now();
+        }
+    }
+    Ok(GenResult {
+        sent_ul,
+        sent_dl,
+        ul: ul_sink,
+        dl: dl_sink,
+        lat,
+        cpu_ns: own_cpu_ns() - cpu0,
+        seconds,
+    })
+}

@@ -1,0 +1,157 @@
+//! Network namespaces and veth pairs that a benchmark or test makes for itself (with
+//! `ip` from iproute2, as root) and removes when dropped, even on panic. A thread
+//! enters a namespace with [`enter`]; sockets and AF_XDP ports it opens live there.
+
+use std::os::fd::AsRawFd;
+use std::process::Command;
+
+/// Run `ip ARGS`; the error carries ip's own message.
+pub fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip (iproute2): {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Why namespaces cannot be made here, if they cannot.
+pub fn unavailable() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("network namespaces need root (CAP_NET_ADMIN)".into());
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        return Some("`ip` (iproute2) is not installed".into());
+    }
+    None
+}
+
+/// One end of a veth pair: its namespace, device name and address (with prefix).
+#[derive(Debug, Clone)]
+pub struct End {
+    pub ns: String,
+    pub dev: String,
+    pub addr: std::net::Ipv4Addr,
+    pub prefix: u8,
+}
+
+/// Namespaces and the veth pairs between them; all removed on drop.
+pub struct Topology {
+    namespaces: Vec<String>,
+}
+
+impl Topology {
+    /// Make namespaces `names` (fresh: stale ones of the same name are removed first).
+    pub fn new(names: &[&str]) -> Result<Topology, String> {
+        if let Some(why) = unavailable() {
+            return Err(why);
+        }
+        let mut t = Topology {
+            namespaces: Vec::new(),
+        };
+        for n in names {
+            let _ = ip(&["netns", "del", n]);
+            ip(&["netns", "add", n])?;
+            t.namespaces.push(n.to_string());
+            ip(&["-n", n, "link", "set", "lo", "up"])?;
+        }
+        Ok(t)
+    }
+
+    /// A veth pair between `a` and `b`, addressed and up. `queues` > 1 gives each end
+    /// that many RX/TX queues.
+    pub fn veth(&self, a: &End, b: &End, queues: u32) -> Result<(), String> {
+        let q = queues.max(1).to_string();
+        ip(&[
+            "link",
+            "add",
+            &a.dev,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &b.dev,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+        ])?;
+        for e in [a, b] {
+            ip(&["link", "set", &e.dev, "netns", &e.ns])?;
+            ip(&[
+                "-n",
+                &e.ns,
+                "addr",
+                "add",
+                &format!("{}/{}", e.addr, e.prefix),
+                "dev",
+                &e.dev,
+            ])?;
+            ip(&["-n", &e.ns, "link", "set", &e.dev, "up"])?;
+        }
+        Ok(())
+    }
+
+    /// `ip -n NS ARGS`.
+    pub fn run(&self, ns: &str, args: &[&str]) -> Result<(), String> {
+        let mut v = vec!["-n", ns];
+        v.extend_from_slice(args);
+        ip(&v)
+    }
+
+    /// `sysctl -w KEY=VALUE` inside `ns`.
+    pub fn sysctl(&self, ns: &str, key: &str, value: &str) -> Result<(), String> {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-qw",
+                &format!("{key}={value}"),
+            ])
+            .output()
+            .map_err(|e| format!("sysctl: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "sysctl {key} in {ns}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        // Deleting a namespace takes its veth ends, and the pairs with them.
+        for n in &self.namespaces {
+            let _ = ip(&["netns", "del", n]);
+        }
+    }
+}
+
+/// Move the calling thread into namespace `ns`.
+pub fn enter(ns: &str) -> Result<(), String> {
+    let f = std::fs::File::open(format!("/var/run/netns/{ns}"))
+        .map_err(|e| format!("namespace {ns}: {e}"))?;
+    // SAFETY: a valid namespace descriptor; only the calling thread changes namespace.
+    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    if r != 0 {
+        return Err(format!("setns {ns}: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}

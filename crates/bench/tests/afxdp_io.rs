@@ -1,0 +1,163 @@
+//! The node's AF_XDP ports on veth pairs in network namespaces this test makes (issue
+//! 14): the XDP program redirects only our traffic and the kernel keeps the rest; the
+//! node forwards a generator's Table 2 traffic both ways with every packet accounted
+//! for; the kernel-socket backend runs the same bench. Needs root; without it each
+//! test says why and returns.
+
+use pepc_bench::io::{run, Backend, IoOpts, Mix};
+use pepc_bench::netns::{enter, unavailable, End, Topology};
+use pepc_node::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XdpMode, XskConfig, ZeroCopy};
+use pepc_node::io::PacketIo;
+use pepc_wire::{Batch, Verdict};
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::time::{Duration, Instant};
+
+fn skip() -> bool {
+    match unavailable() {
+        Some(why) => {
+            eprintln!("SKIPPED: {why}");
+            true
+        }
+        None => false,
+    }
+}
+
+fn opts(backend: Backend, rate_pps: u64) -> IoOpts {
+    IoOpts {
+        backend,
+        users: 2000,
+        seconds: 1.0,
+        rate_pps,
+        mix: Mix::Table2,
+        seed: 7,
+        xdp_mode: XdpMode::Auto,
+    }
+}
+
+#[test]
+fn afxdp_node_forwards_every_packet_below_saturation() {
+    if skip() {
+        return;
+    }
+    // 50K packets/s is far below what either side can do on this machine.
+    let r = run(&opts(Backend::Afxdp, 50_000)).unwrap();
+    assert!(r.s1u_io.contains("AF_XDP"), "{}", r.s1u_io);
+    assert!(r.sgi_io.contains("AF_XDP"), "{}", r.sgi_io);
+    assert!(r.sent_ul > 5_000 && r.sent_dl > 3 * 5_000 - 1_000, "{r:?}");
+    assert_eq!(r.received_ul, r.sent_ul, "{r:?}");
+    assert_eq!(r.received_dl, r.sent_dl, "{r:?}");
+    assert_eq!((r.lost, r.reordered, r.node_drops), (0, 0, 0), "{r:?}");
+    assert!(r.latency_us_p99 > 0.0 && r.mpps_per_core > 0.0, "{r:?}");
+}
+
+#[test]
+fn the_same_bench_runs_on_the_kernel_socket_backend() {
+    if skip() {
+        return;
+    }
+    let r = run(&opts(Backend::Udp, 20_000)).unwrap();
+    assert!(r.s1u_io.contains("UDP socket"), "{}", r.s1u_io);
+    assert!(r.sgi_io.contains("TUN"), "{}", r.sgi_io);
+    assert!(r.received_ul > 0 && r.received_dl > 0, "{r:?}");
+    assert_eq!((r.lost, r.reordered), (0, 0), "{r:?}");
+}
+
+/// With the S1-U port's XDP program attached, the kernel still gets everything that is
+/// not GTP-U to our address: UDP to another port reaches a kernel socket, while GTP-U
+/// reaches the port (with its sender), and what the port sends is a valid UDP datagram
+/// the peer's kernel delivers.
+#[test]
+fn xdp_program_takes_only_gtpu_to_our_address() {
+    if skip() {
+        return;
+    }
+    let tag = std::process::id() % 100_000;
+    let (a, b) = (format!("pepcxt{tag}a"), format!("pepcxt{tag}b"));
+    let topo = Topology::new(&[&a, &b]).unwrap();
+    let node = Ipv4Addr::new(10, 81, 0, 1);
+    let peer = Ipv4Addr::new(10, 81, 0, 2);
+    let ea = End {
+        ns: a.clone(),
+        dev: format!("pxt{tag}a"),
+        addr: node,
+        prefix: 24,
+    };
+    let eb = End {
+        ns: b.clone(),
+        dev: format!("pxt{tag}b"),
+        addr: peer,
+        prefix: 24,
+    };
+    topo.veth(&ea, &eb, 1).unwrap();
+
+    let dev = ea.dev.clone();
+    let ns_a = a.clone();
+    let port_thread = std::thread::spawn(move || {
+        enter(&ns_a).unwrap();
+        let mut port = AfXdpPort::open(&AfXdpConfig {
+            interface: dev,
+            queue: 0,
+            xdp_mode: XdpMode::Auto,
+            zero_copy: ZeroCopy::Auto,
+            role: Role::S1u {
+                addr: SocketAddrV4::new(node, 2152),
+            },
+            xsk: XskConfig::default(),
+        })
+        .unwrap();
+        let other = UdpSocket::bind(SocketAddrV4::new(node, 9999)).unwrap();
+        other
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        // GTP-U echo-like payloads to 2152: the port gets them.
+        let mut b = Batch::default();
+        let mut got = Vec::new();
+        let until = Instant::now() + Duration::from_secs(5);
+        while got.len() < 10 && Instant::now() < until {
+            if port.recv_batch(&mut b).unwrap() > 0 {
+                for p in b.packets() {
+                    got.push((p.as_slice().to_vec(), p.meta.peer));
+                }
+            }
+        }
+        // The kernel socket on 9999 got its datagram past the XDP program.
+        let mut buf = [0u8; 64];
+        let (n, from) = other.recv_from(&mut buf).unwrap();
+        // Send one back through the port.
+        let mut out = Batch::new(1);
+        out.len = 1;
+        out.bufs[0].fill(b"reply-through-xdp");
+        out.bufs[0].meta.peer = SocketAddrV4::new(peer, 2152);
+        out.bufs[0].meta.verdict = Verdict::ToS1u;
+        let until = Instant::now() + Duration::from_secs(5);
+        // The first send may wait for ARP.
+        while port.send_batch(&out, Verdict::ToS1u).unwrap() == 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (got, buf[..n].to_vec(), from, port.stats())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    enter(&b).unwrap();
+    let s = UdpSocket::bind(SocketAddrV4::new(peer, 2152)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for i in 0..10u8 {
+        s.send_to(&[0x30, 0xff, 0, 1, 0, 0, 0, 1, i], (node, 2152))
+            .unwrap();
+    }
+    let k = UdpSocket::bind(SocketAddrV4::new(peer, 0)).unwrap();
+    k.send_to(b"for the kernel", (node, 9999)).unwrap();
+    let mut buf = [0u8; 64];
+    let (n, from) = s.recv_from(&mut buf).unwrap();
+    let (got, kernel_got, kernel_from, stats) = port_thread.join().unwrap();
+    assert_eq!(got.len(), 10, "{stats:?}");
+    for (i, (payload, sender)) in got.iter().enumerate() {
+        assert_eq!(payload, &[0x30, 0xff, 0, 1, 0, 0, 0, 1, i as u8]);
+        assert_eq!(*sender, SocketAddrV4::new(peer, 2152));
+    }
+    assert_eq!(kernel_got, b"for the kernel");
+    assert_eq!(kernel_from, k.local_addr().unwrap());
+    assert_eq!(&buf[..n], b"reply-through-xdp");
+    assert_eq!(from, std::net::SocketAddr::from((node, 2152)));
+    assert_eq!(stats.rx_malformed, 0);
+    drop(topo);
+}

@@ -1,0 +1,369 @@
+//! A [`PacketIo`] port on an AF_XDP socket: S1-U (GTP-U in UDP in IPv4 in Ethernet)
+//! or SGi (IPv4 in Ethernet). Frames are parsed and copied into the batch's buffers on
+//! receive and built (Ethernet, and for S1-U the outer IPv4/UDP) into TX frames on send,
+//! so the pipeline sees exactly what the UDP and TUN backends give it.
+
+use super::bpf::{Filter, XdpAttachment, XdpMode};
+use super::neigh::{interface, Mac, Neighbours};
+use super::xsk::{BindMode, XdpStatistics, XskConfig, XskSocket, ZeroCopy, FRAME_SIZE};
+use crate::io::{sys, PacketIo};
+use pepc_wire::{Batch, Verdict};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::RawFd;
+use std::time::Instant;
+
+const ETH_LEN: usize = 14;
+const IP_LEN: usize = 20;
+const UDP_LEN: usize = 8;
+const GTPU_PORT: u16 = 2152;
+
+/// What the port carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// GTP-U to and from `addr` (our S1-U address and port).
+    S1u { addr: SocketAddrV4 },
+    /// IP packets of the UE pools (the prefixes) toward the PDN via `next_hop`
+    /// (None: the interface's routes decide).
+    Sgi {
+        pools: Vec<(Ipv4Addr, u8)>,
+        next_hop: Option<Ipv4Addr>,
+    },
+}
+
+/// An AF_XDP port's settings.
+#[derive(Debug, Clone)]
+pub struct AfXdpConfig {
+    pub interface: String,
+    pub queue: u32,
+    pub xdp_mode: XdpMode,
+    pub zero_copy: ZeroCopy,
+    pub role: Role,
+    pub xsk: XskConfig,
+}
+
+/// Counters of an [`AfXdpPort`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AfXdpStats {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    /// Frames the XDP program redirected that are not what this port carries
+    /// (truncated headers, a wrong length, an odd protocol).
+    pub rx_malformed: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// No free TX frame or ring slot.
+    pub tx_ring_full: u64,
+    /// The next hop's MAC is not known yet (the kernel is asked to resolve it).
+    pub tx_no_neighbour: u64,
+    /// Packets too large for a frame.
+    pub tx_too_big: u64,
+}
+
+/// One AF_XDP socket on one queue of an interface, with the XDP program that feeds it.
+pub struct AfXdpPort {
+    xsk: XskSocket,
+    attach: XdpAttachment,
+    mac: Mac,
+    neigh: Neighbours,
+    role: Role,
+    ip_id: u16,
+    interface: String,
+    queue: u32,
+    stats: AfXdpStats,
+}
+
+impl AfXdpPort {
+    pub fn open(cfg: &AfXdpConfig) -> io::Result<AfXdpPort> {
+        let (ifindex, mac) = interface(&cfg.interface)?;
+        let filter = match &cfg.role {
+            Role::S1u { addr } => Filter {
+                prefixes: vec![(*addr.ip(), 32)],
+                udp_port: Some(addr.port()),
+            },
+            Role::Sgi { pools, .. } => Filter {
+                prefixes: pools.clone(),
+                udp_port: None,
+            },
+        };
+        let attach = XdpAttachment::attach(ifindex, cfg.queue + 1, &filter, cfg.xdp_mode)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", cfg.interface)))?;
+        let xsk = XskSocket::open(ifindex, cfg.queue, cfg.zero_copy, cfg.xsk).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{} queue {}: {e}", cfg.interface, cfg.queue),
+            )
+        })?;
+        attach.register(cfg.queue, xsk.fd())?;
+        let via = match &cfg.role {
+            Role::Sgi { next_hop, .. } => *next_hop,
+            Role::S1u { .. } => None,
+        };
+        Ok(AfXdpPort {
+            xsk,
+            attach,
+            mac,
+            neigh: Neighbours::new(&cfg.interface, via),
+            role: cfg.role.clone(),
+            ip_id: 0,
+            interface: cfg.interface.clone(),
+            queue: cfg.queue,
+            stats: AfXdpStats::default(),
+        })
+    }
+
+    /// E.g. "AF_XDP on veth0 queue 0 (native XDP, copy mode)".
+    pub fn describe(&self) -> String {
+        format!(
+            "AF_XDP on {} queue {} ({} XDP, {})",
+            self.interface,
+            self.queue,
+            match self.attach.mode {
+                XdpMode::Drv | XdpMode::Auto => "native",
+                XdpMode::Skb => "generic",
+            },
+            match self.xsk.mode() {
+                BindMode::ZeroCopy => "zero-copy",
+                BindMode::Copy => "copy mode",
+            }
+        )
+    }
+
+    pub fn stats(&self) -> AfXdpStats {
+        self.stats
+    }
+
+    /// The kernel's counters for the socket (drops before we saw the packets).
+    pub fn kernel_stats(&self) -> io::Result<XdpStatistics> {
+        self.xsk.statistics()
+    }
+}
+
+/// The payload and sender of a received frame, or None if it is not ours.
+fn parse(role: &Role, frame: &[u8]) -> Option<(usize, usize, SocketAddrV4)> {
+    if frame.len() < ETH_LEN + IP_LEN || frame[12..14] != [0x08, 0x00] {
+        return None;
+    }
+    let ip = &frame[ETH_LEN..];
+    let ihl = (ip[0] & 0x0f) as usize * 4;
+    let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+    if ip[0] >> 4 != 4 || ihl < IP_LEN || total < ihl || total > ip.len() {
+        return None;
+    }
+    let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+    match role {
+        Role::Sgi { .. } => Some((ETH_LEN, total, SocketAddrV4::new(src, 0))),
+        Role::S1u { .. } => {
+            if ip[9] != 17 || total < ihl + UDP_LEN {
+                return None;
+            }
+            let udp = &ip[ihl..total];
+            let ulen = u16::from_be_bytes([udp[4], udp[5]]) as usize;
+            if ulen < UDP_LEN || ulen > udp.len() {
+                return None;
+            }
+            let sport = u16::from_be_bytes([udp[0], udp[1]]);
+            Some((
+                ETH_LEN + ihl + UDP_LEN,
+                ulen - UDP_LEN,
+                SocketAddrV4::new(src, sport),
+            ))
+        }
+    }
+}
+
+fn ip_checksum(h: &[u8]) -> u16 {
+    pepc_wire::checksum::checksum(h)
+}
+
+impl PacketIo for AfXdpPort {
+    fn recv_batch(&mut self, batch: &mut Batch) -> io::Result<usize> {
+        batch.len = 0;
+        let now = sys::now_ns();
+        let mut n = 0usize;
+        let (role, stats, bufs) = (&self.role, &mut self.stats, &mut batch.bufs);
+        self.xsk.recv(bufs.len() as u32, |frame| {
+            let Some((off, len, peer)) = parse(role, frame) else {
+                stats.rx_malformed += 1;
+                return;
+            };
+            let b = &mut bufs[n];
+            if !b.fill(&frame[off..off + len]) {
+                stats.rx_malformed += 1;
+                return;
+            }
+            b.meta.peer = peer;
+            b.meta.rx_ns = now;
+            b.meta.verdict = Verdict::Drop;
+            stats.rx_packets += 1;
+            stats.rx_bytes += len as u64;
+            n += 1;
+        });
+        batch.len = n;
+        Ok(n)
+    }
+
+    fn send_batch(&mut self, batch: &Batch, select: Verdict) -> io::Result<usize> {
+        let pkts: &[_] = batch.packets();
+        let now = Instant::now();
+        // Resolve first (the neighbour table may read a file), then fill frames.
+        let mut dst: [Option<Mac>; pepc_wire::BATCH_SIZE] = [None; pepc_wire::BATCH_SIZE];
+        let mut want = 0usize;
+        for (i, p) in pkts.iter().enumerate().take(dst.len()) {
+            if p.meta.verdict != select {
+                continue;
+            }
+            let to = match &self.role {
+                Role::S1u { .. } => *p.meta.peer.ip(),
+                Role::Sgi { .. } => {
+                    let d = p.as_slice();
+                    if d.len() < IP_LEN {
+                        continue;
+                    }
+                    Ipv4Addr::new(d[16], d[17], d[18], d[19])
+                }
+            };
+            match self.neigh.resolve(to, now) {
+                Some(m) => {
+                    dst[i] = Some(m);
+                    want += 1;
+                }
+                None => self.stats.tx_no_neighbour += 1,
+            }
+        }
+        if want == 0 {
+            return Ok(0);
+        }
+        let (role, mac, stats) = (&self.role, self.mac, &mut self.stats);
+        let mut ip_id = self.ip_id;
+        let mut cursor = 0usize;
+        let mut bytes = 0u64;
+        let queued = self.xsk.send(want, |_, frame| {
+            // Next selected, resolved packet.
+            while cursor < pkts.len() && dst[cursor].is_none() {
+                cursor += 1;
+            }
+            let Some(p) = pkts.get(cursor) else { return 0 };
+            let to_mac = dst[cursor].expect("selected above");
+            cursor += 1;
+            let data = p.as_slice();
+            let hdr = match role {
+                Role::S1u { .. } => ETH_LEN + IP_LEN + UDP_LEN,
+                Role::Sgi { .. } => ETH_LEN,
+            };
+            let len = hdr + data.len();
+            if len > FRAME_SIZE as usize {
+                stats.tx_too_big += 1;
+                return 0;
+            }
+            frame[0..6].copy_from_slice(&to_mac);
+            frame[6..12].copy_from_slice(&mac);
+            frame[12..14].copy_from_slice(&[0x08, 0x00]);
+            if let Role::S1u { addr } = role {
+                let ip = &mut frame[ETH_LEN..ETH_LEN + IP_LEN];
+                ip[0] = 0x45;
+                ip[1] = 0;
+                ip[2..4].copy_from_slice(&((IP_LEN + UDP_LEN + data.len()) as u16).to_be_bytes());
+                ip[4..6].copy_from_slice(&ip_id.to_be_bytes());
+                ip_id = ip_id.wrapping_add(1);
+                ip[6..8].copy_from_slice(&[0x40, 0]); // don't fragment
+                ip[8] = 64;
+                ip[9] = 17;
+                ip[10..12].copy_from_slice(&[0, 0]);
+                ip[12..16].copy_from_slice(&addr.ip().octets());
+                ip[16..20].copy_from_slice(&p.meta.peer.ip().octets());
+                let c = ip_checksum(ip);
+                ip[10..12].copy_from_slice(&c.to_be_bytes());
+                let udp = &mut frame[ETH_LEN + IP_LEN..ETH_LEN + IP_LEN + UDP_LEN];
+                udp[0..2].copy_from_slice(&addr.port().to_be_bytes());
+                let dport = match p.meta.peer.port() {
+                    0 => GTPU_PORT,
+                    x => x,
+                };
+                udp[2..4].copy_from_slice(&dport.to_be_bytes());
+                udp[4..6].copy_from_slice(&((UDP_LEN + data.len()) as u16).to_be_bytes());
+                // A zero UDP checksum is allowed over IPv4 (RFC 768) and is what GTP-U
+                // senders commonly use.
+                udp[6..8].copy_from_slice(&[0, 0]);
+            }
+            frame[hdr..len].copy_from_slice(data);
+            bytes += data.len() as u64;
+            len
+        });
+        self.ip_id = ip_id;
+        self.stats.tx_packets += queued as u64;
+        self.stats.tx_bytes += bytes;
+        self.stats.tx_ring_full += (want - queued) as u64;
+        Ok(queued)
+    }
+
+    fn poll_fd(&self) -> Option<RawFd> {
+        Some(self.xsk.fd())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(proto: u8, total: u16, ihl: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + total as usize];
+        f[12] = 0x08;
+        let ip = &mut f[14..];
+        ip[0] = 0x40 | ihl;
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        ip[9] = proto;
+        ip[12..16].copy_from_slice(&[192, 0, 2, 7]);
+        let h = ihl as usize * 4;
+        if proto == 17 && total as usize >= h + 8 {
+            ip[h..h + 2].copy_from_slice(&2152u16.to_be_bytes());
+            ip[h + 4..h + 6].copy_from_slice(&(total - h as u16).to_be_bytes());
+        }
+        f
+    }
+
+    #[test]
+    fn s1u_frames_give_the_gtp_payload_and_sender() {
+        let role = Role::S1u {
+            addr: "10.0.0.1:2152".parse().unwrap(),
+        };
+        let f = frame(17, 20 + 8 + 16, 5);
+        assert_eq!(
+            parse(&role, &f),
+            Some((42, 16, "192.0.2.7:2152".parse().unwrap()))
+        );
+        // IP options move the UDP header.
+        let f = frame(17, 24 + 8 + 4, 6);
+        assert_eq!(parse(&role, &f).map(|x| (x.0, x.1)), Some((46, 4)));
+        assert_eq!(parse(&role, &frame(6, 40, 5)), None, "TCP");
+        assert_eq!(parse(&role, &frame(17, 24, 5)), None, "no room for UDP");
+        let mut f = frame(17, 40, 5);
+        f[14 + 2..14 + 4].copy_from_slice(&400u16.to_be_bytes());
+        assert_eq!(parse(&role, &f), None, "IP length beyond the frame");
+        let mut f = frame(17, 40, 5);
+        f[12] = 0x86;
+        assert_eq!(parse(&role, &f), None, "not IPv4");
+        assert_eq!(parse(&role, &f[..20]), None, "truncated");
+    }
+
+    #[test]
+    fn sgi_frames_give_the_ip_packet_cut_to_its_length() {
+        let role = Role::Sgi {
+            pools: vec![],
+            next_hop: None,
+        };
+        let mut f = frame(6, 60, 5);
+        f.extend_from_slice(&[0; 10]); // Ethernet padding
+        assert_eq!(parse(&role, &f).map(|x| (x.0, x.1)), Some((14, 60)));
+    }
+
+    #[test]
+    fn checksum_of_a_known_header() {
+        // RFC 1071 style example header.
+        let h = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ];
+        assert_eq!(ip_checksum(&h), 0xb861);
+    }
+}
