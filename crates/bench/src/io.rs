@@ -58,6 +58,10 @@ pub struct IoOpts {
     pub seed: u64,
     /// Where the XDP programs run (node and generator): auto | drv | skb.
     pub xdp_mode: XdpMode,
+    /// Each veth end's receive processing in a kernel thread of its own, charged to
+    /// the side that receives (else it runs in the sender's context: the node's data
+    /// thread pays the generator's receive work and the other way round).
+    pub napi_threads: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -78,7 +82,8 @@ pub struct IoReport {
     pub loss: f64,
     pub lost: u64,
     pub reordered: u64,
-    /// Packets through the node per second of its data thread's CPU.
+    /// Packets through the node per second of its CPU: the data thread's, plus (with
+    /// `napi_threads`) the kernel threads receiving on the node's two veth ends.
     pub mpps_per_core: f64,
     /// Packets through the node per second of wall time.
     pub mpps_wall: f64,
@@ -87,6 +92,14 @@ pub struct IoReport {
     pub latency_us_p50: f64,
     pub latency_us_p99: f64,
     pub node_data_cpu_ns_per_packet: f64,
+    /// With `napi_threads`: the node's veth receive threads, and the generator's.
+    pub node_napi_cpu_ns_per_packet: f64,
+    pub generator_napi_cpu_ns_per_packet: f64,
+    /// The veth ends whose receive ran in NAPI threads.
+    pub napi_threads: Vec<String>,
+    /// Share of the data thread's CPU spent in the kernel (syscalls and the softirq
+    /// work they trigger: on veth, the peer's receive runs in the sender's context).
+    pub node_data_kernel_share: f64,
     pub generator_cpu_ns_per_packet: f64,
     /// All CPUs' busy time (user, system, softirq) per forwarded packet.
     pub machine_cpu_ns_per_packet: f64,
@@ -169,6 +182,58 @@ fn thread_cpu_ns(name: &str) -> u64 {
         let p = t.path();
         let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
         if comm.trim() == name {
+            let s = std::fs::read_to_string(p.join("schedstat")).unwrap_or_default();
+            total += s
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    total
+}
+
+/// User and system clock ticks of this process's threads named `name` (/proc stat).
+fn thread_user_sys_ticks(name: &str) -> (u64, u64) {
+    let mut t = (0, 0);
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return t;
+    };
+    for e in dir.flatten() {
+        let p = e.path();
+        if std::fs::read_to_string(p.join("comm"))
+            .unwrap_or_default()
+            .trim()
+            != name
+        {
+            continue;
+        }
+        let stat = std::fs::read_to_string(p.join("stat")).unwrap_or_default();
+        // Fields after the command's closing parenthesis: state is field 3; utime 14, stime 15.
+        let rest = stat.rsplit_once(')').map_or("", |x| x.1);
+        let f: Vec<u64> = rest
+            .split_whitespace()
+            .map(|v| v.parse().unwrap_or(0))
+            .collect();
+        if f.len() > 12 {
+            t.0 += f[11];
+            t.1 += f[12];
+        }
+    }
+    t
+}
+
+/// ns on CPU of the kernel's NAPI threads of devices whose name starts with `prefix`.
+fn napi_cpu_ns(prefix: &str) -> u64 {
+    let want = format!("napi/{prefix}");
+    let mut total = 0;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    for e in dir.flatten() {
+        let p = e.path();
+        let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
+        if comm.trim().starts_with(&want) {
             let s = std::fs::read_to_string(p.join("schedstat")).unwrap_or_default();
             total += s
                 .split_whitespace()
@@ -418,13 +483,38 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         .map_err(|e| e.to_string())?;
     // Counted from the end of the generator's warm-up (ARP, first packets).
     let _ = warm_rx.recv_timeout(Duration::from_secs(10));
+    // A veth end has NAPI once an XDP program is attached (the kernel backend's node
+    // ends have none: their receive stays in the sender's context).
+    let mut threaded = Vec::new();
+    if o.napi_threads {
+        for e in [&s1u_n, &s1u_g, &sgi_n, &sgi_g] {
+            if topo.threaded_napi(e).is_ok() {
+                threaded.push(e.dev.clone());
+            }
+        }
+        if threaded.is_empty() {
+            return Err("--napi-threads: no veth end has NAPI to thread".into());
+        }
+    }
     let drops0: u64 = node.stats().slices.iter().map(|s| s.drops).sum();
+    let napi_node =
+        |s1u: &str, sgi: &str| napi_cpu_ns(&format!("{s1u}-")) + napi_cpu_ns(&format!("{sgi}-"));
+    let node_napi0 = napi_node(&s1u_n.dev, &sgi_n.dev);
+    let gen_napi0 = napi_node(&s1u_g.dev, &sgi_g.dev);
     let node_cpu0 = thread_cpu_ns("pepc-data");
+    let node_ticks0 = thread_user_sys_ticks("pepc-data");
     let machine0 = machine_busy_ns();
     let g = gen
         .join()
         .map_err(|_| "the generator panicked".to_string())??;
     let node_cpu = thread_cpu_ns("pepc-data").saturating_sub(node_cpu0);
+    let node_napi = napi_node(&s1u_n.dev, &sgi_n.dev).saturating_sub(node_napi0);
+    let gen_napi = napi_node(&s1u_g.dev, &sgi_g.dev).saturating_sub(gen_napi0);
+    let node_ticks = thread_user_sys_ticks("pepc-data");
+    let (user, sys) = (
+        node_ticks.0.saturating_sub(node_ticks0.0),
+        node_ticks.1.saturating_sub(node_ticks0.1),
+    );
     let machine = machine_busy_ns().saturating_sub(machine0);
     let stats = node.stats();
     let node_drops = stats.slices.iter().map(|s| s.drops).sum::<u64>() - drops0;
@@ -465,16 +555,24 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         },
         lost,
         reordered: g.ul.reordered + g.dl.reordered,
-        mpps_per_core: if node_cpu == 0 {
+        mpps_per_core: if node_cpu + node_napi == 0 {
             0.0
         } else {
-            fwd as f64 / (node_cpu as f64 / 1e9) / 1e6
+            fwd as f64 / ((node_cpu + node_napi) as f64 / 1e9) / 1e6
         },
         mpps_wall: fwd as f64 / g.seconds.max(1e-9) / 1e6,
         gbps: (g.ul.bytes + g.dl.bytes) as f64 * 8.0 / g.seconds.max(1e-9) / 1e9,
         latency_us_p50: g.lat.quantile(0.5) as f64,
         latency_us_p99: g.lat.quantile(0.99) as f64,
         node_data_cpu_ns_per_packet: per(node_cpu),
+        node_napi_cpu_ns_per_packet: per(node_napi),
+        generator_napi_cpu_ns_per_packet: per(gen_napi),
+        napi_threads: threaded,
+        node_data_kernel_share: if user + sys == 0 {
+            0.0
+        } else {
+            sys as f64 / (user + sys) as f64
+        },
         generator_cpu_ns_per_packet: per(g.cpu_ns),
         machine_cpu_ns_per_packet: per(machine),
         node_drops,

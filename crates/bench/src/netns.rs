@@ -111,6 +111,31 @@ impl Topology {
         ip(&v)
     }
 
+    /// Run the device's NAPI (its receive processing) in a kernel thread of its own
+    /// (`napi/DEV-ID`) instead of in whichever task woke it: on veth, the sender's.
+    pub fn threaded_napi(&self, e: &End) -> Result<(), String> {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &e.ns,
+                "sh",
+                "-c",
+                &format!("echo 1 > /sys/class/net/{}/threaded", e.dev),
+            ])
+            .output()
+            .map_err(|x| format!("threaded NAPI: {x}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "threaded NAPI on {}: {}",
+                e.dev,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
     /// `sysctl -w KEY=VALUE` inside `ns`.
     pub fn sysctl(&self, ns: &str, key: &str, value: &str) -> Result<(), String> {
         let out = Command::new("ip")

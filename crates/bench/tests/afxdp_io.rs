@@ -31,6 +31,7 @@ fn opts(backend: Backend, rate_pps: u64) -> IoOpts {
         mix: Mix::Table2,
         seed: 7,
         xdp_mode: XdpMode::Auto,
+        napi_threads: false,
     }
 }
 

@@ -114,6 +114,10 @@ struct IoArgs {
     /// Where the XDP programs run: auto (native if the driver has it) | drv | skb.
     #[arg(long, default_value = "auto")]
     xdp_mode: String,
+    /// Receive processing of each veth end in a kernel thread of its own, charged to
+    /// the receiving side (else the sender's thread runs the peer's receive).
+    #[arg(long)]
+    napi_threads: bool,
     /// Run this many times; every run is printed (JSON: one object per run).
     #[arg(long, default_value_t = 1)]
     repeat: u32,
@@ -344,6 +348,7 @@ fn bench_io(a: &IoArgs) -> Result<(), String> {
             "skb" => pepc_node::io::afxdp::XdpMode::Skb,
             m => return Err(format!("--xdp-mode {m:?}: not one of auto, drv, skb")),
         },
+        napi_threads: a.napi_threads,
     };
     for _ in 0..a.repeat.max(1) {
         let r = pepc_bench::io::run(&o)?;
