@@ -15,7 +15,8 @@ use crate::hist::Histogram;
 use crate::netns::{enter, End, Topology};
 use pepc_emulator::driver::{TABLE_IV_DL, TABLE_IV_UL};
 use pepc_node::config::NodeConfig;
-use pepc_node::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XdpMode, XskConfig, ZeroCopy};
+pub use pepc_node::io::afxdp::XdpMode;
+use pepc_node::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XskConfig, ZeroCopy};
 use pepc_node::io::{now_ns, PacketIo};
 use pepc_node::node::Node;
 use pepc_node::runtime::ControlDriver;
@@ -58,6 +59,8 @@ pub struct IoOpts {
     pub seed: u64,
     /// Where the XDP programs run (node and generator): auto | drv | skb.
     pub xdp_mode: XdpMode,
+    /// Slices of the node (data threads; with more than one, a demux thread steers).
+    pub slices: usize,
     /// Each veth end's receive processing in a kernel thread of its own, charged to
     /// the side that receives (else it runs in the sender's context: the node's data
     /// thread pays the generator's receive work and the other way round).
@@ -81,8 +84,13 @@ pub struct IoReport {
     /// Sent but never received, as a share of sent.
     pub loss: f64,
     pub lost: u64,
+    /// Packets that arrived after a later packet of the same user and direction.
     pub reordered: u64,
-    /// Packets through the node per second of its CPU: the data thread's, plus (with
+    pub slices: usize,
+    /// Packets each slice forwarded since the node started (warm-up included).
+    pub slice_forwarded: Vec<u64>,
+    /// Packets through the node per second of its CPU: the data threads' and the
+    /// demux thread's, plus (with
     /// `napi_threads`) the kernel threads receiving on the node's two veth ends.
     pub mpps_per_core: f64,
     /// Packets through the node per second of wall time.
@@ -116,7 +124,14 @@ const S1U_GEN: Ipv4Addr = Ipv4Addr::new(10, 79, 1, 2);
 const SGI_NODE: Ipv4Addr = Ipv4Addr::new(10, 79, 2, 1);
 const SGI_GEN: Ipv4Addr = Ipv4Addr::new(10, 79, 2, 2);
 const SERVER: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
-const UE_POOL: &str = "10.0.0.0/10";
+/// UE pools: a /10 holds 4M UEs; more take a /8.
+fn ue_pool(users: u32) -> &'static str {
+    if users > 4_000_000 {
+        "10.0.0.0/8"
+    } else {
+        "10.0.0.0/10"
+    }
+}
 /// Where the stamp (sequence number, send time) sits in the inner IP packet.
 const STAMP: usize = 28;
 
@@ -128,6 +143,8 @@ type Targets = Vec<(u32, Ipv4Addr)>;
 /// Attaches the bench's users on the control thread, then idles; says when the data
 /// thread has every user's tunnel.
 struct BenchDriver {
+    /// This slice's users: IMSIs and eNB TEIDs `first..first + users`.
+    first: u32,
     users: u32,
     targets: Vec<(u32, Ipv4Addr)>,
     ready: Option<mpsc::Sender<Result<Targets, String>>>,
@@ -136,7 +153,7 @@ struct BenchDriver {
 
 impl ControlDriver for BenchDriver {
     fn start(&mut self, cp: &mut ControlPlane) {
-        for i in 0..self.users {
+        for i in self.first..self.first + self.users {
             let mut p = AttachParams::new(1_010_000_000_000 + i as u64);
             p.enb_addr = S1U_GEN;
             p.enb_teid = i + 1;
@@ -356,27 +373,47 @@ impl Templates {
     }
 }
 
+/// Write the stamp: the user's index, its per-direction sequence number (from 1),
+/// and the send time. Order is a per-flow property: slices may interleave users.
+fn stamp(inner: &mut [u8], user: u32, seq: u32, now: u64) {
+    inner[STAMP..STAMP + 4].copy_from_slice(&user.to_be_bytes());
+    inner[STAMP + 4..STAMP + 8].copy_from_slice(&seq.to_be_bytes());
+    inner[STAMP + 8..STAMP + 16].copy_from_slice(&now.to_be_bytes());
+}
+
 /// Per-direction receive bookkeeping.
 #[derive(Default)]
 struct Sink {
     received: u64,
     bytes: u64,
-    max_seq: Option<u64>,
+    /// Per user: the highest sequence number received.
+    last: Vec<u32>,
     reordered: u64,
 }
 
 impl Sink {
+    fn new(users: usize) -> Sink {
+        Sink {
+            last: vec![0; users],
+            ..Sink::default()
+        }
+    }
+
     fn take(&mut self, inner: &[u8], wire_len: usize, now: u64, lat: &mut Histogram) {
         if inner.len() < STAMP + 16 {
             return;
         }
-        let seq = u64::from_be_bytes(inner[STAMP..STAMP + 8].try_into().expect("8"));
+        let user = u32::from_be_bytes(inner[STAMP..STAMP + 4].try_into().expect("4")) as usize;
+        let seq = u32::from_be_bytes(inner[STAMP + 4..STAMP + 8].try_into().expect("4"));
         let sent = u64::from_be_bytes(inner[STAMP + 8..STAMP + 16].try_into().expect("8"));
         self.received += 1;
         self.bytes += wire_len as u64;
-        match self.max_seq {
-            Some(m) if seq < m => self.reordered += 1,
-            _ => self.max_seq = Some(seq),
+        if let Some(l) = self.last.get_mut(user) {
+            if seq < *l {
+                self.reordered += 1;
+            } else {
+                *l = seq;
+            }
         }
         lat.record_n(now.saturating_sub(sent) / 1000, 1);
     }
@@ -408,8 +445,11 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let s1u_g = end(&ns_gen, format!("pio{tag}t"), S1U_GEN);
     let sgi_n = end(&ns_node, format!("pio{tag}i"), SGI_NODE);
     let sgi_g = end(&ns_gen, format!("pio{tag}j"), SGI_GEN);
-    topo.veth(&s1u_n, &s1u_g, 1)?;
-    topo.veth(&sgi_n, &sgi_g, 1)?;
+    // Queue 0 carries what the generator sends; with several slices, slice k sends
+    // on queue 1 + k (an AF_XDP TX ring has one producer).
+    let queues = if o.slices > 1 { o.slices as u32 + 1 } else { 1 };
+    topo.veth(&s1u_n, &s1u_g, queues)?;
+    topo.veth(&sgi_n, &sgi_g, queues)?;
     if o.backend == Backend::Udp {
         // The TUN path: the node's kernel forwards between the TUN device and SGi.
         topo.sysctl(&ns_node, "net.ipv4.ip_forward", "1")?;
@@ -426,6 +466,8 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     }
 
     // The node, in its namespace (threads it starts inherit it).
+    let slices = o.slices.max(1);
+    let pool = ue_pool(o.users);
     let mode = match o.xdp_mode {
         XdpMode::Auto => "auto",
         XdpMode::Drv => "drv",
@@ -433,7 +475,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     };
     let config = match o.backend {
         Backend::Afxdp => format!(
-            "[node]\nue_pool = \"{UE_POOL}\"\nmax_users = {}\npin = false\n\
+            "[node]\nue_pool = \"{pool}\"\nmax_users = {}\npin = false\nslices = {slices}\n\
              [s1u]\nbind = \"{S1U_NODE}:2152\"\nio = \"afxdp\"\ninterface = \"{}\"\nxdp_mode = \"{mode}\"\n\
              [sgi]\nio = \"afxdp\"\ninterface = \"{}\"\nnext_hop = \"{SGI_GEN}\"\nxdp_mode = \"{mode}\"\n",
             o.users.max(1),
@@ -441,7 +483,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
             sgi_n.dev
         ),
         Backend::Udp => format!(
-            "[node]\nue_pool = \"{UE_POOL}\"\nmax_users = {}\npin = false\n\
+            "[node]\nue_pool = \"{pool}\"\nmax_users = {}\npin = false\nslices = {slices}\n\
              [s1u]\nbind = \"{S1U_NODE}:2152\"\n[sgi]\nmode = \"tun\"\ntun_name = \"pio{tag}u\"\n",
             o.users.max(1)
         ),
@@ -452,25 +494,32 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let ns = ns_node.clone();
     let node = std::thread::spawn(move || -> Result<Node, String> {
         enter(&ns)?;
-        let mut driver = Some(BenchDriver {
-            users,
-            targets: Vec::with_capacity(users as usize),
-            ready: Some(tx),
-            attached: false,
-        });
-        Node::start(&v, &mut |_| {
-            driver.take().map(|d| Box::new(d) as Box<dyn ControlDriver>)
+        // Users split evenly over the slices.
+        let share =
+            |s: usize| users / slices as u32 + u32::from((s as u32) < users % slices as u32);
+        Node::start(&v, &mut |s| {
+            let first = (0..s).map(share).sum();
+            Some(Box::new(BenchDriver {
+                first,
+                users: share(s),
+                targets: Vec::with_capacity(share(s) as usize),
+                ready: Some(tx.clone()),
+                attached: false,
+            }) as Box<dyn ControlDriver>)
         })
     })
     .join()
     .map_err(|_| "the node's start panicked".to_string())??;
     let s1u_io = node.s1u_desc.clone();
     let sgi_io = node.sgi_desc.clone();
-    let targets = match rx.recv_timeout(Duration::from_secs(120)) {
-        Ok(Ok(t)) => t,
-        Ok(Err(e)) => return Err(e),
-        Err(_) => return Err("the node did not attach the users within 120 s".into()),
-    };
+    let mut targets = Vec::with_capacity(o.users as usize);
+    for _ in 0..slices {
+        match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(Ok(t)) => targets.extend(t),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err("the node did not attach the users within 120 s".into()),
+        }
+    }
 
     // The generator, in its namespace.
     let o2 = o.clone();
@@ -479,7 +528,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let (warm_tx, warm_rx) = mpsc::channel::<()>();
     let gen = std::thread::Builder::new()
         .name("pepc-iogen".into())
-        .spawn(move || generate(&o2, &ns, &s1u_dev, &sgi_dev, &targets, warm_tx))
+        .spawn(move || generate(&o2, &ns, &s1u_dev, &sgi_dev, &targets, warm_tx, queues))
         .map_err(|e| e.to_string())?;
     // Counted from the end of the generator's warm-up (ARP, first packets).
     let _ = warm_rx.recv_timeout(Duration::from_secs(10));
@@ -501,13 +550,14 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         |s1u: &str, sgi: &str| napi_cpu_ns(&format!("{s1u}-")) + napi_cpu_ns(&format!("{sgi}-"));
     let node_napi0 = napi_node(&s1u_n.dev, &sgi_n.dev);
     let gen_napi0 = napi_node(&s1u_g.dev, &sgi_g.dev);
-    let node_cpu0 = thread_cpu_ns("pepc-data");
+    let node_cpu_ns = || thread_cpu_ns("pepc-data") + thread_cpu_ns("pepc-demux");
+    let node_cpu0 = node_cpu_ns();
     let node_ticks0 = thread_user_sys_ticks("pepc-data");
     let machine0 = machine_busy_ns();
     let g = gen
         .join()
         .map_err(|_| "the generator panicked".to_string())??;
-    let node_cpu = thread_cpu_ns("pepc-data").saturating_sub(node_cpu0);
+    let node_cpu = node_cpu_ns().saturating_sub(node_cpu0);
     let node_napi = napi_node(&s1u_n.dev, &sgi_n.dev).saturating_sub(node_napi0);
     let gen_napi = napi_node(&s1u_g.dev, &sgi_g.dev).saturating_sub(gen_napi0);
     let node_ticks = thread_user_sys_ticks("pepc-data");
@@ -518,6 +568,11 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let machine = machine_busy_ns().saturating_sub(machine0);
     let stats = node.stats();
     let node_drops = stats.slices.iter().map(|s| s.drops).sum::<u64>() - drops0;
+    let slice_forwarded = stats
+        .slices
+        .iter()
+        .map(|s| s.ul_forwarded + s.dl_forwarded)
+        .collect();
     let node_drops_by_reason = stats
         .slices
         .iter()
@@ -540,6 +595,8 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         backend: o.backend,
         mix: o.mix,
         users: o.users,
+        slices,
+        slice_forwarded,
         seconds: g.seconds,
         s1u_io,
         sgi_io,
@@ -580,6 +637,43 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     })
 }
 
+/// The generator's receiving side: the eNB and PDN ports (passed in: they also send)
+/// and the sockets on the node's other sending queues.
+struct Receiver {
+    enb_more: Vec<AfXdpPort>,
+    pdn_more: Vec<AfXdpPort>,
+    ul: Sink,
+    dl: Sink,
+    lat: Histogram,
+}
+
+impl Receiver {
+    /// Take what waits on every receiving socket; returns how many packets.
+    fn drain(&mut self, enb: &mut AfXdpPort, pdn: &mut AfXdpPort, b: &mut Batch) -> usize {
+        let mut got = 0;
+        for p in std::iter::once(enb).chain(self.enb_more.iter_mut()) {
+            if p.recv_batch(b).unwrap_or(0) > 0 {
+                let now = now_ns();
+                for x in b.packets() {
+                    self.dl
+                        .take(gtpu_inner(x.as_slice()), x.len() + 28, now, &mut self.lat);
+                }
+                got += b.len;
+            }
+        }
+        for p in std::iter::once(pdn).chain(self.pdn_more.iter_mut()) {
+            if p.recv_batch(b).unwrap_or(0) > 0 {
+                let now = now_ns();
+                for x in b.packets() {
+                    self.ul.take(x.as_slice(), x.len(), now, &mut self.lat);
+                }
+                got += b.len;
+            }
+        }
+        got
+    }
+}
+
 struct GenResult {
     sent_ul: u64,
     sent_dl: u64,
@@ -597,6 +691,7 @@ fn generate(
     sgi_dev: &str,
     targets: &[(u32, Ipv4Addr)],
     warm: mpsc::Sender<()>,
+    queues: u32,
 ) -> Result<GenResult, String> {
     enter(ns)?;
     if targets.is_empty() {
@@ -633,9 +728,22 @@ fn generate(
     let mut ul = Batch::new(BATCH_SIZE);
     let mut dl = Batch::new(BATCH_SIZE);
     let mut rxb = Batch::new(BATCH_SIZE);
-    let (mut seq_ul, mut seq_dl) = (0u64, 0u64);
-    let (mut ul_sink, mut dl_sink) = (Sink::default(), Sink::default());
-    let mut lat = Histogram::default();
+    // Per user and direction: the next sequence number.
+    let (mut seq_ul, mut seq_dl) = (vec![1u32; targets.len()], vec![1u32; targets.len()]);
+    // Every queue the node's slices send on has a receiving socket here.
+    let mut rx = Receiver {
+        enb_more: (1..queues)
+            .map(|q| enb.open_queue(q))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("generator S1-U: {e}"))?,
+        pdn_more: (1..queues)
+            .map(|q| pdn.open_queue(q))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("generator SGi: {e}"))?,
+        ul: Sink::new(targets.len()),
+        dl: Sink::new(targets.len()),
+        lat: Histogram::default(),
+    };
     // Warm the neighbour entries (ARP) before timing: a few packets each way.
     let warm_until = Instant::now() + Duration::from_secs(3);
     loop {
@@ -660,7 +768,13 @@ fn generate(
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(100));
-    while enb.recv_batch(&mut rxb).unwrap_or(0) + pdn.recv_batch(&mut rxb).unwrap_or(0) > 0 {}
+    while rx.drain(&mut enb, &mut pdn, &mut rxb) > 0 {}
+    // Counting starts now.
+    (rx.ul, rx.dl, rx.lat) = (
+        Sink::new(targets.len()),
+        Sink::new(targets.len()),
+        Histogram::default(),
+    );
     let _ = warm.send(());
     std::thread::sleep(Duration::from_millis(10));
 
@@ -669,29 +783,6 @@ fn generate(
     let dur = Duration::from_secs_f64(o.seconds);
     let mut sent_ul = 0u64;
     let mut sent_dl = 0u64;
-    let drain_rx = |enb: &mut AfXdpPort,
-                    pdn: &mut AfXdpPort,
-                    rxb: &mut Batch,
-                    ul_sink: &mut Sink,
-                    dl_sink: &mut Sink,
-                    lat: &mut Histogram| {
-        let mut got = 0;
-        if enb.recv_batch(rxb).unwrap_or(0) > 0 {
-            let now = now_ns();
-            for p in rxb.packets() {
-                dl_sink.take(gtpu_inner(p.as_slice()), p.len() + 28, now, lat);
-            }
-            got += rxb.len;
-        }
-        if pdn.recv_batch(rxb).unwrap_or(0) > 0 {
-            let now = now_ns();
-            for p in rxb.packets() {
-                ul_sink.take(p.as_slice(), p.len(), now, lat);
-            }
-            got += rxb.len;
-        }
-        got
-    };
     loop {
         let elapsed = start.elapsed();
         if elapsed >= dur {
@@ -709,27 +800,27 @@ fn generate(
             let now = now_ns();
             ul.len = n_ul;
             for b in &mut ul.bufs[..n_ul] {
-                let (teid, ip) = targets[rng.below(targets.len() as u64) as usize];
+                let u = rng.below(targets.len() as u64) as usize;
+                let (teid, ip) = targets[u];
                 let k = Templates::pick(&t.ul, &mut rng);
                 b.fill(&t.ul[k].0);
                 let d = b.as_mut_slice();
                 retarget_uplink(d, teid, ip);
-                d[8 + STAMP..8 + STAMP + 8].copy_from_slice(&seq_ul.to_be_bytes());
-                d[8 + STAMP + 8..8 + STAMP + 16].copy_from_slice(&now.to_be_bytes());
-                seq_ul += 1;
+                stamp(&mut d[8..], u as u32, seq_ul[u], now);
+                seq_ul[u] += 1;
                 b.meta.peer = node_s1u;
                 b.meta.verdict = Verdict::ToS1u;
             }
             dl.len = n_dl;
             for b in &mut dl.bufs[..n_dl] {
-                let (_, ip) = targets[rng.below(targets.len() as u64) as usize];
+                let u = rng.below(targets.len() as u64) as usize;
+                let ip = targets[u].1;
                 let k = Templates::pick(&t.dl, &mut rng);
                 b.fill(&t.dl[k].0);
                 let d = b.as_mut_slice();
                 retarget_downlink(d, ip);
-                d[STAMP..STAMP + 8].copy_from_slice(&seq_dl.to_be_bytes());
-                d[STAMP + 8..STAMP + 16].copy_from_slice(&now.to_be_bytes());
-                seq_dl += 1;
+                stamp(d, u as u32, seq_dl[u], now);
+                seq_dl[u] += 1;
                 b.meta.verdict = Verdict::ToSgi;
             }
             // What the TX ring could not take is not sent (and not counted as sent);
@@ -737,38 +828,23 @@ fn generate(
             sent_ul += enb.send_batch(&ul, Verdict::ToS1u).unwrap_or(0) as u64;
             sent_dl += pdn.send_batch(&dl, Verdict::ToSgi).unwrap_or(0) as u64;
         }
-        drain_rx(
-            &mut enb,
-            &mut pdn,
-            &mut rxb,
-            &mut ul_sink,
-            &mut dl_sink,
-            &mut lat,
-        );
+        rx.drain(&mut enb, &mut pdn, &mut rxb);
     }
     let seconds = start.elapsed().as_secs_f64();
     // Drain what is still in flight.
     let quiet = Instant::now();
     let mut last = Instant::now();
     while quiet.elapsed() < Duration::from_secs(2) && last.elapsed() < Duration::from_millis(200) {
-        if drain_rx(
-            &mut enb,
-            &mut pdn,
-            &mut rxb,
-            &mut ul_sink,
-            &mut dl_sink,
-            &mut lat,
-        ) > 0
-        {
+        if rx.drain(&mut enb, &mut pdn, &mut rxb) > 0 {
             last = Instant::now();
         }
     }
     Ok(GenResult {
         sent_ul,
         sent_dl,
-        ul: ul_sink,
-        dl: dl_sink,
-        lat,
+        ul: rx.ul,
+        dl: rx.dl,
+        lat: rx.lat,
         cpu_ns: own_cpu_ns() - cpu0,
         seconds,
     })

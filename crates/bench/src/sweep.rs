@@ -10,10 +10,93 @@ struct Series {
     points: Vec<(f64, DataplaneResult)>,
 }
 
+/// A plotted line: (x, Mpps per data core) points.
+struct Line {
+    name: String,
+    points: Vec<(f64, f64)>,
+}
+
+/// Figure "io": Mpps per data core against users for each node I/O backend on veth
+/// (median of 3 runs per point), from `pepc bench io`.
+fn io_sweep(seconds: f64, out: &Path, sd: u32) -> Result<(), String> {
+    use crate::io::{run as run_io, Backend, IoOpts, Mix};
+    let mut lines = Vec::new();
+    let mut json = Vec::new();
+    let mut csv = String::from("backend,users,run,mpps_per_core,mpps_wall,loss,latency_us_p50,latency_us_p99,node_data_cpu_ns_per_packet,node_data_kernel_share\n");
+    for (backend, name) in [
+        (Backend::Afxdp, "AF_XDP (copy mode, native XDP)"),
+        (Backend::Udp, "kernel UDP socket + TUN"),
+    ] {
+        let mut pts = Vec::new();
+        for users in [10_000u32, 100_000, 1_000_000, 10_000_000] {
+            let users = users / sd;
+            let mut runs = Vec::new();
+            for k in 0..3 {
+                let r = run_io(&IoOpts {
+                    backend,
+                    users,
+                    seconds,
+                    rate_pps: 0,
+                    mix: Mix::Table2,
+                    seed: 42 + k,
+                    xdp_mode: crate::io::XdpMode::Auto,
+                    napi_threads: false,
+                    slices: 1,
+                })?;
+                eprintln!(
+                    "  {backend:?} users={users} run {k}: {:.3} Mpps/core, loss {:.4}",
+                    r.mpps_per_core, r.loss
+                );
+                csv.push_str(&format!(
+                    "{backend:?},{users},{k},{:.4},{:.4},{:.5},{},{},{:.0},{:.3}\n",
+                    r.mpps_per_core,
+                    r.mpps_wall,
+                    r.loss,
+                    r.latency_us_p50,
+                    r.latency_us_p99,
+                    r.node_data_cpu_ns_per_packet,
+                    r.node_data_kernel_share
+                ));
+                runs.push(r.mpps_per_core);
+                json.push(serde_json::json!({"series": name, "x": users, "run": k, "result": r}));
+            }
+            runs.sort_by(|a, b| a.total_cmp(b));
+            pts.push((users as f64, runs[runs.len() / 2]));
+        }
+        lines.push(Line {
+            name: name.into(),
+            points: pts,
+        });
+    }
+    let stem = out.join("figio");
+    std::fs::write(stem.with_extension("csv"), csv).map_err(|e| e.to_string())?;
+    std::fs::write(
+        stem.with_extension("json"),
+        serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    plot(
+        &stem.with_extension("png"),
+        "Data path on veth: node I/O backends vs users (Table 2 mix, median of 3)",
+        "users",
+        true,
+        &lines,
+    )
+    .map_err(|e| format!("plot: {e}"))?;
+    eprintln!("wrote {}.{{csv,json,png}}", stem.display());
+    Ok(())
+}
+
 /// Run figure `fig`'s sweep.
-pub fn run(fig: u32, seconds: f64, out: &Path, scale_down: u32) -> Result<(), String> {
+pub fn run(fig: &str, seconds: f64, out: &Path, scale_down: u32) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let sd = scale_down.max(1);
+    if fig == "io" {
+        return io_sweep(seconds, out, sd);
+    }
+    let fig: u32 = fig
+        .parse()
+        .map_err(|_| format!("no sweep for figure {fig:?} (5, 6, 7, 12, 13, 14, 15, io)"))?;
     let base = DataplaneOpts {
         seconds,
         users: 1_000_000 / sd,
@@ -188,7 +271,7 @@ pub fn run(fig: u32, seconds: f64, out: &Path, scale_down: u32) -> Result<(), St
         }
         _ => {
             return Err(format!(
-                "no sweep for figure {fig} (5, 6, 7, 12, 13, 14, 15)"
+                "no sweep for figure {fig} (5, 6, 7, 12, 13, 14, 15, io)"
             ))
         }
     };
@@ -252,7 +335,18 @@ fn write(
         serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?,
     )
     .map_err(|e| e.to_string())?;
-    plot(&stem.with_extension("png"), title, xlabel, logx, series)
+    let lines: Vec<Line> = series
+        .iter()
+        .map(|s| Line {
+            name: s.name.clone(),
+            points: s
+                .points
+                .iter()
+                .map(|(x, r)| (*x, r.mpps_per_core))
+                .collect(),
+        })
+        .collect();
+    plot(&stem.with_extension("png"), title, xlabel, logx, &lines)
         .map_err(|e| format!("plot: {e}"))?;
     eprintln!("wrote {}.{{csv,json,png}}", stem.display());
     Ok(())
@@ -263,7 +357,7 @@ fn plot(
     title: &str,
     xlabel: &str,
     logx: bool,
-    series: &[Series],
+    series: &[Line],
 ) -> Result<(), Box<dyn std::error::Error>> {
     let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE)?;
@@ -271,7 +365,7 @@ fn plot(
     let (mut xmin, mut xmax) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
     let ymax = series
         .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1.mpps_per_core))
+        .flat_map(|s| s.points.iter().map(|p| p.1))
         .fold(0.0f64, f64::max)
         * 1.15
         + 0.1;
@@ -290,11 +384,7 @@ fn plot(
                 .draw()?;
             for (i, s) in series.iter().enumerate() {
                 let c = colors[i % colors.len()];
-                let pts: Vec<(f64, f64)> = s
-                    .points
-                    .iter()
-                    .map(|(x, r)| (*x, r.mpps_per_core))
-                    .collect();
+                let pts: Vec<(f64, f64)> = s.points.clone();
                 chart
                     .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
                     .label(s.name.clone())

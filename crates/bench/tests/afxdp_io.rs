@@ -32,6 +32,7 @@ fn opts(backend: Backend, rate_pps: u64) -> IoOpts {
         seed: 7,
         xdp_mode: XdpMode::Auto,
         napi_threads: false,
+        slices: 1,
     }
 }
 
@@ -49,6 +50,24 @@ fn afxdp_node_forwards_every_packet_below_saturation() {
     assert_eq!(r.received_dl, r.sent_dl, "{r:?}");
     assert_eq!((r.lost, r.reordered, r.node_drops), (0, 0, 0), "{r:?}");
     assert!(r.latency_us_p99 > 0.0 && r.mpps_per_core > 0.0, "{r:?}");
+}
+
+#[test]
+fn two_slices_send_on_their_own_queues_behind_the_demux() {
+    if skip() {
+        return;
+    }
+    let mut o = opts(Backend::Afxdp, 40_000);
+    o.slices = 2;
+    let r = run(&o).unwrap();
+    assert_eq!(r.slices, 2);
+    assert!(r.slice_forwarded.iter().all(|&n| n > 1_000), "{r:?}");
+    assert_eq!(
+        r.received_ul + r.received_dl,
+        r.sent_ul + r.sent_dl,
+        "{r:?}"
+    );
+    assert_eq!((r.lost, r.reordered, r.node_drops), (0, 0, 0), "{r:?}");
 }
 
 #[test]

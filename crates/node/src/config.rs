@@ -22,7 +22,8 @@
 //! bind = "127.0.0.1:2152"    # our S1-U GTP-U address
 //! io = "udp"                 # udp (kernel socket, recvmmsg/sendmmsg) | afxdp
 //! interface = ""             # afxdp: the interface carrying `bind`'s address
-//! queue = 0                  # afxdp: the interface's RX/TX queue
+//! queue = 0                  # afxdp: the interface's queue to receive on; with
+//!                            # several slices, slice k sends on queue + 1 + k
 //! xdp_mode = "auto"          # afxdp: auto (native if the driver has it) | drv | skb
 //! zero_copy = "auto"         # afxdp: auto (if the driver allows) | on | off
 //! [sgi]
@@ -379,14 +380,6 @@ impl NodeConfig {
                 ))
             }
         };
-        if (s1u_xdp.is_some() || sgi_xdp.is_some()) && n.slices != 1 {
-            // One socket per port, owned by one data thread; a socket per data thread
-            // on its own queue is still to come.
-            return Err(format!(
-                "config key `node.slices`: AF_XDP ports serve one slice for now (slices = {})",
-                n.slices
-            ));
-        }
         Ok(Validated {
             slices: n.slices,
             ue_pool: (ip, len),

@@ -118,6 +118,9 @@ struct IoArgs {
     /// the receiving side (else the sender's thread runs the peer's receive).
     #[arg(long)]
     napi_threads: bool,
+    /// Node slices (data threads); more than one adds the demux thread.
+    #[arg(long, default_value_t = 1)]
+    slices: usize,
     /// Run this many times; every run is printed (JSON: one object per run).
     #[arg(long, default_value_t = 1)]
     repeat: u32,
@@ -247,9 +250,10 @@ impl DataplaneArgs {
 
 #[derive(Args)]
 struct SweepArgs {
-    /// Figure number: 5, 6, 7, 12, 13, 14 or 15.
+    /// Figure: 5, 6, 7, 12, 13, 14 or 15 (the paper's), or io (backends and users on
+    /// real packet I/O; needs root).
     #[arg(long)]
-    figure: u32,
+    figure: String,
     /// Seconds per point.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
@@ -298,7 +302,9 @@ fn main() -> ExitCode {
             BenchCmd::Dataplane(a) => bench_dataplane(&a),
             BenchCmd::Attach(a) => bench_attach(&a),
             BenchCmd::Io(a) => bench_io(&a),
-            BenchCmd::Sweep(s) => pepc_bench::sweep::run(s.figure, s.seconds, &s.out, s.scale_down),
+            BenchCmd::Sweep(s) => {
+                pepc_bench::sweep::run(&s.figure, s.seconds, &s.out, s.scale_down)
+            }
         },
     };
     match r {
@@ -349,6 +355,7 @@ fn bench_io(a: &IoArgs) -> Result<(), String> {
             m => return Err(format!("--xdp-mode {m:?}: not one of auto, drv, skb")),
         },
         napi_threads: a.napi_threads,
+        slices: a.slices,
     };
     for _ in 0..a.repeat.max(1) {
         let r = pepc_bench::io::run(&o)?;

@@ -11,12 +11,16 @@ use pepc_wire::{Batch, Verdict};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 const ETH_LEN: usize = 14;
 const IP_LEN: usize = 20;
 const UDP_LEN: usize = 8;
 const GTPU_PORT: u16 = 2152;
+/// Queues the XDP program's socket map can address.
+const MAP_QUEUES: u32 = 256;
 
 /// What the port carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +67,12 @@ pub struct AfXdpStats {
 /// One AF_XDP socket on one queue of an interface, with the XDP program that feeds it.
 pub struct AfXdpPort {
     xsk: XskSocket,
-    attach: XdpAttachment,
+    /// Shared by every port on the interface (one XDP program per interface).
+    attach: Arc<XdpAttachment>,
+    ifindex: u32,
+    cfg: AfXdpConfig,
+    /// The next queue a sender clone takes.
+    next_queue: Arc<AtomicU32>,
     mac: Mac,
     neigh: Neighbours,
     role: Role,
@@ -86,15 +95,41 @@ impl AfXdpPort {
                 udp_port: None,
             },
         };
-        let attach = XdpAttachment::attach(ifindex, cfg.queue + 1, &filter, cfg.xdp_mode)
+        let attach = XdpAttachment::attach(ifindex, MAP_QUEUES, &filter, cfg.xdp_mode)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", cfg.interface)))?;
-        let xsk = XskSocket::open(ifindex, cfg.queue, cfg.zero_copy, cfg.xsk).map_err(|e| {
+        let next_queue = Arc::new(AtomicU32::new(cfg.queue + 1));
+        Self::on_queue(
+            cfg,
+            ifindex,
+            mac,
+            Arc::new(attach),
+            next_queue,
+            cfg.queue,
+            true,
+        )
+    }
+
+    fn on_queue(
+        cfg: &AfXdpConfig,
+        ifindex: u32,
+        mac: Mac,
+        attach: Arc<XdpAttachment>,
+        next_queue: Arc<AtomicU32>,
+        queue: u32,
+        receive: bool,
+    ) -> io::Result<AfXdpPort> {
+        let xsk = XskSocket::open(ifindex, queue, cfg.zero_copy, cfg.xsk).map_err(|e| {
             io::Error::new(
                 e.kind(),
-                format!("{} queue {}: {e}", cfg.interface, cfg.queue),
+                format!(
+                    "{} queue {queue}: {e} (AF_XDP takes a queue per socket: one to receive, one per slice to send)",
+                    cfg.interface
+                ),
             )
         })?;
-        attach.register(cfg.queue, xsk.fd())?;
+        if receive {
+            attach.register(queue, xsk.fd())?;
+        }
         let via = match &cfg.role {
             Role::Sgi { next_hop, .. } => *next_hop,
             Role::S1u { .. } => None,
@@ -102,14 +137,31 @@ impl AfXdpPort {
         Ok(AfXdpPort {
             xsk,
             attach,
+            ifindex,
+            cfg: cfg.clone(),
+            next_queue,
             mac,
             neigh: Neighbours::new(&cfg.interface, via),
             role: cfg.role.clone(),
             ip_id: 0,
             interface: cfg.interface.clone(),
-            queue: cfg.queue,
+            queue,
             stats: AfXdpStats::default(),
         })
+    }
+
+    /// Another socket on the same interface and program, on `queue`, receiving what
+    /// arrives there (e.g. a generator taking every queue its peer sends on).
+    pub fn open_queue(&self, queue: u32) -> io::Result<AfXdpPort> {
+        Self::on_queue(
+            &self.cfg,
+            self.ifindex,
+            self.mac,
+            self.attach.clone(),
+            self.next_queue.clone(),
+            queue,
+            true,
+        )
     }
 
     /// E.g. "AF_XDP on veth0 queue 0 (native XDP, copy mode)".
@@ -299,6 +351,23 @@ impl PacketIo for AfXdpPort {
 
     fn poll_fd(&self) -> Option<RawFd> {
         Some(self.xsk.fd())
+    }
+
+    /// A socket of its own on the next queue, for sending only: an AF_XDP TX ring
+    /// has one producer, so each slice's data thread sends on its own queue (what
+    /// arrives on that queue passes to the kernel; receive stays on the first socket).
+    fn try_clone_sender(&self) -> io::Result<Box<dyn PacketIo>> {
+        let q = self.next_queue.fetch_add(1, Ordering::Relaxed);
+        let p = Self::on_queue(
+            &self.cfg,
+            self.ifindex,
+            self.mac,
+            self.attach.clone(),
+            self.next_queue.clone(),
+            q,
+            false,
+        )?;
+        Ok(Box::new(p))
     }
 }
 
