@@ -439,10 +439,6 @@ mod tests {
                 "[sgi]\nio = \"afxdp\"\ninterface = \"e\"\nnext_hop = \"x\"\n",
                 "sgi.next_hop",
             ),
-            (
-                "[node]\nslices = 2\n[sgi]\nio = \"afxdp\"\ninterface = \"e\"\n",
-                "node.slices",
-            ),
         ] {
             let e = NodeConfig::parse(text).unwrap().validate().unwrap_err();
             assert!(e.contains(key), "{text}: {e}");
