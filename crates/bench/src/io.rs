@@ -34,9 +34,16 @@ use std::time::{Duration, Instant};
 #[serde(rename_all = "kebab-case")]
 pub enum Backend {
     Afxdp,
-    /// Kernel UDP socket (S1-U) and TUN (SGi).
+    /// Kernel UDP sockets with recvmmsg/sendmmsg on both ports: S1-U, and SGi as the
+    /// UDP sink (each IP packet in one datagram to and from the PDN side).
     Udp,
+    /// Kernel UDP socket on S1-U, TUN device on SGi (the kernel routes to the PDN).
+    Tun,
 }
+
+/// The PDN side's UDP-sink addresses (backend `udp`): the node's and the generator's.
+const SINK_NODE: SocketAddrV4 = SocketAddrV4::new(SGI_NODE, 5202);
+const SINK_GEN: SocketAddrV4 = SocketAddrV4::new(SGI_GEN, 5201);
 
 /// Traffic mix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -450,7 +457,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let queues = if o.slices > 1 { o.slices as u32 + 1 } else { 1 };
     topo.veth(&s1u_n, &s1u_g, queues)?;
     topo.veth(&sgi_n, &sgi_g, queues)?;
-    if o.backend == Backend::Udp {
+    if o.backend == Backend::Tun {
         // The TUN path: the node's kernel forwards between the TUN device and SGi.
         topo.sysctl(&ns_node, "net.ipv4.ip_forward", "1")?;
         topo.run(
@@ -483,6 +490,12 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
             sgi_n.dev
         ),
         Backend::Udp => format!(
+            "[node]\nue_pool = \"{pool}\"\nmax_users = {}\npin = false\nslices = {slices}\n\
+             [s1u]\nbind = \"{S1U_NODE}:2152\"\n\
+             [sgi]\nmode = \"udp\"\nsink_local = \"{SINK_NODE}\"\nsink_peer = \"{SINK_GEN}\"\n",
+            o.users.max(1)
+        ),
+        Backend::Tun => format!(
             "[node]\nue_pool = \"{pool}\"\nmax_users = {}\npin = false\nslices = {slices}\n\
              [s1u]\nbind = \"{S1U_NODE}:2152\"\n[sgi]\nmode = \"tun\"\ntun_name = \"pio{tag}u\"\n",
             o.users.max(1)
@@ -714,14 +727,16 @@ fn generate(
         },
     ))
     .map_err(|e| format!("generator S1-U: {e}"))?;
-    let mut pdn = AfXdpPort::open(&cfg(
-        sgi_dev,
-        Role::Sgi {
+    // With the UDP sink the PDN side speaks UDP to the node's sink address.
+    let pdn_role = match o.backend {
+        Backend::Udp => Role::S1u { addr: SINK_GEN },
+        Backend::Afxdp | Backend::Tun => Role::Sgi {
             pools: vec![(SERVER, 24)],
             next_hop: Some(SGI_NODE),
         },
-    ))
-    .map_err(|e| format!("generator SGi: {e}"))?;
+    };
+    let mut pdn =
+        AfXdpPort::open(&cfg(sgi_dev, pdn_role)).map_err(|e| format!("generator SGi: {e}"))?;
     let t = Templates::new(o.mix);
     let mut rng = Rng::new(o.seed);
     let node_s1u = SocketAddrV4::new(S1U_NODE, 2152);
@@ -757,6 +772,7 @@ fn generate(
         let a = enb.send_batch(&b, Verdict::ToS1u).unwrap_or(0);
         b.bufs[0].fill(&t.dl[0].0);
         retarget_downlink(b.bufs[0].as_mut_slice(), ue);
+        b.bufs[0].meta.peer = SINK_NODE;
         b.bufs[0].meta.verdict = Verdict::ToSgi;
         let c = pdn.send_batch(&b, Verdict::ToSgi).unwrap_or(0);
         if a > 0 && c > 0 {
@@ -821,6 +837,7 @@ fn generate(
                 retarget_downlink(d, ip);
                 stamp(d, u as u32, seq_dl[u], now);
                 seq_dl[u] += 1;
+                b.meta.peer = SINK_NODE;
                 b.meta.verdict = Verdict::ToSgi;
             }
             // What the TX ring could not take is not sent (and not counted as sent);

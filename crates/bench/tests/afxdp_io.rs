@@ -71,15 +71,17 @@ fn two_slices_send_on_their_own_queues_behind_the_demux() {
 }
 
 #[test]
-fn the_same_bench_runs_on_the_kernel_socket_backend() {
+fn the_same_bench_runs_on_the_kernel_socket_backends() {
     if skip() {
         return;
     }
-    let r = run(&opts(Backend::Udp, 20_000)).unwrap();
-    assert!(r.s1u_io.contains("UDP socket"), "{}", r.s1u_io);
-    assert!(r.sgi_io.contains("TUN"), "{}", r.sgi_io);
-    assert!(r.received_ul > 0 && r.received_dl > 0, "{r:?}");
-    assert_eq!((r.lost, r.reordered), (0, 0), "{r:?}");
+    for (backend, sgi) in [(Backend::Udp, "UDP sink"), (Backend::Tun, "TUN")] {
+        let r = run(&opts(backend, 20_000)).unwrap();
+        assert!(r.s1u_io.contains("UDP socket"), "{}", r.s1u_io);
+        assert!(r.sgi_io.contains(sgi), "{}", r.sgi_io);
+        assert!(r.received_ul > 0 && r.received_dl > 0, "{r:?}");
+        assert_eq!((r.lost, r.reordered), (0, 0), "{r:?}");
+    }
 }
 
 /// With the S1-U port's XDP program attached, the kernel still gets everything that is

@@ -97,7 +97,8 @@ enum BenchCmd {
 
 #[derive(Args)]
 struct IoArgs {
-    /// The node's packet I/O: afxdp | udp (kernel UDP socket on S1-U, TUN on SGi).
+    /// The node's packet I/O: afxdp | udp (kernel UDP sockets with recvmmsg/sendmmsg:
+    /// S1-U, and SGi as the UDP sink) | tun (UDP socket on S1-U, TUN device on SGi).
     #[arg(long, default_value = "afxdp")]
     backend: String,
     #[arg(long, default_value_t = 100_000)]
@@ -337,7 +338,8 @@ fn bench_io(a: &IoArgs) -> Result<(), String> {
         backend: match a.backend.as_str() {
             "afxdp" => Backend::Afxdp,
             "udp" => Backend::Udp,
-            b => return Err(format!("--backend {b:?}: not one of afxdp, udp")),
+            "tun" => Backend::Tun,
+            b => return Err(format!("--backend {b:?}: not one of afxdp, udp, tun")),
         },
         users: a.users,
         seconds: a.seconds,
