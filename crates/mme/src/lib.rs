@@ -57,6 +57,7 @@ mod nas;
 mod paging;
 mod parked;
 mod prelude;
+pub mod restoring;
 mod s1ap;
 
 pub use cause::{EmmCause, EsmCause};

@@ -698,6 +698,8 @@ pub struct Mme {
     pub(crate) congested: bool,
     /// Parked security contexts by M-TMSI, bounded by `cfg.parked_contexts`.
     pub(crate) parked: Map<u32, Parked>,
+    /// A dead process's checkpoints still being restored (`crate::restoring`).
+    pub(crate) restoring: Option<Box<crate::restoring::Restoring>>,
     /// (expiry, M-TMSI) in parking order: expiry and eviction of the oldest.
     pub(crate) parked_order: VecDeque<(Instant, u32)>,
     /// Contexts without a security context, per eNB and in all (bounded by
@@ -754,6 +756,7 @@ impl Mme {
             last_now: None,
             congested: false,
             parked: Map::default(),
+            restoring: None,
             parked_order: VecDeque::new(),
             unauth: Map::default(),
             unauth_total: 0,

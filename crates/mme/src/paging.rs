@@ -11,6 +11,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        self.restore_imsi_first(cp, imsi, out);
         let Some(id) = self.by_imsi.get(&imsi).copied() else {
             cp.paging_failed(_slot);
             return;

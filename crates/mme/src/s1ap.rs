@@ -107,6 +107,9 @@ impl Mme {
             .first()
             .is_some_and(|b| b >> 4 >= 12 && b & 0x0f == 7)
         {
+            if let Some(s) = m.s_tmsi {
+                self.restore_tmsi_first(cp, s.m_tmsi, out);
+            }
             let id = m.s_tmsi.and_then(|s| self.ue_by_tmsi(cp, s.m_tmsi));
             self.service_request(now, assoc, id, m, cp, out);
             return;
@@ -120,6 +123,9 @@ impl Mme {
         }
         // A UE we know (by S-TMSI) that starts a new connection: its context, if the
         // message passes the security gate.
+        if let Some(s) = m.s_tmsi.filter(|s| s.mmec == self.cfg.mme_code) {
+            self.restore_tmsi_first(cp, s.m_tmsi, out);
+        }
         let known = m
             .s_tmsi
             .filter(|s| s.mmec == self.cfg.mme_code)

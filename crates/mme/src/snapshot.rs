@@ -1211,11 +1211,38 @@ fn restore_whole_ue_adjusted(
 /// The M-TMSI of the UE of a whole snapshot (0: none): its slice bits say which slice
 /// its S-TMSI routes to, where a restart restores it.
 pub fn snapshot_m_tmsi(bytes: &[u8]) -> Result<u32, SnapshotError> {
+    Ok(snapshot_tmsis(bytes)?.0)
+}
+
+/// The identities a whole snapshot's UE is found by, read without decoding the rest:
+/// its M-TMSI (0: none) and the new one of a GUTI reallocation it had not confirmed.
+pub fn snapshot_tmsis(bytes: &[u8]) -> Result<(u32, Option<u32>), SnapshotError> {
     let view = container::SnapshotView::parse(bytes)?;
     let section = view
         .mme()
         .ok_or(container::SnapshotError::MissingSection("mme"))?;
-    Ok(read_ue(section.bytes(), Instant::now())?.ue.m_tmsi)
+    let mut r = Reader::new(section.bytes());
+    let v = r.u8()?;
+    if !(MME_SECTION_VERSION_MIN..=MME_SECTION_VERSION).contains(&v) {
+        return Err(SnapshotError::UnsupportedVersion(v));
+    }
+    r.version = v;
+    let _mme_ue_id = r.u32()?;
+    let flags = r.varint()? as u32;
+    let _code = r.u8()?;
+    if flags & F_IMSI != 0 {
+        r.varint()?;
+    }
+    if flags & F_CONN != 0 {
+        r.conn()?;
+    }
+    let m_tmsi = r.u32()?;
+    let pending = if flags & F_PENDING_TMSI != 0 {
+        Some(r.u32()?)
+    } else {
+        None
+    };
+    Ok((m_tmsi, pending))
 }
 
 /// Restore a checkpoint a dead process of this node wrote (`Output::Checkpoint`): as

@@ -230,3 +230,86 @@ fn an_idle_ue_of_a_restarted_node_is_paged_for_downlink() {
         ["InitialContextSetupRequest"]
     );
 }
+
+/// Restoring a million UEs takes seconds; the node serves meanwhile. A UE whose
+/// signaling arrives before the background restore reached it is restored on the spot
+/// (by S-TMSI, or by IMSI for a network-initiated procedure), so nobody is told they
+/// are unknown; the rest come back in the background.
+#[test]
+fn a_restarting_node_serves_before_every_ue_is_restored() {
+    let mut h = node();
+    let mut ues: Vec<SimUe> = (0..4)
+        .map(|i| SimUe::new(&imsi(i), 10 + i as u32))
+        .collect();
+    for ue in ues.iter_mut() {
+        attach(&mut h, ue, 1).unwrap();
+    }
+    release(&mut h, &mut ues[0]);
+    let cfg = MmeConfig {
+        checkpoints: true,
+        ..MmeConfig::default()
+    };
+    let mut h2 = Harness::new(64, cfg);
+    let items: Vec<(u64, Vec<u8>)> = h.checkpoints.clone().into_iter().collect();
+    drop(h);
+    let now = h2.now;
+    h2.mme.begin_restore(items, now);
+    assert!(h2.mme.restoring());
+    assert_eq!(h2.mme.ue_count(), 0, "nothing restored yet");
+    assert!(matches!(
+        h2.enb_setup(1, 1, 1),
+        S1apMessage::S1SetupResponse(_)
+    ));
+    // UE 2's Service Request comes first: restored by its S-TMSI, served.
+    ues[2].enb_ue_id = 102;
+    let sr = ues[2].service_request();
+    let r = h2.send(1, initial_ue(&h2, &ues[2], sr, ues[2].m_tmsi));
+    assert_eq!(
+        pump(&mut h2, &mut ues[2], 1, r).unwrap(),
+        ["InitialContextSetupRequest"],
+        "{:?}",
+        h2.logs
+    );
+    assert_eq!(h2.mme.ue_count(), 1);
+    // The operator detaches UE 3 by IMSI: restored by IMSI, then detached (idle since
+    // the restart: locally), its checkpoint forgotten.
+    let mut out = vec![];
+    h2.mme
+        .detach_ue(h2.now, imsi_n(3), &mut h2.cp, &mut out)
+        .expect("UE 3 is known while its checkpoint waits");
+    assert!(out
+        .iter()
+        .any(|o| matches!(o, pepc_mme::Output::Forget { imsi } if *imsi == imsi_n(3))));
+    assert_eq!(h2.mme.ue_count(), 1);
+    assert_eq!(h2.mme.stats.detaches, 1);
+    // The background does the rest, a chunk per round.
+    let mut rounds = 0;
+    let report = loop {
+        rounds += 1;
+        let mut out = vec![];
+        if let Some(r) = h2.mme.restore_some(&mut h2.cp, h2.now, 1, &mut out) {
+            break r;
+        }
+        assert!(rounds < 10);
+    };
+    assert_eq!(
+        (report.restored, report.on_demand, report.failed),
+        (4, 2, 0)
+    );
+    assert_eq!(h2.mme.ue_count(), 3, "UE 3 stays detached");
+    assert!(!h2.mme.restoring());
+    for i in [0, 1] {
+        let ue = &mut ues[i];
+        ue.enb_ue_id = 100 + i as u32;
+        let sr = ue.service_request();
+        let t = ue.m_tmsi;
+        let r = h2.send(1, initial_ue(&h2, ue, sr, t));
+        assert_eq!(
+            pump(&mut h2, ue, 1, r).unwrap(),
+            ["InitialContextSetupRequest"],
+            "UE {i}"
+        );
+    }
+    assert_eq!(h2.mme.stats.attaches, 0, "nobody re-attached");
+    assert_eq!(h2.mme.stats.nas_bad_mac + h2.mme.stats.nas_replays, 0);
+}

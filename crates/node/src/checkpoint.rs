@@ -1,13 +1,10 @@
 //! A slice's link to the node's state store (issue 11, restart without re-attach):
 //! its MME's checkpoints go to the node's group-commit thread
 //! ([`pepc_store::Checkpointer`]), and the checkpoints a dead process left are
-//! restored into the slice on its control thread before its first event.
+//! restored into the slice by its MME while it serves (`pepc_mme::restoring`).
 
-use pepc_mme::snapshot::restore_checkpoint;
-use pepc_mme::{Mme, Output};
-use pepc_slice::control::ControlPlane;
+use pepc_mme::Output;
 use pepc_store::CheckpointSink;
-use std::time::Instant;
 
 /// What a slice restored at start.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -22,7 +19,7 @@ pub struct SliceState {
     pub sink: Option<CheckpointSink>,
     /// Usage records (CDRs) go here; none: they are not kept.
     pub cdr: Option<crate::charging::CdrSink>,
-    /// (IMSI, snapshot) to restore at start; emptied once done.
+    /// (IMSI, snapshot) to restore at start; handed to the MME when the slice starts.
     pub restore: Vec<(u64, Vec<u8>)>,
 }
 
@@ -51,44 +48,5 @@ impl SliceState {
             }
             o => Some(o),
         }
-    }
-
-    /// Restore the dead process's UEs of this slice. A UE held here outside its
-    /// policy slice is claimed from the node's endpoint (its IMSI route), as a live
-    /// one would be. Failures are counted and said (never with the snapshot's bytes).
-    pub fn restore_into(
-        &mut self,
-        mme: &mut Mme,
-        cp: &mut ControlPlane,
-        now: Instant,
-        out: &mut Vec<Output>,
-    ) -> Restored {
-        let mut r = Restored::default();
-        if self.restore.is_empty() {
-            return r;
-        }
-        let t = std::time::Instant::now();
-        let found = self.restore.len();
-        for (imsi, bytes) in std::mem::take(&mut self.restore) {
-            match restore_checkpoint(mme, cp, &bytes, now) {
-                Ok(w) => {
-                    r.ues += 1;
-                    if w.mme.imsi_exception {
-                        out.push(Output::ClaimImsi { imsi });
-                    }
-                }
-                Err(e) => {
-                    r.failed += 1;
-                    tracing::warn!("checkpoint of a UE not restored: {e}");
-                }
-            }
-        }
-        tracing::info!(
-            "restored {} of {found} checkpointed UEs in {} ms ({} failed)",
-            r.ues,
-            t.elapsed().as_millis(),
-            r.failed
-        );
-        r
     }
 }

@@ -262,6 +262,27 @@ impl SliceGauges {
     }
 }
 
+/// UEs restored per control-loop round while the node serves (about 2-3 µs each:
+/// a round stays within a few milliseconds, so signaling is not held up).
+const RESTORE_CHUNK: usize = 2048;
+
+/// One round of the background restore of a dead process's UEs; the gauges learn
+/// the outcome when the last is done.
+fn restore_chunk(
+    mme: &mut Mme,
+    gauges: &SliceGauges,
+    cp: &mut ControlPlane,
+    now: Instant,
+    out: &mut Vec<Output>,
+) {
+    if let Some(r) = mme.restore_some(cp, now, RESTORE_CHUNK, out) {
+        gauges.restored(Restored {
+            ues: r.restored,
+            failed: r.failed,
+        });
+    }
+}
+
 /// The transport side of the endpoint: events in, S1AP and closes out.
 struct Wire {
     transport: Box<dyn S1Transport>,
@@ -513,10 +534,8 @@ impl ControlDriver for MmeDriver {
 
     fn start(&mut self, cp: &mut ControlPlane) {
         let now = Instant::now();
-        let r = self
-            .state
-            .restore_into(&mut self.mme, cp, now, &mut self.out);
-        self.gauges.restored(r);
+        self.mme
+            .begin_restore(std::mem::take(&mut self.state.restore), now);
         self.settle(cp, now);
     }
 
@@ -542,6 +561,11 @@ impl ControlDriver for MmeDriver {
         self.settle(cp, now);
         if self.mme.next_timeout(cp).is_some_and(|t| t <= now) {
             self.mme.handle_timeout(now, cp, &mut self.out);
+            self.settle(cp, now);
+            busy = true;
+        }
+        if self.mme.restoring() {
+            restore_chunk(&mut self.mme, &self.gauges, cp, now, &mut self.out);
             self.settle(cp, now);
             busy = true;
         }
@@ -708,11 +732,9 @@ impl ControlDriver for SliceMme {
     }
 
     fn start(&mut self, cp: &mut ControlPlane) {
-        let r = self
-            .state
-            .restore_into(&mut self.mme, cp, Instant::now(), &mut self.out);
-        self.gauges.restored(r);
-        self.ship();
+        let _ = cp;
+        self.mme
+            .begin_restore(std::mem::take(&mut self.state.restore), Instant::now());
     }
 
     fn run_once(&mut self, cp: &mut ControlPlane, now: Instant) -> bool {
@@ -750,6 +772,10 @@ impl ControlDriver for SliceMme {
             busy = true;
         }
         if self.mgmt.serve(&mut self.mme, cp, now, &mut self.out) {
+            busy = true;
+        }
+        if self.mme.restoring() {
+            restore_chunk(&mut self.mme, &self.gauges, cp, now, &mut self.out);
             busy = true;
         }
         self.hss.serve(&mut self.mme, now, cp, &mut self.out, 0);

@@ -66,6 +66,9 @@ impl Mme {
             Identity::Guti(plmn, g, c, t) => {
                 let ours =
                     plmn == self.cfg.plmn.0 && g == self.cfg.mme_group_id && c == self.cfg.mme_code;
+                if ours {
+                    self.restore_tmsi_first(cp, t, out);
+                }
                 let known = ours
                     .then(|| self.ue_by_tmsi(cp, t))
                     .flatten()
@@ -185,6 +188,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        self.restore_imsi_first(cp, imsi, out);
         match self.by_imsi.get(&imsi).copied() {
             Some(old) if old != id => {
                 if self.ue(cp, old).is_none_or(|u| u.sec.is_none()) {

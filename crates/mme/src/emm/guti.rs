@@ -55,6 +55,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<u32, MmeError> {
+        self.restore_imsi_first(cp, imsi, out);
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
         if self.ue(cp, id).expect("present").conn.is_none() {
             return Err(MmeError::NotConnected);

@@ -46,6 +46,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        self.restore_imsi_first(cp, imsi, out);
         let Some(&id) = self.by_imsi.get(&imsi) else {
             return; // another slice's subscriber, or nobody's
         };
@@ -101,6 +102,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        self.restore_imsi_first(cp, imsi, out);
         let Some(&id) = self.by_imsi.get(&imsi) else {
             return;
         };
