@@ -198,23 +198,31 @@ impl ControlDriver for BenchDriver {
 
 /// ns on CPU of this process's threads named `name` (schedstat: exact, in ns).
 fn thread_cpu_ns(name: &str) -> u64 {
-    let mut total = 0;
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+    schedstat_ns("/proc/self/task", |comm| comm == name)
+}
+
+/// The sum of `/DIR/*/schedstat`'s time on CPU (ns) over the tasks whose name passes.
+fn schedstat_ns(dir: &str, pick: impl Fn(&str) -> bool) -> u64 {
+    let Ok(dir) = std::fs::read_dir(dir) else {
         return 0;
     };
-    for t in dir.flatten() {
-        let p = t.path();
-        let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
-        if comm.trim() == name {
-            let s = std::fs::read_to_string(p.join("schedstat")).unwrap_or_default();
-            total += s
+    dir.flatten()
+        .filter(|e| {
+            pick(
+                std::fs::read_to_string(e.path().join("comm"))
+                    .unwrap_or_default()
+                    .trim(),
+            )
+        })
+        .map(|e| {
+            std::fs::read_to_string(e.path().join("schedstat"))
+                .unwrap_or_default()
                 .split_whitespace()
                 .next()
                 .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0);
-        }
-    }
-    total
+                .unwrap_or(0)
+        })
+        .sum()
 }
 
 /// User and system clock ticks of this process's threads named `name` (/proc stat).
@@ -250,23 +258,7 @@ fn thread_user_sys_ticks(name: &str) -> (u64, u64) {
 /// ns on CPU of the kernel's NAPI threads of devices whose name starts with `prefix`.
 fn napi_cpu_ns(prefix: &str) -> u64 {
     let want = format!("napi/{prefix}");
-    let mut total = 0;
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    for e in dir.flatten() {
-        let p = e.path();
-        let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
-        if comm.trim().starts_with(&want) {
-            let s = std::fs::read_to_string(p.join("schedstat")).unwrap_or_default();
-            total += s
-                .split_whitespace()
-                .next()
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0);
-        }
-    }
-    total
+    schedstat_ns("/proc", |comm| comm.starts_with(&want))
 }
 
 /// ns of this thread's CPU.

@@ -17,13 +17,13 @@ use common::enb::Enb;
 use common::relay::{Faults, Relay};
 use pepc::demo::emulator_subscribers;
 use pepc::epc::{open_hss, Epc, EpcConfig};
+use pepc_bench::netns::{End, Topology};
 use pepc_emulator::config::{SubscriberKeys, Traffic, TrafficProfile};
 use pepc_emulator::{EmulatorConfig, Report, Scenario};
 use pepc_mme::sim::{subscriber, SimUe};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::Cause;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -32,22 +32,7 @@ struct NetPair {
     a: String,
     b: String,
     devs: (String, String),
-}
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+    _topo: Topology,
 }
 
 fn tc(ns: &str, dev: &str, netem: &str) -> Result<(), String> {
@@ -73,26 +58,25 @@ impl NetPair {
     /// the veth ends.
     fn new(k: u8) -> Result<NetPair, String> {
         let tag = format!("{}{k}", std::process::id() % 10_000);
-        let p = NetPair {
-            a: format!("pepc{tag}a"),
-            b: format!("pepc{tag}b"),
-            devs: (format!("pv{tag}a"), format!("pv{tag}b")),
+        let (a, b) = (format!("pepc{tag}a"), format!("pepc{tag}b"));
+        let topo = Topology::new(&[&a, &b])?;
+        let end = |ns: &str, dev: String, host: u8| End {
+            ns: ns.to_string(),
+            dev,
+            addr: Ipv4Addr::new(10, 77, k, host),
+            prefix: 24,
         };
-        let (va, vb) = &p.devs;
-        ip(&["netns", "add", &p.a])?;
-        ip(&["netns", "add", &p.b])?;
-        ip(&["link", "add", va, "type", "veth", "peer", "name", vb])?;
-        ip(&["link", "set", va, "netns", &p.a])?;
-        ip(&["link", "set", vb, "netns", &p.b])?;
-        for (ns, dev, addr) in [
-            (&p.a, va, format!("10.77.{k}.1/24")),
-            (&p.b, vb, format!("10.77.{k}.2/24")),
-        ] {
-            ip(&["-n", ns, "addr", "add", &addr, "dev", dev])?;
-            ip(&["-n", ns, "link", "set", dev, "up"])?;
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
-        }
-        Ok(p)
+        let (ea, eb) = (
+            end(&a, format!("pv{tag}a"), 1),
+            end(&b, format!("pv{tag}b"), 2),
+        );
+        topo.veth(&ea, &eb, 1)?;
+        Ok(NetPair {
+            a,
+            b,
+            devs: (ea.dev, eb.dev),
+            _topo: topo,
+        })
     }
 
     /// `tc netem` with these arguments on both ends.
@@ -102,21 +86,10 @@ impl NetPair {
     }
 }
 
-impl Drop for NetPair {
-    fn drop(&mut self) {
-        // Deleting a namespace takes its veth end, and the pair with it.
-        let _ = ip(&["netns", "del", &self.a]);
-        let _ = ip(&["netns", "del", &self.b]);
-    }
-}
-
 /// Moves the calling thread into namespace `ns`: its sockets, and the threads it
 /// starts, live there.
 fn enter(ns: &str) {
-    let f = std::fs::File::open(format!("/var/run/netns/{ns}")).expect("namespace file");
-    // SAFETY: a valid namespace descriptor; only this thread changes namespace.
-    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(r, 0, "setns {ns}: {}", std::io::Error::last_os_error());
+    pepc_bench::netns::enter(ns).expect("entering the namespace");
 }
 
 /// The counter after `label` in the node's stop report, summed over its lines.

@@ -153,6 +153,10 @@ impl AfXdpPort {
     /// Another socket on the same interface and program, on `queue`, receiving what
     /// arrives there (e.g. a generator taking every queue its peer sends on).
     pub fn open_queue(&self, queue: u32) -> io::Result<AfXdpPort> {
+        self.sibling(queue, true)
+    }
+
+    fn sibling(&self, queue: u32, receive: bool) -> io::Result<AfXdpPort> {
         Self::on_queue(
             &self.cfg,
             self.ifindex,
@@ -160,7 +164,7 @@ impl AfXdpPort {
             self.attach.clone(),
             self.next_queue.clone(),
             queue,
-            true,
+            receive,
         )
     }
 
@@ -358,15 +362,7 @@ impl PacketIo for AfXdpPort {
     /// arrives on that queue passes to the kernel; receive stays on the first socket).
     fn try_clone_sender(&self) -> io::Result<Box<dyn PacketIo>> {
         let q = self.next_queue.fetch_add(1, Ordering::Relaxed);
-        let p = Self::on_queue(
-            &self.cfg,
-            self.ifindex,
-            self.mac,
-            self.attach.clone(),
-            self.next_queue.clone(),
-            q,
-            false,
-        )?;
+        let p = self.sibling(q, false)?;
         Ok(Box::new(p))
     }
 }
