@@ -61,6 +61,11 @@ impl Restoring {
         r
     }
 
+    /// Whether M-TMSI `t` may belong to a UE still waiting (new UEs must not get it).
+    pub fn holds_tmsi(&self, t: u32) -> bool {
+        self.by_tmsi.contains_key(&t)
+    }
+
     /// Snapshots still waiting.
     pub fn left(&self) -> usize {
         self.left

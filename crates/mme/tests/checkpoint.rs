@@ -282,6 +282,15 @@ fn a_restarting_node_serves_before_every_ue_is_restored() {
         .any(|o| matches!(o, pepc_mme::Output::Forget { imsi } if *imsi == imsi_n(3))));
     assert_eq!(h2.mme.ue_count(), 1);
     assert_eq!(h2.mme.stats.detaches, 1);
+    // A new subscriber attaches meanwhile: the fresh process would hand it the M-TMSI
+    // its predecessor gave UE 0 first, but that one is still held for UE 0.
+    h2.hss.add(&subscriber(&imsi(9))).unwrap();
+    let mut new = SimUe::new(&imsi(9), 109);
+    attach(&mut h2, &mut new, 1).unwrap();
+    assert!(
+        ues.iter().all(|u| u.m_tmsi != new.m_tmsi),
+        "a waiting UE's M-TMSI was given away"
+    );
     // The background does the rest, a chunk per round.
     let mut rounds = 0;
     let report = loop {
@@ -296,7 +305,11 @@ fn a_restarting_node_serves_before_every_ue_is_restored() {
         (report.restored, report.on_demand, report.failed),
         (4, 2, 0)
     );
-    assert_eq!(h2.mme.ue_count(), 3, "UE 3 stays detached");
+    assert_eq!(
+        h2.mme.ue_count(),
+        4,
+        "UE 3 stays detached; the new UE is there"
+    );
     assert!(!h2.mme.restoring());
     for i in [0, 1] {
         let ue = &mut ues[i];
@@ -310,6 +323,9 @@ fn a_restarting_node_serves_before_every_ue_is_restored() {
             "UE {i}"
         );
     }
-    assert_eq!(h2.mme.stats.attaches, 0, "nobody re-attached");
+    assert_eq!(
+        h2.mme.stats.attaches, 1,
+        "nobody re-attached (the new UE attached)"
+    );
     assert_eq!(h2.mme.stats.nas_bad_mac + h2.mme.stats.nas_replays, 0);
 }

@@ -40,8 +40,12 @@ impl Mme {
         loop {
             let t = self.next_tmsi;
             self.next_tmsi = ids.compose(self.role.index, t.wrapping_add(0x9e37_79b9) | 1);
-            // A parked context keeps its M-TMSI until it expires.
-            if !self.by_tmsi.contains_key(&t) && !self.parked.contains_key(&t) {
+            // A parked context keeps its M-TMSI until it expires; a UE still being
+            // restored after a restart keeps its own.
+            if !self.by_tmsi.contains_key(&t)
+                && !self.parked.contains_key(&t)
+                && !self.restoring.as_ref().is_some_and(|r| r.holds_tmsi(t))
+            {
                 return t;
             }
         }
