@@ -261,6 +261,11 @@ fn napi_cpu_ns(prefix: &str) -> u64 {
     schedstat_ns("/proc", |comm| comm.starts_with(&want))
 }
 
+/// ns on CPU of the NAPI threads of the two veth ends `s1u` and `sgi`.
+fn napi_of(s1u: &str, sgi: &str) -> u64 {
+    napi_cpu_ns(&format!("{s1u}-")) + napi_cpu_ns(&format!("{sgi}-"))
+}
+
 /// ns of this thread's CPU.
 fn own_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -551,10 +556,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         }
     }
     let drops0: u64 = node.stats().slices.iter().map(|s| s.drops).sum();
-    let napi_node =
-        |s1u: &str, sgi: &str| napi_cpu_ns(&format!("{s1u}-")) + napi_cpu_ns(&format!("{sgi}-"));
-    let node_napi0 = napi_node(&s1u_n.dev, &sgi_n.dev);
-    let gen_napi0 = napi_node(&s1u_g.dev, &sgi_g.dev);
+    let node_napi0 = napi_of(&s1u_n.dev, &sgi_n.dev);
     let node_cpu_ns = || thread_cpu_ns("pepc-data") + thread_cpu_ns("pepc-demux");
     let node_cpu0 = node_cpu_ns();
     let node_ticks0 = thread_user_sys_ticks("pepc-data");
@@ -563,8 +565,9 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         .join()
         .map_err(|_| "the generator panicked".to_string())??;
     let node_cpu = node_cpu_ns().saturating_sub(node_cpu0);
-    let node_napi = napi_node(&s1u_n.dev, &sgi_n.dev).saturating_sub(node_napi0);
-    let gen_napi = napi_node(&s1u_g.dev, &sgi_g.dev).saturating_sub(gen_napi0);
+    let node_napi = napi_of(&s1u_n.dev, &sgi_n.dev).saturating_sub(node_napi0);
+    // The generator's receive threads go with its sockets: it reads them itself.
+    let gen_napi = g.napi_ns;
     let node_ticks = thread_user_sys_ticks("pepc-data");
     let (user, sys) = (
         node_ticks.0.saturating_sub(node_ticks0.0),
@@ -680,6 +683,9 @@ impl Receiver {
 }
 
 struct GenResult {
+    /// CPU of the kernel threads receiving on the generator's veth ends (threaded
+    /// NAPI), over the run.
+    napi_ns: u64,
     sent_ul: u64,
     sent_dl: u64,
     ul: Sink,
@@ -787,6 +793,7 @@ fn generate(
     std::thread::sleep(Duration::from_millis(10));
 
     let cpu0 = own_cpu_ns();
+    let napi0 = napi_of(s1u_dev, sgi_dev);
     let start = Instant::now();
     let dur = Duration::from_secs_f64(o.seconds);
     let mut sent_ul = 0u64;
@@ -855,6 +862,7 @@ fn generate(
         dl: rx.dl,
         lat: rx.lat,
         cpu_ns: own_cpu_ns() - cpu0,
+        napi_ns: napi_of(s1u_dev, sgi_dev).saturating_sub(napi0),
         seconds,
     })
 }
