@@ -123,6 +123,9 @@ pub struct IoReport {
     pub node_drops: u64,
     /// The node's drops by reason since it started (warm-up included).
     pub node_drops_by_reason: Vec<(&'static str, u64)>,
+    /// Packets the kernel dropped at the generator's own sockets (its RX rings full
+    /// or out of frames): lost by the generator, counted in `lost` too.
+    pub generator_kernel_drops: u64,
 }
 
 // Addresses of the two links (node side .1, generator side .2).
@@ -642,6 +645,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         machine_cpu_ns_per_packet: per(machine),
         node_drops,
         node_drops_by_reason,
+        generator_kernel_drops: g.kernel_dropped,
     })
 }
 
@@ -683,6 +687,7 @@ impl Receiver {
 }
 
 struct GenResult {
+    kernel_dropped: u64,
     /// CPU of the kernel threads receiving on the generator's veth ends (threaded
     /// NAPI), over the run.
     napi_ns: u64,
@@ -855,7 +860,17 @@ fn generate(
             last = Instant::now();
         }
     }
+    // What the kernel dropped before the generator's sockets saw it (a full RX ring,
+    // no free frame): the generator, not the node, lost those.
+    let kernel_dropped = std::iter::once(&enb)
+        .chain(std::iter::once(&pdn))
+        .chain(rx.enb_more.iter())
+        .chain(rx.pdn_more.iter())
+        .filter_map(|p| p.kernel_stats().ok())
+        .map(|k| k.rx_dropped + k.rx_ring_full + k.rx_fill_ring_empty_descs)
+        .sum();
     Ok(GenResult {
+        kernel_dropped,
         sent_ul,
         sent_dl,
         ul: rx.ul,
