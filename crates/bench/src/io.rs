@@ -126,6 +126,9 @@ pub struct IoReport {
     /// Packets the kernel dropped at the generator's own sockets (its RX rings full
     /// or out of frames): lost by the generator, counted in `lost` too.
     pub generator_kernel_drops: u64,
+    /// Packets the node's ports could not send (AF_XDP: no next-hop MAC yet, TX ring
+    /// full), since it started.
+    pub node_tx_failed: u64,
 }
 
 // Addresses of the two links (node side .1, generator side .2).
@@ -579,6 +582,11 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let machine = machine_busy_ns().saturating_sub(machine0);
     let stats = node.stats();
     let node_drops = stats.slices.iter().map(|s| s.drops).sum::<u64>() - drops0;
+    let node_tx_failed = stats
+        .slices
+        .iter()
+        .map(|s| s.s1u.tx_failed + s.sgi.tx_failed)
+        .sum();
     let slice_forwarded = stats
         .slices
         .iter()
@@ -646,6 +654,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         node_drops,
         node_drops_by_reason,
         generator_kernel_drops: g.kernel_dropped,
+        node_tx_failed,
     })
 }
 
