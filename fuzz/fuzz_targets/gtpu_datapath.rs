@@ -1,4 +1,5 @@
-//! GTP-U / IPv4 / UDP parsing (pepc-wire) and the slice's data path fed the packets.
+//! GTP-U / IPv4 / UDP parsing (pepc-wire) and the slice's data path fed the packets;
+//! the AF_XDP ports' Ethernet frame parser on the whole input.
 //!
 //! Each input builds a small slice with three attached UEs (one with a dedicated
 //! bearer and PCEF rules, one on a second PDN) and then runs a script of records
@@ -9,6 +10,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use pepc_node::io::afxdp::{parse_frame, Role};
 use pepc_slice::context::FIRST_EBI;
 use pepc_slice::control::{AttachParams, BearerParams, ControlPlane, PdnParams};
 use pepc_slice::datapath::DataPlane;
@@ -16,7 +18,7 @@ use pepc_slice::pcef::{Action, PortRange, Rule};
 use pepc_slice::slice::{build, SliceConfig};
 use pepc_wire::gtpu::{self, GtpuPacket, GtpuRepr};
 use pepc_wire::{five_tuple, Batch, Ipv4Packet, Ipv4Repr, PacketBuf, UdpPacket, UdpRepr, Verdict};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 const ENB: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
 
@@ -201,6 +203,20 @@ impl Run {
 }
 
 fuzz_target!(|data: &[u8]| {
+    // The AF_XDP ports' frame parser sees the same octets as a frame.
+    for role in [
+        Role::S1u {
+            addr: SocketAddrV4::new(ENB, 2152),
+        },
+        Role::Sgi {
+            pools: vec![],
+            next_hop: None,
+        },
+    ] {
+        if let Some((off, len, _)) = parse_frame(&role, data) {
+            assert!(off + len <= data.len());
+        }
+    }
     let (cp, dp, ues) = slice();
     let mut r = Run {
         cp,

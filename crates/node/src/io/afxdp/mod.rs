@@ -9,5 +9,5 @@ mod port;
 pub mod xsk;
 
 pub use bpf::XdpMode;
-pub use port::{AfXdpConfig, AfXdpPort, AfXdpStats, Role};
+pub use port::{parse_frame, AfXdpConfig, AfXdpPort, AfXdpStats, Role};
 pub use xsk::{XskConfig, ZeroCopy};

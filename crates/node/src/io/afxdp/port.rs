@@ -195,8 +195,9 @@ impl AfXdpPort {
     }
 }
 
-/// The payload and sender of a received frame, or None if it is not ours.
-fn parse(role: &Role, frame: &[u8]) -> Option<(usize, usize, SocketAddrV4)> {
+/// The payload (offset, length) and sender of a received frame, or None if it is not
+/// what a port of `role` carries. Any octets are safe input.
+pub fn parse_frame(role: &Role, frame: &[u8]) -> Option<(usize, usize, SocketAddrV4)> {
     if frame.len() < ETH_LEN + IP_LEN || frame[12..14] != [0x08, 0x00] {
         return None;
     }
@@ -239,7 +240,7 @@ impl PacketIo for AfXdpPort {
         let mut n = 0usize;
         let (role, stats, bufs) = (&self.role, &mut self.stats, &mut batch.bufs);
         self.xsk.recv(bufs.len() as u32, |frame| {
-            let Some((off, len, peer)) = parse(role, frame) else {
+            let Some((off, len, peer)) = parse_frame(role, frame) else {
                 stats.rx_malformed += 1;
                 return;
             };
@@ -394,21 +395,25 @@ mod tests {
         };
         let f = frame(17, 20 + 8 + 16, 5);
         assert_eq!(
-            parse(&role, &f),
+            parse_frame(&role, &f),
             Some((42, 16, "192.0.2.7:2152".parse().unwrap()))
         );
         // IP options move the UDP header.
         let f = frame(17, 24 + 8 + 4, 6);
-        assert_eq!(parse(&role, &f).map(|x| (x.0, x.1)), Some((46, 4)));
-        assert_eq!(parse(&role, &frame(6, 40, 5)), None, "TCP");
-        assert_eq!(parse(&role, &frame(17, 24, 5)), None, "no room for UDP");
+        assert_eq!(parse_frame(&role, &f).map(|x| (x.0, x.1)), Some((46, 4)));
+        assert_eq!(parse_frame(&role, &frame(6, 40, 5)), None, "TCP");
+        assert_eq!(
+            parse_frame(&role, &frame(17, 24, 5)),
+            None,
+            "no room for UDP"
+        );
         let mut f = frame(17, 40, 5);
         f[14 + 2..14 + 4].copy_from_slice(&400u16.to_be_bytes());
-        assert_eq!(parse(&role, &f), None, "IP length beyond the frame");
+        assert_eq!(parse_frame(&role, &f), None, "IP length beyond the frame");
         let mut f = frame(17, 40, 5);
         f[12] = 0x86;
-        assert_eq!(parse(&role, &f), None, "not IPv4");
-        assert_eq!(parse(&role, &f[..20]), None, "truncated");
+        assert_eq!(parse_frame(&role, &f), None, "not IPv4");
+        assert_eq!(parse_frame(&role, &f[..20]), None, "truncated");
     }
 
     #[test]
@@ -419,7 +424,7 @@ mod tests {
         };
         let mut f = frame(6, 60, 5);
         f.extend_from_slice(&[0; 10]); // Ethernet padding
-        assert_eq!(parse(&role, &f).map(|x| (x.0, x.1)), Some((14, 60)));
+        assert_eq!(parse_frame(&role, &f).map(|x| (x.0, x.1)), Some((14, 60)));
     }
 
     #[test]
