@@ -42,9 +42,15 @@ pub fn zeroed_slice<T: Zeroable>(n: usize) -> Box<[T]> {
 
 /// Large tables are read at random by the data path: back them with transparent huge
 /// pages where the kernel allows, so a lookup costs a cache miss but rarely a TLB miss.
+/// `PEPC_NO_HUGE_PAGES=1` in the environment leaves them on normal pages, to measure
+/// what the advice is worth (`pepc bench dataplane`).
 fn advise_huge_pages(p: *mut u8, len: usize) {
     #[cfg(target_os = "linux")]
     {
+        static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if *OFF.get_or_init(|| std::env::var_os("PEPC_NO_HUGE_PAGES").is_some_and(|v| v == "1")) {
+            return;
+        }
         const HUGE: usize = 2 << 20;
         let start = (p as usize).div_ceil(HUGE) * HUGE;
         let end = (p as usize + len) / HUGE * HUGE;
