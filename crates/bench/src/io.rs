@@ -72,6 +72,33 @@ pub struct IoOpts {
     /// the side that receives (else it runs in the sender's context: the node's data
     /// thread pays the generator's receive work and the other way round).
     pub napi_threads: bool,
+    /// How packets reach the node's slices (AF_XDP only with `Queues`).
+    pub rx: RxMode,
+    /// Queue mode: how the generator picks the queue of each packet.
+    pub steer: Steer,
+}
+
+/// How packets reach the node's slices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RxMode {
+    /// One receive socket per port; with several slices a demux thread steers.
+    Demux,
+    /// `node.demux = "queues"`: slice k receives and sends on queue k of each port.
+    Queues,
+}
+
+/// Queue mode: which queue the generator sends a packet on (what a NIC would do).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Steer {
+    /// A hash of the flow (uplink: the TEID, as a GTP-aware RSS does; downlink: the
+    /// UE address), blind to slices: with k slices, (k-1)/k of the packets arrive at
+    /// another slice's queue and are handed on.
+    Rss,
+    /// By slice (a flow-director rule on the TEID's or the address's slice bits):
+    /// every packet arrives at its own slice's queue.
+    Slice,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -94,6 +121,12 @@ pub struct IoReport {
     /// Packets that arrived after a later packet of the same user and direction.
     pub reordered: u64,
     pub slices: usize,
+    pub rx: RxMode,
+    pub steer: Steer,
+    /// Queue mode: packets a slice received for another slice and handed to it, and
+    /// those dropped because that slice's ring was full (since the node started).
+    pub handed_off: u64,
+    pub handoff_dropped: u64,
     /// Packets each slice forwarded since the node started (warm-up included).
     pub slice_forwarded: Vec<u64>,
     /// Packets through the node per second of its CPU: the data threads' and the
@@ -131,11 +164,14 @@ pub struct IoReport {
     pub node_tx_failed: u64,
 }
 
-// Addresses of the two links (node side .1, generator side .2).
-const S1U_NODE: Ipv4Addr = Ipv4Addr::new(10, 79, 1, 1);
-const S1U_GEN: Ipv4Addr = Ipv4Addr::new(10, 79, 1, 2);
-const SGI_NODE: Ipv4Addr = Ipv4Addr::new(10, 79, 2, 1);
-const SGI_GEN: Ipv4Addr = Ipv4Addr::new(10, 79, 2, 2);
+// Addresses of the two links (node side .1, generator side .2). Outside 10/8: the UE
+// pools and the default pools of further PDNs take all of it, and the node's SGi XDP
+// program takes every packet to them (the generator's neighbour probe to the node's
+// SGi address once landed in the data path as an unknown UE).
+const S1U_NODE: Ipv4Addr = Ipv4Addr::new(172, 31, 1, 1);
+const S1U_GEN: Ipv4Addr = Ipv4Addr::new(172, 31, 1, 2);
+const SGI_NODE: Ipv4Addr = Ipv4Addr::new(172, 31, 2, 1);
+const SGI_GEN: Ipv4Addr = Ipv4Addr::new(172, 31, 2, 2);
 const SERVER: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
 /// UE pools: a /10 holds 4M UEs; more take a /8.
 fn ue_pool(users: u32) -> &'static str {
@@ -455,9 +491,17 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let s1u_g = end(&ns_gen, format!("pio{tag}t"), S1U_GEN);
     let sgi_n = end(&ns_node, format!("pio{tag}i"), SGI_NODE);
     let sgi_g = end(&ns_gen, format!("pio{tag}j"), SGI_GEN);
-    // Queue 0 carries what the generator sends; with several slices, slice k sends
-    // on queue 1 + k (an AF_XDP TX ring has one producer).
-    let queues = if o.slices > 1 { o.slices as u32 + 1 } else { 1 };
+    // Demux: queue 0 carries what the generator sends; with several slices, slice k
+    // sends on queue 1 + k (an AF_XDP TX ring has one producer). Queues: slice k
+    // receives and sends on queue k.
+    if o.rx == RxMode::Queues && o.backend != Backend::Afxdp {
+        return Err("--rx queues needs --backend afxdp".into());
+    }
+    let queues = match o.rx {
+        RxMode::Queues => o.slices.max(1) as u32,
+        RxMode::Demux if o.slices > 1 => o.slices as u32 + 1,
+        RxMode::Demux => 1,
+    };
     topo.veth(&s1u_n, &s1u_g, queues)?;
     topo.veth(&sgi_n, &sgi_g, queues)?;
     if o.backend == Backend::Tun {
@@ -483,9 +527,13 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         XdpMode::Drv => "drv",
         XdpMode::Skb => "skb",
     };
+    let demux = match o.rx {
+        RxMode::Queues => "queues",
+        RxMode::Demux => "auto",
+    };
     let config = match o.backend {
         Backend::Afxdp => format!(
-            "[node]\nue_pool = \"{pool}\"\nmax_users = {}\npin = false\nslices = {slices}\n\
+            "[node]\nue_pool = \"{pool}\"\nmax_users = {}\npin = false\nslices = {slices}\ndemux = \"{demux}\"\n\
              [s1u]\nbind = \"{S1U_NODE}:2152\"\nio = \"afxdp\"\ninterface = \"{}\"\nxdp_mode = \"{mode}\"\n\
              [sgi]\nio = \"afxdp\"\ninterface = \"{}\"\nnext_hop = \"{SGI_GEN}\"\nxdp_mode = \"{mode}\"\n",
             o.users.max(1),
@@ -537,6 +585,19 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         }
     }
 
+    // Queue mode: each user's queue, per direction.
+    let steering = match o.rx {
+        RxMode::Demux => None,
+        RxMode::Queues => {
+            let (addr, len) = pool.split_once('/').ok_or("bad pool")?;
+            let (addr, len) = (
+                addr.parse().map_err(|_| "bad pool address")?,
+                len.parse().map_err(|_| "bad pool length")?,
+            );
+            let layout = pepc_slice::ids::IdLayout::new(slices, addr, len)?;
+            Some(steering(&targets, &layout, queues, o.steer))
+        }
+    };
     // The generator, in its namespace.
     let o2 = o.clone();
     let ns = ns_gen.clone();
@@ -544,7 +605,16 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let (warm_tx, warm_rx) = mpsc::channel::<()>();
     let gen = std::thread::Builder::new()
         .name("pepc-iogen".into())
-        .spawn(move || generate(&o2, &ns, &s1u_dev, &sgi_dev, &targets, warm_tx, queues))
+        .spawn(move || {
+            generate(
+                &o2,
+                &ns,
+                (&s1u_dev, &sgi_dev),
+                &targets,
+                warm_tx,
+                (queues, steering),
+            )
+        })
         .map_err(|e| e.to_string())?;
     // Counted from the end of the generator's warm-up (ARP, first packets).
     let _ = warm_rx.recv_timeout(Duration::from_secs(10));
@@ -587,6 +657,16 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         .iter()
         .map(|s| s.s1u.tx_failed + s.sgi.tx_failed)
         .sum();
+    let handed_off = stats
+        .slices
+        .iter()
+        .map(|s| s.s1u.handed_off + s.sgi.handed_off)
+        .sum();
+    let handoff_dropped = stats
+        .slices
+        .iter()
+        .map(|s| s.s1u.handoff_full + s.sgi.handoff_full)
+        .sum();
     let slice_forwarded = stats
         .slices
         .iter()
@@ -615,6 +695,10 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         mix: o.mix,
         users: o.users,
         slices,
+        rx: o.rx,
+        steer: o.steer,
+        handed_off,
+        handoff_dropped,
         slice_forwarded,
         seconds: g.seconds,
         s1u_io,
@@ -709,14 +793,37 @@ struct GenResult {
     seconds: f64,
 }
 
+/// Queue mode: per user, the queue of its uplink and of its downlink packets.
+type QueueOfUser = (Vec<u8>, Vec<u8>);
+
+/// Queue mode: per user, the queue its uplink and its downlink packets are sent on.
+fn steering(
+    targets: &[(u32, Ipv4Addr)],
+    layout: &pepc_slice::ids::IdLayout,
+    queues: u32,
+    steer: Steer,
+) -> QueueOfUser {
+    // A flow hash (Fibonacci hashing): spread, and blind to the slice bits.
+    let hash = |x: u32| ((x as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32 % queues;
+    targets
+        .iter()
+        .map(|&(teid, ip)| match steer {
+            Steer::Rss => (hash(teid) as u8, hash(u32::from(ip)) as u8),
+            Steer::Slice => {
+                let s = layout.split_teid(teid).map_or(0, |(s, _, _)| s) as u8;
+                (s, s)
+            }
+        })
+        .unzip()
+}
+
 fn generate(
     o: &IoOpts,
     ns: &str,
-    s1u_dev: &str,
-    sgi_dev: &str,
+    (s1u_dev, sgi_dev): (&str, &str),
     targets: &[(u32, Ipv4Addr)],
     warm: mpsc::Sender<()>,
-    queues: u32,
+    (queues, steering): (u32, Option<QueueOfUser>),
 ) -> Result<GenResult, String> {
     enter(ns)?;
     if targets.is_empty() {
@@ -752,8 +859,13 @@ fn generate(
     let t = Templates::new(o.mix);
     let mut rng = Rng::new(o.seed);
     let node_s1u = SocketAddrV4::new(S1U_NODE, 2152);
-    let mut ul = Batch::new(BATCH_SIZE);
-    let mut dl = Batch::new(BATCH_SIZE);
+    // Per queue (queue mode; else everything goes on queue 0).
+    let mut ul: Vec<Batch> = (0..queues).map(|_| Batch::new(BATCH_SIZE)).collect();
+    let mut dl: Vec<Batch> = (0..queues).map(|_| Batch::new(BATCH_SIZE)).collect();
+    let queue_of = |u: usize, uplink: bool| match &steering {
+        Some((q_ul, q_dl)) => (if uplink { q_ul[u] } else { q_dl[u] }) as usize,
+        None => 0,
+    };
     let mut rxb = Batch::new(BATCH_SIZE);
     // Per user and direction: the next sequence number.
     let (mut seq_ul, mut seq_dl) = (vec![1u32; targets.len()], vec![1u32; targets.len()]);
@@ -781,12 +893,21 @@ fn generate(
         retarget_uplink(b.bufs[0].as_mut_slice(), teid, ue);
         b.bufs[0].meta.peer = node_s1u;
         b.bufs[0].meta.verdict = Verdict::ToS1u;
-        let a = enb.send_batch(&b, Verdict::ToS1u).unwrap_or(0);
+        // On the user's own queues (queue mode steers warm-up packets too).
+        let a = match queue_of(0, true) {
+            0 => enb.send_batch(&b, Verdict::ToS1u),
+            q => rx.enb_more[q - 1].send_batch(&b, Verdict::ToS1u),
+        }
+        .unwrap_or(0);
         b.bufs[0].fill(&t.dl[0].0);
         retarget_downlink(b.bufs[0].as_mut_slice(), ue);
         b.bufs[0].meta.peer = SINK_NODE;
         b.bufs[0].meta.verdict = Verdict::ToSgi;
-        let c = pdn.send_batch(&b, Verdict::ToSgi).unwrap_or(0);
+        let c = match queue_of(0, false) {
+            0 => pdn.send_batch(&b, Verdict::ToSgi),
+            q => rx.pdn_more[q - 1].send_batch(&b, Verdict::ToSgi),
+        }
+        .unwrap_or(0);
         if a > 0 && c > 0 {
             break;
         }
@@ -827,9 +948,14 @@ fn generate(
             let n_ul = ((BATCH_SIZE as f64 * t.ul_share).round() as usize).clamp(1, BATCH_SIZE - 1);
             let n_dl = BATCH_SIZE - n_ul;
             let now = now_ns();
-            ul.len = n_ul;
-            for b in &mut ul.bufs[..n_ul] {
+            for b in ul.iter_mut().chain(dl.iter_mut()) {
+                b.len = 0;
+            }
+            for _ in 0..n_ul {
                 let u = rng.below(targets.len() as u64) as usize;
+                let q = &mut ul[queue_of(u, true)];
+                let b = &mut q.bufs[q.len];
+                q.len += 1;
                 let (teid, ip) = targets[u];
                 let k = Templates::pick(&t.ul, &mut rng);
                 b.fill(&t.ul[k].0);
@@ -840,9 +966,11 @@ fn generate(
                 b.meta.peer = node_s1u;
                 b.meta.verdict = Verdict::ToS1u;
             }
-            dl.len = n_dl;
-            for b in &mut dl.bufs[..n_dl] {
+            for _ in 0..n_dl {
                 let u = rng.below(targets.len() as u64) as usize;
+                let q = &mut dl[queue_of(u, false)];
+                let b = &mut q.bufs[q.len];
+                q.len += 1;
                 let ip = targets[u].1;
                 let k = Templates::pick(&t.dl, &mut rng);
                 b.fill(&t.dl[k].0);
@@ -855,8 +983,22 @@ fn generate(
             }
             // What the TX ring could not take is not sent (and not counted as sent);
             // its sequence numbers are skipped, which the sink does not mind.
-            sent_ul += enb.send_batch(&ul, Verdict::ToS1u).unwrap_or(0) as u64;
-            sent_dl += pdn.send_batch(&dl, Verdict::ToSgi).unwrap_or(0) as u64;
+            for (q, b) in ul.iter().enumerate().filter(|(_, b)| b.len > 0) {
+                let port = if q == 0 {
+                    &mut enb
+                } else {
+                    &mut rx.enb_more[q - 1]
+                };
+                sent_ul += port.send_batch(b, Verdict::ToS1u).unwrap_or(0) as u64;
+            }
+            for (q, b) in dl.iter().enumerate().filter(|(_, b)| b.len > 0) {
+                let port = if q == 0 {
+                    &mut pdn
+                } else {
+                    &mut rx.pdn_more[q - 1]
+                };
+                sent_dl += port.send_batch(b, Verdict::ToSgi).unwrap_or(0) as u64;
+            }
         }
         rx.drain(&mut enb, &mut pdn, &mut rxb);
     }

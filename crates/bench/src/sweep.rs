@@ -43,6 +43,8 @@ fn io_sweep(seconds: f64, out: &Path, sd: u32) -> Result<(), String> {
                     xdp_mode: crate::io::XdpMode::Auto,
                     napi_threads: false,
                     slices: 1,
+                    rx: crate::io::RxMode::Demux,
+                    steer: crate::io::Steer::Rss,
                 })?;
                 eprintln!(
                     "  {backend:?} users={users} run {k}: {:.3} Mpps/core, loss {:.4}",

@@ -4,7 +4,7 @@
 //! for; the kernel-socket backend runs the same bench. Needs root; without it each
 //! test says why and returns.
 
-use pepc_bench::io::{run, Backend, IoOpts, Mix};
+use pepc_bench::io::{run, Backend, IoOpts, Mix, RxMode, Steer};
 use pepc_bench::netns::{enter, unavailable, End, Topology};
 use pepc_node::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XdpMode, XskConfig, ZeroCopy};
 use pepc_node::io::PacketIo;
@@ -37,6 +37,8 @@ fn opts(backend: Backend, rate_pps: u64) -> IoOpts {
         xdp_mode: XdpMode::Auto,
         napi_threads: false,
         slices: 1,
+        rx: RxMode::Demux,
+        steer: Steer::Rss,
     }
 }
 
@@ -74,6 +76,48 @@ fn two_slices_send_on_their_own_queues_behind_the_demux() {
         "{r:?}"
     );
     assert_eq!((r.lost, r.reordered, r.node_drops), (0, 0, 0), "{r:?}");
+}
+
+/// Queue mode: each slice receives and sends on its own queues, no demux thread. With
+/// a flow hash spreading packets blind to slices, about half of them arrive at the
+/// other slice's queue and are handed on; with steering by slice, none are. Either
+/// way every packet gets through, in order per user.
+#[test]
+fn two_slices_receive_on_their_own_queues_and_hand_packets_on() {
+    if skip() {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for steer in [Steer::Rss, Steer::Slice] {
+        let mut o = opts(Backend::Afxdp, 40_000);
+        o.slices = 2;
+        o.rx = RxMode::Queues;
+        o.steer = steer;
+        let r = run(&o).unwrap();
+        assert!(r.s1u_io.contains("slice k on queue"), "{}", r.s1u_io);
+        assert!(r.slice_forwarded.iter().all(|&n| n > 1_000), "{r:?}");
+        assert_eq!(
+            r.received_ul + r.received_dl,
+            r.sent_ul + r.sent_dl,
+            "{r:?}"
+        );
+        assert_eq!((r.lost, r.reordered, r.node_drops), (0, 0, 0), "{r:?}");
+        assert_eq!(r.handoff_dropped, 0, "{r:?}");
+        let sent = r.sent_ul + r.sent_dl;
+        match steer {
+            // About half: between a third and two thirds.
+            Steer::Rss => assert!(
+                r.handed_off > sent / 3 && r.handed_off < sent * 2 / 3,
+                "{r:?}"
+            ),
+            Steer::Slice => assert_eq!(r.handed_off, 0, "{r:?}"),
+        }
+    }
+    // Asking for queue mode on kernel sockets is refused, with the reason.
+    let mut o = opts(Backend::Udp, 1_000);
+    o.rx = RxMode::Queues;
+    let e = run(&o).unwrap_err();
+    assert!(e.contains("afxdp"), "{e}");
 }
 
 #[test]

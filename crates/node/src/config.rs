@@ -13,9 +13,12 @@
 //!                            # faulted in when the slice starts (~2 KB each), so
 //!                            # an attach storm after a start takes no page faults
 //! pin = true                 # pin threads to cores when there is one core per thread
-//! demux = "auto"             # auto | thread | none: a demux thread owns S1-U/SGi and
-//!                            # steers packets to slices over rings (auto: thread when
-//!                            # slices > 1; none: one slice's data thread owns the ports)
+//! demux = "auto"             # auto | thread | none | queues: a demux thread owns
+//!                            # S1-U/SGi and steers packets to slices over rings (auto:
+//!                            # thread when slices > 1; none: one slice's data thread
+//!                            # owns the ports; queues: AF_XDP on both ports, slice k
+//!                            # receives and sends on queue + k and hands packets of
+//!                            # other slices on over rings)
 //! ring_batches = 64          # per slice and direction: batches of 32 in flight from
 //!                            # the demux before it drops (counted as ring_full)
 //! [s1u]
@@ -24,6 +27,7 @@
 //! interface = ""             # afxdp: the interface carrying `bind`'s address
 //! queue = 0                  # afxdp: the interface's queue to receive on; with
 //!                            # several slices, slice k sends on queue + 1 + k
+//!                            # (demux = "queues": receives and sends on queue + k)
 //! xdp_mode = "auto"          # afxdp: auto (native if the driver has it) | drv | skb
 //! zero_copy = "auto"         # afxdp: auto (if the driver allows) | on | off
 //! [sgi]
@@ -231,6 +235,9 @@ pub enum DemuxMode {
     Thread,
     /// The (single) slice's data thread owns the ports: no extra hop.
     None,
+    /// AF_XDP: each slice's data thread receives and sends on its own queue of each
+    /// port and hands other slices' packets on (see [`crate::queues`]).
+    Queues,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -318,6 +325,7 @@ impl NodeConfig {
         let demux = match (n.demux.as_str(), n.slices) {
             ("auto", 1) | ("none", 1) => DemuxMode::None,
             ("auto", _) | ("thread", _) => DemuxMode::Thread,
+            ("queues", _) => DemuxMode::Queues,
             ("none", k) => {
                 return Err(format!(
                     "config key `node.demux`: \"none\" needs slices = 1 (got {k}); use \"thread\" or \"auto\""
@@ -325,7 +333,7 @@ impl NodeConfig {
             }
             (m, _) => {
                 return Err(format!(
-                    "config key `node.demux`: {m:?} is not one of auto, thread, none"
+                    "config key `node.demux`: {m:?} is not one of auto, thread, none, queues"
                 ))
             }
         };
@@ -380,6 +388,12 @@ impl NodeConfig {
                 ))
             }
         };
+        if demux == DemuxMode::Queues && (s1u_xdp.is_none() || sgi_xdp.is_none()) {
+            return Err(
+                "config key `node.demux`: \"queues\" needs io = \"afxdp\" in both [s1u] and [sgi] (each slice takes a queue of each)"
+                    .into(),
+            );
+        }
         Ok(Validated {
             slices: n.slices,
             ue_pool: (ip, len),
@@ -510,6 +524,11 @@ mod tests {
         );
         let e = v("[node]\nslices = 2\ndemux = \"none\"\n").unwrap_err();
         assert!(e.contains("node.demux") && e.contains("slices = 1"), "{e}");
+        let e = v("[node]\nslices = 2\ndemux = \"queues\"\n").unwrap_err();
+        assert!(e.contains("node.demux") && e.contains("afxdp"), "{e}");
+        let q = v("[node]\nslices = 2\ndemux = \"queues\"\n[s1u]\nbind = \"10.0.0.1:2152\"\nio = \"afxdp\"\ninterface = \"eth0\"\n[sgi]\nio = \"afxdp\"\ninterface = \"eth1\"\n")
+            .unwrap();
+        assert_eq!(q.demux, DemuxMode::Queues);
         let e = v("[node]\ndemux = \"maybe\"\n").unwrap_err();
         assert!(e.contains("node.demux"), "{e}");
         let e = v("[node]\nring_batches = 0\n").unwrap_err();

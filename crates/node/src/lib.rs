@@ -10,6 +10,7 @@ pub mod gx;
 pub mod io;
 pub mod node;
 pub mod proxy;
+pub mod queues;
 pub mod ring;
 pub mod runtime;
 pub mod s1mme;

@@ -3,7 +3,9 @@
 //! and SGi ports and steers packets to the slices over rings ([`crate::dispatch`]).
 //! Each data thread transmits on its own handle of those ports. With one slice and
 //! `node.demux = "none"` (the default for one slice) the data thread owns the ports and
-//! there is no extra hop.
+//! there is no extra hop. With `node.demux = "queues"` (AF_XDP) each slice's data
+//! thread has sockets on queues of its own and hands other slices' packets on
+//! ([`crate::queues`]).
 
 use crate::config::XdpPort;
 use crate::config::{DemuxMode, SgiMode, Validated};
@@ -11,6 +13,7 @@ use crate::demux::Demux;
 use crate::dispatch::{demux_loop, DemuxStage};
 use crate::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XskConfig};
 use crate::io::{open_sgi, PacketIo, SgiConfig, UdpPort, UdpSinkPort};
+use crate::queues::{QueuePort, Side};
 use crate::ring::{batch_ring, CountedPort, RingPort};
 use crate::runtime::{spawn_slice, ControlDriver, SliceStart, SliceThreads, SyntheticDriver};
 use crate::stats::{DemuxCounters, NodeStats, PortCounters, SliceStats};
@@ -48,6 +51,13 @@ pub struct Node {
     port_counters: Vec<[Arc<PortCounters>; 2]>,
 }
 
+/// The ports as opened: shared by the slices (through the demux, or one slice's own),
+/// or one pair of queue sockets per slice.
+enum Opened {
+    Shared(Box<dyn PacketIo>, Box<dyn PacketIo>),
+    Queues(Vec<QueueSockets>),
+}
+
 type Ports = (
     Box<dyn PacketIo>,
     Box<dyn PacketIo>,
@@ -66,12 +76,68 @@ fn xdp_config(p: &XdpPort, role: Role) -> AfXdpConfig {
     }
 }
 
+fn open_s1u_xdp(v: &Validated, p: &XdpPort) -> Result<AfXdpPort, String> {
+    AfXdpPort::open(&xdp_config(p, Role::S1u { addr: v.s1u_bind }))
+        .map_err(|e| format!("s1u (io = \"afxdp\"): {e}"))
+}
+
+fn open_sgi_xdp(v: &Validated, layout: &IdLayout, p: &XdpPort) -> Result<AfXdpPort, String> {
+    let len = v.ue_pool.1;
+    let pools = layout.pdn_pools[..layout.pdn_count.max(1) as usize]
+        .iter()
+        .map(|&a| (a, len))
+        .collect();
+    AfXdpPort::open(&xdp_config(
+        p,
+        Role::Sgi {
+            pools,
+            next_hop: p.next_hop,
+        },
+    ))
+    .map_err(|e| format!("sgi (io = \"afxdp\"): {e}"))
+}
+
+/// A slice's S1-U and SGi sockets in queue mode.
+type QueueSockets = (AfXdpPort, AfXdpPort);
+
+/// Queue mode: slice k's S1-U and SGi sockets, on each port's queue + k.
+fn open_queue_ports(
+    v: &Validated,
+    layout: &IdLayout,
+) -> Result<(String, String, Vec<QueueSockets>), String> {
+    let (Some(s), Some(g)) = (&v.s1u_xdp, &v.sgi_xdp) else {
+        return Err("node.demux = \"queues\" needs AF_XDP on S1-U and SGi".into());
+    };
+    let s1u = open_s1u_xdp(v, s)?;
+    let sgi = open_sgi_xdp(v, layout, g)?;
+    let span = |q: u32| {
+        if v.slices > 1 {
+            format!(" (slice k on queue {q} + k)")
+        } else {
+            String::new()
+        }
+    };
+    let s1u_desc = format!("{} {}{}", v.s1u_bind, s1u.describe(), span(s.queue));
+    let sgi_desc = format!("{}{}", sgi.describe(), span(g.queue));
+    let mut ports = Vec::with_capacity(v.slices);
+    for k in 1..v.slices as u32 {
+        let a = s1u
+            .open_queue(s.queue + k)
+            .map_err(|e| format!("s1u (io = \"afxdp\"), slice {k}: {e}"))?;
+        let b = sgi
+            .open_queue(g.queue + k)
+            .map_err(|e| format!("sgi (io = \"afxdp\"), slice {k}: {e}"))?;
+        ports.push((a, b));
+    }
+    ports.insert(0, (s1u, sgi));
+    Ok((s1u_desc, sgi_desc, ports))
+}
+
 /// Open S1-U and SGi as configured; also says what S1-U runs on.
 fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, String, Ports), String> {
     let (s1u, s1u_addr, s1u_desc): (Box<dyn PacketIo>, SocketAddrV4, String) = match &v.s1u_xdp {
         Some(p) => {
-            let port = AfXdpPort::open(&xdp_config(p, Role::S1u { addr: v.s1u_bind }))
-                .map_err(|e| format!("s1u (io = \"afxdp\"): {e}"))?;
+            let port = open_s1u_xdp(v, p)?;
             let desc = format!("{} {}", v.s1u_bind, port.describe());
             (Box::new(port), v.s1u_bind, desc)
         }
@@ -83,19 +149,7 @@ fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, String,
         }
     };
     if let Some(p) = &v.sgi_xdp {
-        let len = v.ue_pool.1;
-        let pools = layout.pdn_pools[..layout.pdn_count.max(1) as usize]
-            .iter()
-            .map(|&a| (a, len))
-            .collect();
-        let port = AfXdpPort::open(&xdp_config(
-            p,
-            Role::Sgi {
-                pools,
-                next_hop: p.next_hop,
-            },
-        ))
-        .map_err(|e| format!("sgi (io = \"afxdp\"): {e}"))?;
+        let port = open_sgi_xdp(v, layout, p)?;
         let desc = port.describe();
         return Ok((s1u_addr, s1u_desc, (s1u, Box::new(port), desc, None)));
     }
@@ -171,7 +225,13 @@ impl Node {
                 "config key `node.demux`: \"none\" needs slices = 1 (got {n})"
             ));
         }
-        let (s1u_addr, s1u_desc, (s1u, sgi, sgi_desc, sgi_local)) = open_ports(v, &layout)?;
+        let (s1u_addr, s1u_desc, sgi_desc, sgi_local, opened) = if v.demux == DemuxMode::Queues {
+            let (a, b, ports) = open_queue_ports(v, &layout)?;
+            (v.s1u_bind, a, b, None, Opened::Queues(ports))
+        } else {
+            let (addr, a, (s1u, sgi, b, local)) = open_ports(v, &layout)?;
+            (addr, a, b, local, Opened::Shared(s1u, sgi))
+        };
 
         // Build every slice and its driver before any thread starts, so a refusal
         // leaves nothing running.
@@ -223,8 +283,45 @@ impl Node {
         let mut demux_thread = None;
         let mut demux_counters = None;
 
-        match mode {
-            DemuxMode::None => {
+        match (mode, opened) {
+            (_, Opened::Queues(ports)) => {
+                let mut s1u_rings = crate::queues::mesh(n, v.ring_batches).into_iter();
+                let mut sgi_rings = crate::queues::mesh(n, v.ring_batches).into_iter();
+                for (s, ((cp, dp, driver), (a, b))) in built.into_iter().zip(ports).enumerate() {
+                    let pc = &port_counters[s];
+                    let (Some(ra), Some(rb)) = (s1u_rings.next(), sgi_rings.next()) else {
+                        return Err("queue mode: fewer rings than slices".into());
+                    };
+                    let a =
+                        QueuePort::new(Box::new(a), Side::S1u, s, demux.clone(), ra, pc[0].clone());
+                    let b =
+                        QueuePort::new(Box::new(b), Side::Sgi, s, demux.clone(), rb, pc[1].clone());
+                    let c = 2 * s;
+                    let started = spawn_slice(
+                        cp,
+                        dp,
+                        Box::new(a),
+                        Box::new(b),
+                        driver,
+                        SliceStart {
+                            index: s,
+                            control_core: core(c),
+                            data_core: core(c + 1),
+                            prewarm_users: v.prewarm_users,
+                        },
+                    );
+                    match started {
+                        Ok(t) => slices.push(t),
+                        Err(e) => {
+                            for t in slices {
+                                t.join();
+                            }
+                            return Err(format!("starting slice {s}: {e}"));
+                        }
+                    }
+                }
+            }
+            (DemuxMode::None, Opened::Shared(s1u, sgi)) => {
                 let (cp, dp, driver) = built.pop().expect("one slice");
                 let pc = &port_counters[0];
                 let a: Box<dyn PacketIo> = Box::new(CountedPort::new(s1u, pc[0].clone()));
@@ -246,7 +343,7 @@ impl Node {
                     .map_err(|e| format!("starting slice 0: {e}"))?,
                 );
             }
-            DemuxMode::Thread => {
+            (_, Opened::Shared(s1u, sgi)) => {
                 let mut ul = Vec::with_capacity(n);
                 let mut dl = Vec::with_capacity(n);
                 let mut ports = Vec::with_capacity(n);

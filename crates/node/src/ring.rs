@@ -186,7 +186,7 @@ fn selected(batch: &Batch, select: Verdict) -> u64 {
 
 /// Count what the pipeline asked `tx` to send and what it could not.
 #[inline]
-fn send_counted(
+pub(crate) fn send_counted(
     tx: &mut dyn PacketIo,
     c: &PortCounters,
     batch: &Batch,

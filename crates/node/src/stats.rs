@@ -24,6 +24,10 @@ pub struct PortCounters {
     pub tx_packets: AtomicU64,
     /// Packets the pipeline sent here that the port could not transmit.
     pub tx_failed: AtomicU64,
+    /// Queue mode: packets this slice's socket received for another slice, handed to
+    /// it, and those dropped because its ring was full.
+    pub handed_off: AtomicU64,
+    pub handoff_full: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -31,6 +35,8 @@ pub struct PortStats {
     pub rx_packets: u64,
     pub tx_packets: u64,
     pub tx_failed: u64,
+    pub handed_off: u64,
+    pub handoff_full: u64,
 }
 
 impl PortCounters {
@@ -39,6 +45,8 @@ impl PortCounters {
             rx_packets: self.rx_packets.load(Relaxed),
             tx_packets: self.tx_packets.load(Relaxed),
             tx_failed: self.tx_failed.load(Relaxed),
+            handed_off: self.handed_off.load(Relaxed),
+            handoff_full: self.handoff_full.load(Relaxed),
         }
     }
 }

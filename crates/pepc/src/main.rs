@@ -119,9 +119,18 @@ struct IoArgs {
     /// the receiving side (else the sender's thread runs the peer's receive).
     #[arg(long)]
     napi_threads: bool,
-    /// Node slices (data threads); more than one adds the demux thread.
+    /// Node slices (data threads); more than one adds the demux thread (--rx demux).
     #[arg(long, default_value_t = 1)]
     slices: usize,
+    /// How packets reach the slices: demux (one receive socket, a demux thread with
+    /// several slices) | queues (AF_XDP: slice k receives and sends on queue k).
+    #[arg(long, default_value = "demux")]
+    rx: String,
+    /// With --rx queues, how the generator spreads packets over the queues: rss (a
+    /// flow hash, blind to slices: packets are handed between slices) | slice (by
+    /// the TEID's or address's slice, as a flow-director rule would).
+    #[arg(long, default_value = "rss")]
+    steer: String,
     /// Run this many times; every run is printed (JSON: one object per run).
     #[arg(long, default_value_t = 1)]
     repeat: u32,
@@ -358,6 +367,16 @@ fn bench_io(a: &IoArgs) -> Result<(), String> {
         },
         napi_threads: a.napi_threads,
         slices: a.slices,
+        rx: match a.rx.as_str() {
+            "demux" => pepc_bench::io::RxMode::Demux,
+            "queues" => pepc_bench::io::RxMode::Queues,
+            m => return Err(format!("--rx {m:?}: not one of demux, queues")),
+        },
+        steer: match a.steer.as_str() {
+            "rss" => pepc_bench::io::Steer::Rss,
+            "slice" => pepc_bench::io::Steer::Slice,
+            m => return Err(format!("--steer {m:?}: not one of rss, slice")),
+        },
     };
     for _ in 0..a.repeat.max(1) {
         let r = pepc_bench::io::run(&o)?;

@@ -77,6 +77,18 @@ impl MetricsSource for NodeMetrics {
                     &[slice(s), ("port", port.into())],
                     p.tx_failed,
                 );
+                out.counter(
+                    "pepc_port_handoff_packets",
+                    "Queue mode: packets a slice's socket received for another slice and handed to it",
+                    &[slice(s), ("port", port.into())],
+                    p.handed_off,
+                );
+                out.counter(
+                    "pepc_port_handoff_dropped",
+                    "Queue mode: packets for another slice dropped because its ring was full",
+                    &[slice(s), ("port", port.into())],
+                    p.handoff_full,
+                );
             }
             for (what, v) in [
                 ("echo_replies", d.echo_replies),
