@@ -1182,10 +1182,7 @@ impl ControlPlane {
     }
 
     fn bearer_usage(&self, bearer_slot: u32) -> Usage {
-        self.counters
-            .bearers
-            .get(bearer_slot as usize)
-            .map_or(Usage::default(), |c| c.snapshot())
+        self.counters.bearer_usage(bearer_slot)
     }
 
     /// Snapshot of the UE in slot `ue_slot`: its control state and its bearers'
@@ -1499,6 +1496,6 @@ impl ControlPlane {
         let b = ue
             .bearer(ebi)
             .ok_or(CtrlError::NoSuchBearer { ue_slot, ebi })?;
-        Ok(self.counters.bearers[b.slot as usize].snapshot())
+        Ok(self.counters.bearer_usage(b.slot))
     }
 }

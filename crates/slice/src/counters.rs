@@ -6,7 +6,7 @@
 //! their own, so the control thread reading them never shares a line with data-thread
 //! writes to another bearer.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// Why the data path dropped a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +97,10 @@ pub(crate) fn bump(c: &AtomicU64, n: u64) {
     c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
 }
 
+/// A bearer's counters, and in the same cache line the data thread's own uplink
+/// record of it ([`BearerHot`]): an uplink packet checks its TEID and source and
+/// counts itself with one line fetched (the drop counters, written only when a packet
+/// is dropped, are in [`SliceCounters::bearer_drops`]).
 #[repr(C, align(64))]
 #[derive(Default, Debug)]
 pub struct BearerCounters {
@@ -104,10 +108,71 @@ pub struct BearerCounters {
     pub ul_bytes: AtomicU64,
     pub dl_packets: AtomicU64,
     pub dl_bytes: AtomicU64,
-    pub ul_dropped: AtomicU64,
-    pub dl_dropped: AtomicU64,
     /// Data-thread clock (ns) of the last packet, for idle eviction.
     pub last_active_ns: AtomicU64,
+    /// Read and written by the data thread only (atomics so the line can be shared
+    /// with the control thread's counter reads; relaxed, they compile to moves).
+    pub(crate) hot: BearerHotCell,
+}
+
+const _: () = assert!(std::mem::size_of::<BearerCounters>() == 64);
+
+/// The data thread's uplink record of a bearer: TEID check, owner, source check.
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BearerHot {
+    pub teid_ul: u32,
+    pub ue_slot: u32,
+    /// Address of the bearer's PDN connection: the only valid inner source.
+    pub src_ip: u32,
+    /// The data path's hot flags (installed, has an MBR).
+    pub flags: u8,
+}
+
+/// [`BearerHot`] as stored in [`BearerCounters`].
+#[repr(C, align(16))]
+#[derive(Default, Debug)]
+pub(crate) struct BearerHotCell {
+    teid_ul: AtomicU32,
+    ue_slot: AtomicU32,
+    src_ip: AtomicU32,
+    flags: AtomicU32,
+}
+
+impl BearerHotCell {
+    #[inline(always)]
+    pub fn load(&self) -> BearerHot {
+        BearerHot {
+            teid_ul: self.teid_ul.load(Relaxed),
+            ue_slot: self.ue_slot.load(Relaxed),
+            src_ip: self.src_ip.load(Relaxed),
+            flags: self.flags.load(Relaxed) as u8,
+        }
+    }
+
+    #[inline(always)]
+    pub fn flags(&self) -> u8 {
+        self.flags.load(Relaxed) as u8
+    }
+
+    pub fn store(&self, h: BearerHot) {
+        self.teid_ul.store(h.teid_ul, Relaxed);
+        self.ue_slot.store(h.ue_slot, Relaxed);
+        self.src_ip.store(h.src_ip, Relaxed);
+        self.flags.store(h.flags as u32, Relaxed);
+    }
+
+    pub fn set_flags(&self, flags: u8) {
+        self.flags.store(flags as u32, Relaxed);
+    }
+}
+
+/// A bearer's dropped packets by direction (apart from [`BearerCounters`]: touched
+/// only by drops, four to a cache line).
+#[repr(C, align(16))]
+#[derive(Default, Debug)]
+pub struct BearerDrops {
+    pub ul: AtomicU64,
+    pub dl: AtomicU64,
 }
 
 #[repr(C, align(64))]
@@ -145,45 +210,6 @@ pub struct Usage {
     pub dl_dropped: u64,
 }
 
-impl BearerCounters {
-    pub fn snapshot(&self) -> Usage {
-        Usage {
-            ul_packets: self.ul_packets.load(Relaxed),
-            ul_bytes: self.ul_bytes.load(Relaxed),
-            dl_packets: self.dl_packets.load(Relaxed),
-            dl_bytes: self.dl_bytes.load(Relaxed),
-            ul_dropped: self.ul_dropped.load(Relaxed),
-            dl_dropped: self.dl_dropped.load(Relaxed),
-        }
-    }
-
-    /// Set from a snapshot (a restored UE). Data thread only, like [`Self::reset`].
-    pub(crate) fn restore(&self, u: &Usage) {
-        self.ul_packets.store(u.ul_packets, Relaxed);
-        self.ul_bytes.store(u.ul_bytes, Relaxed);
-        self.dl_packets.store(u.dl_packets, Relaxed);
-        self.dl_bytes.store(u.dl_bytes, Relaxed);
-        self.ul_dropped.store(u.ul_dropped, Relaxed);
-        self.dl_dropped.store(u.dl_dropped, Relaxed);
-    }
-
-    /// Reset when a slot is reused. Called by the data thread only (it installs new
-    /// bearers), keeping the single-writer rule.
-    pub(crate) fn reset(&self) {
-        for c in [
-            &self.ul_packets,
-            &self.ul_bytes,
-            &self.dl_packets,
-            &self.dl_bytes,
-            &self.ul_dropped,
-            &self.dl_dropped,
-            &self.last_active_ns,
-        ] {
-            c.store(0, Relaxed);
-        }
-    }
-}
-
 /// Rule sets per slice and rules per set, bounding the rule counter table.
 pub const MAX_RULE_SETS: usize = 256;
 pub const MAX_RULES_PER_SET: usize = 32;
@@ -191,6 +217,7 @@ pub const MAX_RULES_PER_SET: usize = 32;
 /// All counters of one slice.
 pub struct SliceCounters {
     pub bearers: Box<[BearerCounters]>,
+    pub bearer_drops: Box<[BearerDrops]>,
     /// Per-rule volumes by bearer slot (pages untouched until a counted rule matches).
     pub bearer_rules: Box<[BearerRuleCounters]>,
     pub rules: Box<[RuleCounters]>,
@@ -216,6 +243,7 @@ impl SliceCounters {
     pub fn new(bearer_slots: usize) -> Self {
         SliceCounters {
             bearers: crate::mem::zeroed_slice(bearer_slots),
+            bearer_drops: crate::mem::zeroed_slice(bearer_slots),
             bearer_rules: crate::mem::zeroed_slice(bearer_slots),
             rules: crate::mem::zeroed_slice(MAX_RULE_SETS * MAX_RULES_PER_SET),
             drops: Default::default(),
@@ -240,6 +268,51 @@ impl SliceCounters {
 
     pub fn total_drops(&self) -> u64 {
         self.drops.iter().map(|d| d.load(Relaxed)).sum()
+    }
+
+    /// A bearer's usage (zero for a slot out of range).
+    pub fn bearer_usage(&self, slot: u32) -> Usage {
+        let (Some(c), Some(d)) = (
+            self.bearers.get(slot as usize),
+            self.bearer_drops.get(slot as usize),
+        ) else {
+            return Usage::default();
+        };
+        Usage {
+            ul_packets: c.ul_packets.load(Relaxed),
+            ul_bytes: c.ul_bytes.load(Relaxed),
+            dl_packets: c.dl_packets.load(Relaxed),
+            dl_bytes: c.dl_bytes.load(Relaxed),
+            ul_dropped: d.ul.load(Relaxed),
+            dl_dropped: d.dl.load(Relaxed),
+        }
+    }
+
+    /// Set a bearer's usage from a snapshot (a restored UE). Data thread only, like
+    /// [`Self::reset_bearer`].
+    pub(crate) fn restore_bearer(&self, slot: u32, u: &Usage) {
+        let (Some(c), Some(d)) = (
+            self.bearers.get(slot as usize),
+            self.bearer_drops.get(slot as usize),
+        ) else {
+            return;
+        };
+        c.ul_packets.store(u.ul_packets, Relaxed);
+        c.ul_bytes.store(u.ul_bytes, Relaxed);
+        c.dl_packets.store(u.dl_packets, Relaxed);
+        c.dl_bytes.store(u.dl_bytes, Relaxed);
+        d.ul.store(u.ul_dropped, Relaxed);
+        d.dl.store(u.dl_dropped, Relaxed);
+    }
+
+    /// Zero a bearer's counters when its slot is reused (its hot record stays: the
+    /// data thread keeps that). Called by the data thread only (it installs new
+    /// bearers), keeping the single-writer rule.
+    pub(crate) fn reset_bearer(&self, slot: u32) {
+        self.restore_bearer(slot, &Usage::default());
+        if let Some(c) = self.bearers.get(slot as usize) {
+            c.last_active_ns.store(0, Relaxed);
+        }
     }
 
     #[inline]

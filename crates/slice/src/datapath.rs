@@ -16,7 +16,7 @@
 //! per packet or takes a lock.
 
 use crate::context::{DpBearerRecord, DpUeRecord, NO_SLOT};
-use crate::counters::{bump, BearerCounters, DropReason, RuleCounters, SliceCounters};
+use crate::counters::{bump, BearerCounters, BearerHot, DropReason, RuleCounters, SliceCounters};
 use crate::ids::{IdLayout, IotPool};
 use crate::pcef::{Decision, RuleSet};
 use crate::qos::{AmbrPair, TokenBucket};
@@ -62,19 +62,6 @@ const HOT_VALID: u8 = 1;
 /// Hot flags: the bearer has an MBR, enforced from its cold record.
 const HOT_MBR: u8 = 2;
 
-/// Per-bearer hot record for the uplink: TEID check, owner, source check. Four share a
-/// cache line.
-#[repr(C, align(16))]
-#[derive(Default, Clone, Copy)]
-struct BearerHot {
-    teid_ul: u32,
-    ue_slot: u32,
-    /// Address of the bearer's PDN connection: the only valid inner source.
-    src_ip: u32,
-    /// [`HOT_VALID`], [`HOT_MBR`].
-    flags: u8,
-}
-
 /// Per-bearer cold record: the published record and MBR buckets.
 #[derive(Default)]
 struct BearerCold {
@@ -84,11 +71,9 @@ struct BearerCold {
 }
 
 const _: () = assert!(std::mem::size_of::<UeHot>() == 64);
-const _: () = assert!(std::mem::size_of::<BearerHot>() == 16);
 
 // SAFETY: integers, bools and integer arrays only.
 unsafe impl crate::mem::Zeroable for UeHot {}
-unsafe impl crate::mem::Zeroable for BearerHot {}
 unsafe impl crate::mem::Zeroable for BearerCold {}
 unsafe impl crate::mem::Zeroable for DpUeRecord {}
 unsafe impl crate::mem::Zeroable for u32 {}
@@ -164,8 +149,8 @@ pub struct DataPlaneConfig {
 pub struct DataPlane {
     cfg: DataPlaneConfig,
     /// Primary table, by bearer slot / UE slot: hot records read per packet, cold ones
-    /// when a packet leaves the common case (see [`UeHot`]).
-    bearer_hot: Box<[BearerHot]>,
+    /// when a packet leaves the common case (see [`UeHot`]). A bearer's hot record is
+    /// in its counters' cache line ([`BearerCounters`]), in `counters`.
     bearer_cold: Box<[BearerCold]>,
     ue_hot: Box<[UeHot]>,
     ue_cold: Box<[DpUeRecord]>,
@@ -261,11 +246,16 @@ impl DataPlane {
         updates: Consumer<DpUpdate>,
         requests: Producer<DpRequest>,
     ) -> Self {
+        // The bearers' hot records live in their counters (one line per bearer).
+        assert!(
+            counters.bearers.len() >= bearer_slots && counters.bearer_drops.len() >= bearer_slots,
+            "slice counters for {} bearers, data plane for {bearer_slots}",
+            counters.bearers.len()
+        );
         let iot_size = cfg.iot.map(|p| p.size as usize).unwrap_or(0);
         // Buffers are indexed by u16.
         let pool = cfg.pending_pool.clamp(1, u16::MAX as usize);
         DataPlane {
-            bearer_hot: crate::mem::zeroed_slice(bearer_slots),
             bearer_cold: crate::mem::zeroed_slice(bearer_slots),
             ue_hot: crate::mem::zeroed_slice(ue_slots),
             ue_cold: crate::mem::zeroed_slice(ue_slots),
@@ -370,10 +360,10 @@ impl DataPlane {
             }
             DpUpdate::Bearer { slot, rec } => {
                 let s = slot as usize;
-                if s >= self.bearer_hot.len() {
+                if s >= self.bearer_cold.len() {
                     return;
                 }
-                let valid = self.bearer_hot[s].flags & HOT_VALID != 0;
+                let valid = self.counters.bearers[s].hot.flags() & HOT_VALID != 0;
                 let e = &mut self.bearer_cold[s];
                 let moved = valid
                     && e.rec.enb_teid != 0
@@ -391,12 +381,12 @@ impl DataPlane {
                 } else {
                     HOT_MBR
                 };
-                self.bearer_hot[s] = BearerHot {
+                self.counters.bearers[s].hot.store(BearerHot {
                     teid_ul: rec.teid_ul,
                     ue_slot: rec.ue_slot,
                     src_ip: rec.ue_ip,
                     flags: HOT_VALID | mbr,
-                };
+                });
                 self.refresh_hot_tunnel(rec.ue_slot);
                 if moved {
                     self.emit_end_marker(old_teid, old_addr);
@@ -412,9 +402,9 @@ impl DataPlane {
                 }
             }
             DpUpdate::EvictBearer { slot } => {
-                if let Some(b) = self.bearer_hot.get_mut(slot as usize) {
-                    b.flags = 0;
-                    let owner = b.ue_slot;
+                if let Some(c) = self.counters.bearers.get(slot as usize) {
+                    c.hot.set_flags(0);
+                    let owner = c.hot.load().ue_slot;
                     self.refresh_hot_tunnel(owner);
                 }
             }
@@ -423,7 +413,7 @@ impl DataPlane {
                     *k = teid.unwrap_or(0);
                     if teid.is_some() {
                         // A new bearer in a reused slot starts from zero.
-                        self.counters.bearers[slot as usize].reset();
+                        self.counters.reset_bearer(slot);
                     }
                 }
             }
@@ -452,9 +442,7 @@ impl DataPlane {
                 }
             }
             DpUpdate::BearerUsage { slot, usage } => {
-                if let Some(c) = self.counters.bearers.get(slot as usize) {
-                    c.restore(&usage);
-                }
+                self.counters.restore_bearer(slot, &usage);
             }
             DpUpdate::ExceptionTeid { teid, slot } => match slot {
                 Some(s) => {
@@ -483,7 +471,10 @@ impl DataPlane {
             return;
         };
         let b = h.bearer as usize;
-        match (self.bearer_hot.get(b), self.bearer_cold.get(b)) {
+        match (
+            self.counters.bearers.get(b).map(|c| c.hot.load()),
+            self.bearer_cold.get(b),
+        ) {
             (Some(bh), Some(bc)) if bh.flags & HOT_VALID != 0 && bh.ue_slot == ue_slot => {
                 h.enb_teid = bc.rec.enb_teid;
                 h.enb_addr = bc.rec.enb_addr;
@@ -532,7 +523,7 @@ impl DataPlane {
             // With the bearer records arriving, prefetch the owner's hot line.
             |dp, s| {
                 if s.kind == Kind::Ue && s.slot != NO_SLOT {
-                    let b = &dp.bearer_hot[s.slot as usize];
+                    let b = dp.counters.bearers[s.slot as usize].hot.load();
                     if let Some(u) = dp.ue_hot.get(b.ue_slot as usize) {
                         prefetch(u);
                     }
@@ -651,9 +642,8 @@ impl DataPlane {
             }
         };
         match slot {
-            Some(slot) if (slot as usize) < self.bearer_hot.len() => {
+            Some(slot) if (slot as usize) < self.counters.bearers.len() => {
                 s.slot = slot;
-                prefetch(&self.bearer_hot[slot as usize]);
                 prefetch(&self.counters.bearers[slot as usize]);
             }
             _ => {
@@ -744,14 +734,8 @@ impl DataPlane {
         let c = &self.counters;
         let bc = &c.bearers[bslot as usize];
         if let Some(why) = why {
-            bump(
-                if uplink {
-                    &bc.ul_dropped
-                } else {
-                    &bc.dl_dropped
-                },
-                1,
-            );
+            let d = &c.bearer_drops[bslot as usize];
+            bump(if uplink { &d.ul } else { &d.dl }, 1);
             self.drop(buf, why);
             return false;
         }
@@ -790,7 +774,7 @@ impl DataPlane {
             self.unknown_teid(buf, s.teid, DropReason::UnknownTeid, now);
             return None;
         }
-        let b = self.bearer_hot[s.slot as usize];
+        let b = self.counters.bearers[s.slot as usize].hot.load();
         let promote = DpRequest::PromoteBearer {
             slot: s.slot,
             teid: s.teid,
@@ -1027,7 +1011,7 @@ impl DataPlane {
         } else {
             self.cold_bearer(ue_slot, pdn, decision.bearer)
         };
-        if bslot == NO_SLOT || bslot as usize >= self.bearer_hot.len() {
+        if bslot == NO_SLOT || bslot as usize >= self.bearer_cold.len() {
             return self.drop(buf, DropReason::NoDownlinkTunnel);
         }
         if decision.forward && teid == 0 {
@@ -1076,7 +1060,10 @@ impl DataPlane {
             slot = rec.default_slot(pdn);
         }
         match (
-            self.bearer_hot.get(slot as usize),
+            self.counters
+                .bearers
+                .get(slot as usize)
+                .map(|c| c.hot.load()),
             self.bearer_cold.get(slot as usize),
         ) {
             (Some(h), Some(c)) if h.flags & HOT_VALID != 0 => {

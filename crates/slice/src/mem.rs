@@ -14,6 +14,8 @@ pub unsafe trait Zeroable: Sized {}
 unsafe impl Zeroable for AtomicU64 {}
 unsafe impl Zeroable for AtomicU8 {}
 unsafe impl Zeroable for crate::counters::BearerCounters {}
+// SAFETY: atomics only.
+unsafe impl Zeroable for crate::counters::BearerDrops {}
 unsafe impl Zeroable for crate::counters::RuleCounters {}
 unsafe impl Zeroable for crate::counters::BearerRuleCounters {}
 
