@@ -270,6 +270,13 @@ impl Node {
         // Cores: the demux first (it sees every packet), then control/data per slice.
         let first = usize::from(mode == DemuxMode::Thread);
         let core = |k: usize| pinned.then_some(k);
+        // Slice `s` on cores `c` (control) and `c + 1` (data).
+        let start = |s: usize, c: usize| SliceStart {
+            index: s,
+            control_core: core(c),
+            data_core: core(c + 1),
+            prewarm_users: v.prewarm_users,
+        };
 
         let port_counters: Vec<[Arc<PortCounters>; 2]> =
             (0..n).map(|_| [Arc::default(), Arc::default()]).collect();
@@ -297,19 +304,8 @@ impl Node {
                     let b =
                         QueuePort::new(Box::new(b), Side::Sgi, s, demux.clone(), rb, pc[1].clone());
                     let c = 2 * s;
-                    let started = spawn_slice(
-                        cp,
-                        dp,
-                        Box::new(a),
-                        Box::new(b),
-                        driver,
-                        SliceStart {
-                            index: s,
-                            control_core: core(c),
-                            data_core: core(c + 1),
-                            prewarm_users: v.prewarm_users,
-                        },
-                    );
+                    let started =
+                        spawn_slice(cp, dp, Box::new(a), Box::new(b), driver, start(s, c));
                     match started {
                         Ok(t) => slices.push(t),
                         Err(e) => {
@@ -327,20 +323,8 @@ impl Node {
                 let a: Box<dyn PacketIo> = Box::new(CountedPort::new(s1u, pc[0].clone()));
                 let b: Box<dyn PacketIo> = Box::new(CountedPort::new(sgi, pc[1].clone()));
                 slices.push(
-                    spawn_slice(
-                        cp,
-                        dp,
-                        a,
-                        b,
-                        driver,
-                        SliceStart {
-                            index: 0,
-                            control_core: core(0),
-                            data_core: core(1),
-                            prewarm_users: v.prewarm_users,
-                        },
-                    )
-                    .map_err(|e| format!("starting slice 0: {e}"))?,
+                    spawn_slice(cp, dp, a, b, driver, start(0, 0))
+                        .map_err(|e| format!("starting slice 0: {e}"))?,
                 );
             }
             (_, Opened::Shared(s1u, sgi)) => {
@@ -368,20 +352,8 @@ impl Node {
                 for (s, ((cp, dp, driver), (a, b))) in built.into_iter().zip(ports).enumerate() {
                     let c = first + 2 * s;
                     slices.push(
-                        spawn_slice(
-                            cp,
-                            dp,
-                            Box::new(a),
-                            Box::new(b),
-                            driver,
-                            SliceStart {
-                                index: s,
-                                control_core: core(c),
-                                data_core: core(c + 1),
-                                prewarm_users: v.prewarm_users,
-                            },
-                        )
-                        .map_err(|e| format!("starting slice {s}: {e}"))?,
+                        spawn_slice(cp, dp, Box::new(a), Box::new(b), driver, start(s, c))
+                            .map_err(|e| format!("starting slice {s}: {e}"))?,
                     );
                 }
                 let stop = demux_stop.clone();
