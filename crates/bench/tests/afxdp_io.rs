@@ -235,3 +235,57 @@ fn xdp_program_takes_only_gtpu_to_our_address() {
     assert_eq!(stats.rx_malformed, 0);
     drop(topo);
 }
+
+/// The SGi port refuses an interface whose own address lies in a UE pool (the XDP
+/// program would take that address's traffic), and says which pool.
+#[test]
+fn sgi_port_refuses_an_interface_addressed_inside_a_ue_pool() {
+    if skip() {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tag = std::process::id() % 100_000;
+    let (a, b) = (format!("pepcxp{tag}a"), format!("pepcxp{tag}b"));
+    let topo = Topology::new(&[&a, &b]).unwrap();
+    let end = |ns: &str, dev: String, last| End {
+        ns: ns.to_string(),
+        dev,
+        addr: Ipv4Addr::new(10, 79, 2, last),
+        prefix: 24,
+    };
+    let (ea, eb) = (
+        end(&a, format!("pxp{tag}a"), 1),
+        end(&b, format!("pxp{tag}b"), 2),
+    );
+    topo.veth(&ea, &eb, 1).unwrap();
+    let dev = ea.dev.clone();
+    let r = std::thread::spawn(move || {
+        enter(&a).unwrap();
+        let open = |pool: (Ipv4Addr, u8)| {
+            AfXdpPort::open(&AfXdpConfig {
+                interface: dev.clone(),
+                queue: 0,
+                xdp_mode: XdpMode::Auto,
+                zero_copy: ZeroCopy::Auto,
+                role: Role::Sgi {
+                    pools: vec![pool],
+                    next_hop: None,
+                },
+                xsk: XskConfig::default(),
+            })
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        };
+        (
+            open((Ipv4Addr::new(10, 64, 0, 0), 10)),
+            open((Ipv4Addr::new(10, 0, 0, 0), 10)),
+        )
+    })
+    .join()
+    .unwrap();
+    let e = r.0.unwrap_err();
+    assert!(e.contains("10.79.2.1") && e.contains("10.64.0.0/10"), "{e}");
+    // Outside the pool: the port opens.
+    r.1.unwrap();
+    drop(topo);
+}

@@ -215,6 +215,55 @@ fn bind_to_device(s: &UdpSocket, dev: &str) {
     }
 }
 
+/// The IPv4 addresses of interface `name` (in the caller's network namespace).
+pub fn interface_addrs(name: &str) -> io::Result<Vec<Ipv4Addr>> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we free below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut out = Vec::new();
+    let mut p = head;
+    while !p.is_null() {
+        // SAFETY: `p` walks the list getifaddrs returned; names are C strings and an
+        // AF_INET address is a sockaddr_in.
+        unsafe {
+            let a = &*p;
+            if !a.ifa_addr.is_null()
+                && (*a.ifa_addr).sa_family as i32 == libc::AF_INET
+                && std::ffi::CStr::from_ptr(a.ifa_name).to_bytes() == name.as_bytes()
+            {
+                let sin = &*(a.ifa_addr as *const libc::sockaddr_in);
+                out.push(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
+            }
+            p = a.ifa_next;
+        }
+    }
+    // SAFETY: the list from getifaddrs, freed once.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(out)
+}
+
+/// The first of `addrs` inside one of `pools`, with that pool.
+pub fn address_in_pools(
+    addrs: &[Ipv4Addr],
+    pools: &[(Ipv4Addr, u8)],
+) -> Option<(Ipv4Addr, (Ipv4Addr, u8))> {
+    addrs.iter().find_map(|&a| {
+        pools
+            .iter()
+            .find(|&&(p, len)| {
+                let mask = if len == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - len.min(32) as u32)
+                };
+                u32::from(a) & mask == u32::from(p) & mask
+            })
+            .map(|&p| (a, p))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,5 +282,24 @@ mod tests {
         assert!(idx > 0);
         assert_eq!(mac, [0; 6]);
         assert!(interface("no-such-if0").is_err());
+    }
+
+    #[test]
+    fn an_address_inside_a_pool_is_found() {
+        let pools = [
+            (Ipv4Addr::new(10, 0, 0, 0), 10),
+            (Ipv4Addr::new(10, 64, 0, 0), 10),
+        ];
+        let a = Ipv4Addr::new(10, 79, 2, 1);
+        assert_eq!(
+            address_in_pools(&[Ipv4Addr::new(172, 31, 2, 1), a], &pools),
+            Some((a, pools[1]))
+        );
+        assert_eq!(
+            address_in_pools(&[Ipv4Addr::new(10, 128, 0, 1)], &pools),
+            None
+        );
+        assert_eq!(address_in_pools(&[], &pools), None);
+        assert!(address_in_pools(&[a], &[(Ipv4Addr::UNSPECIFIED, 0)]).is_some());
     }
 }

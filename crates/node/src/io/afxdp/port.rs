@@ -85,6 +85,21 @@ pub struct AfXdpPort {
 impl AfXdpPort {
     pub fn open(cfg: &AfXdpConfig) -> io::Result<AfXdpPort> {
         let (ifindex, mac) = interface(&cfg.interface)?;
+        if let Role::Sgi { pools, .. } = &cfg.role {
+            // The program takes every packet to the pools: an address of the
+            // interface inside one would lose its own traffic (neighbour probes,
+            // routing protocols) to the data path.
+            let addrs = super::neigh::interface_addrs(&cfg.interface)?;
+            if let Some((a, (p, len))) = super::neigh::address_in_pools(&addrs, pools) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{}: its address {a} is inside the UE pool {p}/{len}, whose packets the XDP program takes; give the interface an address outside the pools (node.ue_pool, node.pdn_pools)",
+                        cfg.interface
+                    ),
+                ));
+            }
+        }
         let filter = match &cfg.role {
             Role::S1u { addr } => Filter {
                 prefixes: vec![(*addr.ip(), 32)],
