@@ -25,8 +25,11 @@ fn io_sweep(seconds: f64, out: &Path, sd: u32) -> Result<(), String> {
     let mut csv = String::from("backend,users,run,mpps_per_core,mpps_wall,loss,latency_us_p50,latency_us_p99,node_data_cpu_ns_per_packet,node_data_kernel_share\n");
     for (backend, name) in [
         (Backend::Afxdp, "AF_XDP (copy mode, native XDP)"),
-        (Backend::Udp, "kernel UDP sockets (mmsg; SGi as UDP sink)"),
-        (Backend::Tun, "kernel UDP socket + TUN"),
+        (
+            Backend::Udp,
+            "kernel UDP sockets (mmsg, GSO; SGi as UDP sink)",
+        ),
+        (Backend::Tun, "kernel UDP socket (GSO) + TUN"),
     ] {
         let mut pts = Vec::new();
         for users in [10_000u32, 100_000, 1_000_000, 10_000_000] {
