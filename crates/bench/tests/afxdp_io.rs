@@ -26,6 +26,27 @@ fn skip() -> bool {
     }
 }
 
+/// For a test of its own: root (else None, having said why), the one-at-a-time lock,
+/// a tag, and two fresh namespaces `{prefix}{tag}a` and `{prefix}{tag}b`.
+fn two_namespaces(
+    prefix: &str,
+) -> Option<(
+    std::sync::MutexGuard<'static, ()>,
+    u32,
+    String,
+    String,
+    Topology,
+)> {
+    if skip() {
+        return None;
+    }
+    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let tag = std::process::id() % 100_000;
+    let (a, b) = (format!("{prefix}{tag}a"), format!("{prefix}{tag}b"));
+    let topo = Topology::new(&[&a, &b]).unwrap();
+    Some((one, tag, a, b, topo))
+}
+
 fn opts(backend: Backend, rate_pps: u64) -> IoOpts {
     IoOpts {
         backend,
@@ -141,13 +162,9 @@ fn the_same_bench_runs_on_the_kernel_socket_backends() {
 /// the peer's kernel delivers.
 #[test]
 fn xdp_program_takes_only_gtpu_to_our_address() {
-    if skip() {
+    let Some((_one, tag, a, b, topo)) = two_namespaces("pepcxt") else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let tag = std::process::id() % 100_000;
-    let (a, b) = (format!("pepcxt{tag}a"), format!("pepcxt{tag}b"));
-    let topo = Topology::new(&[&a, &b]).unwrap();
+    };
     let node = Ipv4Addr::new(10, 81, 0, 1);
     let peer = Ipv4Addr::new(10, 81, 0, 2);
     let ea = End {
@@ -240,13 +257,9 @@ fn xdp_program_takes_only_gtpu_to_our_address() {
 /// program would take that address's traffic), and says which pool.
 #[test]
 fn sgi_port_refuses_an_interface_addressed_inside_a_ue_pool() {
-    if skip() {
+    let Some((_one, tag, a, b, topo)) = two_namespaces("pepcxp") else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let tag = std::process::id() % 100_000;
-    let (a, b) = (format!("pepcxp{tag}a"), format!("pepcxp{tag}b"));
-    let topo = Topology::new(&[&a, &b]).unwrap();
+    };
     let end = |ns: &str, dev: String, last| End {
         ns: ns.to_string(),
         dev,
