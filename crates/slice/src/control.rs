@@ -280,8 +280,11 @@ impl ControlPlane {
         // Slot 0 is never handed out: TEID 0 is reserved (TS 29.281) and UE address 0 of
         // a range is the network address.
         let ue_alloc = SlotAllocator::new(1, cfg.ue_slots.min(cfg.layout.max_ue_slots()) as u32);
-        let bearer_alloc = SlotAllocator::new(
+        // Bearer slots below the UE slots' limit are reserved: UE `u`'s first default
+        // bearer takes slot `u` (`alloc_default_bearer`), the others come after.
+        let bearer_alloc = SlotAllocator::with_reserved(
             1,
+            ue_alloc.limit(),
             cfg.bearer_slots.min(cfg.layout.max_bearer_slots()) as u32,
         );
         ControlPlane {
@@ -425,6 +428,27 @@ impl ControlPlane {
         }
     }
 
+    /// A slot for a new default bearer of UE `ue_slot`: the bearer slot equal to the UE
+    /// slot while free, so the data path finds the UE's hot record and this bearer's in
+    /// one pair of lines (`SlotLines`); otherwise one from the free list. `pending`:
+    /// bearers given slots but not yet owners (a restore in progress).
+    fn alloc_default_bearer(
+        &mut self,
+        ue_slot: u32,
+        pending: &[BearerContext],
+    ) -> Option<(u32, u32)> {
+        if self.bearer_alloc.reserved(ue_slot)
+            && self.bearer_owner(ue_slot).is_none()
+            && !pending.iter().any(|b| b.slot == ue_slot)
+        {
+            let gen = self.bearer_alloc.generation(ue_slot);
+            if self.bearer_alloc.claim(ue_slot, gen) {
+                return Some((ue_slot, gen));
+            }
+        }
+        self.bearer_alloc.alloc()
+    }
+
     fn set_bearer_owner(&mut self, bearer_slot: u32, ue_slot: u32) {
         if let Some(o) = self.bearer_owner.get_mut(bearer_slot as usize) {
             *o = ue_slot;
@@ -496,7 +520,7 @@ impl ControlPlane {
                     .0
             }
         };
-        let Some((bslot, gen)) = self.bearer_alloc.alloc() else {
+        let Some((bslot, gen)) = self.alloc_default_bearer(ue_slot, &[]) else {
             if p.ue_slot.is_none() {
                 self.ue_alloc.free(ue_slot);
             }
@@ -783,8 +807,7 @@ impl ControlPlane {
             .pdn_ip(index, slice, ue_slot)
             .ok_or(CtrlError::Exhausted("PDN address pools"))?;
         let (bslot, gen) = self
-            .bearer_alloc
-            .alloc()
+            .alloc_default_bearer(ue_slot, &[])
             .ok_or(CtrlError::Exhausted("bearer slots"))?;
         let teid_ul = layout.teid(slice, bslot, gen);
         let ue = self.ue_mut(ue_slot)?;
@@ -1161,9 +1184,9 @@ impl ControlPlane {
                 .bearers
                 .iter()
                 .map(|b| {
-                    self.counters.bearers[b.slot as usize]
-                        .last_active_ns
-                        .load(Relaxed)
+                    self.counters
+                        .bearer(b.slot)
+                        .map_or(0, |c| c.last_active_ns.load(Relaxed))
                 })
                 .max()
                 .unwrap_or(0);
@@ -1320,16 +1343,24 @@ impl ControlPlane {
         let mut n_exc_teids = 0;
         for b in &s.bearers {
             // This slice's TEID: keep its slot if free here.
+            // (A reserved slot has no claim record: `bearers` says which are taken.)
             let kept = match layout.split_teid(b.teid_ul) {
                 Some((sl, slot, gen)) if sl == slice => (self.bearer_owner(slot).is_none()
+                    && !bearers.iter().any(|c| c.slot == slot)
                     && self.bearer_alloc.claim(slot, gen))
                 .then_some(slot),
                 _ => None,
             };
+            let is_default = s.pdns.iter().any(|p| p.default_ebi == b.ebi);
             let (slot, teid) = match kept {
                 Some(slot) => (slot, b.teid_ul),
                 None => {
-                    let Some((slot, gen)) = self.bearer_alloc.alloc() else {
+                    let fresh = if is_default {
+                        self.alloc_default_bearer(ue_slot, &bearers)
+                    } else {
+                        self.bearer_alloc.alloc()
+                    };
+                    let Some((slot, gen)) = fresh else {
                         for c in &bearers {
                             self.bearer_alloc.free(c.slot);
                         }

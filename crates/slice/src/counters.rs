@@ -166,6 +166,27 @@ impl BearerHotCell {
     }
 }
 
+/// The data thread's per-UE hot record (`UeHot` in [`crate::datapath`]) as eight
+/// words: atomics so the line can sit beside the shared counters, read and written by
+/// the data thread only (relaxed, they compile to moves).
+#[repr(C, align(64))]
+#[derive(Default, Debug)]
+pub(crate) struct UeHotCell(pub [AtomicU64; 8]);
+
+/// Slot `i`'s two lines, 128-byte aligned: bearer `i`'s counters and hot record, and
+/// UE `i`'s hot record. A UE's first default bearer takes the bearer slot equal to its
+/// UE slot ([`crate::control`]), so the common packet's two records are one aligned
+/// pair of lines on one page, both prefetched from the identifier alone: one page
+/// walk and no wait for the first line to learn where the second is.
+#[repr(C, align(128))]
+#[derive(Default, Debug)]
+pub struct SlotLines {
+    pub bearer: BearerCounters,
+    pub(crate) ue: UeHotCell,
+}
+
+const _: () = assert!(std::mem::size_of::<SlotLines>() == 128);
+
 /// A bearer's dropped packets by direction (apart from [`BearerCounters`]: touched
 /// only by drops, four to a cache line).
 #[repr(C, align(16))]
@@ -216,7 +237,8 @@ pub const MAX_RULES_PER_SET: usize = 32;
 
 /// All counters of one slice.
 pub struct SliceCounters {
-    pub bearers: Box<[BearerCounters]>,
+    /// Bearer and UE slot `i` (see [`SlotLines`]).
+    pub(crate) lines: Box<[SlotLines]>,
     pub bearer_drops: Box<[BearerDrops]>,
     /// Per-rule volumes by bearer slot (pages untouched until a counted rule matches).
     pub bearer_rules: Box<[BearerRuleCounters]>,
@@ -240,9 +262,11 @@ pub struct SliceCounters {
 }
 
 impl SliceCounters {
-    pub fn new(bearer_slots: usize) -> Self {
+    /// Counters for bearer slots `0..bearer_slots`, with the hot lines of UE slots
+    /// `0..ue_slots` beside them.
+    pub fn new(bearer_slots: usize, ue_slots: usize) -> Self {
         SliceCounters {
-            bearers: crate::mem::zeroed_slice(bearer_slots),
+            lines: crate::mem::zeroed_slice(bearer_slots.max(ue_slots)),
             bearer_drops: crate::mem::zeroed_slice(bearer_slots),
             bearer_rules: crate::mem::zeroed_slice(bearer_slots),
             rules: crate::mem::zeroed_slice(MAX_RULE_SETS * MAX_RULES_PER_SET),
@@ -261,6 +285,17 @@ impl SliceCounters {
         }
     }
 
+    /// Bearer `slot`'s counters (`None` out of range).
+    #[inline]
+    pub fn bearer(&self, slot: u32) -> Option<&BearerCounters> {
+        self.lines.get(slot as usize).map(|l| &l.bearer)
+    }
+
+    /// Bearer slots (and UE slots) the table holds.
+    pub fn slots(&self) -> usize {
+        self.lines.len()
+    }
+
     #[inline]
     pub fn drop_count(&self, r: DropReason) -> u64 {
         self.drops[r as usize].load(Relaxed)
@@ -272,10 +307,7 @@ impl SliceCounters {
 
     /// A bearer's usage (zero for a slot out of range).
     pub fn bearer_usage(&self, slot: u32) -> Usage {
-        let (Some(c), Some(d)) = (
-            self.bearers.get(slot as usize),
-            self.bearer_drops.get(slot as usize),
-        ) else {
+        let (Some(c), Some(d)) = (self.bearer(slot), self.bearer_drops.get(slot as usize)) else {
             return Usage::default();
         };
         Usage {
@@ -291,10 +323,7 @@ impl SliceCounters {
     /// Set a bearer's usage from a snapshot (a restored UE). Data thread only, like
     /// [`Self::reset_bearer`].
     pub(crate) fn restore_bearer(&self, slot: u32, u: &Usage) {
-        let (Some(c), Some(d)) = (
-            self.bearers.get(slot as usize),
-            self.bearer_drops.get(slot as usize),
-        ) else {
+        let (Some(c), Some(d)) = (self.bearer(slot), self.bearer_drops.get(slot as usize)) else {
             return;
         };
         c.ul_packets.store(u.ul_packets, Relaxed);
@@ -310,7 +339,7 @@ impl SliceCounters {
     /// bearers), keeping the single-writer rule.
     pub(crate) fn reset_bearer(&self, slot: u32) {
         self.restore_bearer(slot, &Usage::default());
-        if let Some(c) = self.bearers.get(slot as usize) {
+        if let Some(c) = self.bearer(slot) {
             c.last_active_ns.store(0, Relaxed);
         }
     }

@@ -16,7 +16,9 @@
 //! per packet or takes a lock.
 
 use crate::context::{DpBearerRecord, DpUeRecord, NO_SLOT};
-use crate::counters::{bump, BearerCounters, BearerHot, DropReason, RuleCounters, SliceCounters};
+use crate::counters::{
+    bump, BearerCounters, BearerHot, DropReason, RuleCounters, SliceCounters, SlotLines, UeHotCell,
+};
 use crate::ids::{IdLayout, IotPool};
 use crate::pcef::{Decision, RuleSet};
 use crate::qos::{AmbrPair, TokenBucket};
@@ -33,11 +35,11 @@ use std::sync::Arc;
 
 /// Per-UE hot record: all the per-packet path reads and writes for the common case
 /// (traffic of the UE's first PDN connection on its default bearer) in one cache line,
-/// so a packet costs one UE line plus its counter line. Everything else (other PDNs,
+/// kept in [`SlotLines`] beside the line of the bearer with the same slot (the UE's
+/// default bearer, as the control thread allocates). Everything else (other PDNs,
 /// dedicated bearers, bearer MBR buckets) is in the cold records, read only when a
 /// packet needs it. Rebuilt from the published records by [`DataPlane::apply`].
-#[repr(C, align(64))]
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct UeHot {
     /// UE-AMBR buckets (40 bytes).
     ambr: AmbrPair,
@@ -55,6 +57,41 @@ struct UeHot {
     ebi: u8,
     /// [`HOT_VALID`], [`HOT_MBR`].
     flags: u8,
+}
+
+impl UeHot {
+    #[inline(always)]
+    fn load(c: &UeHotCell) -> UeHot {
+        let w: [u64; 8] = std::array::from_fn(|i| c.0[i].load(Relaxed));
+        UeHot {
+            ambr: AmbrPair::from_words([w[0], w[1], w[2], w[3], w[4]]),
+            ip: w[5] as u32,
+            enb_teid: (w[5] >> 32) as u32,
+            enb_addr: w[6] as u32,
+            bearer: (w[6] >> 32) as u32,
+            rule_set: w[7] as u16,
+            pdn: (w[7] >> 16) as u8,
+            ebi: (w[7] >> 24) as u8,
+            flags: (w[7] >> 32) as u8,
+        }
+    }
+
+    fn store(&self, c: &UeHotCell) {
+        for (i, w) in self.ambr.to_words().into_iter().enumerate() {
+            c.0[i].store(w, Relaxed);
+        }
+        let w = [
+            self.ip as u64 | (self.enb_teid as u64) << 32,
+            self.enb_addr as u64 | (self.bearer as u64) << 32,
+            self.rule_set as u64
+                | (self.pdn as u64) << 16
+                | (self.ebi as u64) << 24
+                | (self.flags as u64) << 32,
+        ];
+        for (i, w) in w.into_iter().enumerate() {
+            c.0[5 + i].store(w, Relaxed);
+        }
+    }
 }
 
 /// Hot flags: the entry is installed (UE / bearer in the primary table).
@@ -152,7 +189,8 @@ pub struct DataPlane {
     /// when a packet leaves the common case (see [`UeHot`]). A bearer's hot record is
     /// in its counters' cache line ([`BearerCounters`]), in `counters`.
     bearer_cold: Box<[BearerCold]>,
-    ue_hot: Box<[UeHot]>,
+    /// UE slots: the hot records are in `counters.lines[..ue_slots]`.
+    ue_slots: usize,
     ue_cold: Box<[DpUeRecord]>,
     /// Secondary index: uplink TEID of each existing bearer slot (0 = none), PDN pools
     /// in use by each existing UE slot (bitmask, 0 = no UE).
@@ -194,6 +232,13 @@ fn prefetch<T>(p: &T) {
     };
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+/// Both lines of a slot (a prefetch covers one line).
+#[inline(always)]
+fn prefetch_lines(l: &SlotLines) {
+    prefetch(&l.bearer);
+    prefetch(&l.ue);
 }
 
 /// Inner IPv4 packet: (total length, source, 5-tuple), or why it is malformed.
@@ -248,16 +293,17 @@ impl DataPlane {
     ) -> Self {
         // The bearers' hot records live in their counters (one line per bearer).
         assert!(
-            counters.bearers.len() >= bearer_slots && counters.bearer_drops.len() >= bearer_slots,
-            "slice counters for {} bearers, data plane for {bearer_slots}",
-            counters.bearers.len()
+            counters.slots() >= bearer_slots.max(ue_slots)
+                && counters.bearer_drops.len() >= bearer_slots,
+            "slice counters for {} slots, data plane for {bearer_slots} bearers, {ue_slots} UEs",
+            counters.slots()
         );
         let iot_size = cfg.iot.map(|p| p.size as usize).unwrap_or(0);
         // Buffers are indexed by u16.
         let pool = cfg.pending_pool.clamp(1, u16::MAX as usize);
         DataPlane {
             bearer_cold: crate::mem::zeroed_slice(bearer_slots),
-            ue_hot: crate::mem::zeroed_slice(ue_slots),
+            ue_slots,
             ue_cold: crate::mem::zeroed_slice(ue_slots),
             known_teid: crate::mem::zeroed_slice(bearer_slots),
             known_pdns: crate::mem::zeroed_slice(ue_slots),
@@ -281,6 +327,45 @@ impl DataPlane {
             scratch: [Scratch::default(); BATCH_SIZE],
             cfg,
         }
+    }
+
+    /// UE `slot`'s hot record (`None` out of range).
+    #[inline(always)]
+    fn ue_cell(&self, slot: u32) -> Option<&UeHotCell> {
+        if (slot as usize) < self.ue_slots {
+            Some(&self.counters.lines[slot as usize].ue)
+        } else {
+            None
+        }
+    }
+
+    #[inline(always)]
+    fn ue(&self, slot: u32) -> Option<UeHot> {
+        self.ue_cell(slot).map(UeHot::load)
+    }
+
+    fn set_ue(&self, slot: u32, h: &UeHot) {
+        if let Some(c) = self.ue_cell(slot) {
+            h.store(c);
+        }
+    }
+
+    /// UE-AMBR check of one packet: reads and writes back the buckets only.
+    #[inline(always)]
+    fn ambr_allow(&self, ue_slot: u32, uplink: bool, len: usize, now: u64) -> bool {
+        let Some(c) = self.ue_cell(ue_slot) else {
+            return false;
+        };
+        let w: [u64; 5] = std::array::from_fn(|i| c.0[i].load(Relaxed));
+        let mut ambr = AmbrPair::from_words(w);
+        let ok = ambr.allow(uplink, len, now);
+        // Only what changed: an unlimited direction leaves the line clean.
+        for (i, n) in ambr.to_words().into_iter().take(4).enumerate() {
+            if n != w[i] {
+                c.0[i].store(n, Relaxed);
+            }
+        }
+        ok
     }
 
     pub fn counters(&self) -> &Arc<SliceCounters> {
@@ -340,10 +425,9 @@ impl DataPlane {
         match u {
             DpUpdate::Ue { slot, rec } => {
                 let s = slot as usize;
-                if s >= self.ue_hot.len() {
+                let Some(mut h) = self.ue(slot) else {
                     return;
-                }
-                let h = &mut self.ue_hot[s];
+                };
                 if h.flags & HOT_VALID == 0 || !h.ambr.same_rates(rec.ambr_ul, rec.ambr_dl) {
                     h.ambr = AmbrPair::new(rec.ambr_ul, rec.ambr_dl);
                 }
@@ -354,6 +438,7 @@ impl DataPlane {
                 h.bearer = rec.default_slot(pdn);
                 h.rule_set = rec.rule_set;
                 h.flags = HOT_VALID;
+                self.set_ue(slot, &h);
                 self.ue_cold[s] = rec;
                 self.refresh_hot_tunnel(slot);
                 self.release_pending(slot);
@@ -363,7 +448,7 @@ impl DataPlane {
                 if s >= self.bearer_cold.len() {
                     return;
                 }
-                let valid = self.counters.bearers[s].hot.flags() & HOT_VALID != 0;
+                let valid = self.counters.lines[s].bearer.hot.flags() & HOT_VALID != 0;
                 let e = &mut self.bearer_cold[s];
                 let moved = valid
                     && e.rec.enb_teid != 0
@@ -381,7 +466,7 @@ impl DataPlane {
                 } else {
                     HOT_MBR
                 };
-                self.counters.bearers[s].hot.store(BearerHot {
+                self.counters.lines[s].bearer.hot.store(BearerHot {
                     teid_ul: rec.teid_ul,
                     ue_slot: rec.ue_slot,
                     src_ip: rec.ue_ip,
@@ -397,12 +482,13 @@ impl DataPlane {
                 }
             }
             DpUpdate::EvictUe { slot } => {
-                if let Some(h) = self.ue_hot.get_mut(slot as usize) {
+                if let Some(mut h) = self.ue(slot) {
                     h.flags = 0;
+                    self.set_ue(slot, &h);
                 }
             }
             DpUpdate::EvictBearer { slot } => {
-                if let Some(c) = self.counters.bearers.get(slot as usize) {
+                if let Some(c) = self.counters.bearer(slot) {
                     c.hot.set_flags(0);
                     let owner = c.hot.load().ue_slot;
                     self.refresh_hot_tunnel(owner);
@@ -467,13 +553,13 @@ impl DataPlane {
     /// Copy the default bearer's downlink tunnel into its UE's hot record (none while
     /// the bearer is out of the primary table: downlink then buffers and promotes).
     fn refresh_hot_tunnel(&mut self, ue_slot: u32) {
-        let Some(h) = self.ue_hot.get_mut(ue_slot as usize) else {
+        let Some(mut h) = self.ue(ue_slot) else {
             return;
         };
-        let b = h.bearer as usize;
+        let b = h.bearer;
         match (
-            self.counters.bearers.get(b).map(|c| c.hot.load()),
-            self.bearer_cold.get(b),
+            self.counters.bearer(b).map(|c| c.hot.load()),
+            self.bearer_cold.get(b as usize),
         ) {
             (Some(bh), Some(bc)) if bh.flags & HOT_VALID != 0 && bh.ue_slot == ue_slot => {
                 h.enb_teid = bc.rec.enb_teid;
@@ -485,6 +571,7 @@ impl DataPlane {
                 h.enb_addr = 0;
             }
         }
+        self.set_ue(ue_slot, &h);
     }
 
     fn emit_end_marker(&mut self, teid: u32, addr: u32) {
@@ -520,12 +607,15 @@ impl DataPlane {
                 dp.ul_classify(&mut s);
                 s
             },
-            // With the bearer records arriving, prefetch the owner's hot line.
+            // With the bearer records arriving, prefetch the owner's hot line unless
+            // it is the one beside the bearer's (a default bearer: asked for already).
             |dp, s| {
                 if s.kind == Kind::Ue && s.slot != NO_SLOT {
-                    let b = dp.counters.bearers[s.slot as usize].hot.load();
-                    if let Some(u) = dp.ue_hot.get(b.ue_slot as usize) {
-                        prefetch(u);
+                    let b = dp.counters.lines[s.slot as usize].bearer.hot.load();
+                    if b.ue_slot != s.slot {
+                        if let Some(u) = dp.ue_cell(b.ue_slot) {
+                            prefetch(u);
+                        }
                     }
                 }
             },
@@ -642,9 +732,11 @@ impl DataPlane {
             }
         };
         match slot {
-            Some(slot) if (slot as usize) < self.counters.bearers.len() => {
+            Some(slot) if (slot as usize) < self.counters.slots() => {
                 s.slot = slot;
-                prefetch(&self.counters.bearers[slot as usize]);
+                // Both lines of the slot: the bearer's, and the UE's beside it, which is
+                // its owner's when this is a UE's first default bearer (the common case).
+                prefetch_lines(&self.counters.lines[slot as usize]);
             }
             _ => {
                 s.slot = NO_SLOT;
@@ -678,7 +770,7 @@ impl DataPlane {
         }
         let rule_set = match ue_slot {
             NO_SLOT => None,
-            u => Some(self.ue_hot[u as usize].rule_set),
+            u => self.ue(u).map(|h| h.rule_set),
         };
         let decision = self.pcef(rule_set, true, &ft, ip_len, now);
         if ue_slot == NO_SLOT {
@@ -716,10 +808,7 @@ impl DataPlane {
     ) -> bool {
         let why = if !decision.forward {
             Some(self.policy_drop_reason(rule_set, decision))
-        } else if !self.ue_hot[ue_slot as usize]
-            .ambr
-            .allow(uplink, ip_len, now)
-        {
+        } else if !self.ambr_allow(ue_slot, uplink, ip_len, now) {
             Some(DropReason::AmbrExceeded)
         } else if mbr
             && !{
@@ -732,7 +821,7 @@ impl DataPlane {
             None
         };
         let c = &self.counters;
-        let bc = &c.bearers[bslot as usize];
+        let bc = &c.lines[bslot as usize].bearer;
         if let Some(why) = why {
             let d = &c.bearer_drops[bslot as usize];
             bump(if uplink { &d.ul } else { &d.dl }, 1);
@@ -774,7 +863,7 @@ impl DataPlane {
             self.unknown_teid(buf, s.teid, DropReason::UnknownTeid, now);
             return None;
         }
-        let b = self.counters.bearers[s.slot as usize].hot.load();
+        let b = self.counters.lines[s.slot as usize].bearer.hot.load();
         let promote = DpRequest::PromoteBearer {
             slot: s.slot,
             teid: s.teid,
@@ -800,9 +889,8 @@ impl DataPlane {
             return None;
         }
         if self
-            .ue_hot
-            .get(b.ue_slot as usize)
-            .is_none_or(|u| u.flags & HOT_VALID == 0)
+            .ue_cell(b.ue_slot)
+            .is_none_or(|u| UeHot::load(u).flags & HOT_VALID == 0)
         {
             self.buffer(buf, b.ue_slot, true, promote, now);
             return None;
@@ -886,18 +974,21 @@ impl DataPlane {
             now_ns,
             Self::dl_classify,
             // With the UE hot lines arriving, prefetch each packet's counter line
-            // (common case), or the cold UE record it will need.
+            // unless it is the one beside the UE's (its first default bearer: asked
+            // for already), or the cold UE record it will need.
             |dp, s| {
                 if s.kind != Kind::Ue {
                     return;
                 }
-                let u = &dp.ue_hot[s.slot as usize];
+                let u = UeHot::load(&dp.counters.lines[s.slot as usize].ue);
                 if u.flags & HOT_VALID == 0 {
                     return;
                 }
                 if u.pdn == s.pdn {
-                    if let Some(c) = dp.counters.bearers.get(u.bearer as usize) {
-                        prefetch(c);
+                    if u.bearer != s.slot {
+                        if let Some(c) = dp.counters.bearer(u.bearer) {
+                            prefetch(c);
+                        }
                     }
                 } else {
                     prefetch(&dp.ue_cold[s.slot as usize]);
@@ -933,8 +1024,10 @@ impl DataPlane {
             }
         };
         match slot {
-            Some((pdn, slot)) if (slot as usize) < self.ue_hot.len() => {
-                prefetch(&self.ue_hot[slot as usize]);
+            Some((pdn, slot)) if (slot as usize) < self.ue_slots => {
+                // Both lines of the slot: the UE's, and beside it its first default
+                // bearer's (see `SlotLines`).
+                prefetch_lines(&self.counters.lines[slot as usize]);
                 Scratch {
                     kind: Kind::Ue,
                     hdr: 0,
@@ -974,7 +1067,7 @@ impl DataPlane {
             return self.to_s1u(buf, ip_len, teid, addr);
         }
         let ue_slot = s.slot as usize;
-        let u = &self.ue_hot[ue_slot];
+        let u = UeHot::load(&self.counters.lines[ue_slot].ue);
         if u.flags & HOT_VALID == 0 {
             // Evicted (or not yet installed) but the PDN exists: promote, keep the packet.
             let known = self.known_pdns[ue_slot];
@@ -1003,7 +1096,6 @@ impl DataPlane {
         };
         let rule_set = u.rule_set;
         let decision = self.pcef(Some(rule_set), false, &ft, ip_len, now);
-        let u = &self.ue_hot[ue_slot];
         // Bearer binding within the destination's PDN connection: a rule naming a
         // bearer of another PDN (or none) falls back to this PDN's default bearer.
         let (bslot, teid, addr, mbr) = if hot && decision.bearer.is_none_or(|e| e == u.ebi) {
@@ -1060,10 +1152,7 @@ impl DataPlane {
             slot = rec.default_slot(pdn);
         }
         match (
-            self.counters
-                .bearers
-                .get(slot as usize)
-                .map(|c| c.hot.load()),
+            self.counters.bearer(slot).map(|c| c.hot.load()),
             self.bearer_cold.get(slot as usize),
         ) {
             (Some(h), Some(c)) if h.flags & HOT_VALID != 0 => {
@@ -1153,7 +1242,7 @@ impl DataPlane {
             let key = self.pending[i].ue_slot;
             let hit = key == ue_slot
                 || (key & 0x8000_0000 != 0
-                    && self.ue_hot.get(ue_slot as usize).is_some_and(|u| {
+                    && self.ue(ue_slot).is_some_and(|u| {
                         u.flags & HOT_VALID != 0
                             && self.ue_cold[ue_slot as usize]
                                 .bearers

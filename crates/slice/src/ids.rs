@@ -293,6 +293,10 @@ impl IdLayout {
 #[derive(Debug)]
 pub struct SlotAllocator {
     first: u32,
+    /// Slots `first..fifo_first` are reserved: never handed out by [`Self::alloc`],
+    /// taken only by [`Self::claim`] by a caller that owns them by a rule of its own
+    /// (a UE's first default bearer takes the bearer slot equal to its UE slot).
+    fifo_first: u32,
     next_fresh: u32,
     limit: u32,
     free: VecDeque<u32>,
@@ -307,9 +311,16 @@ pub struct SlotAllocator {
 impl SlotAllocator {
     /// Slots `first..limit` (slot 0 may be reserved by passing first = 1).
     pub fn new(first: u32, limit: u32) -> Self {
+        Self::with_reserved(first, first, limit)
+    }
+
+    /// Slots `first..limit`, of which `first..reserved_end` only by [`Self::claim`].
+    pub fn with_reserved(first: u32, reserved_end: u32, limit: u32) -> Self {
+        let fifo_first = reserved_end.clamp(first, limit.max(first));
         SlotAllocator {
             first,
-            next_fresh: first,
+            fifo_first,
+            next_fresh: fifo_first,
             limit,
             free: VecDeque::new(),
             // Virtual until used: growing it would copy it on the attach path.
@@ -317,6 +328,11 @@ impl SlotAllocator {
             claimed: Default::default(),
             used: 0,
         }
+    }
+
+    /// Is `slot` in the reserved range (taken only by [`Self::claim`])?
+    pub fn reserved(&self, slot: u32) -> bool {
+        slot >= self.first && slot < self.fifo_first
     }
 
     /// One past the highest slot this allocator can hand out.
@@ -353,7 +369,9 @@ impl SlotAllocator {
         if slot < self.first || slot >= self.limit || self.claimed.contains(&slot) {
             return false;
         }
-        self.claimed.insert(slot);
+        if slot >= self.fifo_first {
+            self.claimed.insert(slot);
+        }
         self.set_generation(slot, gen);
         self.used += 1;
         true
@@ -373,7 +391,10 @@ impl SlotAllocator {
         self.set_generation(slot, gen);
         self.used = self.used.saturating_sub(1);
         // A claimed slot's token (queue entry or fresh place) is still there: it
-        // stands for this release.
+        // stands for this release. A reserved slot has none and gets none.
+        if slot < self.fifo_first {
+            return;
+        }
         if self.claimed.is_empty() || !self.claimed.remove(&slot) {
             self.free.push_back(slot);
         }
@@ -572,6 +593,31 @@ mod tests {
         assert_eq!(a.alloc(), Some((7, 0)));
         assert_eq!(a.alloc(), None);
         assert_eq!(a.in_use(), 7);
+    }
+
+    #[test]
+    fn reserved_slots_go_only_to_claims_and_never_to_the_fifo() {
+        let mut a = SlotAllocator::with_reserved(1, 4, 6);
+        assert_eq!(
+            a.alloc(),
+            Some((4, 0)),
+            "the FIFO starts above the reserved range"
+        );
+        assert!(a.claim(2, a.generation(2)));
+        a.free(2);
+        assert_eq!(
+            a.generation(2),
+            1,
+            "a released reserved slot's identifiers go stale"
+        );
+        assert_eq!(a.alloc(), Some((5, 0)));
+        assert_eq!(a.alloc(), None, "2 went back to no queue");
+        assert!(!a.claim(0, 0), "below the range");
+        assert_eq!(a.in_use(), 2);
+        // A range larger than the allocator's leaves no FIFO, never a panic.
+        let mut b = SlotAllocator::with_reserved(1, 10, 4);
+        assert_eq!(b.alloc(), None);
+        assert!(b.claim(3, 0) && !b.claim(4, 0));
     }
 
     #[test]

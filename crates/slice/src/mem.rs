@@ -15,6 +15,8 @@ unsafe impl Zeroable for AtomicU64 {}
 unsafe impl Zeroable for AtomicU8 {}
 unsafe impl Zeroable for crate::counters::BearerCounters {}
 // SAFETY: atomics only.
+unsafe impl Zeroable for crate::counters::SlotLines {}
+// SAFETY: atomics only.
 unsafe impl Zeroable for crate::counters::BearerDrops {}
 unsafe impl Zeroable for crate::counters::RuleCounters {}
 unsafe impl Zeroable for crate::counters::BearerRuleCounters {}

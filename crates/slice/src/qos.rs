@@ -120,6 +120,28 @@ impl AmbrPair {
         }
     }
 
+    /// As five words, for a record kept in a line of atomics.
+    pub(crate) fn to_words(self) -> [u64; 5] {
+        [
+            self.tokens_ul,
+            self.tokens_dl,
+            self.last_ul,
+            self.last_dl,
+            self.rate_ul as u64 | (self.rate_dl as u64) << 32,
+        ]
+    }
+
+    pub(crate) fn from_words(w: [u64; 5]) -> Self {
+        AmbrPair {
+            tokens_ul: w[0],
+            tokens_dl: w[1],
+            last_ul: w[2],
+            last_dl: w[3],
+            rate_ul: w[4] as u32,
+            rate_dl: (w[4] >> 32) as u32,
+        }
+    }
+
     /// Same configured rates? (Re-publishing must not refill the buckets.)
     pub fn same_rates(&self, ul_bits_per_s: u64, dl_bits_per_s: u64) -> bool {
         (self.rate_ul, self.rate_dl) == (rate32(ul_bits_per_s), rate32(dl_bits_per_s))

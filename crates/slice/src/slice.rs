@@ -56,7 +56,7 @@ impl SliceConfig {
 
 /// Create both halves of a slice, connected by their rings and sharing the counters.
 pub fn build(cfg: &SliceConfig) -> (ControlPlane, DataPlane) {
-    let counters = Arc::new(SliceCounters::new(cfg.bearer_slots));
+    let counters = Arc::new(SliceCounters::new(cfg.bearer_slots, cfg.ue_slots));
     let (up_tx, up_rx) = spsc::channel(cfg.update_ring);
     let (rq_tx, rq_rx) = spsc::channel(cfg.request_ring);
     let cp = ControlPlane::new(

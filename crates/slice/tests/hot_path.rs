@@ -119,6 +119,95 @@ fn removing_the_first_pdn_moves_the_hot_record_to_the_next() {
     assert_eq!((u.ul_packets, u.dl_packets), (1, 1));
 }
 
+/// A UE's first default bearer has the bearer slot equal to its UE slot (the data path
+/// finds both hot records in one pair of lines); other bearers come from above the UE
+/// slots, and the pair is taken again once free, with a new TEID generation.
+#[test]
+fn a_ues_first_default_bearer_shares_its_slot_and_the_others_come_after() {
+    let cfg = SliceConfig::for_users(1000);
+    let (mut cp, mut dp) = build(&cfg);
+    let slot_of = |cp: &ControlPlane, ue: u32, ebi: u8| {
+        let b = cp
+            .ue(ue)
+            .unwrap()
+            .bearers
+            .iter()
+            .find(|b| b.ebi == ebi)
+            .cloned();
+        b.unwrap().slot
+    };
+    let mut ues = Vec::new();
+    for i in 0..50 {
+        let a = attach(&mut cp, params(100 + i, 0x10 + i as u32));
+        assert_eq!(slot_of(&cp, a.ue_slot, 5), a.ue_slot);
+        ues.push(a);
+    }
+    let a = ues[7];
+    cp.add_bearer(a.ue_slot, gbr_bearer(6, 0, 0)).unwrap();
+    let ims = PdnParams {
+        apn: "ims".into(),
+        ebi: 7,
+        qci: 5,
+        arp: Default::default(),
+        charging_key: 0,
+    };
+    let p = cp.add_pdn(a.ue_slot, &ims).unwrap();
+    assert!(
+        slot_of(&cp, a.ue_slot, 6) as usize >= cfg.ue_slots,
+        "dedicated: above"
+    );
+    assert!(
+        slot_of(&cp, a.ue_slot, 7) as usize >= cfg.ue_slots,
+        "pair in use: above"
+    );
+    // The first PDN goes; a new one's default bearer takes the pair, with a TEID of a
+    // new generation: the old one is stale.
+    cp.remove_pdn(a.ue_slot, 5).unwrap();
+    let q = cp
+        .add_pdn(
+            a.ue_slot,
+            &PdnParams {
+                ebi: 8,
+                apn: "web".into(),
+                ..ims
+            },
+        )
+        .unwrap();
+    assert_eq!(slot_of(&cp, a.ue_slot, 8), a.ue_slot);
+    assert_ne!(q.teid_ul, a.teid_ul);
+    cp.set_enb_tunnel(a.ue_slot, 8, ENB, 0x88).unwrap();
+    let b = run(
+        &mut dp,
+        &[
+            gpdu(q.teid_ul, &ipv4_udp(q.ue_ip, SERVER, 1, 2, 60)),
+            gpdu(a.teid_ul, &ipv4_udp(a.ue_ip, SERVER, 1, 2, 60)),
+            gpdu(p.teid_ul, &ipv4_udp(p.ue_ip, SERVER, 1, 2, 60)),
+        ],
+        true,
+        1,
+    );
+    let v = verdicts(&b);
+    assert_eq!((v[0], v[2]), (Verdict::ToSgi, Verdict::ToSgi));
+    assert_ne!(v[1], Verdict::ToSgi);
+    assert_eq!(dp.counters().drop_count(DropReason::StaleTeid), 1);
+    let b = run(&mut dp, &[ipv4_udp(SERVER, q.ue_ip, 1, 2, 100)], false, 2);
+    assert_eq!(verdicts(&b), [Verdict::ToS1u]);
+    assert_eq!(teid_of(&b, 0), 0x88);
+    let u = cp.usage(a.ue_slot, 8).unwrap();
+    assert_eq!(
+        (u.ul_packets, u.dl_packets),
+        (1, 1),
+        "the reused slot counts from zero"
+    );
+    // A detached UE's slots are free again; every UE attached later is paired too.
+    cp.detach(ues[3].ue_slot).unwrap();
+    for i in 0..1000 {
+        let a = attach(&mut cp, params(5000 + i, 1));
+        assert_eq!(slot_of(&cp, a.ue_slot, 5), a.ue_slot);
+        cp.detach(a.ue_slot).unwrap();
+    }
+}
+
 #[test]
 fn dedicated_bearer_mbr_is_enforced_and_default_bearer_is_not_limited() {
     let (mut cp, mut dp) = slice();

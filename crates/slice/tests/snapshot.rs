@@ -377,6 +377,10 @@ fn identifiers_taken_at_the_destination_are_renumbered() {
     dp.sync(1);
     let ue = cp.ue(r.ue_slot).unwrap().clone();
     assert_ne!(ue.ue_ip, snap.ue_ip());
+    assert_eq!(
+        ue.bearers[0].slot, r.ue_slot,
+        "the renumbered default bearer takes the bearer slot of its new UE slot"
+    );
     let out = ul(
         &mut dp,
         gpdu(
@@ -396,6 +400,84 @@ fn identifiers_taken_at_the_destination_are_renumbered() {
     assert_eq!(cp.usage(other.ue_slot, FIRST_EBI).unwrap().ul_packets, 1);
     // The same IMSI twice is refused.
     assert_eq!(cp.restore_ue(&snap), Err(CtrlError::ImsiExists(11)));
+}
+
+/// A restored UE whose first bearer must be renumbered takes its UE slot's paired
+/// bearer slot; a later bearer whose TEID names that same slot must then not take it
+/// too (reserved slots keep no claim record: the restore checks its own bearers).
+#[test]
+fn a_renumbered_default_bearer_and_a_kept_one_never_share_a_slot() {
+    let (mut src_cp, mut src_dp) = slice(1);
+    let mut p = AttachParams::new(1);
+    p.enb_addr = ENB;
+    p.enb_teid = 1;
+    src_cp.attach(&p).unwrap();
+    let mut p = AttachParams::new(2);
+    p.enb_addr = ENB;
+    p.enb_teid = 2;
+    let x = src_cp.attach(&p).unwrap();
+    let pdn = |ebi: u8| PdnParams {
+        apn: format!("apn{ebi}"),
+        ebi,
+        qci: 5,
+        arp: Arp::default(),
+        charging_key: 0,
+    };
+    // Bearer order [6 (above the UE slots), 7 (the pair, taken again after 5 left)].
+    src_cp.add_pdn(x.ue_slot, &pdn(6)).unwrap();
+    src_cp.remove_pdn(x.ue_slot, 5).unwrap();
+    src_cp.add_pdn(x.ue_slot, &pdn(7)).unwrap();
+    src_dp.sync(1);
+    let before = src_cp.ue(x.ue_slot).unwrap().clone();
+    assert_eq!(before.bearers[1].slot, x.ue_slot);
+    let snap = src_cp.snapshot_ue(x.ue_slot).unwrap();
+    // The destination: another UE holds bearer 6's slot (its dedicated bearer), the
+    // UE slot is free.
+    let (mut cp, mut dp) = slice(1);
+    let mut p = AttachParams::new(3);
+    p.enb_addr = ENB;
+    p.enb_teid = 3;
+    let z = cp.attach(&p).unwrap();
+    let mut ded = BearerParams {
+        ebi: 6,
+        linked_ebi: 0,
+        qci: 1,
+        arp: Arp::default(),
+        mbr_ul: 0,
+        mbr_dl: 0,
+        gbr_ul: 0,
+        gbr_dl: 0,
+        charging_key: 0,
+    };
+    ded.mbr_ul = 1_000_000;
+    cp.add_bearer(z.ue_slot, ded).unwrap();
+    let z_slots: Vec<u32> = cp
+        .ue(z.ue_slot)
+        .unwrap()
+        .bearers
+        .iter()
+        .map(|b| b.slot)
+        .collect();
+    assert!(z_slots.contains(&before.bearers[0].slot));
+    let r = cp.restore_ue(&snap).unwrap();
+    assert_eq!(r.ue_slot, x.ue_slot);
+    let ue = cp.ue(r.ue_slot).unwrap().clone();
+    let slots: Vec<u32> = ue.bearers.iter().map(|b| b.slot).collect();
+    assert_eq!(slots[0], r.ue_slot, "renumbered into the pair");
+    assert_ne!(slots[1], slots[0]);
+    assert!(slots.iter().all(|s| !z_slots.contains(s)));
+    assert_eq!(r.renumbered, 2);
+    dp.sync(2);
+    for b in &ue.bearers {
+        let src = ue.pdns.iter().find(|p| p.index == b.pdn).unwrap().ip;
+        let out = ul(
+            &mut dp,
+            gpdu(b.teid_ul, &ipv4_udp(src, SERVER, 1, 2, 80)),
+            3,
+        );
+        assert_eq!(out.bufs[0].meta.verdict, Verdict::ToSgi);
+        assert_eq!(cp.usage(r.ue_slot, b.ebi).unwrap().ul_packets, 1);
+    }
 }
 
 #[test]
