@@ -1,9 +1,11 @@
 //! What fetching a packet's state costs on this machine, apart from everything else
 //! the data path does: random slots of N users, each "packet" prefetching its lines
 //! 20 packets ahead and then updating one word in each. Three layouts:
-//! - `one`: one 64-byte line per packet;
+//! - `one`: one 64-byte line per packet, lines packed;
 //! - `apart`: two lines in two tables (a UE table and a bearer table);
-//! - `pair`: two lines side by side, 128-byte aligned (`SlotLines`).
+//! - `pair`: two lines side by side, 128-byte aligned;
+//! - `one_of_pair`: one line of such a pair (`SlotLines`: a packet touches the line of
+//!   its direction).
 //!
 //! It shows the floor under `pepc bench dataplane` at 1M and 10M users: a host whose
 //! L3 holds 1M users' lines but not 10M's pays the DRAM difference per line.
@@ -82,8 +84,9 @@ fn main() {
         let one = run(&t, &idx, |s| [Some(base + s * 8), None]);
         let apart = run(&t, &idx, |s| [Some(base + s * 8), Some(base + (n + s) * 8)]);
         let pair = run(&t, &idx, |s| [Some(base + s * 16), Some(base + s * 16 + 8)]);
+        let one_of_pair = run(&t, &idx, |s| [Some(base + s * 16 + (s & 1) * 8), None]);
         println!(
-            "{{\"users\":{n},\"ns_per_packet\":{{\"one\":{one:.1},\"apart\":{apart:.1},\"pair\":{pair:.1}}}}}"
+            "{{\"users\":{n},\"ns_per_packet\":{{\"one\":{one:.1},\"apart\":{apart:.1},\"pair\":{pair:.1},\"one_of_pair\":{one_of_pair:.1}}}}}"
         );
     }
 }

@@ -29,7 +29,6 @@ use crate::update::{DpRequest, DpUpdate};
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1183,11 +1182,7 @@ impl ControlPlane {
             let last = ue
                 .bearers
                 .iter()
-                .map(|b| {
-                    self.counters
-                        .bearer(b.slot)
-                        .map_or(0, |c| c.last_active_ns.load(Relaxed))
-                })
+                .map(|b| self.counters.last_active_ns(b.slot))
                 .max()
                 .unwrap_or(0);
             if now_ns.saturating_sub(last) > idle_ns && self.evict(slot).is_ok() {

@@ -2,10 +2,11 @@
 //!
 //! Every counter is an `AtomicU64` updated with a plain load + store (no read-modify-
 //! write: there is one writer), which compiles to ordinary moves on x86-64 and lets the
-//! control thread read without tearing. Each bearer's counters fill one cache line of
-//! their own, so the control thread reading them never shares a line with data-thread
-//! writes to another bearer.
+//! control thread read without tearing. A bearer's counters share its slot's lines
+//! ([`SlotLines`]) with the data thread's own records of that slot, so a packet
+//! touches one line.
 
+use crate::qos::AmbrBucket;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// Why the data path dropped a packet.
@@ -97,26 +98,6 @@ pub(crate) fn bump(c: &AtomicU64, n: u64) {
     c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
 }
 
-/// A bearer's counters, and in the same cache line the data thread's own uplink
-/// record of it ([`BearerHot`]): an uplink packet checks its TEID and source and
-/// counts itself with one line fetched (the drop counters, written only when a packet
-/// is dropped, are in [`SliceCounters::bearer_drops`]).
-#[repr(C, align(64))]
-#[derive(Default, Debug)]
-pub struct BearerCounters {
-    pub ul_packets: AtomicU64,
-    pub ul_bytes: AtomicU64,
-    pub dl_packets: AtomicU64,
-    pub dl_bytes: AtomicU64,
-    /// Data-thread clock (ns) of the last packet, for idle eviction.
-    pub last_active_ns: AtomicU64,
-    /// Read and written by the data thread only (atomics so the line can be shared
-    /// with the control thread's counter reads; relaxed, they compile to moves).
-    pub(crate) hot: BearerHotCell,
-}
-
-const _: () = assert!(std::mem::size_of::<BearerCounters>() == 64);
-
 /// The data thread's uplink record of a bearer: TEID check, owner, source check.
 #[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct BearerHot {
@@ -128,66 +109,219 @@ pub(crate) struct BearerHot {
     pub flags: u8,
 }
 
-/// [`BearerHot`] as stored in [`BearerCounters`].
-#[repr(C, align(16))]
-#[derive(Default, Debug)]
-pub(crate) struct BearerHotCell {
-    teid_ul: AtomicU32,
-    ue_slot: AtomicU32,
-    src_ip: AtomicU32,
-    flags: AtomicU32,
+/// The data thread's downlink record of a UE: its first PDN connection (the one in
+/// the hot path) and that connection's default bearer tunnel.
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct UeDown {
+    /// Address of PDN connection `pdn` (the first in pool order).
+    pub ip: u32,
+    /// eNB tunnel of that PDN's default bearer (`enb_teid` 0: none, UE idle, or the
+    /// bearer not in the primary table or not in the UE's own slot).
+    pub enb_teid: u32,
+    pub enb_addr: u32,
+    pub rule_set: u16,
+    pub pdn: u8,
+    /// EBI of that default bearer: a PCEF rule binding to it stays on the hot path.
+    pub ebi: u8,
+    /// Hot flags (installed; the default bearer is this slot's and has an MBR).
+    pub flags: u8,
 }
 
-impl BearerHotCell {
+/// One direction's UE-AMBR bucket as stored in a line.
+#[repr(C)]
+#[derive(Default, Debug)]
+struct AmbrCell {
+    tokens: AtomicU64,
+    last: AtomicU64,
+}
+
+impl AmbrCell {
+    /// Take `len` bytes at `rate` (bytes/s, 0 = unlimited: nothing is written, the
+    /// line stays clean).
     #[inline(always)]
-    pub fn load(&self) -> BearerHot {
+    fn allow(&self, rate: u32, len: usize, now: u64) -> bool {
+        if rate == 0 {
+            return true;
+        }
+        let mut b =
+            AmbrBucket::from_parts(self.tokens.load(Relaxed), self.last.load(Relaxed), rate);
+        let ok = b.allow(len, now);
+        let (tokens, last, _) = b.parts();
+        self.tokens.store(tokens, Relaxed);
+        self.last.store(last, Relaxed);
+        ok
+    }
+
+    fn set(&self, b: &AmbrBucket) {
+        let (tokens, last, _) = b.parts();
+        self.tokens.store(tokens, Relaxed);
+        self.last.store(last, Relaxed);
+    }
+}
+
+/// Slot `i`'s uplink line: bearer `i`'s uplink counters and record ([`BearerHot`]),
+/// and UE `i`'s uplink policy (rule set, UE-AMBR uplink bucket). A UE's first
+/// default bearer has the UE's own slot ([`crate::control`]), so its uplink packet
+/// reads and writes this one line.
+#[repr(C, align(64))]
+#[derive(Default, Debug)]
+pub struct UplinkLine {
+    pub packets: AtomicU64,
+    pub bytes: AtomicU64,
+    /// Data-thread clock (ns) of the bearer's last uplink packet (idle eviction).
+    pub last_active_ns: AtomicU64,
+    ambr: AmbrCell,
+    teid: AtomicU32,
+    owner: AtomicU32,
+    src_ip: AtomicU32,
+    ambr_rate: AtomicU32,
+    /// Bearer flags | UE flags << 8 | UE rule set << 16.
+    meta: AtomicU32,
+}
+
+/// Slot `i`'s downlink line: UE `i`'s downlink record ([`UeDown`]) and UE-AMBR
+/// downlink bucket, and bearer `i`'s downlink counters: a downlink packet to a UE's
+/// first PDN connection reads and writes this one line.
+#[repr(C, align(64))]
+#[derive(Default, Debug)]
+pub struct DownlinkLine {
+    pub packets: AtomicU64,
+    pub bytes: AtomicU64,
+    /// Data-thread clock (ns) of the bearer's last downlink packet (idle eviction).
+    pub last_active_ns: AtomicU64,
+    ambr: AmbrCell,
+    ip: AtomicU32,
+    enb_teid: AtomicU32,
+    enb_addr: AtomicU32,
+    ambr_rate: AtomicU32,
+    /// UE flags | PDN << 8 | EBI << 16.
+    meta: AtomicU32,
+    rule_set: AtomicU32,
+}
+
+// The data thread alone writes every field below (single writer): the atomics let
+// the control thread read the counters in the same lines without tearing, and
+// compile to plain moves.
+impl UplinkLine {
+    #[inline(always)]
+    pub(crate) fn bearer(&self) -> BearerHot {
         BearerHot {
-            teid_ul: self.teid_ul.load(Relaxed),
-            ue_slot: self.ue_slot.load(Relaxed),
+            teid_ul: self.teid.load(Relaxed),
+            ue_slot: self.owner.load(Relaxed),
             src_ip: self.src_ip.load(Relaxed),
-            flags: self.flags.load(Relaxed) as u8,
+            flags: self.meta.load(Relaxed) as u8,
+        }
+    }
+
+    pub(crate) fn set_bearer(&self, h: BearerHot) {
+        self.teid.store(h.teid_ul, Relaxed);
+        self.owner.store(h.ue_slot, Relaxed);
+        self.src_ip.store(h.src_ip, Relaxed);
+        self.set_bearer_flags(h.flags);
+    }
+
+    #[inline(always)]
+    pub(crate) fn bearer_flags(&self) -> u8 {
+        self.meta.load(Relaxed) as u8
+    }
+
+    pub(crate) fn set_bearer_flags(&self, f: u8) {
+        let m = self.meta.load(Relaxed);
+        self.meta.store((m & !0xff) | f as u32, Relaxed);
+    }
+
+    /// UE `i`'s flags and rule set.
+    #[inline(always)]
+    pub(crate) fn ue(&self) -> (u8, u16) {
+        let m = self.meta.load(Relaxed);
+        ((m >> 8) as u8, (m >> 16) as u16)
+    }
+
+    pub(crate) fn set_ue(&self, flags: u8, rule_set: u16) {
+        let m = self.meta.load(Relaxed);
+        self.meta.store(
+            (m & 0xff) | (flags as u32) << 8 | (rule_set as u32) << 16,
+            Relaxed,
+        );
+    }
+
+    #[inline(always)]
+    pub(crate) fn ambr_allow(&self, len: usize, now: u64) -> bool {
+        self.ambr.allow(self.ambr_rate.load(Relaxed), len, now)
+    }
+
+    /// Install UE-AMBR uplink at `bits_per_s`; a bucket already at that rate is kept
+    /// unless `reset` (re-publishing must not refill it).
+    pub(crate) fn set_ambr(&self, bits_per_s: u64, reset: bool) {
+        let b = AmbrBucket::new(bits_per_s);
+        if reset || b.parts().2 != self.ambr_rate.load(Relaxed) {
+            self.ambr.set(&b);
+            self.ambr_rate.store(b.parts().2, Relaxed);
+        }
+    }
+}
+
+impl DownlinkLine {
+    #[inline(always)]
+    pub(crate) fn ue(&self) -> UeDown {
+        let m = self.meta.load(Relaxed);
+        UeDown {
+            ip: self.ip.load(Relaxed),
+            enb_teid: self.enb_teid.load(Relaxed),
+            enb_addr: self.enb_addr.load(Relaxed),
+            rule_set: self.rule_set.load(Relaxed) as u16,
+            pdn: (m >> 8) as u8,
+            ebi: (m >> 16) as u8,
+            flags: m as u8,
         }
     }
 
     #[inline(always)]
-    pub fn flags(&self) -> u8 {
-        self.flags.load(Relaxed) as u8
+    pub(crate) fn flags(&self) -> u8 {
+        self.meta.load(Relaxed) as u8
     }
 
-    pub fn store(&self, h: BearerHot) {
-        self.teid_ul.store(h.teid_ul, Relaxed);
-        self.ue_slot.store(h.ue_slot, Relaxed);
-        self.src_ip.store(h.src_ip, Relaxed);
-        self.flags.store(h.flags as u32, Relaxed);
+    pub(crate) fn set_ue(&self, u: UeDown) {
+        self.ip.store(u.ip, Relaxed);
+        self.enb_teid.store(u.enb_teid, Relaxed);
+        self.enb_addr.store(u.enb_addr, Relaxed);
+        self.rule_set.store(u.rule_set as u32, Relaxed);
+        self.meta.store(
+            u.flags as u32 | (u.pdn as u32) << 8 | (u.ebi as u32) << 16,
+            Relaxed,
+        );
     }
 
-    pub fn set_flags(&self, flags: u8) {
-        self.flags.store(flags as u32, Relaxed);
+    #[inline(always)]
+    pub(crate) fn ambr_allow(&self, len: usize, now: u64) -> bool {
+        self.ambr.allow(self.ambr_rate.load(Relaxed), len, now)
+    }
+
+    /// See [`UplinkLine::set_ambr`].
+    pub(crate) fn set_ambr(&self, bits_per_s: u64, reset: bool) {
+        let b = AmbrBucket::new(bits_per_s);
+        if reset || b.parts().2 != self.ambr_rate.load(Relaxed) {
+            self.ambr.set(&b);
+            self.ambr_rate.store(b.parts().2, Relaxed);
+        }
     }
 }
 
-/// The data thread's per-UE hot record (`UeHot` in [`crate::datapath`]) as eight
-/// words: atomics so the line can sit beside the shared counters, read and written by
-/// the data thread only (relaxed, they compile to moves).
-#[repr(C, align(64))]
-#[derive(Default, Debug)]
-pub(crate) struct UeHotCell(pub [AtomicU64; 8]);
-
-/// Slot `i`'s two lines, 128-byte aligned: bearer `i`'s counters and hot record, and
-/// UE `i`'s hot record. A UE's first default bearer takes the bearer slot equal to its
-/// UE slot ([`crate::control`]), so the common packet's two records are one aligned
-/// pair of lines on one page, both prefetched from the identifier alone: one page
-/// walk and no wait for the first line to learn where the second is.
+/// Slot `i`'s two lines, 128-byte aligned: the uplink line and the downlink line.
+/// A packet of a UE's first PDN connection on its default bearer (the common case)
+/// touches one of them, prefetched from its TEID or address alone.
 #[repr(C, align(128))]
 #[derive(Default, Debug)]
 pub struct SlotLines {
-    pub bearer: BearerCounters,
-    pub(crate) ue: UeHotCell,
+    pub ul: UplinkLine,
+    pub dl: DownlinkLine,
 }
 
+const _: () = assert!(std::mem::size_of::<UplinkLine>() == 64);
+const _: () = assert!(std::mem::size_of::<DownlinkLine>() == 64);
 const _: () = assert!(std::mem::size_of::<SlotLines>() == 128);
 
-/// A bearer's dropped packets by direction (apart from [`BearerCounters`]: touched
+/// A bearer's dropped packets by direction (apart from its [`SlotLines`]: touched
 /// only by drops, four to a cache line).
 #[repr(C, align(16))]
 #[derive(Default, Debug)]
@@ -207,7 +341,7 @@ pub struct RuleCounters {
 
 /// Per-rule volumes of one bearer: bytes of up to [`RULE_COUNTERS_PER_BEARER`] of
 /// the PCC rules bound to it, by direction (a rule's `counter` picks its pair). In
-/// a table beside [`BearerCounters`] (that one's cache line is full): touched only
+/// a table beside [`SlotLines`] (those lines are full): touched only
 /// by packets a counted rule matched. Never reset: whoever assigns a pair reads its
 /// values first and counts from them.
 #[repr(C, align(64))]
@@ -285,15 +419,24 @@ impl SliceCounters {
         }
     }
 
-    /// Bearer `slot`'s counters (`None` out of range).
+    /// Slot `slot`'s lines (`None` out of range).
     #[inline]
-    pub fn bearer(&self, slot: u32) -> Option<&BearerCounters> {
-        self.lines.get(slot as usize).map(|l| &l.bearer)
+    pub fn lines(&self, slot: u32) -> Option<&SlotLines> {
+        self.lines.get(slot as usize)
     }
 
     /// Bearer slots (and UE slots) the table holds.
     pub fn slots(&self) -> usize {
         self.lines.len()
+    }
+
+    /// Data-thread clock (ns) of bearer `slot`'s last packet either way (0: none).
+    pub fn last_active_ns(&self, slot: u32) -> u64 {
+        self.lines(slot).map_or(0, |l| {
+            l.ul.last_active_ns
+                .load(Relaxed)
+                .max(l.dl.last_active_ns.load(Relaxed))
+        })
     }
 
     #[inline]
@@ -307,14 +450,14 @@ impl SliceCounters {
 
     /// A bearer's usage (zero for a slot out of range).
     pub fn bearer_usage(&self, slot: u32) -> Usage {
-        let (Some(c), Some(d)) = (self.bearer(slot), self.bearer_drops.get(slot as usize)) else {
+        let (Some(l), Some(d)) = (self.lines(slot), self.bearer_drops.get(slot as usize)) else {
             return Usage::default();
         };
         Usage {
-            ul_packets: c.ul_packets.load(Relaxed),
-            ul_bytes: c.ul_bytes.load(Relaxed),
-            dl_packets: c.dl_packets.load(Relaxed),
-            dl_bytes: c.dl_bytes.load(Relaxed),
+            ul_packets: l.ul.packets.load(Relaxed),
+            ul_bytes: l.ul.bytes.load(Relaxed),
+            dl_packets: l.dl.packets.load(Relaxed),
+            dl_bytes: l.dl.bytes.load(Relaxed),
             ul_dropped: d.ul.load(Relaxed),
             dl_dropped: d.dl.load(Relaxed),
         }
@@ -323,24 +466,25 @@ impl SliceCounters {
     /// Set a bearer's usage from a snapshot (a restored UE). Data thread only, like
     /// [`Self::reset_bearer`].
     pub(crate) fn restore_bearer(&self, slot: u32, u: &Usage) {
-        let (Some(c), Some(d)) = (self.bearer(slot), self.bearer_drops.get(slot as usize)) else {
+        let (Some(l), Some(d)) = (self.lines(slot), self.bearer_drops.get(slot as usize)) else {
             return;
         };
-        c.ul_packets.store(u.ul_packets, Relaxed);
-        c.ul_bytes.store(u.ul_bytes, Relaxed);
-        c.dl_packets.store(u.dl_packets, Relaxed);
-        c.dl_bytes.store(u.dl_bytes, Relaxed);
+        l.ul.packets.store(u.ul_packets, Relaxed);
+        l.ul.bytes.store(u.ul_bytes, Relaxed);
+        l.dl.packets.store(u.dl_packets, Relaxed);
+        l.dl.bytes.store(u.dl_bytes, Relaxed);
         d.ul.store(u.ul_dropped, Relaxed);
         d.dl.store(u.dl_dropped, Relaxed);
     }
 
-    /// Zero a bearer's counters when its slot is reused (its hot record stays: the
-    /// data thread keeps that). Called by the data thread only (it installs new
-    /// bearers), keeping the single-writer rule.
+    /// Zero a bearer's counters when its slot is reused (its record stays: the data
+    /// thread keeps that). Called by the data thread only (it installs new bearers),
+    /// keeping the single-writer rule.
     pub(crate) fn reset_bearer(&self, slot: u32) {
         self.restore_bearer(slot, &Usage::default());
-        if let Some(c) = self.bearer(slot) {
-            c.last_active_ns.store(0, Relaxed);
+        if let Some(l) = self.lines(slot) {
+            l.ul.last_active_ns.store(0, Relaxed);
+            l.dl.last_active_ns.store(0, Relaxed);
         }
     }
 

@@ -17,11 +17,11 @@
 
 use crate::context::{DpBearerRecord, DpUeRecord, NO_SLOT};
 use crate::counters::{
-    bump, BearerCounters, BearerHot, DropReason, RuleCounters, SliceCounters, SlotLines, UeHotCell,
+    bump, BearerHot, DownlinkLine, DropReason, RuleCounters, SliceCounters, UeDown, UplinkLine,
 };
 use crate::ids::{IdLayout, IotPool};
 use crate::pcef::{Decision, RuleSet};
-use crate::qos::{AmbrPair, TokenBucket};
+use crate::qos::TokenBucket;
 use crate::spsc::{Consumer, Producer};
 use crate::update::{DpRequest, DpUpdate};
 use pepc_wire::flow::{five_tuple, FiveTuple};
@@ -30,74 +30,24 @@ use pepc_wire::ipv4::Ipv4Packet;
 use pepc_wire::{Batch, PacketBuf, Verdict, BATCH_SIZE};
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-/// Per-UE hot record: all the per-packet path reads and writes for the common case
-/// (traffic of the UE's first PDN connection on its default bearer) in one cache line,
-/// kept in [`SlotLines`] beside the line of the bearer with the same slot (the UE's
-/// default bearer, as the control thread allocates). Everything else (other PDNs,
-/// dedicated bearers, bearer MBR buckets) is in the cold records, read only when a
-/// packet needs it. Rebuilt from the published records by [`DataPlane::apply`].
-#[derive(Default, Clone, Copy)]
-struct UeHot {
-    /// UE-AMBR buckets (40 bytes).
-    ambr: AmbrPair,
-    /// Address of PDN connection `pdn` (the first in pool order).
-    ip: u32,
-    /// eNB tunnel of that PDN's default bearer (`enb_teid` 0: none, UE idle or the
-    /// bearer not in the primary table).
-    enb_teid: u32,
-    enb_addr: u32,
-    /// Slot of that default bearer (its counters), [`NO_SLOT`] if none.
-    bearer: u32,
-    rule_set: u16,
-    pdn: u8,
-    /// EBI of that default bearer: a PCEF rule binding to it stays on the hot path.
-    ebi: u8,
-    /// [`HOT_VALID`], [`HOT_MBR`].
-    flags: u8,
-}
-
-impl UeHot {
-    #[inline(always)]
-    fn load(c: &UeHotCell) -> UeHot {
-        let w: [u64; 8] = std::array::from_fn(|i| c.0[i].load(Relaxed));
-        UeHot {
-            ambr: AmbrPair::from_words([w[0], w[1], w[2], w[3], w[4]]),
-            ip: w[5] as u32,
-            enb_teid: (w[5] >> 32) as u32,
-            enb_addr: w[6] as u32,
-            bearer: (w[6] >> 32) as u32,
-            rule_set: w[7] as u16,
-            pdn: (w[7] >> 16) as u8,
-            ebi: (w[7] >> 24) as u8,
-            flags: (w[7] >> 32) as u8,
-        }
-    }
-
-    fn store(&self, c: &UeHotCell) {
-        for (i, w) in self.ambr.to_words().into_iter().enumerate() {
-            c.0[i].store(w, Relaxed);
-        }
-        let w = [
-            self.ip as u64 | (self.enb_teid as u64) << 32,
-            self.enb_addr as u64 | (self.bearer as u64) << 32,
-            self.rule_set as u64
-                | (self.pdn as u64) << 16
-                | (self.ebi as u64) << 24
-                | (self.flags as u64) << 32,
-        ];
-        for (i, w) in w.into_iter().enumerate() {
-            c.0[5 + i].store(w, Relaxed);
-        }
-    }
-}
+// The hot records: per slot `i` an uplink line (bearer `i`'s record and counters,
+// UE `i`'s rule set and uplink AMBR) and a downlink line (UE `i`'s first PDN
+// connection, its default bearer's tunnel, downlink AMBR, bearer `i`'s downlink
+// counters); see [`SlotLines`]. A UE's first default bearer has the UE's own slot,
+// so the common packet (that PDN, that bearer) reads and writes one line. Everything
+// else (other PDNs, dedicated bearers, MBR buckets) is in the cold records, read only
+// when a packet needs it. Rebuilt from the published records by [`DataPlane::apply`].
 
 /// Hot flags: the entry is installed (UE / bearer in the primary table).
 const HOT_VALID: u8 = 1;
 /// Hot flags: the bearer has an MBR, enforced from its cold record.
 const HOT_MBR: u8 = 2;
+/// Downlink hot flags: the UE's hot default bearer is in the UE's own slot, so its
+/// tunnel is in the downlink line (else downlink takes the cold records).
+const HOT_PAIRED: u8 = 4;
 
 /// Per-bearer cold record: the published record and MBR buckets.
 #[derive(Default)]
@@ -107,10 +57,7 @@ struct BearerCold {
     mbr_dl: TokenBucket,
 }
 
-const _: () = assert!(std::mem::size_of::<UeHot>() == 64);
-
 // SAFETY: integers, bools and integer arrays only.
-unsafe impl crate::mem::Zeroable for UeHot {}
 unsafe impl crate::mem::Zeroable for BearerCold {}
 unsafe impl crate::mem::Zeroable for DpUeRecord {}
 unsafe impl crate::mem::Zeroable for u32 {}
@@ -185,9 +132,9 @@ pub struct DataPlaneConfig {
 /// The data thread's state. Owned by that thread alone.
 pub struct DataPlane {
     cfg: DataPlaneConfig,
-    /// Primary table, by bearer slot / UE slot: hot records read per packet, cold ones
-    /// when a packet leaves the common case (see [`UeHot`]). A bearer's hot record is
-    /// in its counters' cache line ([`BearerCounters`]), in `counters`.
+    /// Primary table, by bearer slot / UE slot: the hot records are the slots' lines
+    /// in `counters` ([`crate::counters::SlotLines`]); the cold ones are read when a
+    /// packet leaves the common case.
     bearer_cold: Box<[BearerCold]>,
     /// UE slots: the hot records are in `counters.lines[..ue_slots]`.
     ue_slots: usize,
@@ -234,13 +181,6 @@ fn prefetch<T>(p: &T) {
     let _ = p;
 }
 
-/// Both lines of a slot (a prefetch covers one line).
-#[inline(always)]
-fn prefetch_lines(l: &SlotLines) {
-    prefetch(&l.bearer);
-    prefetch(&l.ue);
-}
-
 /// Inner IPv4 packet: (total length, source, 5-tuple), or why it is malformed.
 /// [`five_tuple`] validates version, IHL and lengths against the buffer, so the header
 /// is parsed once.
@@ -270,16 +210,12 @@ fn count_rule(c: &RuleCounters, uplink: bool, len: usize) {
     bump(b, len as u64);
 }
 
+/// Count a packet on a bearer's line of its direction.
 #[inline(always)]
-fn count_bearer(c: &BearerCounters, uplink: bool, len: usize, now: u64) {
-    let (p, b) = if uplink {
-        (&c.ul_packets, &c.ul_bytes)
-    } else {
-        (&c.dl_packets, &c.dl_bytes)
-    };
-    bump(p, 1);
-    bump(b, len as u64);
-    c.last_active_ns.store(now, Relaxed);
+fn count_bearer(packets: &AtomicU64, bytes: &AtomicU64, last: &AtomicU64, len: usize, now: u64) {
+    bump(packets, 1);
+    bump(bytes, len as u64);
+    last.store(now, Relaxed);
 }
 
 impl DataPlane {
@@ -329,43 +265,21 @@ impl DataPlane {
         }
     }
 
-    /// UE `slot`'s hot record (`None` out of range).
+    /// Slot `slot`'s uplink line: bearer `slot`'s record and counters, UE `slot`'s
+    /// uplink policy.
     #[inline(always)]
-    fn ue_cell(&self, slot: u32) -> Option<&UeHotCell> {
-        if (slot as usize) < self.ue_slots {
-            Some(&self.counters.lines[slot as usize].ue)
+    fn ul_line(&self, slot: u32) -> Option<&UplinkLine> {
+        self.counters.lines.get(slot as usize).map(|l| &l.ul)
+    }
+
+    /// Slot `slot`'s downlink line, for a UE slot (`None` beyond the UE slots).
+    #[inline(always)]
+    fn dl_line(&self, ue_slot: u32) -> Option<&DownlinkLine> {
+        if (ue_slot as usize) < self.ue_slots {
+            Some(&self.counters.lines[ue_slot as usize].dl)
         } else {
             None
         }
-    }
-
-    #[inline(always)]
-    fn ue(&self, slot: u32) -> Option<UeHot> {
-        self.ue_cell(slot).map(UeHot::load)
-    }
-
-    fn set_ue(&self, slot: u32, h: &UeHot) {
-        if let Some(c) = self.ue_cell(slot) {
-            h.store(c);
-        }
-    }
-
-    /// UE-AMBR check of one packet: reads and writes back the buckets only.
-    #[inline(always)]
-    fn ambr_allow(&self, ue_slot: u32, uplink: bool, len: usize, now: u64) -> bool {
-        let Some(c) = self.ue_cell(ue_slot) else {
-            return false;
-        };
-        let w: [u64; 5] = std::array::from_fn(|i| c.0[i].load(Relaxed));
-        let mut ambr = AmbrPair::from_words(w);
-        let ok = ambr.allow(uplink, len, now);
-        // Only what changed: an unlimited direction leaves the line clean.
-        for (i, n) in ambr.to_words().into_iter().take(4).enumerate() {
-            if n != w[i] {
-                c.0[i].store(n, Relaxed);
-            }
-        }
-        ok
     }
 
     pub fn counters(&self) -> &Arc<SliceCounters> {
@@ -425,20 +339,25 @@ impl DataPlane {
         match u {
             DpUpdate::Ue { slot, rec } => {
                 let s = slot as usize;
-                let Some(mut h) = self.ue(slot) else {
+                let (Some(ul), Some(dl)) = (self.ul_line(slot), self.dl_line(slot)) else {
                     return;
                 };
-                if h.flags & HOT_VALID == 0 || !h.ambr.same_rates(rec.ambr_ul, rec.ambr_dl) {
-                    h.ambr = AmbrPair::new(rec.ambr_ul, rec.ambr_dl);
-                }
+                // A UE newly installed starts with full buckets; re-publishing at the
+                // same rates must not refill them.
+                let fresh = dl.flags() & HOT_VALID == 0;
+                ul.set_ambr(rec.ambr_ul, fresh);
+                dl.set_ambr(rec.ambr_dl, fresh);
                 let pdn = rec.ips.iter().position(|a| *a != 0).unwrap_or(0);
-                h.ip = rec.ips[pdn];
-                h.pdn = pdn as u8;
-                h.ebi = rec.default_ebis[pdn];
-                h.bearer = rec.default_slot(pdn);
-                h.rule_set = rec.rule_set;
-                h.flags = HOT_VALID;
-                self.set_ue(slot, &h);
+                ul.set_ue(HOT_VALID, rec.rule_set);
+                dl.set_ue(UeDown {
+                    ip: rec.ips[pdn],
+                    enb_teid: 0,
+                    enb_addr: 0,
+                    rule_set: rec.rule_set,
+                    pdn: pdn as u8,
+                    ebi: rec.default_ebis[pdn],
+                    flags: HOT_VALID,
+                });
                 self.ue_cold[s] = rec;
                 self.refresh_hot_tunnel(slot);
                 self.release_pending(slot);
@@ -448,7 +367,7 @@ impl DataPlane {
                 if s >= self.bearer_cold.len() {
                     return;
                 }
-                let valid = self.counters.lines[s].bearer.hot.flags() & HOT_VALID != 0;
+                let valid = self.counters.lines[s].ul.bearer_flags() & HOT_VALID != 0;
                 let e = &mut self.bearer_cold[s];
                 let moved = valid
                     && e.rec.enb_teid != 0
@@ -466,7 +385,7 @@ impl DataPlane {
                 } else {
                     HOT_MBR
                 };
-                self.counters.lines[s].bearer.hot.store(BearerHot {
+                self.counters.lines[s].ul.set_bearer(BearerHot {
                     teid_ul: rec.teid_ul,
                     ue_slot: rec.ue_slot,
                     src_ip: rec.ue_ip,
@@ -482,15 +401,19 @@ impl DataPlane {
                 }
             }
             DpUpdate::EvictUe { slot } => {
-                if let Some(mut h) = self.ue(slot) {
-                    h.flags = 0;
-                    self.set_ue(slot, &h);
+                if let (Some(ul), Some(dl)) = (self.ul_line(slot), self.dl_line(slot)) {
+                    let (_, rule_set) = ul.ue();
+                    ul.set_ue(0, rule_set);
+                    dl.set_ue(UeDown {
+                        flags: 0,
+                        ..dl.ue()
+                    });
                 }
             }
             DpUpdate::EvictBearer { slot } => {
-                if let Some(c) = self.counters.bearer(slot) {
-                    c.hot.set_flags(0);
-                    let owner = c.hot.load().ue_slot;
+                if let Some(l) = self.ul_line(slot) {
+                    l.set_bearer_flags(0);
+                    let owner = l.bearer().ue_slot;
                     self.refresh_hot_tunnel(owner);
                 }
             }
@@ -550,28 +473,33 @@ impl DataPlane {
         }
     }
 
-    /// Copy the default bearer's downlink tunnel into its UE's hot record (none while
-    /// the bearer is out of the primary table: downlink then buffers and promotes).
+    /// Copy the hot PDN's default bearer's downlink tunnel into its UE's downlink line
+    /// when that bearer has the UE's own slot and is in the primary table; otherwise
+    /// none, and downlink takes the cold records (which buffer and promote a bearer
+    /// out of the primary table).
     fn refresh_hot_tunnel(&mut self, ue_slot: u32) {
-        let Some(mut h) = self.ue(ue_slot) else {
+        let Some(dl) = self.dl_line(ue_slot) else {
             return;
         };
-        let b = h.bearer;
-        match (
-            self.counters.bearer(b).map(|c| c.hot.load()),
-            self.bearer_cold.get(b as usize),
-        ) {
-            (Some(bh), Some(bc)) if bh.flags & HOT_VALID != 0 && bh.ue_slot == ue_slot => {
+        let mut h = dl.ue();
+        if h.flags & HOT_VALID == 0 {
+            return;
+        }
+        let b = self.ue_cold[ue_slot as usize].default_slot(h.pdn as usize);
+        let bh = self.counters.lines[ue_slot as usize].ul.bearer();
+        h.flags &= !(HOT_MBR | HOT_PAIRED);
+        match self.bearer_cold.get(b as usize) {
+            Some(bc) if b == ue_slot && bh.flags & HOT_VALID != 0 && bh.ue_slot == ue_slot => {
                 h.enb_teid = bc.rec.enb_teid;
                 h.enb_addr = bc.rec.enb_addr;
-                h.flags = (h.flags & !HOT_MBR) | (bh.flags & HOT_MBR);
+                h.flags |= HOT_PAIRED | (bh.flags & HOT_MBR);
             }
             _ => {
                 h.enb_teid = 0;
                 h.enb_addr = 0;
             }
         }
-        self.set_ue(ue_slot, &h);
+        dl.set_ue(h);
     }
 
     fn emit_end_marker(&mut self, teid: u32, addr: u32) {
@@ -607,14 +535,14 @@ impl DataPlane {
                 dp.ul_classify(&mut s);
                 s
             },
-            // With the bearer records arriving, prefetch the owner's hot line unless
-            // it is the one beside the bearer's (a default bearer: asked for already).
+            // With the bearer's line arriving, prefetch its owner's uplink line unless
+            // it is the same line (a UE's first default bearer, the common case).
             |dp, s| {
                 if s.kind == Kind::Ue && s.slot != NO_SLOT {
-                    let b = dp.counters.lines[s.slot as usize].bearer.hot.load();
-                    if b.ue_slot != s.slot {
-                        if let Some(u) = dp.ue_cell(b.ue_slot) {
-                            prefetch(u);
+                    let owner = dp.counters.lines[s.slot as usize].ul.bearer().ue_slot;
+                    if owner != s.slot {
+                        if let Some(l) = dp.ul_line(owner) {
+                            prefetch(l);
                         }
                     }
                 }
@@ -734,9 +662,9 @@ impl DataPlane {
         match slot {
             Some(slot) if (slot as usize) < self.counters.slots() => {
                 s.slot = slot;
-                // Both lines of the slot: the bearer's, and the UE's beside it, which is
-                // its owner's when this is a UE's first default bearer (the common case).
-                prefetch_lines(&self.counters.lines[slot as usize]);
+                // The bearer's uplink line, which is also its owner's when this is the
+                // UE's first default bearer (the common case).
+                prefetch(&self.counters.lines[slot as usize].ul);
             }
             _ => {
                 s.slot = NO_SLOT;
@@ -770,7 +698,7 @@ impl DataPlane {
         }
         let rule_set = match ue_slot {
             NO_SLOT => None,
-            u => self.ue(u).map(|h| h.rule_set),
+            u => self.ul_line(u).map(|l| l.ue().1),
         };
         let decision = self.pcef(rule_set, true, &ft, ip_len, now);
         if ue_slot == NO_SLOT {
@@ -808,7 +736,13 @@ impl DataPlane {
     ) -> bool {
         let why = if !decision.forward {
             Some(self.policy_drop_reason(rule_set, decision))
-        } else if !self.ambr_allow(ue_slot, uplink, ip_len, now) {
+        } else if !if uplink {
+            self.ul_line(ue_slot)
+                .is_some_and(|l| l.ambr_allow(ip_len, now))
+        } else {
+            self.dl_line(ue_slot)
+                .is_some_and(|l| l.ambr_allow(ip_len, now))
+        } {
             Some(DropReason::AmbrExceeded)
         } else if mbr
             && !{
@@ -821,14 +755,30 @@ impl DataPlane {
             None
         };
         let c = &self.counters;
-        let bc = &c.lines[bslot as usize].bearer;
         if let Some(why) = why {
             let d = &c.bearer_drops[bslot as usize];
             bump(if uplink { &d.ul } else { &d.dl }, 1);
             self.drop(buf, why);
             return false;
         }
-        count_bearer(bc, uplink, ip_len, now);
+        let l = &c.lines[bslot as usize];
+        if uplink {
+            count_bearer(
+                &l.ul.packets,
+                &l.ul.bytes,
+                &l.ul.last_active_ns,
+                ip_len,
+                now,
+            );
+        } else {
+            count_bearer(
+                &l.dl.packets,
+                &l.dl.bytes,
+                &l.dl.last_active_ns,
+                ip_len,
+                now,
+            );
+        }
         if let (Some(set), Some(r)) = (rule_set, decision.rule) {
             count_rule(c.rule(set, r), uplink, ip_len);
             if let Some(k) = decision.counter {
@@ -863,7 +813,7 @@ impl DataPlane {
             self.unknown_teid(buf, s.teid, DropReason::UnknownTeid, now);
             return None;
         }
-        let b = self.counters.lines[s.slot as usize].bearer.hot.load();
+        let b = self.counters.lines[s.slot as usize].ul.bearer();
         let promote = DpRequest::PromoteBearer {
             slot: s.slot,
             teid: s.teid,
@@ -888,9 +838,10 @@ impl DataPlane {
             self.unknown_teid(buf, s.teid, why, now);
             return None;
         }
-        if self
-            .ue_cell(b.ue_slot)
-            .is_none_or(|u| UeHot::load(u).flags & HOT_VALID == 0)
+        if b.ue_slot as usize >= self.ue_slots
+            || self
+                .ul_line(b.ue_slot)
+                .is_none_or(|l| l.ue().0 & HOT_VALID == 0)
         {
             self.buffer(buf, b.ue_slot, true, promote, now);
             return None;
@@ -973,24 +924,15 @@ impl DataPlane {
             batch,
             now_ns,
             Self::dl_classify,
-            // With the UE hot lines arriving, prefetch each packet's counter line
-            // unless it is the one beside the UE's (its first default bearer: asked
-            // for already), or the cold UE record it will need.
+            // With the UE's downlink line arriving: a packet that will leave the
+            // common case (another PDN, a bearer not in the UE's slot) reads the cold
+            // UE record next.
             |dp, s| {
                 if s.kind != Kind::Ue {
                     return;
                 }
-                let u = UeHot::load(&dp.counters.lines[s.slot as usize].ue);
-                if u.flags & HOT_VALID == 0 {
-                    return;
-                }
-                if u.pdn == s.pdn {
-                    if u.bearer != s.slot {
-                        if let Some(c) = dp.counters.bearer(u.bearer) {
-                            prefetch(c);
-                        }
-                    }
-                } else {
+                let u = dp.counters.lines[s.slot as usize].dl.ue();
+                if u.flags & HOT_VALID != 0 && (u.pdn != s.pdn || u.flags & HOT_PAIRED == 0) {
                     prefetch(&dp.ue_cold[s.slot as usize]);
                 }
             },
@@ -1025,9 +967,8 @@ impl DataPlane {
         };
         match slot {
             Some((pdn, slot)) if (slot as usize) < self.ue_slots => {
-                // Both lines of the slot: the UE's, and beside it its first default
-                // bearer's (see `SlotLines`).
-                prefetch_lines(&self.counters.lines[slot as usize]);
+                // The UE's downlink line, which also counts its first default bearer.
+                prefetch(&self.counters.lines[slot as usize].dl);
                 Scratch {
                     kind: Kind::Ue,
                     hdr: 0,
@@ -1044,8 +985,8 @@ impl DataPlane {
     }
 
     /// Stages 3-7: UE state, PCEF with bearer binding, bearer, QoS, count, encap.
-    /// The common case (first PDN, default bearer) reads the UE's hot line and the
-    /// bearer's counter line only; a stateless-IoT device its pool tunnel.
+    /// The common case (first PDN, default bearer) reads and writes the UE's downlink
+    /// line only; a stateless-IoT device its pool tunnel.
     #[inline]
     fn dl_forward(&mut self, buf: &mut PacketBuf, s: Scratch, now: u64) {
         let (ip_len, ft) = match inner_packet(buf.as_slice()) {
@@ -1067,7 +1008,7 @@ impl DataPlane {
             return self.to_s1u(buf, ip_len, teid, addr);
         }
         let ue_slot = s.slot as usize;
-        let u = UeHot::load(&self.counters.lines[ue_slot].ue);
+        let u = self.counters.lines[ue_slot].dl.ue();
         if u.flags & HOT_VALID == 0 {
             // Evicted (or not yet installed) but the PDN exists: promote, keep the packet.
             let known = self.known_pdns[ue_slot];
@@ -1098,11 +1039,13 @@ impl DataPlane {
         let decision = self.pcef(Some(rule_set), false, &ft, ip_len, now);
         // Bearer binding within the destination's PDN connection: a rule naming a
         // bearer of another PDN (or none) falls back to this PDN's default bearer.
-        let (bslot, teid, addr, mbr) = if hot && decision.bearer.is_none_or(|e| e == u.ebi) {
-            (u.bearer, u.enb_teid, u.enb_addr, u.flags & HOT_MBR != 0)
-        } else {
-            self.cold_bearer(ue_slot, pdn, decision.bearer)
-        };
+        let paired = u.flags & HOT_PAIRED != 0;
+        let (bslot, teid, addr, mbr) =
+            if hot && paired && decision.bearer.is_none_or(|e| e == u.ebi) {
+                (s.slot, u.enb_teid, u.enb_addr, u.flags & HOT_MBR != 0)
+            } else {
+                self.cold_bearer(ue_slot, pdn, decision.bearer)
+            };
         if bslot == NO_SLOT || bslot as usize >= self.bearer_cold.len() {
             return self.drop(buf, DropReason::NoDownlinkTunnel);
         }
@@ -1152,7 +1095,7 @@ impl DataPlane {
             slot = rec.default_slot(pdn);
         }
         match (
-            self.counters.bearer(slot).map(|c| c.hot.load()),
+            self.ul_line(slot).map(|l| l.bearer()),
             self.bearer_cold.get(slot as usize),
         ) {
             (Some(h), Some(c)) if h.flags & HOT_VALID != 0 => {
@@ -1242,8 +1185,8 @@ impl DataPlane {
             let key = self.pending[i].ue_slot;
             let hit = key == ue_slot
                 || (key & 0x8000_0000 != 0
-                    && self.ue(ue_slot).is_some_and(|u| {
-                        u.flags & HOT_VALID != 0
+                    && self.dl_line(ue_slot).is_some_and(|l| {
+                        l.flags() & HOT_VALID != 0
                             && self.ue_cold[ue_slot as usize]
                                 .bearers
                                 .contains(&(key & 0x7fff_ffff))

@@ -13,7 +13,6 @@ pub unsafe trait Zeroable: Sized {}
 
 unsafe impl Zeroable for AtomicU64 {}
 unsafe impl Zeroable for AtomicU8 {}
-unsafe impl Zeroable for crate::counters::BearerCounters {}
 // SAFETY: atomics only.
 unsafe impl Zeroable for crate::counters::SlotLines {}
 // SAFETY: atomics only.

@@ -87,79 +87,49 @@ impl TokenBucket {
     }
 }
 
-/// UE-AMBR for both directions in 40 bytes, so it fits the data path's one-line UE
-/// record next to the forwarding state ([`TokenBucket`] is 32 bytes per direction).
-/// Rates are bytes/s in 32 bits: a rate of 2^32 B/s (34 Gbit/s) or more, beyond any
+/// One direction of UE-AMBR in 20 bytes, so it fits the data path's one line per
+/// direction next to the forwarding state and counters ([`TokenBucket`] is 32 bytes).
+/// The rate is bytes/s in 32 bits: a rate of 2^32 B/s (34 Gbit/s) or more, beyond any
 /// LTE UE category, is stored as unlimited. The burst is derived from the rate.
-#[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AmbrPair {
-    tokens_ul: u64,
-    tokens_dl: u64,
-    last_ul: u64,
-    last_dl: u64,
-    rate_ul: u32,
-    rate_dl: u32,
+pub struct AmbrBucket {
+    tokens: u64,
+    last: u64,
+    rate: u32,
 }
 
 fn rate32(bits_per_s: u64) -> u32 {
     u32::try_from(bits_per_s / 8).unwrap_or(0)
 }
 
-impl AmbrPair {
-    /// Full buckets at the given rates (bits/s; 0 = unlimited).
-    pub fn new(ul_bits_per_s: u64, dl_bits_per_s: u64) -> Self {
-        let (rate_ul, rate_dl) = (rate32(ul_bits_per_s), rate32(dl_bits_per_s));
-        AmbrPair {
-            tokens_ul: burst_nb(rate_ul as u64),
-            tokens_dl: burst_nb(rate_dl as u64),
-            last_ul: 0,
-            last_dl: 0,
-            rate_ul,
-            rate_dl,
+impl AmbrBucket {
+    /// A full bucket at `bits_per_s` (0 = unlimited).
+    pub fn new(bits_per_s: u64) -> Self {
+        let rate = rate32(bits_per_s);
+        AmbrBucket {
+            tokens: burst_nb(rate as u64),
+            last: 0,
+            rate,
         }
     }
 
-    /// As five words, for a record kept in a line of atomics.
-    pub(crate) fn to_words(self) -> [u64; 5] {
-        [
-            self.tokens_ul,
-            self.tokens_dl,
-            self.last_ul,
-            self.last_dl,
-            self.rate_ul as u64 | (self.rate_dl as u64) << 32,
-        ]
+    /// (tokens, last refill, rate in bytes/s): how a line of atomics stores it.
+    pub(crate) fn parts(&self) -> (u64, u64, u32) {
+        (self.tokens, self.last, self.rate)
     }
 
-    pub(crate) fn from_words(w: [u64; 5]) -> Self {
-        AmbrPair {
-            tokens_ul: w[0],
-            tokens_dl: w[1],
-            last_ul: w[2],
-            last_dl: w[3],
-            rate_ul: w[4] as u32,
-            rate_dl: (w[4] >> 32) as u32,
-        }
-    }
-
-    /// Same configured rates? (Re-publishing must not refill the buckets.)
-    pub fn same_rates(&self, ul_bits_per_s: u64, dl_bits_per_s: u64) -> bool {
-        (self.rate_ul, self.rate_dl) == (rate32(ul_bits_per_s), rate32(dl_bits_per_s))
+    pub(crate) fn from_parts(tokens: u64, last: u64, rate: u32) -> Self {
+        AmbrBucket { tokens, last, rate }
     }
 
     #[inline]
-    pub fn allow(&mut self, uplink: bool, len: usize, now_ns: u64) -> bool {
-        let (tokens, last, rate) = if uplink {
-            (&mut self.tokens_ul, &mut self.last_ul, self.rate_ul)
-        } else {
-            (&mut self.tokens_dl, &mut self.last_dl, self.rate_dl)
-        };
-        rate == 0
+    pub fn allow(&mut self, len: usize, now_ns: u64) -> bool {
+        self.rate == 0
             || take(
-                tokens,
-                last,
-                rate as u64,
-                burst_nb(rate as u64),
+                &mut self.tokens,
+                &mut self.last,
+                self.rate as u64,
+                burst_nb(self.rate as u64),
                 len,
                 now_ns,
             )
@@ -188,20 +158,21 @@ mod tests {
     }
 
     #[test]
-    fn ambr_pair_matches_token_bucket() {
+    fn ambr_bucket_matches_token_bucket() {
         let (mut ul, mut dl) = (TokenBucket::new(8_000_000), TokenBucket::new(800_000));
-        let mut pair = AmbrPair::new(8_000_000, 800_000);
+        let (mut a_ul, mut a_dl) = (AmbrBucket::new(8_000_000), AmbrBucket::new(800_000));
         let mut t = 0u64;
         for i in 0..20_000u64 {
             let len = 200 + (i as usize * 37) % 1200;
-            assert_eq!(pair.allow(true, len, t), ul.allow(len, t), "ul at {i}");
-            assert_eq!(pair.allow(false, len, t), dl.allow(len, t), "dl at {i}");
+            assert_eq!(a_ul.allow(len, t), ul.allow(len, t), "ul at {i}");
+            assert_eq!(a_dl.allow(len, t), dl.allow(len, t), "dl at {i}");
             t += 50_000 + (i * 7919) % 200_000;
         }
-        assert!(pair.same_rates(8_000_000, 800_000) && !pair.same_rates(8_000_000, 0));
+        let (tokens, last, rate) = a_ul.parts();
+        assert_eq!(AmbrBucket::from_parts(tokens, last, rate), a_ul);
         // Beyond 32 bits of bytes/s: unlimited.
-        let mut huge = AmbrPair::new(1 << 40, 0);
-        assert!((0..1000).all(|_| huge.allow(true, 1500, 0) && huge.allow(false, 1500, 0)));
+        let mut huge = AmbrBucket::new(1 << 40);
+        assert!((0..1000).all(|_| huge.allow(1500, 0)));
     }
 
     #[test]
