@@ -136,10 +136,11 @@ struct AmbrCell {
 }
 
 impl AmbrCell {
-    /// Take `len` bytes at `rate` (bytes/s, 0 = unlimited: nothing is written, the
-    /// line stays clean).
+    /// Take `len` bytes at the rate in `rate` (bytes/s, 0 = unlimited: nothing is
+    /// written, the line stays clean).
     #[inline(always)]
-    fn allow(&self, rate: u32, len: usize, now: u64) -> bool {
+    fn allow(&self, rate: &AtomicU32, len: usize, now: u64) -> bool {
+        let rate = rate.load(Relaxed);
         if rate == 0 {
             return true;
         }
@@ -152,10 +153,15 @@ impl AmbrCell {
         ok
     }
 
-    fn set(&self, b: &AmbrBucket) {
-        let (tokens, last, _) = b.parts();
-        self.tokens.store(tokens, Relaxed);
-        self.last.store(last, Relaxed);
+    /// Install a bucket at `bits_per_s`; one already at that rate is kept unless
+    /// `reset` (re-publishing must not refill it).
+    fn install(&self, rate: &AtomicU32, bits_per_s: u64, reset: bool) {
+        let (tokens, last, r) = AmbrBucket::new(bits_per_s).parts();
+        if reset || r != rate.load(Relaxed) {
+            self.tokens.store(tokens, Relaxed);
+            self.last.store(last, Relaxed);
+            rate.store(r, Relaxed);
+        }
     }
 }
 
@@ -247,17 +253,12 @@ impl UplinkLine {
 
     #[inline(always)]
     pub(crate) fn ambr_allow(&self, len: usize, now: u64) -> bool {
-        self.ambr.allow(self.ambr_rate.load(Relaxed), len, now)
+        self.ambr.allow(&self.ambr_rate, len, now)
     }
 
-    /// Install UE-AMBR uplink at `bits_per_s`; a bucket already at that rate is kept
-    /// unless `reset` (re-publishing must not refill it).
+    /// UE-AMBR uplink at `bits_per_s` (see [`AmbrCell::install`]).
     pub(crate) fn set_ambr(&self, bits_per_s: u64, reset: bool) {
-        let b = AmbrBucket::new(bits_per_s);
-        if reset || b.parts().2 != self.ambr_rate.load(Relaxed) {
-            self.ambr.set(&b);
-            self.ambr_rate.store(b.parts().2, Relaxed);
-        }
+        self.ambr.install(&self.ambr_rate, bits_per_s, reset)
     }
 }
 
@@ -281,6 +282,13 @@ impl DownlinkLine {
         self.meta.load(Relaxed) as u8
     }
 
+    /// (flags, hot PDN): what decides whether a packet stays on the hot path.
+    #[inline(always)]
+    pub(crate) fn flags_pdn(&self) -> (u8, u8) {
+        let m = self.meta.load(Relaxed);
+        (m as u8, (m >> 8) as u8)
+    }
+
     pub(crate) fn set_ue(&self, u: UeDown) {
         self.ip.store(u.ip, Relaxed);
         self.enb_teid.store(u.enb_teid, Relaxed);
@@ -294,16 +302,12 @@ impl DownlinkLine {
 
     #[inline(always)]
     pub(crate) fn ambr_allow(&self, len: usize, now: u64) -> bool {
-        self.ambr.allow(self.ambr_rate.load(Relaxed), len, now)
+        self.ambr.allow(&self.ambr_rate, len, now)
     }
 
-    /// See [`UplinkLine::set_ambr`].
+    /// UE-AMBR downlink at `bits_per_s` (see [`AmbrCell::install`]).
     pub(crate) fn set_ambr(&self, bits_per_s: u64, reset: bool) {
-        let b = AmbrBucket::new(bits_per_s);
-        if reset || b.parts().2 != self.ambr_rate.load(Relaxed) {
-            self.ambr.set(&b);
-            self.ambr_rate.store(b.parts().2, Relaxed);
-        }
+        self.ambr.install(&self.ambr_rate, bits_per_s, reset)
     }
 }
 

@@ -931,8 +931,8 @@ impl DataPlane {
                 if s.kind != Kind::Ue {
                     return;
                 }
-                let u = dp.counters.lines[s.slot as usize].dl.ue();
-                if u.flags & HOT_VALID != 0 && (u.pdn != s.pdn || u.flags & HOT_PAIRED == 0) {
+                let (flags, pdn) = dp.counters.lines[s.slot as usize].dl.flags_pdn();
+                if flags & HOT_VALID != 0 && (pdn != s.pdn || flags & HOT_PAIRED == 0) {
                     prefetch(&dp.ue_cold[s.slot as usize]);
                 }
             },
