@@ -497,3 +497,69 @@ impl SliceCounters {
         &self.rules[set as usize * MAX_RULES_PER_SET + idx as usize]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Slot `i`'s uplink line holds bearer `i`'s record and UE `i`'s policy, which may
+    /// belong to two different UEs (a restored bearer kept its slot): writing one
+    /// never changes the other.
+    #[test]
+    fn a_lines_bearer_and_ue_parts_are_written_apart() {
+        let l = UplinkLine::default();
+        l.set_ue(0x01, 0xbeef);
+        l.set_bearer(BearerHot {
+            teid_ul: 7,
+            ue_slot: 9,
+            src_ip: 11,
+            flags: 0x03,
+        });
+        assert_eq!(l.ue(), (0x01, 0xbeef));
+        l.set_bearer_flags(0);
+        l.set_ue(0x05, 3);
+        assert_eq!(l.ue(), (0x05, 3));
+        let b = l.bearer();
+        assert_eq!((b.teid_ul, b.ue_slot, b.src_ip, b.flags), (7, 9, 11, 0));
+        let d = DownlinkLine::default();
+        let u = UeDown {
+            ip: 1,
+            enb_teid: 2,
+            enb_addr: 3,
+            rule_set: 0xffff,
+            pdn: 4,
+            ebi: 15,
+            flags: 0x07,
+        };
+        d.set_ue(u);
+        assert_eq!(d.ue(), u);
+        assert_eq!(d.flags_pdn(), (0x07, 4));
+    }
+
+    /// The AMBR bucket in a line behaves as [`AmbrBucket`]; re-installing the same rate
+    /// keeps the tokens, a new rate or a reset refills them; unlimited writes nothing.
+    #[test]
+    fn a_lines_ambr_bucket_is_the_plain_bucket() {
+        let l = DownlinkLine::default();
+        l.set_ambr(8_000_000, true);
+        let mut plain = AmbrBucket::new(8_000_000);
+        let mut t = 0;
+        for i in 0..5000u64 {
+            let len = 100 + (i as usize * 131) % 1400;
+            assert_eq!(l.ambr_allow(len, t), plain.allow(len, t), "packet {i}");
+            t += 20_000;
+        }
+        let drained = l.ambr.tokens.load(Relaxed);
+        l.set_ambr(8_000_000, false);
+        assert_eq!(l.ambr.tokens.load(Relaxed), drained, "same rate: kept");
+        l.set_ambr(16_000_000, false);
+        assert!(l.ambr.tokens.load(Relaxed) > drained, "new rate: refilled");
+        l.set_ambr(0, false);
+        let before = (l.ambr.tokens.load(Relaxed), l.ambr.last.load(Relaxed));
+        assert!(l.ambr_allow(usize::MAX / 2_000_000_000, 1 << 40));
+        assert_eq!(
+            (l.ambr.tokens.load(Relaxed), l.ambr.last.load(Relaxed)),
+            before
+        );
+    }
+}

@@ -309,6 +309,34 @@ fn evicted_ue_is_promoted_on_uplink_without_loss() {
 /// Uplink the eNB forwarded before a release can reach the data thread after the UE
 /// went ECM-IDLE: it is the UE's (live TEID) and goes on to the PDN; a stale TEID of a
 /// removed bearer is still refused.
+/// A bearer's last activity is the later of its two directions (each direction's
+/// line keeps its own): downlink alone keeps a UE in the primary table.
+#[test]
+fn downlink_activity_alone_keeps_a_ue_in_the_primary_table() {
+    let (mut cp, mut dp) = slice();
+    let a = attach(&mut cp, 1, 0x10);
+    let b = attach(&mut cp, 2, 0x20);
+    ul(
+        &mut dp,
+        &[
+            gpdu(a.teid_ul, &ipv4_udp(a.ue_ip, SERVER, 1, 2, 60)),
+            gpdu(b.teid_ul, &ipv4_udp(b.ue_ip, SERVER, 1, 2, 60)),
+        ],
+        1_000,
+    );
+    let out = dl(
+        &mut dp,
+        &[ipv4_udp(SERVER, a.ue_ip, 2, 1, 80)],
+        9_500_000_000,
+    );
+    assert_eq!(out.bufs[0].meta.verdict, Verdict::ToS1u);
+    // At 10 s with a 1 s threshold: b (last packet at 1 us) goes, a (downlink at 9.5 s)
+    // stays.
+    assert_eq!(cp.evict_idle(10_000_000_000, 1_000_000_000, 100), 1);
+    assert!(cp.ue(a.ue_slot).unwrap().in_primary);
+    assert!(!cp.ue(b.ue_slot).unwrap().in_primary);
+}
+
 #[test]
 fn uplink_in_flight_after_release_to_idle_is_forwarded() {
     let (mut cp, mut dp) = slice();
