@@ -1,11 +1,11 @@
 //! What fetching a packet's state costs on this machine, apart from everything else
 //! the data path does: random slots of N users, each "packet" prefetching its lines
 //! 20 packets ahead and then updating one word in each. Three layouts:
-//! - `one`: one 64-byte line per packet, lines packed;
+//! - `one`: one 64-byte line per packet, lines packed (the slice's layout: one table
+//!   per direction, a packet touches one line);
 //! - `apart`: two lines in two tables (a UE table and a bearer table);
 //! - `pair`: two lines side by side, 128-byte aligned;
-//! - `one_of_pair`: one line of such a pair (`SlotLines`: a packet touches the line of
-//!   its direction).
+//! - `one_of_pair`: one line of such a pair.
 //!
 //! It shows the floor under `pepc bench dataplane` at 1M and 10M users: a host whose
 //! L3 holds 1M users' lines but not 10M's pays the DRAM difference per line.

@@ -428,9 +428,10 @@ impl ControlPlane {
     }
 
     /// A slot for a new default bearer of UE `ue_slot`: the bearer slot equal to the UE
-    /// slot while free, so the data path finds the UE's hot record and this bearer's in
-    /// one pair of lines (`SlotLines`); otherwise one from the free list. `pending`:
-    /// bearers given slots but not yet owners (a restore in progress).
+    /// slot while free, so the data path finds the UE's hot record and this bearer's
+    /// in one line per direction (`UplinkLine`, `DownlinkLine`); otherwise one from
+    /// the free list. `pending`: bearers given slots but not yet owners (a restore in
+    /// progress).
     fn alloc_default_bearer(
         &mut self,
         ue_slot: u32,

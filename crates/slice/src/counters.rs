@@ -3,8 +3,8 @@
 //! Every counter is an `AtomicU64` updated with a plain load + store (no read-modify-
 //! write: there is one writer), which compiles to ordinary moves on x86-64 and lets the
 //! control thread read without tearing. A bearer's counters share its slot's lines
-//! ([`SlotLines`]) with the data thread's own records of that slot, so a packet
-//! touches one line.
+//! ([`UplinkLine`], [`DownlinkLine`]) with the data thread's own records of that
+//! slot, so a packet touches one line.
 
 use crate::qos::AmbrBucket;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -311,21 +311,10 @@ impl DownlinkLine {
     }
 }
 
-/// Slot `i`'s two lines, 128-byte aligned: the uplink line and the downlink line.
-/// A packet of a UE's first PDN connection on its default bearer (the common case)
-/// touches one of them, prefetched from its TEID or address alone.
-#[repr(C, align(128))]
-#[derive(Default, Debug)]
-pub struct SlotLines {
-    pub ul: UplinkLine,
-    pub dl: DownlinkLine,
-}
-
 const _: () = assert!(std::mem::size_of::<UplinkLine>() == 64);
 const _: () = assert!(std::mem::size_of::<DownlinkLine>() == 64);
-const _: () = assert!(std::mem::size_of::<SlotLines>() == 128);
 
-/// A bearer's dropped packets by direction (apart from its [`SlotLines`]: touched
+/// A bearer's dropped packets by direction (apart from its lines: touched
 /// only by drops, four to a cache line).
 #[repr(C, align(16))]
 #[derive(Default, Debug)]
@@ -345,7 +334,7 @@ pub struct RuleCounters {
 
 /// Per-rule volumes of one bearer: bytes of up to [`RULE_COUNTERS_PER_BEARER`] of
 /// the PCC rules bound to it, by direction (a rule's `counter` picks its pair). In
-/// a table beside [`SlotLines`] (those lines are full): touched only
+/// a table beside the slots' lines (those are full): touched only
 /// by packets a counted rule matched. Never reset: whoever assigns a pair reads its
 /// values first and counts from them.
 #[repr(C, align(64))]
@@ -375,8 +364,11 @@ pub const MAX_RULES_PER_SET: usize = 32;
 
 /// All counters of one slice.
 pub struct SliceCounters {
-    /// Bearer and UE slot `i` (see [`SlotLines`]).
-    pub(crate) lines: Box<[SlotLines]>,
+    /// Slot `i`'s uplink line and downlink line, one table per direction: a packet
+    /// touches one line, and its direction's lines are packed densely (one page maps
+    /// twice the slots it would with the two lines side by side).
+    pub(crate) ul: Box<[UplinkLine]>,
+    pub(crate) dl: Box<[DownlinkLine]>,
     pub bearer_drops: Box<[BearerDrops]>,
     /// Per-rule volumes by bearer slot (pages untouched until a counted rule matches).
     pub bearer_rules: Box<[BearerRuleCounters]>,
@@ -404,7 +396,8 @@ impl SliceCounters {
     /// `0..ue_slots` beside them.
     pub fn new(bearer_slots: usize, ue_slots: usize) -> Self {
         SliceCounters {
-            lines: crate::mem::zeroed_slice(bearer_slots.max(ue_slots)),
+            ul: crate::mem::zeroed_slice(bearer_slots.max(ue_slots)),
+            dl: crate::mem::zeroed_slice(bearer_slots.max(ue_slots)),
             bearer_drops: crate::mem::zeroed_slice(bearer_slots),
             bearer_rules: crate::mem::zeroed_slice(bearer_slots),
             rules: crate::mem::zeroed_slice(MAX_RULE_SETS * MAX_RULES_PER_SET),
@@ -425,21 +418,21 @@ impl SliceCounters {
 
     /// Slot `slot`'s lines (`None` out of range).
     #[inline]
-    pub fn lines(&self, slot: u32) -> Option<&SlotLines> {
-        self.lines.get(slot as usize)
+    pub fn lines(&self, slot: u32) -> Option<(&UplinkLine, &DownlinkLine)> {
+        Some((self.ul.get(slot as usize)?, self.dl.get(slot as usize)?))
     }
 
-    /// Bearer slots (and UE slots) the table holds.
+    /// Bearer slots (and UE slots) the tables hold.
     pub fn slots(&self) -> usize {
-        self.lines.len()
+        self.ul.len()
     }
 
     /// Data-thread clock (ns) of bearer `slot`'s last packet either way (0: none).
     pub fn last_active_ns(&self, slot: u32) -> u64 {
-        self.lines(slot).map_or(0, |l| {
-            l.ul.last_active_ns
+        self.lines(slot).map_or(0, |(ul, dl)| {
+            ul.last_active_ns
                 .load(Relaxed)
-                .max(l.dl.last_active_ns.load(Relaxed))
+                .max(dl.last_active_ns.load(Relaxed))
         })
     }
 
@@ -454,14 +447,15 @@ impl SliceCounters {
 
     /// A bearer's usage (zero for a slot out of range).
     pub fn bearer_usage(&self, slot: u32) -> Usage {
-        let (Some(l), Some(d)) = (self.lines(slot), self.bearer_drops.get(slot as usize)) else {
+        let (Some((ul, dl)), Some(d)) = (self.lines(slot), self.bearer_drops.get(slot as usize))
+        else {
             return Usage::default();
         };
         Usage {
-            ul_packets: l.ul.packets.load(Relaxed),
-            ul_bytes: l.ul.bytes.load(Relaxed),
-            dl_packets: l.dl.packets.load(Relaxed),
-            dl_bytes: l.dl.bytes.load(Relaxed),
+            ul_packets: ul.packets.load(Relaxed),
+            ul_bytes: ul.bytes.load(Relaxed),
+            dl_packets: dl.packets.load(Relaxed),
+            dl_bytes: dl.bytes.load(Relaxed),
             ul_dropped: d.ul.load(Relaxed),
             dl_dropped: d.dl.load(Relaxed),
         }
@@ -470,13 +464,14 @@ impl SliceCounters {
     /// Set a bearer's usage from a snapshot (a restored UE). Data thread only, like
     /// [`Self::reset_bearer`].
     pub(crate) fn restore_bearer(&self, slot: u32, u: &Usage) {
-        let (Some(l), Some(d)) = (self.lines(slot), self.bearer_drops.get(slot as usize)) else {
+        let (Some((ul, dl)), Some(d)) = (self.lines(slot), self.bearer_drops.get(slot as usize))
+        else {
             return;
         };
-        l.ul.packets.store(u.ul_packets, Relaxed);
-        l.ul.bytes.store(u.ul_bytes, Relaxed);
-        l.dl.packets.store(u.dl_packets, Relaxed);
-        l.dl.bytes.store(u.dl_bytes, Relaxed);
+        ul.packets.store(u.ul_packets, Relaxed);
+        ul.bytes.store(u.ul_bytes, Relaxed);
+        dl.packets.store(u.dl_packets, Relaxed);
+        dl.bytes.store(u.dl_bytes, Relaxed);
         d.ul.store(u.ul_dropped, Relaxed);
         d.dl.store(u.dl_dropped, Relaxed);
     }
@@ -486,9 +481,9 @@ impl SliceCounters {
     /// keeping the single-writer rule.
     pub(crate) fn reset_bearer(&self, slot: u32) {
         self.restore_bearer(slot, &Usage::default());
-        if let Some(l) = self.lines(slot) {
-            l.ul.last_active_ns.store(0, Relaxed);
-            l.dl.last_active_ns.store(0, Relaxed);
+        if let Some((ul, dl)) = self.lines(slot) {
+            ul.last_active_ns.store(0, Relaxed);
+            dl.last_active_ns.store(0, Relaxed);
         }
     }
 

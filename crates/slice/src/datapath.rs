@@ -36,8 +36,9 @@ use std::sync::Arc;
 // The hot records: per slot `i` an uplink line (bearer `i`'s record and counters,
 // UE `i`'s rule set and uplink AMBR) and a downlink line (UE `i`'s first PDN
 // connection, its default bearer's tunnel, downlink AMBR, bearer `i`'s downlink
-// counters); see [`SlotLines`]. A UE's first default bearer has the UE's own slot,
-// so the common packet (that PDN, that bearer) reads and writes one line. Everything
+// counters), one table per direction in `counters`. A UE's first default bearer has
+// the UE's own slot, so the common packet (that PDN, that bearer) reads and writes
+// one line. Everything
 // else (other PDNs, dedicated bearers, MBR buckets) is in the cold records, read only
 // when a packet needs it. Rebuilt from the published records by [`DataPlane::apply`].
 
@@ -132,11 +133,11 @@ pub struct DataPlaneConfig {
 /// The data thread's state. Owned by that thread alone.
 pub struct DataPlane {
     cfg: DataPlaneConfig,
-    /// Primary table, by bearer slot / UE slot: the hot records are the slots' lines
-    /// in `counters` ([`crate::counters::SlotLines`]); the cold ones are read when a
-    /// packet leaves the common case.
+    /// Primary table, by bearer slot / UE slot: the hot records are the slots' uplink
+    /// and downlink lines in `counters` ([`UplinkLine`], [`DownlinkLine`]); the cold
+    /// ones are read when a packet leaves the common case.
     bearer_cold: Box<[BearerCold]>,
-    /// UE slots: the hot records are in `counters.lines[..ue_slots]`.
+    /// UE slots: their hot records are `counters.ul[..ue_slots]`, `counters.dl[..ue_slots]`.
     ue_slots: usize,
     ue_cold: Box<[DpUeRecord]>,
     /// Secondary index: uplink TEID of each existing bearer slot (0 = none), PDN pools
@@ -269,14 +270,14 @@ impl DataPlane {
     /// uplink policy.
     #[inline(always)]
     fn ul_line(&self, slot: u32) -> Option<&UplinkLine> {
-        self.counters.lines.get(slot as usize).map(|l| &l.ul)
+        self.counters.ul.get(slot as usize)
     }
 
     /// Slot `slot`'s downlink line, for a UE slot (`None` beyond the UE slots).
     #[inline(always)]
     fn dl_line(&self, ue_slot: u32) -> Option<&DownlinkLine> {
         if (ue_slot as usize) < self.ue_slots {
-            Some(&self.counters.lines[ue_slot as usize].dl)
+            Some(&self.counters.dl[ue_slot as usize])
         } else {
             None
         }
@@ -367,7 +368,7 @@ impl DataPlane {
                 if s >= self.bearer_cold.len() {
                     return;
                 }
-                let valid = self.counters.lines[s].ul.bearer_flags() & HOT_VALID != 0;
+                let valid = self.counters.ul[s].bearer_flags() & HOT_VALID != 0;
                 let e = &mut self.bearer_cold[s];
                 let moved = valid
                     && e.rec.enb_teid != 0
@@ -385,7 +386,7 @@ impl DataPlane {
                 } else {
                     HOT_MBR
                 };
-                self.counters.lines[s].ul.set_bearer(BearerHot {
+                self.counters.ul[s].set_bearer(BearerHot {
                     teid_ul: rec.teid_ul,
                     ue_slot: rec.ue_slot,
                     src_ip: rec.ue_ip,
@@ -486,7 +487,7 @@ impl DataPlane {
             return;
         }
         let b = self.ue_cold[ue_slot as usize].default_slot(h.pdn as usize);
-        let bh = self.counters.lines[ue_slot as usize].ul.bearer();
+        let bh = self.counters.ul[ue_slot as usize].bearer();
         h.flags &= !(HOT_MBR | HOT_PAIRED);
         match self.bearer_cold.get(b as usize) {
             Some(bc) if b == ue_slot && bh.flags & HOT_VALID != 0 && bh.ue_slot == ue_slot => {
@@ -539,7 +540,7 @@ impl DataPlane {
             // it is the same line (a UE's first default bearer, the common case).
             |dp, s| {
                 if s.kind == Kind::Ue && s.slot != NO_SLOT {
-                    let owner = dp.counters.lines[s.slot as usize].ul.bearer().ue_slot;
+                    let owner = dp.counters.ul[s.slot as usize].bearer().ue_slot;
                     if owner != s.slot {
                         if let Some(l) = dp.ul_line(owner) {
                             prefetch(l);
@@ -664,7 +665,7 @@ impl DataPlane {
                 s.slot = slot;
                 // The bearer's uplink line, which is also its owner's when this is the
                 // UE's first default bearer (the common case).
-                prefetch(&self.counters.lines[slot as usize].ul);
+                prefetch(&self.counters.ul[slot as usize]);
             }
             _ => {
                 s.slot = NO_SLOT;
@@ -761,23 +762,13 @@ impl DataPlane {
             self.drop(buf, why);
             return false;
         }
-        let l = &c.lines[bslot as usize];
+        let b = bslot as usize;
         if uplink {
-            count_bearer(
-                &l.ul.packets,
-                &l.ul.bytes,
-                &l.ul.last_active_ns,
-                ip_len,
-                now,
-            );
+            let l = &c.ul[b];
+            count_bearer(&l.packets, &l.bytes, &l.last_active_ns, ip_len, now);
         } else {
-            count_bearer(
-                &l.dl.packets,
-                &l.dl.bytes,
-                &l.dl.last_active_ns,
-                ip_len,
-                now,
-            );
+            let l = &c.dl[b];
+            count_bearer(&l.packets, &l.bytes, &l.last_active_ns, ip_len, now);
         }
         if let (Some(set), Some(r)) = (rule_set, decision.rule) {
             count_rule(c.rule(set, r), uplink, ip_len);
@@ -813,7 +804,7 @@ impl DataPlane {
             self.unknown_teid(buf, s.teid, DropReason::UnknownTeid, now);
             return None;
         }
-        let b = self.counters.lines[s.slot as usize].ul.bearer();
+        let b = self.counters.ul[s.slot as usize].bearer();
         let promote = DpRequest::PromoteBearer {
             slot: s.slot,
             teid: s.teid,
@@ -931,7 +922,7 @@ impl DataPlane {
                 if s.kind != Kind::Ue {
                     return;
                 }
-                let (flags, pdn) = dp.counters.lines[s.slot as usize].dl.flags_pdn();
+                let (flags, pdn) = dp.counters.dl[s.slot as usize].flags_pdn();
                 if flags & HOT_VALID != 0 && (pdn != s.pdn || flags & HOT_PAIRED == 0) {
                     prefetch(&dp.ue_cold[s.slot as usize]);
                 }
@@ -968,7 +959,7 @@ impl DataPlane {
         match slot {
             Some((pdn, slot)) if (slot as usize) < self.ue_slots => {
                 // The UE's downlink line, which also counts its first default bearer.
-                prefetch(&self.counters.lines[slot as usize].dl);
+                prefetch(&self.counters.dl[slot as usize]);
                 Scratch {
                     kind: Kind::Ue,
                     hdr: 0,
@@ -1008,7 +999,7 @@ impl DataPlane {
             return self.to_s1u(buf, ip_len, teid, addr);
         }
         let ue_slot = s.slot as usize;
-        let u = self.counters.lines[ue_slot].dl.ue();
+        let u = self.counters.dl[ue_slot].ue();
         if u.flags & HOT_VALID == 0 {
             // Evicted (or not yet installed) but the PDN exists: promote, keep the packet.
             let known = self.known_pdns[ue_slot];

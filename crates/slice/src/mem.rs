@@ -14,7 +14,9 @@ pub unsafe trait Zeroable: Sized {}
 unsafe impl Zeroable for AtomicU64 {}
 unsafe impl Zeroable for AtomicU8 {}
 // SAFETY: atomics only.
-unsafe impl Zeroable for crate::counters::SlotLines {}
+unsafe impl Zeroable for crate::counters::UplinkLine {}
+// SAFETY: atomics only.
+unsafe impl Zeroable for crate::counters::DownlinkLine {}
 // SAFETY: atomics only.
 unsafe impl Zeroable for crate::counters::BearerDrops {}
 unsafe impl Zeroable for crate::counters::RuleCounters {}
