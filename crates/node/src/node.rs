@@ -241,7 +241,7 @@ impl Node {
             cfg.slice = s as u32;
             cfg.layout = layout;
             cfg.ue_slots = (v.max_users + 1024).min(layout.max_ue_slots());
-            cfg.bearer_slots = (v.max_users * 2 + 1024).min(layout.max_bearer_slots());
+            cfg.bearer_slots = ((v.max_users + 1024) * 2).min(layout.max_bearer_slots());
             cfg.s1u_addr = *s1u_addr.ip();
             let (mut cp, dp) = build(&cfg);
             let driver: Box<dyn ControlDriver> = match make_driver(s) {

@@ -280,12 +280,12 @@ impl ControlPlane {
         // a range is the network address.
         let ue_alloc = SlotAllocator::new(1, cfg.ue_slots.min(cfg.layout.max_ue_slots()) as u32);
         // Bearer slots below the UE slots' limit are reserved: UE `u`'s first default
-        // bearer takes slot `u` (`alloc_default_bearer`), the others come after.
-        let bearer_alloc = SlotAllocator::with_reserved(
-            1,
-            ue_alloc.limit(),
-            cfg.bearer_slots.min(cfg.layout.max_bearer_slots()) as u32,
-        );
+        // bearer takes slot `u` (`alloc_default_bearer`), the others come after. Never
+        // more than half of them, so dedicated bearers and further PDNs always have
+        // room, whatever the configured counts.
+        let bearer_limit = cfg.bearer_slots.min(cfg.layout.max_bearer_slots()) as u32;
+        let bearer_alloc =
+            SlotAllocator::with_reserved(1, ue_alloc.limit().min(bearer_limit / 2), bearer_limit);
         ControlPlane {
             // Reserved (virtual; pages are touched as slots are used) so that attaches
             // never move the whole table to grow it.

@@ -38,7 +38,9 @@ impl SliceConfig {
         SliceConfig {
             slice: 0,
             ue_slots: (users + 1024).min(layout.max_ue_slots()),
-            bearer_slots: (users * 2 + 1024).min(layout.max_bearer_slots()),
+            // Twice the UE slots: one reserved for each UE's first default bearer, as
+            // many again for the rest (see `ControlPlane::new`).
+            bearer_slots: ((users + 1024) * 2).min(layout.max_bearer_slots()),
             layout,
             iot: None,
             s1u_addr: Ipv4Addr::LOCALHOST,

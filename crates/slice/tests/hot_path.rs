@@ -208,6 +208,44 @@ fn a_ues_first_default_bearer_shares_its_slot_and_the_others_come_after() {
     }
 }
 
+/// Whatever the configured counts, at most half the bearer slots are reserved for
+/// first default bearers: with as many bearer slots as UE slots, dedicated bearers and
+/// further PDNs still find room.
+#[test]
+fn dedicated_bearers_find_room_when_bearer_slots_are_few() {
+    let mut cfg = SliceConfig::for_users(100);
+    cfg.bearer_slots = cfg.ue_slots;
+    let (mut cp, _dp) = build(&cfg);
+    let a = attach(&mut cp, params(1, 0x10));
+    cp.add_bearer(a.ue_slot, gbr_bearer(6, 0, 0)).unwrap();
+    let b = attach(&mut cp, params(2, 0x20));
+    cp.add_pdn(
+        b.ue_slot,
+        &PdnParams {
+            apn: "ims".into(),
+            ebi: 6,
+            qci: 5,
+            arp: Default::default(),
+            charging_key: 0,
+        },
+    )
+    .unwrap();
+    let slots: Vec<u32> = [a.ue_slot, b.ue_slot]
+        .iter()
+        .flat_map(|u| {
+            cp.ue(*u)
+                .unwrap()
+                .bearers
+                .iter()
+                .map(|b| b.slot)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(slots[0], a.ue_slot);
+    assert_eq!(slots[2], b.ue_slot);
+    assert!(slots[1] as usize >= cfg.bearer_slots / 2 && slots[3] as usize >= cfg.bearer_slots / 2);
+}
+
 #[test]
 fn dedicated_bearer_mbr_is_enforced_and_default_bearer_is_not_limited() {
     let (mut cp, mut dp) = slice();
