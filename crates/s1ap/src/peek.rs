@@ -170,7 +170,11 @@ pub fn peek(b: &[u8]) -> Result<Peek<'_>, PeekError> {
         let content = value
             .get(c0..c0 + n)
             .ok_or(PeekError::Truncated { at: start + c0 })?;
+        // An IE repeated (an abstract syntax error the full decoder resolves to the
+        // first occurrence) counts once, at its first place: routing must read the
+        // PDU as the slice's decoder will.
         match id {
+            ID_MME_UE_S1AP_ID if p.mme_ue_id.is_some() => {}
             ID_MME_UE_S1AP_ID => {
                 p.mme_ue_id = wide_integer(content);
                 // All a message that names its UE this way needs (it comes first in
@@ -182,14 +186,16 @@ pub fn peek(b: &[u8]) -> Result<Peek<'_>, PeekError> {
                     break;
                 }
             }
-            ID_SOURCE_MME_UE_S1AP_ID => p.source_mme_ue_id = wide_integer(content),
-            ID_S_TMSI if content.len() >= 6 => {
+            ID_SOURCE_MME_UE_S1AP_ID if p.source_mme_ue_id.is_none() => {
+                p.source_mme_ue_id = wide_integer(content)
+            }
+            ID_S_TMSI if content.len() >= 6 && p.s_tmsi.is_none() => {
                 // [ext][iE-Extensions?][MMEC: 8 bits unaligned][pad][M-TMSI: 4 octets]
                 let mmec = (content[0] << 2) | (content[1] >> 6);
                 let t = u32::from_be_bytes([content[2], content[3], content[4], content[5]]);
                 p.s_tmsi = Some((mmec, t));
             }
-            ID_NAS_PDU => {
+            ID_NAS_PDU if p.nas_pdu.is_none() => {
                 if let Ok((l, u)) = length(content, 0) {
                     p.nas_pdu = content.get(u..u + l);
                 }
@@ -229,6 +235,23 @@ mod tests {
         })
         .encode()
         .unwrap()
+    }
+
+    /// A fuzzer's find: an IE repeated in a PDU the full decoder reads by the first
+    /// occurrence. Peek read the last one, and the demux would have routed the PDU by
+    /// another MME UE S1AP ID than the slice's MME then acts on.
+    #[test]
+    fn a_repeated_ie_counts_at_its_first_place() {
+        let b = [
+            0x20, 0x0c, 0x00, 0x11, 0x00, 0x00, 0x02, // successful, proc 12, 2 IEs
+            0x00, 0x00, 0x40, 0x02, 0x00, 0x15, // MME UE S1AP ID 21
+            0x00, 0x00, 0x00, 0x04, 0xbf, 0xf8, 0x01, 0x2d, // again: 0xf8012d
+        ];
+        assert_eq!(peek(&b).unwrap().mme_ue_id, Some(21));
+        let m = crate::decode(&b)
+            .and_then(|p| S1apMessage::from_pdu(&p))
+            .unwrap();
+        assert_eq!(m.mme_ue_id(), Some(21), "what the MME will act on");
     }
 
     #[test]
