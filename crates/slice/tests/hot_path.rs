@@ -59,6 +59,17 @@ fn forwarded(b: &Batch, v: Verdict) -> usize {
     b.packets().iter().filter(|p| p.meta.verdict == v).count()
 }
 
+/// A second PDN connection ("ims") with default EBI `ebi`.
+fn ims(ebi: u8) -> PdnParams {
+    PdnParams {
+        apn: "ims".into(),
+        ebi,
+        qci: 5,
+        arp: Default::default(),
+        charging_key: 0,
+    }
+}
+
 fn gbr_bearer(ebi: u8, mbr_ul: u64, mbr_dl: u64) -> BearerParams {
     BearerParams {
         ebi,
@@ -77,18 +88,7 @@ fn gbr_bearer(ebi: u8, mbr_ul: u64, mbr_dl: u64) -> BearerParams {
 fn removing_the_first_pdn_moves_the_hot_record_to_the_next() {
     let (mut cp, mut dp) = slice();
     let a = attach(&mut cp, params(1, 0x10));
-    let p = cp
-        .add_pdn(
-            a.ue_slot,
-            &PdnParams {
-                apn: "ims".into(),
-                ebi: 6,
-                qci: 5,
-                arp: Default::default(),
-                charging_key: 0,
-            },
-        )
-        .unwrap();
+    let p = cp.add_pdn(a.ue_slot, &ims(6)).unwrap();
     cp.set_enb_tunnel(a.ue_slot, 6, ENB, 0x66).unwrap();
     cp.remove_pdn(a.ue_slot, 5).unwrap();
     let b = run(
@@ -144,14 +144,7 @@ fn a_ues_first_default_bearer_shares_its_slot_and_the_others_come_after() {
     }
     let a = ues[7];
     cp.add_bearer(a.ue_slot, gbr_bearer(6, 0, 0)).unwrap();
-    let ims = PdnParams {
-        apn: "ims".into(),
-        ebi: 7,
-        qci: 5,
-        arp: Default::default(),
-        charging_key: 0,
-    };
-    let p = cp.add_pdn(a.ue_slot, &ims).unwrap();
+    let p = cp.add_pdn(a.ue_slot, &ims(7)).unwrap();
     assert!(
         slot_of(&cp, a.ue_slot, 6) as usize >= cfg.ue_slots,
         "dedicated: above"
@@ -167,9 +160,8 @@ fn a_ues_first_default_bearer_shares_its_slot_and_the_others_come_after() {
         .add_pdn(
             a.ue_slot,
             &PdnParams {
-                ebi: 8,
                 apn: "web".into(),
-                ..ims
+                ..ims(8)
             },
         )
         .unwrap();
@@ -219,17 +211,7 @@ fn dedicated_bearers_find_room_when_bearer_slots_are_few() {
     let a = attach(&mut cp, params(1, 0x10));
     cp.add_bearer(a.ue_slot, gbr_bearer(6, 0, 0)).unwrap();
     let b = attach(&mut cp, params(2, 0x20));
-    cp.add_pdn(
-        b.ue_slot,
-        &PdnParams {
-            apn: "ims".into(),
-            ebi: 6,
-            qci: 5,
-            arp: Default::default(),
-            charging_key: 0,
-        },
-    )
-    .unwrap();
+    cp.add_pdn(b.ue_slot, &ims(6)).unwrap();
     let slots: Vec<u32> = [a.ue_slot, b.ue_slot]
         .iter()
         .flat_map(|u| {
