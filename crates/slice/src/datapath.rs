@@ -679,13 +679,13 @@ impl DataPlane {
     #[inline]
     fn ul_forward(&mut self, buf: &mut PacketBuf, s: Scratch, now: u64) {
         let hdr = s.hdr as usize;
-        let (ue_slot, src_ip, mbr) = match s.kind {
+        let (ue_slot, src_ip, mbr, rule_set) = match s.kind {
             Kind::Iot => match self.cfg.iot {
-                Some(pool) => (NO_SLOT, u32::from(pool.ip(s.slot)), false),
+                Some(pool) => (NO_SLOT, u32::from(pool.ip(s.slot)), false, None),
                 None => return,
             },
             _ => match self.ul_bearer(buf, s, now) {
-                Some(b) => (b.ue_slot, b.src_ip, b.flags & HOT_MBR != 0),
+                Some((b, rules)) => (b.ue_slot, b.src_ip, b.flags & HOT_MBR != 0, Some(rules)),
                 None => return,
             },
         };
@@ -697,10 +697,6 @@ impl DataPlane {
         if src != src_ip || src_ip == 0 {
             return self.drop(buf, DropReason::SpoofedSource);
         }
-        let rule_set = match ue_slot {
-            NO_SLOT => None,
-            u => self.ul_line(u).map(|l| l.ue().1),
-        };
         let decision = self.pcef(rule_set, true, &ft, ip_len, now);
         if ue_slot == NO_SLOT {
             // Stateless IoT: policy and aggregate charging only.
@@ -738,11 +734,10 @@ impl DataPlane {
         let why = if !decision.forward {
             Some(self.policy_drop_reason(rule_set, decision))
         } else if !if uplink {
-            self.ul_line(ue_slot)
-                .is_some_and(|l| l.ambr_allow(ip_len, now))
+            // (The owner's slot was checked by `ul_bearer`, a UE slot by `dl_classify`.)
+            self.counters.ul[ue_slot as usize].ambr_allow(ip_len, now)
         } else {
-            self.dl_line(ue_slot)
-                .is_some_and(|l| l.ambr_allow(ip_len, now))
+            self.counters.dl[ue_slot as usize].ambr_allow(ip_len, now)
         } {
             Some(DropReason::AmbrExceeded)
         } else if mbr
@@ -799,7 +794,7 @@ impl DataPlane {
     /// Stage 3 for a structured/exception TEID: the bearer's hot record, or the packet
     /// is answered (Error Indication), buffered for promotion, or dropped (`None`).
     #[inline(always)]
-    fn ul_bearer(&mut self, buf: &mut PacketBuf, s: Scratch, now: u64) -> Option<BearerHot> {
+    fn ul_bearer(&mut self, buf: &mut PacketBuf, s: Scratch, now: u64) -> Option<(BearerHot, u16)> {
         if s.slot == NO_SLOT {
             self.unknown_teid(buf, s.teid, DropReason::UnknownTeid, now);
             return None;
@@ -829,15 +824,18 @@ impl DataPlane {
             self.unknown_teid(buf, s.teid, why, now);
             return None;
         }
-        if b.ue_slot as usize >= self.ue_slots
-            || self
-                .ul_line(b.ue_slot)
-                .is_none_or(|l| l.ue().0 & HOT_VALID == 0)
-        {
-            self.buffer(buf, b.ue_slot, true, promote, now);
-            return None;
+        // The owner's uplink policy: the same line when this is its first default bearer.
+        match self.ul_line(b.ue_slot).map(|l| l.ue()) {
+            Some((flags, rule_set))
+                if (b.ue_slot as usize) < self.ue_slots && flags & HOT_VALID != 0 =>
+            {
+                Some((b, rule_set))
+            }
+            _ => {
+                self.buffer(buf, b.ue_slot, true, promote, now);
+                None
+            }
         }
-        Some(b)
     }
 
     /// PCEF over the UE's rule set (`None`: the stateless-IoT rules).
