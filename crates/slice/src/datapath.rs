@@ -38,9 +38,9 @@ use std::sync::Arc;
 // connection, its default bearer's tunnel, downlink AMBR, bearer `i`'s downlink
 // counters), one table per direction in `counters`. A UE's first default bearer has
 // the UE's own slot, so the common packet (that PDN, that bearer) reads and writes
-// one line. Everything
-// else (other PDNs, dedicated bearers, MBR buckets) is in the cold records, read only
-// when a packet needs it. Rebuilt from the published records by [`DataPlane::apply`].
+// one line. Everything else (other PDNs, dedicated bearers, MBR buckets) is in the
+// cold records, read only when a packet needs it. Rebuilt from the published records
+// by [`DataPlane::apply`].
 
 /// Hot flags: the entry is installed (UE / bearer in the primary table).
 const HOT_VALID: u8 = 1;

@@ -3,7 +3,8 @@
 
 use pepc_slice::context::*;
 use pepc_slice::control::{
-    AttachParams, BearerParams, ControlEvent, ControlPlane, CtrlError, PdnParams, Restored,
+    AttachParams, Attached, BearerParams, ControlEvent, ControlPlane, CtrlError, PdnParams,
+    Restored,
 };
 use pepc_slice::counters::{DropReason, Usage};
 use pepc_slice::datapath::DataPlane;
@@ -34,6 +35,14 @@ fn slice(index: u32) -> (ControlPlane, DataPlane) {
     voice.bearer = Some(7);
     cp.install_rule_set(VOICE_RULES, vec![voice]).unwrap();
     (cp, dp)
+}
+
+/// A UE attached with its default bearer's downlink tunnel at `ENB`, `enb_teid`.
+fn attach(cp: &mut ControlPlane, imsi: u64, enb_teid: u32) -> Attached {
+    let mut p = AttachParams::new(imsi);
+    p.enb_addr = ENB;
+    p.enb_teid = enb_teid;
+    cp.attach(&p).unwrap()
 }
 
 fn batch_of(pkts: &[Vec<u8>]) -> Batch {
@@ -335,10 +344,7 @@ fn same_slice_index_in_a_fresh_process_keeps_identifiers_without_exceptions() {
     }
     // The claimed slots are skipped by later attaches, and everything else is usable.
     for i in 0..20 {
-        let mut p = AttachParams::new(5000 + i);
-        p.enb_addr = ENB;
-        p.enb_teid = 1;
-        let a = cp.attach(&p).unwrap();
+        let a = attach(&mut cp, 5000 + i, 1);
         assert_ne!(a.ue_slot, r.ue_slot);
         assert!(ue.bearers.iter().all(|b| b.teid_ul != a.teid_ul));
     }
@@ -366,10 +372,7 @@ fn identifiers_taken_at_the_destination_are_renumbered() {
     let snap = src_cp.snapshot_ue(slot).unwrap();
     // Same slice index, and another UE already holds the slots.
     let (mut cp, mut dp) = slice(1);
-    let mut p = AttachParams::new(12);
-    p.enb_addr = ENB;
-    p.enb_teid = 5;
-    let other = cp.attach(&p).unwrap();
+    let other = attach(&mut cp, 12, 5);
     assert_eq!(other.ue_slot, slot);
     let r = cp.restore_ue(&snap).unwrap();
     assert_eq!((r.exceptions, r.renumbered), (0, 2));
@@ -408,14 +411,8 @@ fn identifiers_taken_at_the_destination_are_renumbered() {
 #[test]
 fn a_renumbered_default_bearer_and_a_kept_one_never_share_a_slot() {
     let (mut src_cp, mut src_dp) = slice(1);
-    let mut p = AttachParams::new(1);
-    p.enb_addr = ENB;
-    p.enb_teid = 1;
-    src_cp.attach(&p).unwrap();
-    let mut p = AttachParams::new(2);
-    p.enb_addr = ENB;
-    p.enb_teid = 2;
-    let x = src_cp.attach(&p).unwrap();
+    attach(&mut src_cp, 1, 1);
+    let x = attach(&mut src_cp, 2, 2);
     let pdn = |ebi: u8| PdnParams {
         apn: format!("apn{ebi}"),
         ebi,
@@ -434,10 +431,7 @@ fn a_renumbered_default_bearer_and_a_kept_one_never_share_a_slot() {
     // The destination: another UE holds bearer 6's slot (its dedicated bearer), the
     // UE slot is free.
     let (mut cp, mut dp) = slice(1);
-    let mut p = AttachParams::new(3);
-    p.enb_addr = ENB;
-    p.enb_teid = 3;
-    let z = cp.attach(&p).unwrap();
+    let z = attach(&mut cp, 3, 3);
     let mut ded = BearerParams {
         ebi: 6,
         linked_ebi: 0,
