@@ -66,6 +66,15 @@ fn dl(dp: &mut DataPlane, pkt: Vec<u8>, now: u64) -> Batch {
     b
 }
 
+/// One uplink packet on each of `ue`'s bearers, from its PDN's address: all forwarded.
+fn uplink_on_every_bearer(dp: &mut DataPlane, ue: &UeContext, len: usize, now: u64) {
+    for b in &ue.bearers {
+        let src = ue.pdns.iter().find(|p| p.index == b.pdn).unwrap().ip;
+        let out = ul(dp, gpdu(b.teid_ul, &ipv4_udp(src, SERVER, 1, 2, len)), now);
+        assert_eq!(out.bufs[0].meta.verdict, Verdict::ToSgi, "bearer {}", b.ebi);
+    }
+}
+
 fn teid_of(b: &Batch) -> u32 {
     GtpuPacket::new_checked(b.bufs[0].as_slice())
         .unwrap()
@@ -333,15 +342,7 @@ fn same_slice_index_in_a_fresh_process_keeps_identifiers_without_exceptions() {
     dp.sync(1);
     let ue = cp.ue(r.ue_slot).unwrap().clone();
     assert_eq!(&ue, src_cp.ue(slot).unwrap(), "slots kept as well");
-    for b in &ue.bearers {
-        let src = ue.pdns.iter().find(|p| p.index == b.pdn).unwrap().ip;
-        let out = ul(
-            &mut dp,
-            gpdu(b.teid_ul, &ipv4_udp(src, SERVER, 1, 2, 100)),
-            2,
-        );
-        assert_eq!(out.bufs[0].meta.verdict, Verdict::ToSgi);
-    }
+    uplink_on_every_bearer(&mut dp, &ue, 100, 2);
     // The claimed slots are skipped by later attaches, and everything else is usable.
     for i in 0..20 {
         let a = attach(&mut cp, 5000 + i, 1);
@@ -462,14 +463,8 @@ fn a_renumbered_default_bearer_and_a_kept_one_never_share_a_slot() {
     assert!(slots.iter().all(|s| !z_slots.contains(s)));
     assert_eq!(r.renumbered, 2);
     dp.sync(2);
+    uplink_on_every_bearer(&mut dp, &ue, 80, 3);
     for b in &ue.bearers {
-        let src = ue.pdns.iter().find(|p| p.index == b.pdn).unwrap().ip;
-        let out = ul(
-            &mut dp,
-            gpdu(b.teid_ul, &ipv4_udp(src, SERVER, 1, 2, 80)),
-            3,
-        );
-        assert_eq!(out.bufs[0].meta.verdict, Verdict::ToSgi);
         assert_eq!(cp.usage(r.ue_slot, b.ebi).unwrap().ul_packets, 1);
     }
 }
