@@ -152,7 +152,7 @@ pub struct IoReport {
     /// All CPUs' busy time (user, system, softirq) per forwarded packet.
     pub machine_cpu_ns_per_packet: f64,
     /// Node drops by reason and the ports' own counters, for diagnosis.
-    /// Packets the node dropped during the measured run.
+    /// Packets the node dropped during the measured run (its slices and demux thread).
     pub node_drops: u64,
     /// The node's drops by reason since it started (warm-up included).
     pub node_drops_by_reason: Vec<(&'static str, u64)>,
@@ -631,7 +631,11 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
             return Err("--napi-threads: no veth end has NAPI to thread".into());
         }
     }
-    let drops0: u64 = node.stats().slices.iter().map(|s| s.drops).sum();
+    // The slices' drops and the demux thread's own (a slice's ring full, unknown UE).
+    let all_drops = |s: &pepc_node::stats::NodeStats| {
+        s.slices.iter().map(|s| s.drops).sum::<u64>() + s.demux.as_ref().map_or(0, |d| d.dropped())
+    };
+    let drops0 = all_drops(&node.stats());
     let node_napi0 = napi_of(&s1u_n.dev, &sgi_n.dev);
     let node_cpu_ns = || thread_cpu_ns("pepc-data") + thread_cpu_ns("pepc-demux");
     let node_cpu0 = node_cpu_ns();
@@ -651,7 +655,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     );
     let machine = machine_busy_ns().saturating_sub(machine0);
     let stats = node.stats();
-    let node_drops = stats.slices.iter().map(|s| s.drops).sum::<u64>() - drops0;
+    let node_drops = all_drops(&stats).saturating_sub(drops0);
     let node_tx_failed = stats
         .slices
         .iter()

@@ -252,7 +252,7 @@ impl DemuxStage {
                 if f.staged() > 0
                     && (drained || round.wrapping_sub(f.staged_round()) >= MAX_STAGE_ROUNDS)
                 {
-                    f.flush();
+                    f.flush_partial();
                 }
             }
         }

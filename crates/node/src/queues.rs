@@ -170,11 +170,12 @@ impl QueuePort {
         Ok(mine)
     }
 
-    /// Ship what is staged for peers at once: their data threads batch on their side.
+    /// Ship what is staged for peers (partial batches while their rings keep up): their
+    /// data threads batch on their side.
     fn flush(&mut self) {
         for f in self.to.iter_mut().flatten() {
             if f.staged() > 0 {
-                f.flush();
+                f.flush_partial();
             }
         }
     }

@@ -5,9 +5,12 @@
 //! `PacketBuf`s (a box pointer and a few words), never by copying bytes.
 //!
 //! The demux end ([`Feeder`]) stages packets into the batch it holds and ships it when
-//! full (or when asked to flush a partial one). With every batch in flight, the
-//! staging batch fills and further packets are refused: that is "ring full", counted by
-//! the caller. The slice end ([`Drain`]) swaps a shipped batch's buffers into the data
+//! full (or when asked to flush a partial one). A partial batch goes only while fewer
+//! than half the batches wait in the ring: at low rates every packet would otherwise travel in
+//! a batch of its own, and a data thread that misses a few milliseconds (descheduled)
+//! would find the ring full after `depth` packets instead of about `depth / 2 * 32`.
+//! With every batch in flight, the staging batch fills and further packets are
+//! refused: that is "ring full", counted by the caller. The slice end ([`Drain`]) swaps a shipped batch's buffers into the data
 //! thread's own batch and returns the old buffers at once.
 
 use crate::io::PacketIo;
@@ -25,6 +28,8 @@ pub struct Feeder {
     staging: Batch,
     /// Demux round in which the first packet of the staging batch arrived.
     staged_round: u64,
+    /// Batches in circulation (besides the staging one).
+    depth: usize,
 }
 
 /// The data thread's end.
@@ -55,6 +60,7 @@ pub fn batch_ring_sized(depth: usize, batch: usize) -> (Feeder, Drain) {
             free: free_rx,
             staging: Batch::new(batch.max(1)),
             staged_round: 0,
+            depth,
         },
         Drain {
             full: full_rx,
@@ -99,6 +105,21 @@ impl Feeder {
             return false;
         }
         true
+    }
+
+    /// Ship a partial staging batch if fewer than half the batches wait in the ring
+    /// (the data thread keeps up); otherwise it keeps filling, so a stalled data thread's ring
+    /// holds mostly full batches. Returns whether nothing stays staged.
+    #[inline]
+    pub fn flush_partial(&mut self) -> bool {
+        if self.staging.len == 0 {
+            return true;
+        }
+        // Every batch is shipped, free, or staging: shipped ones are the ring's fill.
+        if self.full.len() * 2 >= self.depth.max(2) {
+            return false;
+        }
+        self.flush()
     }
 
     /// Make room for one packet: true if the staging batch has a free slot.
@@ -304,6 +325,40 @@ mod tests {
         assert_eq!(d.recv_into(&mut mine), 1);
         assert_eq!(mine.bufs[0].as_slice(), &[99; 10]);
         assert!(d.is_empty());
+    }
+
+    #[test]
+    fn a_stalled_drain_finds_full_batches_not_one_packet_each() {
+        // 8 batches of 4. Packets arriving one at a time go one per batch while the
+        // drain keeps up (half the batches free); then they wait to fill a batch.
+        let (mut f, mut d) = batch_ring_sized(8, 4);
+        let mut accepted = 0u8;
+        for i in 0..100u8 {
+            let mut b = pkt(i);
+            if !f.stage(&mut b, 1) {
+                break;
+            }
+            accepted += 1;
+            f.flush_partial();
+        }
+        // 4 partial batches of 1, 4 full ones, and a full staging batch.
+        assert_eq!(accepted, 4 + 4 * 4 + 4);
+        let mut mine = Batch::new(4);
+        let sizes: Vec<usize> = std::iter::from_fn(|| match d.recv_into(&mut mine) {
+            0 => None,
+            n => Some(n),
+        })
+        .collect();
+        assert_eq!(sizes, [1, 1, 1, 1, 4, 4, 4, 4]);
+        // Drained: the staged batch goes even though it is full only by chance, and a
+        // lone packet goes at once again.
+        assert!(f.flush_partial());
+        assert_eq!(d.recv_into(&mut mine), 4);
+        let mut b = pkt(200);
+        assert!(f.stage(&mut b, 2));
+        assert!(f.flush_partial());
+        assert_eq!(d.recv_into(&mut mine), 1);
+        assert_eq!(mine.bufs[0].as_slice(), &[200; 10]);
     }
 
     #[test]
