@@ -80,6 +80,34 @@ fn afxdp_node_forwards_every_packet_below_saturation() {
     assert!(r.latency_us_p99 > 0.0 && r.mpps_per_core > 0.0, "{r:?}");
 }
 
+/// Table IV's mix (Rajan et al.): ~38% uplink, downlink packets up to 1,440 bytes. The
+/// big frames cross both AF_XDP ports (2 KB frames, a 1,500-byte MTU) with none lost,
+/// and the mean size shows the mix was sent (Table 2's packets are 64-128 bytes).
+#[test]
+fn afxdp_node_forwards_table_iv_traffic() {
+    if skip() {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut o = opts(Backend::Afxdp, 20_000);
+    o.mix = Mix::TableIv;
+    let r = run(&o).unwrap();
+    assert_eq!(r.received_ul, r.sent_ul, "{r:?}");
+    assert_eq!(r.received_dl, r.sent_dl, "{r:?}");
+    assert_eq!((r.lost, r.reordered, r.node_drops), (0, 0, 0), "{r:?}");
+    let ul_share = r.sent_ul as f64 / (r.sent_ul + r.sent_dl) as f64;
+    assert!(
+        (0.33..0.43).contains(&ul_share),
+        "uplink share {ul_share}: {r:?}"
+    );
+    let fwd = (r.received_ul + r.received_dl) as f64;
+    let mean_bytes = r.gbps * 1e9 / 8.0 * r.seconds / fwd;
+    assert!(
+        (350.0..650.0).contains(&mean_bytes),
+        "mean {mean_bytes} bytes: {r:?}"
+    );
+}
+
 #[test]
 fn two_slices_send_on_their_own_queues_behind_the_demux() {
     if skip() {
