@@ -65,9 +65,11 @@ unsafe impl crate::mem::Zeroable for u32 {}
 unsafe impl crate::mem::Zeroable for u8 {}
 
 /// How many packets the `next` stage runs behind `lookup`, and `forward` behind `next`
-/// (see [`DataPlane::run_stages`]).
-const NEXT_LAG: usize = 10;
-const FORWARD_LAG: usize = 10;
+/// (see [`DataPlane::run_stages`]). `next` is the first to read a packet's line, so
+/// every lookup of a batch (each prefetching its packet's line) runs before it: at 10M
+/// users the line comes from DRAM, and the whole batch's fetches are then in flight.
+const NEXT_LAG: usize = BATCH_SIZE;
+const FORWARD_LAG: usize = 2;
 
 /// Per-packet scratch carried between stages.
 #[derive(Clone, Copy, Default)]
@@ -569,9 +571,12 @@ impl DataPlane {
         // A software pipeline over the batch: packet i's `lookup` runs with packet
         // i - NEXT_LAG's `next` and packet i - NEXT_LAG - FORWARD_LAG's `forward`, so
         // each stage finds the lines the stage before asked for already arrived.
-        // Measured at 1M users, median of 5: 13.0 Mpps per core running each stage
-        // over the whole batch in turn, 18.6 with `next` alone lagging 6 packets,
-        // 21.3 with both lags at 10 (`pepc bench dataplane --users 1000000`).
+        // Measured at 1M users, median of 5, with a UE's state in 3 lines (Intel Xeon
+        // VM): 13.0 Mpps per core running each stage over the whole batch in turn,
+        // 18.6 with `next` alone lagging 6 packets, 21.3 with both lags at 10. With one
+        // line per packet (AMD EPYC VM, 32 MB L3, median of 4 alternating runs): lags
+        // 10/10 31.3, 20/4 39.2, 24/4 40.8, 28/4 41.7, 32/2 41.8 (`pepc bench
+        // dataplane --users 1000000`).
         for i in 0..n + NEXT_LAG + FORWARD_LAG {
             if i < n {
                 self.scratch[i] = lookup(self, &mut batch.bufs[i]);
