@@ -4,7 +4,7 @@
 //! for; the kernel-socket backend runs the same bench. Needs root; without it each
 //! test says why and returns.
 
-use pepc_bench::io::{run, Backend, IoOpts, Mix, RxMode, Steer};
+use pepc_bench::io::{run, Backend, IoOpts, IoReport, Mix, RxMode, Steer};
 use pepc_bench::netns::{enter, unavailable, End, Topology};
 use pepc_node::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XdpMode, XskConfig, ZeroCopy};
 use pepc_node::io::PacketIo;
@@ -26,6 +26,21 @@ fn skip() -> bool {
     }
 }
 
+/// Root (else None, having said why) and the one-at-a-time lock.
+fn my_turn() -> Option<std::sync::MutexGuard<'static, ()>> {
+    if skip() {
+        return None;
+    }
+    Some(ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Every packet sent either way came out, in order per user, and the node dropped none.
+fn every_packet_through(r: &IoReport) {
+    assert_eq!(r.received_ul, r.sent_ul, "{r:?}");
+    assert_eq!(r.received_dl, r.sent_dl, "{r:?}");
+    assert_eq!((r.lost, r.reordered, r.node_drops), (0, 0, 0), "{r:?}");
+}
+
 /// For a test of its own: root (else None, having said why), the one-at-a-time lock,
 /// a tag, and two fresh namespaces `{prefix}{tag}a` and `{prefix}{tag}b`.
 fn two_namespaces(
@@ -37,10 +52,7 @@ fn two_namespaces(
     String,
     Topology,
 )> {
-    if skip() {
-        return None;
-    }
-    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let one = my_turn()?;
     let tag = std::process::id() % 100_000;
     let (a, b) = (format!("{prefix}{tag}a"), format!("{prefix}{tag}b"));
     let topo = Topology::new(&[&a, &b]).unwrap();
@@ -65,18 +77,15 @@ fn opts(backend: Backend, rate_pps: u64) -> IoOpts {
 
 #[test]
 fn afxdp_node_forwards_every_packet_below_saturation() {
-    if skip() {
+    let Some(_one) = my_turn() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     // 50K packets/s is far below what either side can do on this machine.
     let r = run(&opts(Backend::Afxdp, 50_000)).unwrap();
     assert!(r.s1u_io.contains("AF_XDP"), "{}", r.s1u_io);
     assert!(r.sgi_io.contains("AF_XDP"), "{}", r.sgi_io);
     assert!(r.sent_ul > 5_000 && r.sent_dl > 3 * 5_000 - 1_000, "{r:?}");
-    assert_eq!(r.received_ul, r.sent_ul, "{r:?}");
-    assert_eq!(r.received_dl, r.sent_dl, "{r:?}");
-    assert_eq!((r.lost, r.reordered, r.node_drops), (0, 0, 0), "{r:?}");
+    every_packet_through(&r);
     assert!(r.latency_us_p99 > 0.0 && r.mpps_per_core > 0.0, "{r:?}");
 }
 
@@ -85,16 +94,13 @@ fn afxdp_node_forwards_every_packet_below_saturation() {
 /// and the mean size shows the mix was sent (Table 2's packets are 64-128 bytes).
 #[test]
 fn afxdp_node_forwards_table_iv_traffic() {
-    if skip() {
+    let Some(_one) = my_turn() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let mut o = opts(Backend::Afxdp, 20_000);
     o.mix = Mix::TableIv;
     let r = run(&o).unwrap();
-    assert_eq!(r.received_ul, r.sent_ul, "{r:?}");
-    assert_eq!(r.received_dl, r.sent_dl, "{r:?}");
-    assert_eq!((r.lost, r.reordered, r.node_drops), (0, 0, 0), "{r:?}");
+    every_packet_through(&r);
     let ul_share = r.sent_ul as f64 / (r.sent_ul + r.sent_dl) as f64;
     assert!(
         (0.33..0.43).contains(&ul_share),
@@ -110,21 +116,15 @@ fn afxdp_node_forwards_table_iv_traffic() {
 
 #[test]
 fn two_slices_send_on_their_own_queues_behind_the_demux() {
-    if skip() {
+    let Some(_one) = my_turn() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let mut o = opts(Backend::Afxdp, 40_000);
     o.slices = 2;
     let r = run(&o).unwrap();
     assert_eq!(r.slices, 2);
     assert!(r.slice_forwarded.iter().all(|&n| n > 1_000), "{r:?}");
-    assert_eq!(
-        r.received_ul + r.received_dl,
-        r.sent_ul + r.sent_dl,
-        "{r:?}"
-    );
-    assert_eq!((r.lost, r.reordered, r.node_drops), (0, 0, 0), "{r:?}");
+    every_packet_through(&r);
 }
 
 /// Queue mode: each slice receives and sends on its own queues, no demux thread. With
@@ -133,10 +133,9 @@ fn two_slices_send_on_their_own_queues_behind_the_demux() {
 /// way every packet gets through, in order per user.
 #[test]
 fn two_slices_receive_on_their_own_queues_and_hand_packets_on() {
-    if skip() {
+    let Some(_one) = my_turn() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     for steer in [Steer::Rss, Steer::Slice] {
         let mut o = opts(Backend::Afxdp, 40_000);
         o.slices = 2;
@@ -145,12 +144,7 @@ fn two_slices_receive_on_their_own_queues_and_hand_packets_on() {
         let r = run(&o).unwrap();
         assert!(r.s1u_io.contains("slice k on queue"), "{}", r.s1u_io);
         assert!(r.slice_forwarded.iter().all(|&n| n > 1_000), "{r:?}");
-        assert_eq!(
-            r.received_ul + r.received_dl,
-            r.sent_ul + r.sent_dl,
-            "{r:?}"
-        );
-        assert_eq!((r.lost, r.reordered, r.node_drops), (0, 0, 0), "{r:?}");
+        every_packet_through(&r);
         assert_eq!(r.handoff_dropped, 0, "{r:?}");
         let sent = r.sent_ul + r.sent_dl;
         match steer {
@@ -171,10 +165,9 @@ fn two_slices_receive_on_their_own_queues_and_hand_packets_on() {
 
 #[test]
 fn the_same_bench_runs_on_the_kernel_socket_backends() {
-    if skip() {
+    let Some(_one) = my_turn() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     for (backend, sgi) in [(Backend::Udp, "UDP sink"), (Backend::Tun, "TUN")] {
         let r = run(&opts(backend, 20_000)).unwrap();
         assert!(r.s1u_io.contains("UDP socket"), "{}", r.s1u_io);
