@@ -6,12 +6,13 @@
 //!
 //! The demux end ([`Feeder`]) stages packets into the batch it holds and ships it when
 //! full (or when asked to flush a partial one). A partial batch goes only while fewer
-//! than half the batches wait in the ring: at low rates every packet would otherwise travel in
-//! a batch of its own, and a data thread that misses a few milliseconds (descheduled)
-//! would find the ring full after `depth` packets instead of about `depth / 2 * 32`.
-//! With every batch in flight, the staging batch fills and further packets are
-//! refused: that is "ring full", counted by the caller. The slice end ([`Drain`]) swaps a shipped batch's buffers into the data
-//! thread's own batch and returns the old buffers at once.
+//! than half the batches wait in the ring: at low rates every packet would otherwise
+//! travel in a batch of its own, and a data thread that misses a few milliseconds
+//! (descheduled) would find the ring full after `depth` packets instead of about
+//! `depth / 2 * 32`. With every batch in flight, the staging batch fills and further
+//! packets are refused: that is "ring full", counted by the caller. The slice end
+//! ([`Drain`]) swaps a shipped batch's buffers into the data thread's own batch and
+//! returns the old buffers at once.
 
 use crate::io::PacketIo;
 use crate::stats::{bump, PortCounters};
@@ -108,8 +109,8 @@ impl Feeder {
     }
 
     /// Ship a partial staging batch if fewer than half the batches wait in the ring
-    /// (the data thread keeps up); otherwise it keeps filling, so a stalled data thread's ring
-    /// holds mostly full batches. Returns whether nothing stays staged.
+    /// (the data thread keeps up); otherwise it keeps filling, so a stalled data
+    /// thread's ring holds mostly full batches. Returns whether nothing stays staged.
     #[inline]
     pub fn flush_partial(&mut self) -> bool {
         if self.staging.len == 0 {

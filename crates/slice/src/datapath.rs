@@ -64,11 +64,7 @@ unsafe impl crate::mem::Zeroable for DpUeRecord {}
 unsafe impl crate::mem::Zeroable for u32 {}
 unsafe impl crate::mem::Zeroable for u8 {}
 
-/// How many packets the `next` stage runs behind `lookup`, and `forward` behind `next`
-/// (see [`DataPlane::run_stages`]). `next` is the first to read a packet's line, so
-/// every lookup of a batch (each prefetching its packet's line) runs before it: at 10M
-/// users the line comes from DRAM, and the whole batch's fetches are then in flight.
-const NEXT_LAG: usize = BATCH_SIZE;
+/// How many packets `forward` runs behind `next` (see [`DataPlane::run_stages`]).
 const FORWARD_LAG: usize = 2;
 
 /// Per-packet scratch carried between stages.
@@ -554,9 +550,9 @@ impl DataPlane {
         );
     }
 
-    /// The pipeline over one batch: sync, then per packet `lookup` (parse, classify,
-    /// prefetch the first record), `next` (prefetch what the first record points to)
-    /// and `forward`, each stage some packets behind the one before.
+    /// The pipeline over one batch: sync, then `lookup` (parse, classify, prefetch the
+    /// first record) over the whole batch, then per packet `next` (prefetch what the
+    /// first record points to) with `forward` a few packets behind.
     #[inline(always)]
     fn run_stages(
         &mut self,
@@ -568,24 +564,25 @@ impl DataPlane {
     ) {
         self.sync(now_ns);
         let n = batch.len.min(BATCH_SIZE);
-        // A software pipeline over the batch: packet i's `lookup` runs with packet
-        // i - NEXT_LAG's `next` and packet i - NEXT_LAG - FORWARD_LAG's `forward`, so
-        // each stage finds the lines the stage before asked for already arrived.
-        // Measured at 1M users, median of 5, with a UE's state in 3 lines (Intel Xeon
-        // VM): 13.0 Mpps per core running each stage over the whole batch in turn,
-        // 18.6 with `next` alone lagging 6 packets, 21.3 with both lags at 10. With one
-        // line per packet (AMD EPYC VM, 32 MB L3, median of 4 alternating runs): lags
-        // 10/10 31.3, 20/4 39.2, 24/4 40.8, 28/4 41.7, 32/2 41.8 (`pepc bench
-        // dataplane --users 1000000`).
-        for i in 0..n + NEXT_LAG + FORWARD_LAG {
+        // A software pipeline over the batch. Every `lookup` (each prefetching its
+        // packet's line) runs before the first `next`, which is the first to read a
+        // line: the whole batch's fetches are in flight by then. Packet i's `next`
+        // runs with packet i - FORWARD_LAG's `forward`, which reads what `next`
+        // prefetched. Measured at 1M users, with one line per packet (AMD EPYC VM,
+        // 32 MB L3, median of 4 alternating runs; `next` lag / `forward` lag): 10/10
+        // 31.3 Mpps per core, 20/4 39.2, 24/4 40.8, 28/4 41.7, the whole batch/2 41.8
+        // (`pepc bench dataplane --users 1000000`). Earlier, with a UE's state in 3
+        // lines (Intel Xeon VM): 13.0 running each stage over the whole batch in turn,
+        // 21.3 with both lags at 10.
+        for i in 0..n {
+            self.scratch[i] = lookup(self, &mut batch.bufs[i]);
+        }
+        for i in 0..n + FORWARD_LAG {
             if i < n {
-                self.scratch[i] = lookup(self, &mut batch.bufs[i]);
+                next(self, self.scratch[i]);
             }
-            if i >= NEXT_LAG && i - NEXT_LAG < n {
-                next(self, self.scratch[i - NEXT_LAG]);
-            }
-            if i >= NEXT_LAG + FORWARD_LAG {
-                let j = i - NEXT_LAG - FORWARD_LAG;
+            if i >= FORWARD_LAG {
+                let j = i - FORWARD_LAG;
                 let s = self.scratch[j];
                 if s.kind != Kind::Done {
                     forward(self, &mut batch.bufs[j], s, now_ns);
