@@ -162,6 +162,18 @@ pub struct IoReport {
     /// Packets the node's ports could not send (AF_XDP: no next-hop MAC yet, TX ring
     /// full), since it started.
     pub node_tx_failed: u64,
+    /// Packets the kernel dropped at the node's receiving sockets during the run
+    /// (AF_XDP: RX ring full, no fill frame; UDP: socket buffer full).
+    pub node_kernel_drops: u64,
+    /// Packets the four veth ends dropped during the run (`ip -s link`): a full
+    /// receive queue, or an XDP redirect the socket refused (that packet is also in
+    /// `node_kernel_drops` or `generator_kernel_drops`).
+    pub link_drops: u64,
+    /// Lost packets that no counter explains (0 when every loss is named): `lost`
+    /// less the node's drops and send failures and the larger of `link_drops` and
+    /// the sockets' kernel drops (in native XDP mode a socket's drop is a link drop
+    /// too).
+    pub lost_unexplained: u64,
 }
 
 // Addresses of the two links (node side .1, generator side .2). Outside 10/8: the UE
@@ -635,7 +647,23 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let all_drops = |s: &pepc_node::stats::NodeStats| {
         s.slices.iter().map(|s| s.drops).sum::<u64>() + s.demux.as_ref().map_or(0, |d| d.dropped())
     };
-    let drops0 = all_drops(&node.stats());
+    let link_drops = || -> Result<u64, String> {
+        [&s1u_n, &s1u_g, &sgi_n, &sgi_g]
+            .into_iter()
+            .map(|e| topo.link_drops(e))
+            .sum()
+    };
+    let stats0 = node.stats();
+    let drops0 = all_drops(&stats0);
+    let tx_failed = |s: &pepc_node::stats::NodeStats| -> u64 {
+        s.slices
+            .iter()
+            .map(|s| s.s1u.tx_failed + s.sgi.tx_failed)
+            .sum()
+    };
+    let kernel0 = stats0.kernel_dropped();
+    let tx_failed0 = tx_failed(&stats0);
+    let link0 = link_drops()?;
     let node_napi0 = napi_of(&s1u_n.dev, &sgi_n.dev);
     let node_cpu_ns = || thread_cpu_ns("pepc-data") + thread_cpu_ns("pepc-demux");
     let node_cpu0 = node_cpu_ns();
@@ -656,11 +684,9 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let machine = machine_busy_ns().saturating_sub(machine0);
     let stats = node.stats();
     let node_drops = all_drops(&stats).saturating_sub(drops0);
-    let node_tx_failed = stats
-        .slices
-        .iter()
-        .map(|s| s.s1u.tx_failed + s.sgi.tx_failed)
-        .sum();
+    let node_kernel_drops = stats.kernel_dropped().saturating_sub(kernel0);
+    let link_drops = link_drops()?.saturating_sub(link0);
+    let node_tx_failed = tx_failed(&stats);
     let handed_off = stats
         .slices
         .iter()
@@ -687,6 +713,9 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let fwd = g.ul.received + g.dl.received;
     let sent = g.sent_ul + g.sent_dl;
     let lost = sent.saturating_sub(fwd);
+    let named = node_drops
+        + node_tx_failed.saturating_sub(tx_failed0)
+        + link_drops.max(node_kernel_drops + g.kernel_dropped);
     let per = |ns: u64| {
         if fwd == 0 {
             0.0
@@ -743,6 +772,9 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         node_drops_by_reason,
         generator_kernel_drops: g.kernel_dropped,
         node_tx_failed,
+        node_kernel_drops,
+        link_drops,
+        lost_unexplained: lost.saturating_sub(named),
     })
 }
 

@@ -136,6 +136,32 @@ impl Topology {
         }
     }
 
+    /// Packets the device dropped, received and sent (`ip -s link`'s `dropped`): on
+    /// veth, a full receive queue, or an XDP redirect its target refused.
+    pub fn link_drops(&self, e: &End) -> Result<u64, String> {
+        let out = Command::new("ip")
+            .args(["-n", &e.ns, "-s", "-j", "link", "show", "dev", &e.dev])
+            .output()
+            .map_err(|x| format!("ip -s link: {x}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "ip -s link on {}: {}",
+                e.dev,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .map_err(|x| format!("ip -s -j link on {}: {x}", e.dev))?;
+        let dropped = |dir: &str| v[0]["stats64"][dir]["dropped"].as_u64();
+        match (dropped("rx"), dropped("tx")) {
+            (Some(rx), Some(tx)) => Ok(rx + tx),
+            _ => Err(format!(
+                "ip -s -j link on {}: no stats64 drop counts",
+                e.dev
+            )),
+        }
+    }
+
     /// `sysctl -w KEY=VALUE` inside `ns`.
     pub fn sysctl(&self, ns: &str, key: &str, value: &str) -> Result<(), String> {
         let out = Command::new("ip")

@@ -7,7 +7,7 @@
 use pepc_bench::io::{run, Backend, IoOpts, IoReport, Mix, RxMode, Steer};
 use pepc_bench::netns::{enter, unavailable, End, Topology};
 use pepc_node::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XdpMode, XskConfig, ZeroCopy};
-use pepc_node::io::PacketIo;
+use pepc_node::io::{KernelDropReason, PacketIo};
 use pepc_wire::{Batch, Verdict};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
@@ -39,6 +39,7 @@ fn every_packet_through(r: &IoReport) {
     assert_eq!(r.received_ul, r.sent_ul, "{r:?}");
     assert_eq!(r.received_dl, r.sent_dl, "{r:?}");
     assert_eq!((r.lost, r.reordered, r.node_drops), (0, 0, 0), "{r:?}");
+    assert_eq!((r.node_kernel_drops, r.link_drops), (0, 0), "{r:?}");
 }
 
 /// For a test of its own: root (else None, having said why), the one-at-a-time lock,
@@ -163,6 +164,21 @@ fn two_slices_receive_on_their_own_queues_and_hand_packets_on() {
     assert!(e.contains("afxdp"), "{e}");
 }
 
+/// At full rate the node may fall behind and lose packets; each one is named by a
+/// counter (the node's, its sockets', the links' or the generator's sockets').
+#[test]
+fn at_saturation_every_lost_packet_is_named() {
+    let Some(_one) = my_turn() else {
+        return;
+    };
+    for backend in [Backend::Afxdp, Backend::Udp] {
+        let r = run(&opts(backend, 0)).unwrap();
+        assert!(r.received_ul > 0 && r.received_dl > 0, "{r:?}");
+        assert_eq!(r.lost_unexplained, 0, "{r:?}");
+        assert_eq!(r.reordered, 0, "{r:?}");
+    }
+}
+
 #[test]
 fn the_same_bench_runs_on_the_kernel_socket_backends() {
     let Some(_one) = my_turn() else {
@@ -271,6 +287,102 @@ fn xdp_program_takes_only_gtpu_to_our_address() {
     assert_eq!(&buf[..n], b"reply-through-xdp");
     assert_eq!(from, std::net::SocketAddr::from((node, 2152)));
     assert_eq!(stats.rx_malformed, 0);
+    drop(topo);
+}
+
+/// A port that stops reading: its RX ring fills and the kernel drops the rest at the
+/// socket. Every datagram sent is received, or counted by the port's kernel-drop probe
+/// (what `/metrics` exports as `pepc_port_kernel_dropped`), or dropped by the link.
+#[test]
+fn a_port_that_falls_behind_has_its_kernel_drops_counted() {
+    let Some((_one, tag, a, b, topo)) = two_namespaces("pepcxk") else {
+        return;
+    };
+    let node = Ipv4Addr::new(10, 82, 0, 1);
+    let peer = Ipv4Addr::new(10, 82, 0, 2);
+    let end = |ns: &str, dev: String, addr| End {
+        ns: ns.to_string(),
+        dev,
+        addr,
+        prefix: 24,
+    };
+    let (ea, eb) = (
+        end(&a, format!("pxk{tag}a"), node),
+        end(&b, format!("pxk{tag}b"), peer),
+    );
+    topo.veth(&ea, &eb, 1).unwrap();
+    let (dev, ns_a) = (ea.dev.clone(), a.clone());
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (sent_tx, sent_rx) = std::sync::mpsc::channel::<()>();
+    let port_thread = std::thread::spawn(move || {
+        enter(&ns_a).unwrap();
+        // 64 frames for RX: a small ring that a burst overflows.
+        let mut port = AfXdpPort::open(&AfXdpConfig {
+            interface: dev,
+            queue: 0,
+            xdp_mode: XdpMode::Auto,
+            zero_copy: ZeroCopy::Auto,
+            role: Role::S1u {
+                addr: SocketAddrV4::new(node, 2152),
+            },
+            xsk: XskConfig {
+                frames: 128,
+                ring_size: 64,
+            },
+        })
+        .unwrap();
+        let probe = port
+            .kernel_drops()
+            .expect("an AF_XDP port counts kernel drops");
+        let mut b = Batch::default();
+        let mut drain = |port: &mut AfXdpPort| {
+            let mut got = 0;
+            let quiet = Instant::now() + Duration::from_millis(300);
+            while Instant::now() < quiet {
+                got += port.recv_batch(&mut b).unwrap();
+            }
+            got
+        };
+        ready_tx.send(()).unwrap();
+        // The warm-up datagram (it waited for ARP), then nothing until the burst is in.
+        sent_rx.recv().unwrap();
+        let warm = drain(&mut port);
+        ready_tx.send(()).unwrap();
+        sent_rx.recv().unwrap();
+        let got = drain(&mut port);
+        (warm, got, probe.read())
+    });
+    ready_rx.recv().unwrap();
+    enter(&b).unwrap();
+    let s = UdpSocket::bind(SocketAddrV4::new(peer, 2152)).unwrap();
+    let gpdu = [0x30, 0xff, 0, 4, 0, 0, 0, 1, 1, 2, 3, 4];
+    s.send_to(&gpdu, (node, 2152)).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    sent_tx.send(()).unwrap();
+    ready_rx.recv().unwrap();
+    let link0 = topo.link_drops(&ea).unwrap() + topo.link_drops(&eb).unwrap();
+    let burst = 1_000usize;
+    for _ in 0..burst {
+        s.send_to(&gpdu, (node, 2152)).unwrap();
+    }
+    sent_tx.send(()).unwrap();
+    let (warm, got, drops) = port_thread.join().unwrap();
+    let link = topo.link_drops(&ea).unwrap() + topo.link_drops(&eb).unwrap() - link0;
+    assert_eq!(warm, 1, "the warm-up datagram arrived");
+    assert!(got <= 64, "at most the RX frames: {got}");
+    assert!(drops.total() > 0, "{drops:?}");
+    assert_eq!(
+        drops.total(),
+        drops.get(KernelDropReason::RxRingFull) + drops.get(KernelDropReason::NoFrame),
+        "{drops:?}"
+    );
+    // Each socket drop is a failed XDP redirect, which veth counts as its own drop too.
+    assert!(drops.total() <= link, "{drops:?}, link {link}");
+    assert_eq!(
+        got as u64 + drops.total(),
+        burst as u64,
+        "{drops:?}, link {link}"
+    );
     drop(topo);
 }
 

@@ -12,11 +12,11 @@ use crate::config::{DemuxMode, SgiMode, Validated};
 use crate::demux::Demux;
 use crate::dispatch::{demux_loop, DemuxStage};
 use crate::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XskConfig};
-use crate::io::{open_sgi, PacketIo, SgiConfig, UdpPort, UdpSinkPort};
+use crate::io::{open_sgi, KernelDropsProbe, PacketIo, SgiConfig, UdpPort, UdpSinkPort};
 use crate::queues::{QueuePort, Side};
 use crate::ring::{batch_ring, CountedPort, RingPort};
 use crate::runtime::{spawn_slice, ControlDriver, SliceStart, SliceThreads, SyntheticDriver};
-use crate::stats::{DemuxCounters, NodeStats, PortCounters, SliceStats};
+use crate::stats::{DemuxCounters, NodeStats, PortCounters, SliceStats, SocketDrops, SocketOwner};
 use pepc_slice::control::ControlPlane;
 use pepc_slice::counters::SliceCounters;
 use pepc_slice::datapath::DataPlane;
@@ -49,6 +49,18 @@ pub struct Node {
     demux_counters: Option<Arc<DemuxCounters>>,
     slice_counters: Vec<Arc<SliceCounters>>,
     port_counters: Vec<[Arc<PortCounters>; 2]>,
+    kernel_probes: Vec<(&'static str, SocketOwner, KernelDropsProbe)>,
+}
+
+/// The kernel-drop probes of a receiving S1-U and SGi port pair.
+fn probes_of(
+    s1u: &dyn PacketIo,
+    sgi: &dyn PacketIo,
+    owner: SocketOwner,
+) -> impl Iterator<Item = (&'static str, SocketOwner, KernelDropsProbe)> {
+    [("s1u", s1u.kernel_drops()), ("sgi", sgi.kernel_drops())]
+        .into_iter()
+        .filter_map(move |(port, p)| Some((port, owner, p?)))
 }
 
 /// The ports as opened: shared by the slices (through the demux, or one slice's own),
@@ -289,6 +301,7 @@ impl Node {
         let mut slices = Vec::with_capacity(n);
         let mut demux_thread = None;
         let mut demux_counters = None;
+        let mut kernel_probes = Vec::new();
 
         match (mode, opened) {
             (_, Opened::Queues(ports)) => {
@@ -299,6 +312,7 @@ impl Node {
                     let (Some(ra), Some(rb)) = (s1u_rings.next(), sgi_rings.next()) else {
                         return Err("queue mode: fewer rings than slices".into());
                     };
+                    kernel_probes.extend(probes_of(&a, &b, SocketOwner::Slice(s)));
                     let a =
                         QueuePort::new(Box::new(a), Side::S1u, s, demux.clone(), ra, pc[0].clone());
                     let b =
@@ -320,6 +334,7 @@ impl Node {
             (DemuxMode::None, Opened::Shared(s1u, sgi)) => {
                 let (cp, dp, driver) = built.pop().expect("one slice");
                 let pc = &port_counters[0];
+                kernel_probes.extend(probes_of(&*s1u, &*sgi, SocketOwner::Slice(0)));
                 let a: Box<dyn PacketIo> = Box::new(CountedPort::new(s1u, pc[0].clone()));
                 let b: Box<dyn PacketIo> = Box::new(CountedPort::new(sgi, pc[1].clone()));
                 slices.push(
@@ -347,6 +362,7 @@ impl Node {
                         RingPort::new(dd, sgi_tx, pc[1].clone()),
                     ));
                 }
+                kernel_probes.extend(probes_of(&*s1u, &*sgi, SocketOwner::Demux));
                 let stage = DemuxStage::new(demux.clone(), s1u, sgi, ul, dl)?;
                 demux_counters = Some(stage.counters());
                 for (s, ((cp, dp, driver), (a, b))) in built.into_iter().zip(ports).enumerate() {
@@ -391,6 +407,7 @@ impl Node {
             demux_counters,
             slice_counters,
             port_counters,
+            kernel_probes,
         })
     }
 
@@ -406,6 +423,7 @@ impl Node {
             demux: self.demux_counters.clone(),
             slices: self.slice_counters.clone(),
             ports: self.port_counters.clone(),
+            kernel: self.kernel_probes.clone(),
         }
     }
 
@@ -448,6 +466,7 @@ pub struct StatsReader {
     demux: Option<Arc<DemuxCounters>>,
     slices: Vec<Arc<SliceCounters>>,
     ports: Vec<[Arc<PortCounters>; 2]>,
+    kernel: Vec<(&'static str, SocketOwner, KernelDropsProbe)>,
 }
 
 impl StatsReader {
@@ -467,6 +486,19 @@ impl StatsReader {
                 )
             })
             .collect();
-        NodeStats { slices, demux }
+        let kernel = self
+            .kernel
+            .iter()
+            .map(|(port, owner, p)| SocketDrops {
+                port,
+                owner: *owner,
+                drops: p.read(),
+            })
+            .collect();
+        NodeStats {
+            slices,
+            demux,
+            kernel,
+        }
     }
 }

@@ -227,6 +227,10 @@ impl PacketIo for QueuePort {
     fn poll_fd(&self) -> Option<RawFd> {
         self.io.poll_fd()
     }
+
+    fn kernel_drops(&self) -> Option<crate::io::KernelDropsProbe> {
+        self.io.kernel_drops()
+    }
 }
 
 #[cfg(test)]

@@ -281,6 +281,10 @@ impl PacketIo for CountedPort {
     fn try_clone_sender(&self) -> io::Result<Box<dyn PacketIo>> {
         self.inner.try_clone_sender()
     }
+
+    fn kernel_drops(&self) -> Option<crate::io::KernelDropsProbe> {
+        self.inner.kernel_drops()
+    }
 }
 
 #[cfg(test)]

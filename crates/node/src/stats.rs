@@ -2,6 +2,7 @@
 //! or one slice's data thread) that updates it with a plain load + store, so readers
 //! (`Node::stats`, `pepc run`) never slow the hot path with shared read-modify-writes.
 
+use crate::io::KernelDrops;
 use pepc_slice::counters::{DropReason, SliceCounters};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -217,12 +218,47 @@ impl SliceStats {
     }
 }
 
+/// Which thread reads a receiving socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SocketOwner {
+    Demux,
+    Slice(usize),
+}
+
+impl fmt::Display for SocketOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SocketOwner::Demux => f.write_str("demux"),
+            SocketOwner::Slice(s) => write!(f, "slice {s}"),
+        }
+    }
+}
+
+/// What the kernel dropped at one of the node's receiving sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketDrops {
+    /// "s1u" or "sgi".
+    pub port: &'static str,
+    pub owner: SocketOwner,
+    pub drops: KernelDrops,
+}
+
 /// Everything `Node::stats` reports.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeStats {
     pub slices: Vec<SliceStats>,
     /// None when the node runs without a demux thread (`node.demux = "none"`).
     pub demux: Option<DemuxStats>,
+    /// The kernel's drops at each receiving socket that counts them (AF_XDP, UDP);
+    /// these packets never reached a counter above.
+    pub kernel: Vec<SocketDrops>,
+}
+
+impl NodeStats {
+    /// Every packet the kernel dropped at the node's receiving sockets.
+    pub fn kernel_dropped(&self) -> u64 {
+        self.kernel.iter().map(|k| k.drops.total()).sum()
+    }
 }
 
 impl fmt::Display for NodeStats {
@@ -269,6 +305,27 @@ impl fmt::Display for NodeStats {
                 )?;
             }
             writeln!(f)?;
+        }
+        for k in self.kernel.iter().filter(|k| k.drops.total() > 0) {
+            let mut r: Vec<String> = k
+                .drops
+                .by_reason()
+                .filter(|&(_, n)| n > 0)
+                .map(|(why, n)| format!("{}={n}", why.as_str()))
+                .collect();
+            if k.drops.fill_ring_empty > 0 {
+                r.push(format!(
+                    "(fill ring found empty {}x)",
+                    k.drops.fill_ring_empty
+                ));
+            }
+            writeln!(
+                f,
+                "kernel drops at {} ({}): {}",
+                k.port,
+                k.owner,
+                r.join(" ")
+            )?;
         }
         Ok(())
     }

@@ -11,6 +11,7 @@
 use pepc_mgmt::{Exposition, MetricsSource};
 use pepc_node::node::StatsReader;
 use pepc_node::s1mme::{EndpointGauges, SliceGauges};
+use pepc_node::stats::SocketOwner;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
@@ -136,6 +137,32 @@ impl MetricsSource for NodeMetrics {
                     "Packets the demux dropped before any slice, by reason",
                     &[("reason", reason.into())],
                     v,
+                );
+            }
+        }
+        for k in &st.kernel {
+            let owner = match k.owner {
+                SocketOwner::Demux => "demux".to_string(),
+                SocketOwner::Slice(s) => s.to_string(),
+            };
+            for (why, v) in k.drops.by_reason() {
+                out.counter(
+                    "pepc_port_kernel_dropped",
+                    "Packets the kernel dropped at a receiving socket before the node read them (AF_XDP rings, a UDP socket's buffer), by reason; reader is the thread that reads the socket",
+                    &[
+                        ("port", k.port.into()),
+                        ("reader", owner.clone()),
+                        ("reason", why.as_str().into()),
+                    ],
+                    v,
+                );
+            }
+            if k.drops.fill_ring_empty > 0 {
+                out.counter(
+                    "pepc_port_fill_ring_empty",
+                    "AF_XDP: times the kernel found the socket's fill ring empty (not a packet count; a sign the reader returns frames too slowly)",
+                    &[("port", k.port.into()), ("reader", owner.clone())],
+                    k.drops.fill_ring_empty,
                 );
             }
         }

@@ -168,5 +168,19 @@ fn metrics_match_what_the_emulator_saw() {
         );
     }
     assert!(s.iter().all(|(n, _, _)| n.starts_with("pepc_")), "{text}");
+    // The kernel's drops at the S1-U socket the demux reads are exported; at this
+    // rate there are none.
+    assert!(
+        s.iter()
+            .any(|(n, l, _)| n == "pepc_port_kernel_dropped_total"
+                && l.get("port").and_then(Value::as_str) == Some("s1u")
+                && l.get("reason").and_then(Value::as_str) == Some("socket_buffer_full")),
+        "{text}"
+    );
+    assert_eq!(
+        sum(&s, "pepc_port_kernel_dropped_total", &[]),
+        0.0,
+        "{text}"
+    );
     epc.stop();
 }

@@ -354,6 +354,10 @@ impl PacketIo for UdpSinkPort {
             sink: self.sink,
         }))
     }
+
+    fn kernel_drops(&self) -> Option<super::KernelDropsProbe> {
+        self.udp.kernel_drops()
+    }
 }
 
 /// How to open the SGi port.
@@ -485,6 +489,13 @@ impl PacketIo for SgiPort {
         match self {
             SgiPort::Tun(t) => t.try_clone_sender(),
             SgiPort::UdpSink { port, .. } => port.try_clone_sender(),
+        }
+    }
+
+    fn kernel_drops(&self) -> Option<super::KernelDropsProbe> {
+        match self {
+            SgiPort::Tun(_) => None,
+            SgiPort::UdpSink { port, .. } => port.kernel_drops(),
         }
     }
 }

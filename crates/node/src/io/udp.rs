@@ -9,6 +9,7 @@
 //! order of destination first, each destination's keeping theirs). Where the kernel refuses it,
 //! the port sends those packets one by one and stops asking.
 
+use super::kernel_drops::{KernelDropsProbe, SocketKind};
 use super::sys::{self, errno, from_sockaddr, is_would_block, to_sockaddr, zero_sockaddr};
 use super::PacketIo;
 use pepc_wire::{Batch, Verdict, BATCH_SIZE};
@@ -95,6 +96,17 @@ pub struct UdpPort {
     gso: bool,
     tx_retries: u32,
     stats: UdpStats,
+    /// The socket's kernel drop count, read by other threads; only the port that
+    /// opened the socket has it (its clones share the socket, and its count).
+    probe: Option<KernelDropsProbe>,
+}
+
+impl Drop for UdpPort {
+    fn drop(&mut self) {
+        if let Some(p) = &self.probe {
+            p.close();
+        }
+    }
 }
 
 // SAFETY: the raw pointers inside `hdrs`/`iov` are scratch values, rewritten to point at
@@ -102,7 +114,12 @@ pub struct UdpPort {
 // immediately before each syscall and never dereferenced by us outside it.
 unsafe impl Send for UdpPort {}
 
-fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> bool {
+pub(crate) fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: libc::c_int,
+) -> bool {
     // SAFETY: passes a pointer to a live c_int and its exact size.
     unsafe {
         libc::setsockopt(
@@ -174,7 +191,9 @@ impl UdpPort {
                 "UdpPort capacity must be at least 1",
             ));
         }
-        Self::from_socket(bind_socket(addr)?, capacity)
+        let mut p = Self::from_socket(bind_socket(addr)?, capacity)?;
+        p.probe = Some(KernelDropsProbe::new(p.as_raw_fd(), SocketKind::Kernel));
+        Ok(p)
     }
 
     /// Another port on a duplicate of this socket's descriptor (same local address),
@@ -214,6 +233,7 @@ impl UdpPort {
             gso: std::env::var_os("PEPC_NO_UDP_GSO").is_none_or(|v| v != "1"),
             tx_retries: DEFAULT_TX_RETRIES,
             stats: UdpStats::default(),
+            probe: None,
         })
     }
 
@@ -556,6 +576,10 @@ impl PacketIo for UdpPort {
 
     fn try_clone_sender(&self) -> io::Result<Box<dyn PacketIo>> {
         Ok(Box::new(self.try_clone()?))
+    }
+
+    fn kernel_drops(&self) -> Option<KernelDropsProbe> {
+        self.probe.clone()
     }
 }
 

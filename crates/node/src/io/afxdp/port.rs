@@ -381,6 +381,10 @@ impl PacketIo for AfXdpPort {
         let p = self.sibling(q, false)?;
         Ok(Box::new(p))
     }
+
+    fn kernel_drops(&self) -> Option<crate::io::KernelDropsProbe> {
+        Some(self.xsk.drops_probe())
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! the other side's index so the shared cache lines are read only when a ring looks
 //! full or empty.
 
+use crate::io::kernel_drops::{KernelDropsProbe, SocketKind};
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -84,9 +85,9 @@ pub struct Desc {
 pub struct XdpStatistics {
     /// Dropped for other reasons (e.g. a packet larger than a frame).
     pub rx_dropped: u64,
-    /// Dropped because the RX ring was full.
     pub rx_invalid_descs: u64,
     pub tx_invalid_descs: u64,
+    /// Dropped because the RX ring was full.
     pub rx_ring_full: u64,
     /// The fill ring had no frame for an arriving packet.
     pub rx_fill_ring_empty_descs: u64,
@@ -274,6 +275,8 @@ pub struct XskSocket {
     /// TX frames not in flight.
     tx_free: Vec<u64>,
     mode: BindMode,
+    /// The kernel's drop counts, for other threads.
+    probe: KernelDropsProbe,
 }
 
 // SAFETY: the socket owns its mappings; the raw pointers are used only through
@@ -308,6 +311,11 @@ fn getsockopt<T: Default>(fd: RawFd, name: libc::c_int) -> io::Result<T> {
     } else {
         Ok(v)
     }
+}
+
+/// The kernel's counters of the AF_XDP socket `fd`.
+pub(crate) fn statistics_of(fd: RawFd) -> io::Result<XdpStatistics> {
+    getsockopt(fd, XDP_STATISTICS)
 }
 
 fn ctx(what: &str, e: io::Error) -> io::Error {
@@ -438,6 +446,7 @@ impl XskSocket {
             tx,
             tx_free,
             mode,
+            probe: KernelDropsProbe::new(raw, SocketKind::Xsk),
         })
     }
 
@@ -451,7 +460,12 @@ impl XskSocket {
 
     /// The kernel's drop counters for this socket.
     pub fn statistics(&self) -> io::Result<XdpStatistics> {
-        getsockopt(self.fd(), XDP_STATISTICS)
+        statistics_of(self.fd())
+    }
+
+    /// A reader of this socket's kernel drops for another thread.
+    pub fn drops_probe(&self) -> KernelDropsProbe {
+        self.probe.clone()
     }
 
     fn frame(&self, addr: u64, len: usize) -> Option<&[u8]> {
@@ -581,6 +595,7 @@ impl XskSocket {
 
 impl Drop for XskSocket {
     fn drop(&mut self) {
+        self.probe.close();
         // The rings unmap themselves; the UMEM is ours. The socket closes after this
         // (field drop), which is when the kernel stops using the UMEM: unmapping first
         // is safe because the kernel pinned its pages at UMEM_REG.
