@@ -17,7 +17,7 @@ use pepc_emulator::driver::{TABLE_IV_DL, TABLE_IV_UL};
 use pepc_node::config::NodeConfig;
 pub use pepc_node::io::afxdp::XdpMode;
 use pepc_node::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XskConfig, ZeroCopy};
-use pepc_node::io::{now_ns, PacketIo};
+use pepc_node::io::{now_ns, PacketIo, SocketDropReason};
 use pepc_node::node::Node;
 use pepc_node::runtime::ControlDriver;
 use pepc_slice::control::{AttachParams, ControlPlane};
@@ -152,7 +152,8 @@ pub struct IoReport {
     /// All CPUs' busy time (user, system, softirq) per forwarded packet.
     pub machine_cpu_ns_per_packet: f64,
     /// Node drops by reason and the ports' own counters, for diagnosis.
-    /// Packets the node dropped during the measured run (its slices and demux thread).
+    /// Packets the node dropped during the measured run (its slices and demux thread,
+    /// and frames its AF_XDP ports received that were not theirs).
     pub node_drops: u64,
     /// The node's drops by reason since it started (warm-up included).
     pub node_drops_by_reason: Vec<(&'static str, u64)>,
@@ -661,7 +662,8 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
             .map(|s| s.s1u.tx_failed + s.sgi.tx_failed)
             .sum()
     };
-    let kernel0 = stats0.kernel_dropped();
+    let kernel0 = stats0.dropped_by_kernel();
+    let malformed0 = stats0.dropped_by_ports(SocketDropReason::Malformed);
     let tx_failed0 = tx_failed(&stats0);
     let link0 = link_drops()?;
     let node_napi0 = napi_of(&s1u_n.dev, &sgi_n.dev);
@@ -683,8 +685,11 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     );
     let machine = machine_busy_ns().saturating_sub(machine0);
     let stats = node.stats();
-    let node_drops = all_drops(&stats).saturating_sub(drops0);
-    let node_kernel_drops = stats.kernel_dropped().saturating_sub(kernel0);
+    let node_drops = all_drops(&stats).saturating_sub(drops0)
+        + stats
+            .dropped_by_ports(SocketDropReason::Malformed)
+            .saturating_sub(malformed0);
+    let node_kernel_drops = stats.dropped_by_kernel().saturating_sub(kernel0);
     let link_drops = link_drops()?.saturating_sub(link0);
     let node_tx_failed = tx_failed(&stats);
     let handed_off = stats

@@ -7,7 +7,7 @@
 use pepc_bench::io::{run, Backend, IoOpts, IoReport, Mix, RxMode, Steer};
 use pepc_bench::netns::{enter, unavailable, End, Topology};
 use pepc_node::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XdpMode, XskConfig, ZeroCopy};
-use pepc_node::io::{KernelDropReason, PacketIo};
+use pepc_node::io::{PacketIo, SocketDropReason};
 use pepc_wire::{Batch, Verdict};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
@@ -332,7 +332,7 @@ fn a_port_that_falls_behind_has_its_kernel_drops_counted() {
         })
         .unwrap();
         let probe = port
-            .kernel_drops()
+            .socket_drops()
             .expect("an AF_XDP port counts kernel drops");
         let mut b = Batch::default();
         let mut drain = |port: &mut AfXdpPort| {
@@ -350,7 +350,18 @@ fn a_port_that_falls_behind_has_its_kernel_drops_counted() {
         ready_tx.send(()).unwrap();
         sent_rx.recv().unwrap();
         let got = drain(&mut port);
-        (warm, got, probe.read())
+        let drops = probe.read();
+        // A packet for a host nobody answers ARP for: the port's own reason.
+        let mut out = Batch::new(1);
+        out.len = 1;
+        out.bufs[0].fill(&[0x30, 0xff, 0, 0, 0, 0, 0, 9]);
+        out.bufs[0].meta.peer = SocketAddrV4::new(Ipv4Addr::new(10, 82, 0, 77), 2152);
+        out.bufs[0].meta.verdict = Verdict::ToS1u;
+        assert_eq!(port.send_batch(&out, Verdict::ToS1u).unwrap(), 0);
+        let after = probe.read();
+        assert_eq!(after.get(SocketDropReason::NoNeighbour), 1, "{after:?}");
+        assert_eq!(after.by_kernel(), drops.by_kernel(), "{after:?}");
+        (warm, got, drops)
     });
     ready_rx.recv().unwrap();
     enter(&b).unwrap();
@@ -373,7 +384,7 @@ fn a_port_that_falls_behind_has_its_kernel_drops_counted() {
     assert!(drops.total() > 0, "{drops:?}");
     assert_eq!(
         drops.total(),
-        drops.get(KernelDropReason::RxRingFull) + drops.get(KernelDropReason::NoFrame),
+        drops.get(SocketDropReason::RxRingFull) + drops.get(SocketDropReason::NoFrame),
         "{drops:?}"
     );
     // Each socket drop is a failed XDP redirect, which veth counts as its own drop too.

@@ -12,7 +12,7 @@ use crate::config::{DemuxMode, SgiMode, Validated};
 use crate::demux::Demux;
 use crate::dispatch::{demux_loop, DemuxStage};
 use crate::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XskConfig};
-use crate::io::{open_sgi, KernelDropsProbe, PacketIo, SgiConfig, UdpPort, UdpSinkPort};
+use crate::io::{open_sgi, PacketIo, SgiConfig, SocketDropsProbe, UdpPort, UdpSinkPort};
 use crate::queues::{QueuePort, Side};
 use crate::ring::{batch_ring, CountedPort, RingPort};
 use crate::runtime::{spawn_slice, ControlDriver, SliceStart, SliceThreads, SyntheticDriver};
@@ -49,16 +49,16 @@ pub struct Node {
     demux_counters: Option<Arc<DemuxCounters>>,
     slice_counters: Vec<Arc<SliceCounters>>,
     port_counters: Vec<[Arc<PortCounters>; 2]>,
-    kernel_probes: Vec<(&'static str, SocketOwner, KernelDropsProbe)>,
+    socket_probes: Vec<(&'static str, SocketOwner, SocketDropsProbe)>,
 }
 
-/// The kernel-drop probes of a receiving S1-U and SGi port pair.
+/// The drop probes of an S1-U and SGi port pair.
 fn probes_of(
     s1u: &dyn PacketIo,
     sgi: &dyn PacketIo,
     owner: SocketOwner,
-) -> impl Iterator<Item = (&'static str, SocketOwner, KernelDropsProbe)> {
-    [("s1u", s1u.kernel_drops()), ("sgi", sgi.kernel_drops())]
+) -> impl Iterator<Item = (&'static str, SocketOwner, SocketDropsProbe)> {
+    [("s1u", s1u.socket_drops()), ("sgi", sgi.socket_drops())]
         .into_iter()
         .filter_map(move |(port, p)| Some((port, owner, p?)))
 }
@@ -301,7 +301,7 @@ impl Node {
         let mut slices = Vec::with_capacity(n);
         let mut demux_thread = None;
         let mut demux_counters = None;
-        let mut kernel_probes = Vec::new();
+        let mut socket_probes = Vec::new();
 
         match (mode, opened) {
             (_, Opened::Queues(ports)) => {
@@ -312,7 +312,7 @@ impl Node {
                     let (Some(ra), Some(rb)) = (s1u_rings.next(), sgi_rings.next()) else {
                         return Err("queue mode: fewer rings than slices".into());
                     };
-                    kernel_probes.extend(probes_of(&a, &b, SocketOwner::Slice(s)));
+                    socket_probes.extend(probes_of(&a, &b, SocketOwner::Slice(s)));
                     let a =
                         QueuePort::new(Box::new(a), Side::S1u, s, demux.clone(), ra, pc[0].clone());
                     let b =
@@ -334,7 +334,7 @@ impl Node {
             (DemuxMode::None, Opened::Shared(s1u, sgi)) => {
                 let (cp, dp, driver) = built.pop().expect("one slice");
                 let pc = &port_counters[0];
-                kernel_probes.extend(probes_of(&*s1u, &*sgi, SocketOwner::Slice(0)));
+                socket_probes.extend(probes_of(&*s1u, &*sgi, SocketOwner::Slice(0)));
                 let a: Box<dyn PacketIo> = Box::new(CountedPort::new(s1u, pc[0].clone()));
                 let b: Box<dyn PacketIo> = Box::new(CountedPort::new(sgi, pc[1].clone()));
                 slices.push(
@@ -346,7 +346,7 @@ impl Node {
                 let mut ul = Vec::with_capacity(n);
                 let mut dl = Vec::with_capacity(n);
                 let mut ports = Vec::with_capacity(n);
-                for pc in &port_counters {
+                for (s, pc) in port_counters.iter().enumerate() {
                     let (uf, ud) = batch_ring(v.ring_batches);
                     let (df, dd) = batch_ring(v.ring_batches);
                     let s1u_tx = s1u
@@ -355,6 +355,9 @@ impl Node {
                     let sgi_tx = sgi
                         .try_clone_sender()
                         .map_err(|e| format!("sgi: sharing the port with a slice: {e}"))?;
+                    // AF_XDP: the slice's own sending sockets (a UDP clone shares the
+                    // demux's socket, and its counts).
+                    socket_probes.extend(probes_of(&*s1u_tx, &*sgi_tx, SocketOwner::Slice(s)));
                     ul.push(uf);
                     dl.push(df);
                     ports.push((
@@ -362,7 +365,7 @@ impl Node {
                         RingPort::new(dd, sgi_tx, pc[1].clone()),
                     ));
                 }
-                kernel_probes.extend(probes_of(&*s1u, &*sgi, SocketOwner::Demux));
+                socket_probes.extend(probes_of(&*s1u, &*sgi, SocketOwner::Demux));
                 let stage = DemuxStage::new(demux.clone(), s1u, sgi, ul, dl)?;
                 demux_counters = Some(stage.counters());
                 for (s, ((cp, dp, driver), (a, b))) in built.into_iter().zip(ports).enumerate() {
@@ -407,7 +410,7 @@ impl Node {
             demux_counters,
             slice_counters,
             port_counters,
-            kernel_probes,
+            socket_probes,
         })
     }
 
@@ -423,7 +426,7 @@ impl Node {
             demux: self.demux_counters.clone(),
             slices: self.slice_counters.clone(),
             ports: self.port_counters.clone(),
-            kernel: self.kernel_probes.clone(),
+            sockets: self.socket_probes.clone(),
         }
     }
 
@@ -466,7 +469,7 @@ pub struct StatsReader {
     demux: Option<Arc<DemuxCounters>>,
     slices: Vec<Arc<SliceCounters>>,
     ports: Vec<[Arc<PortCounters>; 2]>,
-    kernel: Vec<(&'static str, SocketOwner, KernelDropsProbe)>,
+    sockets: Vec<(&'static str, SocketOwner, SocketDropsProbe)>,
 }
 
 impl StatsReader {
@@ -486,8 +489,8 @@ impl StatsReader {
                 )
             })
             .collect();
-        let kernel = self
-            .kernel
+        let sockets = self
+            .sockets
             .iter()
             .map(|(port, owner, p)| SocketDrops {
                 port,
@@ -498,7 +501,7 @@ impl StatsReader {
         NodeStats {
             slices,
             demux,
-            kernel,
+            sockets,
         }
     }
 }

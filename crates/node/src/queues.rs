@@ -228,8 +228,8 @@ impl PacketIo for QueuePort {
         self.io.poll_fd()
     }
 
-    fn kernel_drops(&self) -> Option<crate::io::KernelDropsProbe> {
-        self.io.kernel_drops()
+    fn socket_drops(&self) -> Option<crate::io::SocketDropsProbe> {
+        self.io.socket_drops()
     }
 }
 

@@ -282,8 +282,8 @@ impl PacketIo for CountedPort {
         self.inner.try_clone_sender()
     }
 
-    fn kernel_drops(&self) -> Option<crate::io::KernelDropsProbe> {
-        self.inner.kernel_drops()
+    fn socket_drops(&self) -> Option<crate::io::SocketDropsProbe> {
+        self.inner.socket_drops()
     }
 }
 

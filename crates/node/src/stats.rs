@@ -2,7 +2,7 @@
 //! or one slice's data thread) that updates it with a plain load + store, so readers
 //! (`Node::stats`, `pepc run`) never slow the hot path with shared read-modify-writes.
 
-use crate::io::KernelDrops;
+use crate::io::DropCounts;
 use pepc_slice::counters::{DropReason, SliceCounters};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -234,13 +234,13 @@ impl fmt::Display for SocketOwner {
     }
 }
 
-/// What the kernel dropped at one of the node's receiving sockets.
+/// What was dropped at one of the node's sockets, by the kernel or the port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SocketDrops {
     /// "s1u" or "sgi".
     pub port: &'static str,
     pub owner: SocketOwner,
-    pub drops: KernelDrops,
+    pub drops: DropCounts,
 }
 
 /// Everything `Node::stats` reports.
@@ -249,15 +249,20 @@ pub struct NodeStats {
     pub slices: Vec<SliceStats>,
     /// None when the node runs without a demux thread (`node.demux = "none"`).
     pub demux: Option<DemuxStats>,
-    /// The kernel's drops at each receiving socket that counts them (AF_XDP, UDP);
-    /// these packets never reached a counter above.
-    pub kernel: Vec<SocketDrops>,
+    /// The drops at each socket that counts them (AF_XDP, UDP): the kernel's never
+    /// reached a counter above; the ports' send failures are `tx_failed` by reason.
+    pub sockets: Vec<SocketDrops>,
 }
 
 impl NodeStats {
-    /// Every packet the kernel dropped at the node's receiving sockets.
-    pub fn kernel_dropped(&self) -> u64 {
-        self.kernel.iter().map(|k| k.drops.total()).sum()
+    /// Every packet the kernel dropped at the node's sockets.
+    pub fn dropped_by_kernel(&self) -> u64 {
+        self.sockets.iter().map(|k| k.drops.by_kernel()).sum()
+    }
+
+    /// Packets a port dropped for `why` (a port-level reason), summed over sockets.
+    pub fn dropped_by_ports(&self, why: crate::io::SocketDropReason) -> u64 {
+        self.sockets.iter().map(|k| k.drops.get(why)).sum()
     }
 }
 
@@ -306,7 +311,7 @@ impl fmt::Display for NodeStats {
             }
             writeln!(f)?;
         }
-        for k in self.kernel.iter().filter(|k| k.drops.total() > 0) {
+        for k in self.sockets.iter().filter(|k| k.drops.total() > 0) {
             let mut r: Vec<String> = k
                 .drops
                 .by_reason()
@@ -321,7 +326,7 @@ impl fmt::Display for NodeStats {
             }
             writeln!(
                 f,
-                "kernel drops at {} ({}): {}",
+                "socket drops at {} ({}): {}",
                 k.port,
                 k.owner,
                 r.join(" ")

@@ -140,28 +140,32 @@ impl MetricsSource for NodeMetrics {
                 );
             }
         }
-        for k in &st.kernel {
-            let owner = match k.owner {
-                SocketOwner::Demux => "demux".to_string(),
-                SocketOwner::Slice(s) => s.to_string(),
+        for k in &st.sockets {
+            let owner: Vec<(&'static str, String)> = match k.owner {
+                SocketOwner::Demux => vec![("owner", "demux".into())],
+                SocketOwner::Slice(s) => vec![("owner", "slice".into()), slice(s)],
             };
             for (why, v) in k.drops.by_reason() {
+                let mut labels = vec![
+                    ("port", k.port.to_string()),
+                    ("by", if why.by_kernel() { "kernel" } else { "port" }.into()),
+                    ("reason", why.as_str().into()),
+                ];
+                labels.extend(owner.iter().cloned());
                 out.counter(
-                    "pepc_port_kernel_dropped",
-                    "Packets the kernel dropped at a receiving socket before the node read them (AF_XDP rings, a UDP socket's buffer), by reason; reader is the thread that reads the socket",
-                    &[
-                        ("port", k.port.into()),
-                        ("reader", owner.clone()),
-                        ("reason", why.as_str().into()),
-                    ],
+                    "pepc_socket_dropped",
+                    "Packets dropped at a socket of the node, by the kernel (AF_XDP rings, a UDP socket's buffer) before the node read them, or by the port (frames not ours, no next-hop MAC, TX ring full); owner is the thread that owns the socket",
+                    &labels,
                     v,
                 );
             }
             if k.drops.fill_ring_empty > 0 {
+                let mut labels = vec![("port", k.port.to_string())];
+                labels.extend(owner.iter().cloned());
                 out.counter(
-                    "pepc_port_fill_ring_empty",
-                    "AF_XDP: times the kernel found the socket's fill ring empty (not a packet count; a sign the reader returns frames too slowly)",
-                    &[("port", k.port.into()), ("reader", owner.clone())],
+                    "pepc_socket_fill_ring_empty",
+                    "AF_XDP: times the kernel found the socket's fill ring empty (not a packet count; a sign the owner returns frames too slowly)",
+                    &labels,
                     k.drops.fill_ring_empty,
                 );
             }

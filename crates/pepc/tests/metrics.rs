@@ -171,16 +171,12 @@ fn metrics_match_what_the_emulator_saw() {
     // The kernel's drops at the S1-U socket the demux reads are exported; at this
     // rate there are none.
     assert!(
-        s.iter()
-            .any(|(n, l, _)| n == "pepc_port_kernel_dropped_total"
-                && l.get("port").and_then(Value::as_str) == Some("s1u")
-                && l.get("reason").and_then(Value::as_str) == Some("socket_buffer_full")),
+        s.iter().any(|(n, l, _)| n == "pepc_socket_dropped_total"
+            && l.get("port").and_then(Value::as_str) == Some("s1u")
+            && l.get("owner").and_then(Value::as_str) == Some("demux")
+            && l.get("reason").and_then(Value::as_str) == Some("socket_buffer_full")),
         "{text}"
     );
-    assert_eq!(
-        sum(&s, "pepc_port_kernel_dropped_total", &[]),
-        0.0,
-        "{text}"
-    );
+    assert_eq!(sum(&s, "pepc_socket_dropped_total", &[]), 0.0, "{text}");
     epc.stop();
 }

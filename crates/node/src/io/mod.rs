@@ -9,14 +9,14 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 pub mod afxdp;
-pub mod kernel_drops;
 pub mod mem;
+pub mod socket_drops;
 pub(crate) mod sys;
 pub mod tun;
 pub mod udp;
 
-pub use kernel_drops::{KernelDropReason, KernelDrops, KernelDropsProbe};
 pub use mem::{FillFn, MemGenerator, MemSink, VerdictCount};
+pub use socket_drops::{DropCounts, SocketDropReason, SocketDropsProbe};
 pub use sys::now_ns;
 pub use tun::{open_sgi, SgiBackend, SgiConfig, SgiPort, TunPort, TunStats, UdpSinkPort};
 pub use udp::{UdpPort, UdpStats};
@@ -47,7 +47,7 @@ pub trait PacketIo: Send {
     /// What the kernel dropped at this port's receiving socket before we saw it,
     /// readable from another thread; `None` where the kernel keeps no such count
     /// (in-memory ports, TUN) or another handle of the socket reports it.
-    fn kernel_drops(&self) -> Option<KernelDropsProbe> {
+    fn socket_drops(&self) -> Option<SocketDropsProbe> {
         None
     }
 }

@@ -355,8 +355,8 @@ impl PacketIo for UdpSinkPort {
         }))
     }
 
-    fn kernel_drops(&self) -> Option<super::KernelDropsProbe> {
-        self.udp.kernel_drops()
+    fn socket_drops(&self) -> Option<super::SocketDropsProbe> {
+        self.udp.socket_drops()
     }
 }
 
@@ -492,10 +492,10 @@ impl PacketIo for SgiPort {
         }
     }
 
-    fn kernel_drops(&self) -> Option<super::KernelDropsProbe> {
+    fn socket_drops(&self) -> Option<super::SocketDropsProbe> {
         match self {
             SgiPort::Tun(_) => None,
-            SgiPort::UdpSink { port, .. } => port.kernel_drops(),
+            SgiPort::UdpSink { port, .. } => port.socket_drops(),
         }
     }
 }

@@ -9,7 +9,7 @@
 //! order of destination first, each destination's keeping theirs). Where the kernel refuses it,
 //! the port sends those packets one by one and stops asking.
 
-use super::kernel_drops::{KernelDropsProbe, SocketKind};
+use super::socket_drops::{SocketDropsProbe, SocketKind};
 use super::sys::{self, errno, from_sockaddr, is_would_block, to_sockaddr, zero_sockaddr};
 use super::PacketIo;
 use pepc_wire::{Batch, Verdict, BATCH_SIZE};
@@ -98,7 +98,7 @@ pub struct UdpPort {
     stats: UdpStats,
     /// The socket's kernel drop count, read by other threads; only the port that
     /// opened the socket has it (its clones share the socket, and its count).
-    probe: Option<KernelDropsProbe>,
+    probe: Option<SocketDropsProbe>,
 }
 
 impl Drop for UdpPort {
@@ -192,7 +192,7 @@ impl UdpPort {
             ));
         }
         let mut p = Self::from_socket(bind_socket(addr)?, capacity)?;
-        p.probe = Some(KernelDropsProbe::new(p.as_raw_fd(), SocketKind::Kernel));
+        p.probe = Some(SocketDropsProbe::new(p.as_raw_fd(), SocketKind::Kernel));
         Ok(p)
     }
 
@@ -578,7 +578,7 @@ impl PacketIo for UdpPort {
         Ok(Box::new(self.try_clone()?))
     }
 
-    fn kernel_drops(&self) -> Option<KernelDropsProbe> {
+    fn socket_drops(&self) -> Option<SocketDropsProbe> {
         self.probe.clone()
     }
 }

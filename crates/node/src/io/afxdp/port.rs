@@ -6,6 +6,7 @@
 use super::bpf::{Filter, XdpAttachment, XdpMode};
 use super::neigh::{interface, Mac, Neighbours};
 use super::xsk::{BindMode, XdpStatistics, XskConfig, XskSocket, ZeroCopy, FRAME_SIZE};
+use crate::io::socket_drops::{PortDrops, SocketDropReason, SocketDropsProbe};
 use crate::io::{sys, PacketIo};
 use pepc_wire::{Batch, Verdict};
 use std::io;
@@ -80,6 +81,8 @@ pub struct AfXdpPort {
     interface: String,
     queue: u32,
     stats: AfXdpStats,
+    /// The drop counts of `stats`, for other threads (see [`SocketDropsProbe`]).
+    published: Arc<PortDrops>,
 }
 
 impl AfXdpPort {
@@ -162,7 +165,15 @@ impl AfXdpPort {
             interface: cfg.interface.clone(),
             queue,
             stats: AfXdpStats::default(),
+            published: Arc::default(),
         })
+    }
+
+    fn publish_tx_drops(&self) {
+        let (p, s) = (&self.published, &self.stats);
+        p.publish(SocketDropReason::NoNeighbour, s.tx_no_neighbour);
+        p.publish(SocketDropReason::TxRingFull, s.tx_ring_full);
+        p.publish(SocketDropReason::TooBig, s.tx_too_big);
     }
 
     /// Another socket on the same interface and program, on `queue`, receiving what
@@ -272,6 +283,8 @@ impl PacketIo for AfXdpPort {
             n += 1;
         });
         batch.len = n;
+        self.published
+            .publish(SocketDropReason::Malformed, self.stats.rx_malformed);
         Ok(n)
     }
 
@@ -304,6 +317,7 @@ impl PacketIo for AfXdpPort {
             }
         }
         if want == 0 {
+            self.publish_tx_drops();
             return Ok(0);
         }
         let (role, mac, stats) = (&self.role, self.mac, &mut self.stats);
@@ -366,6 +380,7 @@ impl PacketIo for AfXdpPort {
         self.stats.tx_packets += queued as u64;
         self.stats.tx_bytes += bytes;
         self.stats.tx_ring_full += (want - queued) as u64;
+        self.publish_tx_drops();
         Ok(queued)
     }
 
@@ -382,8 +397,8 @@ impl PacketIo for AfXdpPort {
         Ok(Box::new(p))
     }
 
-    fn kernel_drops(&self) -> Option<crate::io::KernelDropsProbe> {
-        Some(self.xsk.drops_probe())
+    fn socket_drops(&self) -> Option<SocketDropsProbe> {
+        Some(self.xsk.drops_probe().with_port(self.published.clone()))
     }
 }
 

@@ -4,7 +4,7 @@
 //! the other side's index so the shared cache lines are read only when a ring looks
 //! full or empty.
 
-use crate::io::kernel_drops::{KernelDropsProbe, SocketKind};
+use crate::io::socket_drops::{SocketDropsProbe, SocketKind};
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -276,7 +276,7 @@ pub struct XskSocket {
     tx_free: Vec<u64>,
     mode: BindMode,
     /// The kernel's drop counts, for other threads.
-    probe: KernelDropsProbe,
+    probe: SocketDropsProbe,
 }
 
 // SAFETY: the socket owns its mappings; the raw pointers are used only through
@@ -446,7 +446,7 @@ impl XskSocket {
             tx,
             tx_free,
             mode,
-            probe: KernelDropsProbe::new(raw, SocketKind::Xsk),
+            probe: SocketDropsProbe::new(raw, SocketKind::Xsk),
         })
     }
 
@@ -464,7 +464,7 @@ impl XskSocket {
     }
 
     /// A reader of this socket's kernel drops for another thread.
-    pub fn drops_probe(&self) -> KernelDropsProbe {
+    pub fn drops_probe(&self) -> SocketDropsProbe {
         self.probe.clone()
     }
 
