@@ -60,6 +60,34 @@ fn two_namespaces(
     Some((one, tag, a, b, topo))
 }
 
+/// A veth pair `{dev}a` in `ns.0` (`net.1`) and `{dev}b` in `ns.1` (`net.2`), /24.
+fn veth_pair(topo: &Topology, ns: (&str, &str), dev: &str, net: [u8; 3]) -> (End, End) {
+    let end = |ns: &str, side: &str, last: u8| End {
+        ns: ns.to_string(),
+        dev: format!("{dev}{side}"),
+        addr: Ipv4Addr::new(net[0], net[1], net[2], last),
+        prefix: 24,
+    };
+    let (a, b) = (end(ns.0, "a", 1), end(ns.1, "b", 2));
+    topo.veth(&a, &b, 1).unwrap();
+    (a, b)
+}
+
+/// An S1-U AF_XDP port on `dev`, taking GTP-U to `node`:2152.
+fn s1u_port(dev: String, node: Ipv4Addr, xsk: XskConfig) -> AfXdpPort {
+    AfXdpPort::open(&AfXdpConfig {
+        interface: dev,
+        queue: 0,
+        xdp_mode: XdpMode::Auto,
+        zero_copy: ZeroCopy::Auto,
+        role: Role::S1u {
+            addr: SocketAddrV4::new(node, 2152),
+        },
+        xsk,
+    })
+    .unwrap()
+}
+
 fn opts(backend: Backend, rate_pps: u64) -> IoOpts {
     IoOpts {
         backend,
@@ -202,37 +230,13 @@ fn xdp_program_takes_only_gtpu_to_our_address() {
     let Some((_one, tag, a, b, topo)) = two_namespaces("pepcxt") else {
         return;
     };
-    let node = Ipv4Addr::new(10, 81, 0, 1);
-    let peer = Ipv4Addr::new(10, 81, 0, 2);
-    let ea = End {
-        ns: a.clone(),
-        dev: format!("pxt{tag}a"),
-        addr: node,
-        prefix: 24,
-    };
-    let eb = End {
-        ns: b.clone(),
-        dev: format!("pxt{tag}b"),
-        addr: peer,
-        prefix: 24,
-    };
-    topo.veth(&ea, &eb, 1).unwrap();
-
+    let (ea, eb) = veth_pair(&topo, (&a, &b), &format!("pxt{tag}"), [10, 81, 0]);
+    let (node, peer) = (ea.addr, eb.addr);
     let dev = ea.dev.clone();
     let ns_a = a.clone();
     let port_thread = std::thread::spawn(move || {
         enter(&ns_a).unwrap();
-        let mut port = AfXdpPort::open(&AfXdpConfig {
-            interface: dev,
-            queue: 0,
-            xdp_mode: XdpMode::Auto,
-            zero_copy: ZeroCopy::Auto,
-            role: Role::S1u {
-                addr: SocketAddrV4::new(node, 2152),
-            },
-            xsk: XskConfig::default(),
-        })
-        .unwrap();
+        let mut port = s1u_port(dev, node, XskConfig::default());
         let other = UdpSocket::bind(SocketAddrV4::new(node, 9999)).unwrap();
         other
             .set_read_timeout(Some(Duration::from_secs(5)))
@@ -298,39 +302,19 @@ fn a_port_that_falls_behind_has_its_kernel_drops_counted() {
     let Some((_one, tag, a, b, topo)) = two_namespaces("pepcxk") else {
         return;
     };
-    let node = Ipv4Addr::new(10, 82, 0, 1);
-    let peer = Ipv4Addr::new(10, 82, 0, 2);
-    let end = |ns: &str, dev: String, addr| End {
-        ns: ns.to_string(),
-        dev,
-        addr,
-        prefix: 24,
-    };
-    let (ea, eb) = (
-        end(&a, format!("pxk{tag}a"), node),
-        end(&b, format!("pxk{tag}b"), peer),
-    );
-    topo.veth(&ea, &eb, 1).unwrap();
+    let (ea, eb) = veth_pair(&topo, (&a, &b), &format!("pxk{tag}"), [10, 82, 0]);
+    let (node, peer) = (ea.addr, eb.addr);
     let (dev, ns_a) = (ea.dev.clone(), a.clone());
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let (sent_tx, sent_rx) = std::sync::mpsc::channel::<()>();
     let port_thread = std::thread::spawn(move || {
         enter(&ns_a).unwrap();
         // 64 frames for RX: a small ring that a burst overflows.
-        let mut port = AfXdpPort::open(&AfXdpConfig {
-            interface: dev,
-            queue: 0,
-            xdp_mode: XdpMode::Auto,
-            zero_copy: ZeroCopy::Auto,
-            role: Role::S1u {
-                addr: SocketAddrV4::new(node, 2152),
-            },
-            xsk: XskConfig {
-                frames: 128,
-                ring_size: 64,
-            },
-        })
-        .unwrap();
+        let small = XskConfig {
+            frames: 128,
+            ring_size: 64,
+        };
+        let mut port = s1u_port(dev, node, small);
         let probe = port
             .socket_drops()
             .expect("an AF_XDP port counts kernel drops");
@@ -404,17 +388,7 @@ fn sgi_port_refuses_an_interface_addressed_inside_a_ue_pool() {
     let Some((_one, tag, a, b, topo)) = two_namespaces("pepcxp") else {
         return;
     };
-    let end = |ns: &str, dev: String, last| End {
-        ns: ns.to_string(),
-        dev,
-        addr: Ipv4Addr::new(10, 79, 2, last),
-        prefix: 24,
-    };
-    let (ea, eb) = (
-        end(&a, format!("pxp{tag}a"), 1),
-        end(&b, format!("pxp{tag}b"), 2),
-    );
-    topo.veth(&ea, &eb, 1).unwrap();
+    let (ea, _) = veth_pair(&topo, (&a, &b), &format!("pxp{tag}"), [10, 79, 2]);
     let dev = ea.dev.clone();
     let r = std::thread::spawn(move || {
         enter(&a).unwrap();
