@@ -113,6 +113,8 @@ fn afxdp_node_forwards_every_packet_below_saturation() {
     let r = run(&opts(Backend::Afxdp, 50_000)).unwrap();
     assert!(r.s1u_io.contains("AF_XDP"), "{}", r.s1u_io);
     assert!(r.sgi_io.contains("AF_XDP"), "{}", r.sgi_io);
+    // The configured rings (here the default) are the socket's.
+    assert!(r.sgi_io.contains("rings of 4096"), "{}", r.sgi_io);
     assert!(r.sent_ul > 5_000 && r.sent_dl > 3 * 5_000 - 1_000, "{r:?}");
     every_packet_through(&r);
     assert!(r.latency_us_p99 > 0.0 && r.mpps_per_core > 0.0, "{r:?}");

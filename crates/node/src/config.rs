@@ -30,11 +30,16 @@
 //!                            # (demux = "queues": receives and sends on queue + k)
 //! xdp_mode = "auto"          # afxdp: auto (native if the driver has it) | drv | skb
 //! zero_copy = "auto"         # afxdp: auto (if the driver allows) | on | off
+//! ring_size = 4096           # afxdp: entries per ring (power of two, 64..=32768);
+//!                            # the socket has 2 x ring_size frames of 2 KB: half
+//!                            # wait for packets (a burst this long is absorbed
+//!                            # while the data thread is away), half serve sending
 //! [sgi]
 //! mode = "auto"              # auto (TUN if possible, else UDP sink) | tun | udp
 //! io = "kernel"              # kernel (as `mode` says) | afxdp (the UE pools' packets
 //!                            # on `interface`, sent to `next_hop`)
-//! interface = ""             # afxdp: as for s1u, and queue, xdp_mode, zero_copy
+//! interface = ""             # afxdp: as for s1u, and queue, xdp_mode, zero_copy,
+//!                            # ring_size
 //! next_hop = ""              # afxdp: the PDN-side router ("": the interface's routes)
 //! tun_name = "pepc%d"
 //! sink_local = "127.0.0.1:5202"
@@ -45,7 +50,7 @@
 //! rate = 0                   # synthetic control events per second (node total, split)
 //! ```
 
-use crate::io::afxdp::{XdpMode, ZeroCopy};
+use crate::io::afxdp::{XdpMode, XskConfig, ZeroCopy};
 use serde::Deserialize;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -95,6 +100,7 @@ pub struct S1uSection {
     pub queue: u32,
     pub xdp_mode: String,
     pub zero_copy: String,
+    pub ring_size: u32,
 }
 
 impl Default for S1uSection {
@@ -106,6 +112,7 @@ impl Default for S1uSection {
             queue: 0,
             xdp_mode: "auto".into(),
             zero_copy: "auto".into(),
+            ring_size: DEFAULT_RING_SIZE,
         }
     }
 }
@@ -123,6 +130,7 @@ pub struct SgiSection {
     pub xdp_mode: String,
     pub zero_copy: String,
     pub next_hop: String,
+    pub ring_size: u32,
 }
 
 impl Default for SgiSection {
@@ -138,6 +146,7 @@ impl Default for SgiSection {
             xdp_mode: "auto".into(),
             zero_copy: "auto".into(),
             next_hop: String::new(),
+            ring_size: DEFAULT_RING_SIZE,
         }
     }
 }
@@ -151,15 +160,34 @@ pub struct XdpPort {
     pub zero_copy: ZeroCopy,
     /// SGi: the PDN-side router (None: the interface's routes).
     pub next_hop: Option<Ipv4Addr>,
+    /// Entries per ring; the socket has twice as many frames.
+    pub ring_size: u32,
 }
+
+impl XdpPort {
+    /// The socket's rings and frames.
+    pub fn xsk(&self) -> XskConfig {
+        XskConfig {
+            frames: 2 * self.ring_size,
+            ring_size: self.ring_size,
+        }
+    }
+}
+
+const DEFAULT_RING_SIZE: u32 = 4096;
 
 fn xdp_port(
     sec: &str,
     interface: &str,
     queue: u32,
-    xdp_mode: &str,
-    zero_copy: &str,
+    (xdp_mode, zero_copy): (&str, &str),
+    ring_size: u32,
 ) -> Result<XdpPort, String> {
+    if !ring_size.is_power_of_two() || !(64..=32768).contains(&ring_size) {
+        return Err(format!(
+            "config key `{sec}.ring_size`: must be a power of two in 64..=32768, got {ring_size}"
+        ));
+    }
     if interface.is_empty() {
         return Err(format!(
             "config key `{sec}.interface`: io = \"afxdp\" needs the interface to bind to"
@@ -191,6 +219,7 @@ fn xdp_port(
         xdp_mode,
         zero_copy,
         next_hop: None,
+        ring_size,
     })
 }
 
@@ -357,8 +386,8 @@ impl NodeConfig {
                     "s1u",
                     &s1.interface,
                     s1.queue,
-                    &s1.xdp_mode,
-                    &s1.zero_copy,
+                    (&s1.xdp_mode, &s1.zero_copy),
+                    s1.ring_size,
                 )?)
             }
             m => {
@@ -371,7 +400,13 @@ impl NodeConfig {
         let sgi_xdp = match g.io.as_str() {
             "kernel" => None,
             "afxdp" => {
-                let mut p = xdp_port("sgi", &g.interface, g.queue, &g.xdp_mode, &g.zero_copy)?;
+                let mut p = xdp_port(
+                    "sgi",
+                    &g.interface,
+                    g.queue,
+                    (&g.xdp_mode, &g.zero_copy),
+                    g.ring_size,
+                )?;
                 if !g.next_hop.is_empty() {
                     p.next_hop = Some(g.next_hop.parse().map_err(|_| {
                         format!(
@@ -425,7 +460,7 @@ mod tests {
         let v = NodeConfig::parse("").unwrap().validate().unwrap();
         assert_eq!((v.s1u_xdp, v.sgi_xdp), (None, None));
         let v = NodeConfig::parse(
-            "[s1u]\nbind = \"10.1.0.1:2152\"\nio = \"afxdp\"\ninterface = \"eth1\"\nqueue = 2\nxdp_mode = \"skb\"\n[sgi]\nio = \"afxdp\"\ninterface = \"eth2\"\nnext_hop = \"10.2.0.254\"\nzero_copy = \"off\"\n",
+            "[s1u]\nbind = \"10.1.0.1:2152\"\nio = \"afxdp\"\ninterface = \"eth1\"\nqueue = 2\nxdp_mode = \"skb\"\n[sgi]\nio = \"afxdp\"\ninterface = \"eth2\"\nnext_hop = \"10.2.0.254\"\nzero_copy = \"off\"\nring_size = 16384\n",
         )
         .unwrap()
         .validate()
@@ -435,9 +470,11 @@ mod tests {
             (s.interface.as_str(), s.queue, s.xdp_mode),
             ("eth1", 2, XdpMode::Skb)
         );
+        assert_eq!(s.xsk().ring_size, 4096, "the default");
         let g = v.sgi_xdp.unwrap();
         assert_eq!(g.next_hop, Some(Ipv4Addr::new(10, 2, 0, 254)));
         assert_eq!(g.zero_copy, ZeroCopy::Off);
+        assert_eq!((g.xsk().ring_size, g.xsk().frames), (16384, 32768));
         for (text, key) in [
             ("[s1u]\nio = \"dpdk\"\n", "s1u.io"),
             ("[s1u]\nio = \"afxdp\"\n", "s1u.interface"),
@@ -452,6 +489,14 @@ mod tests {
             (
                 "[sgi]\nio = \"afxdp\"\ninterface = \"e\"\nnext_hop = \"x\"\n",
                 "sgi.next_hop",
+            ),
+            (
+                "[s1u]\nbind = \"10.1.0.1:2152\"\nio = \"afxdp\"\ninterface = \"e\"\nring_size = 1000\n",
+                "s1u.ring_size",
+            ),
+            (
+                "[sgi]\nio = \"afxdp\"\ninterface = \"e\"\nring_size = 65536\n",
+                "sgi.ring_size",
             ),
         ] {
             let e = NodeConfig::parse(text).unwrap().validate().unwrap_err();

@@ -11,7 +11,7 @@ use crate::config::XdpPort;
 use crate::config::{DemuxMode, SgiMode, Validated};
 use crate::demux::Demux;
 use crate::dispatch::{demux_loop, DemuxStage};
-use crate::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XskConfig};
+use crate::io::afxdp::{AfXdpConfig, AfXdpPort, Role};
 use crate::io::{open_sgi, PacketIo, SgiConfig, SocketDropsProbe, UdpPort, UdpSinkPort};
 use crate::queues::{QueuePort, Side};
 use crate::ring::{batch_ring, CountedPort, RingPort};
@@ -84,7 +84,7 @@ fn xdp_config(p: &XdpPort, role: Role) -> AfXdpConfig {
         xdp_mode: p.xdp_mode,
         zero_copy: p.zero_copy,
         role,
-        xsk: XskConfig::default(),
+        xsk: p.xsk(),
     }
 }
 

@@ -194,10 +194,10 @@ impl AfXdpPort {
         )
     }
 
-    /// E.g. "AF_XDP on veth0 queue 0 (native XDP, copy mode)".
+    /// E.g. "AF_XDP on veth0 queue 0 (native XDP, copy mode, rings of 4096)".
     pub fn describe(&self) -> String {
         format!(
-            "AF_XDP on {} queue {} ({} XDP, {})",
+            "AF_XDP on {} queue {} ({} XDP, {}, rings of {})",
             self.interface,
             self.queue,
             match self.attach.mode {
@@ -207,7 +207,8 @@ impl AfXdpPort {
             match self.xsk.mode() {
                 BindMode::ZeroCopy => "zero-copy",
                 BindMode::Copy => "copy mode",
-            }
+            },
+            self.cfg.xsk.ring_size
         )
     }
 
