@@ -76,6 +76,8 @@ pub struct IoOpts {
     pub rx: RxMode,
     /// Queue mode: how the generator picks the queue of each packet.
     pub steer: Steer,
+    /// The node's AF_XDP rings (`ring_size` of `[s1u]` and `[sgi]`).
+    pub ring_size: u32,
 }
 
 /// How packets reach the node's slices.
@@ -547,11 +549,12 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let config = match o.backend {
         Backend::Afxdp => format!(
             "[node]\nue_pool = \"{pool}\"\nmax_users = {}\npin = false\nslices = {slices}\ndemux = \"{demux}\"\n\
-             [s1u]\nbind = \"{S1U_NODE}:2152\"\nio = \"afxdp\"\ninterface = \"{}\"\nxdp_mode = \"{mode}\"\n\
-             [sgi]\nio = \"afxdp\"\ninterface = \"{}\"\nnext_hop = \"{SGI_GEN}\"\nxdp_mode = \"{mode}\"\n",
+             [s1u]\nbind = \"{S1U_NODE}:2152\"\nio = \"afxdp\"\ninterface = \"{}\"\nxdp_mode = \"{mode}\"\nring_size = {ring}\n\
+             [sgi]\nio = \"afxdp\"\ninterface = \"{}\"\nnext_hop = \"{SGI_GEN}\"\nxdp_mode = \"{mode}\"\nring_size = {ring}\n",
             o.users.max(1),
             s1u_n.dev,
-            sgi_n.dev
+            sgi_n.dev,
+            ring = o.ring_size,
         ),
         Backend::Udp => format!(
             "[node]\nue_pool = \"{pool}\"\nmax_users = {}\npin = false\nslices = {slices}\n\

@@ -48,6 +48,7 @@ fn io_sweep(seconds: f64, out: &Path, sd: u32) -> Result<(), String> {
                     slices: 1,
                     rx: crate::io::RxMode::Demux,
                     steer: crate::io::Steer::Rss,
+                    ring_size: 4096,
                 })?;
                 eprintln!(
                     "  {backend:?} users={users} run {k}: {:.3} Mpps/core, loss {:.4}",

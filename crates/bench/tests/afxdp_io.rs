@@ -101,6 +101,7 @@ fn opts(backend: Backend, rate_pps: u64) -> IoOpts {
         slices: 1,
         rx: RxMode::Demux,
         steer: Steer::Rss,
+        ring_size: 4096,
     }
 }
 

@@ -33,7 +33,9 @@
 //! ring_size = 4096           # afxdp: entries per ring (power of two, 64..=32768);
 //!                            # the socket has 2 x ring_size frames of 2 KB: half
 //!                            # wait for packets (a burst this long is absorbed
-//!                            # while the data thread is away), half serve sending
+//!                            # while the data thread is away), half serve sending;
+//!                            # raise it where data threads share cores (pepc bench
+//!                            # io --ring-size compares)
 //! [sgi]
 //! mode = "auto"              # auto (TUN if possible, else UDP sink) | tun | udp
 //! io = "kernel"              # kernel (as `mode` says) | afxdp (the UE pools' packets

@@ -115,6 +115,10 @@ struct IoArgs {
     /// Where the XDP programs run: auto (native if the driver has it) | drv | skb.
     #[arg(long, default_value = "auto")]
     xdp_mode: String,
+    /// The node's AF_XDP ring size (its `ring_size`: 2x as many frames, half for
+    /// receiving).
+    #[arg(long, default_value_t = 4096)]
+    ring_size: u32,
     /// Receive processing of each veth end in a kernel thread of its own, charged to
     /// the receiving side (else the sender's thread runs the peer's receive).
     #[arg(long)]
@@ -366,6 +370,7 @@ fn bench_io(a: &IoArgs) -> Result<(), String> {
             m => return Err(format!("--xdp-mode {m:?}: not one of auto, drv, skb")),
         },
         napi_threads: a.napi_threads,
+        ring_size: a.ring_size,
         slices: a.slices,
         rx: match a.rx.as_str() {
             "demux" => pepc_bench::io::RxMode::Demux,
