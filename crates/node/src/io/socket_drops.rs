@@ -203,7 +203,12 @@ impl SocketDropsProbe {
     pub fn read(&self) -> DropCounts {
         let mut s = self.kernel.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((fd, kind)) = s.open {
-            if let Ok(d) = read_socket(fd, kind) {
+            if let Ok(mut d) = read_socket(fd, kind) {
+                if kind == SocketKind::Kernel {
+                    // The kernel's count is 32 bits: keep ours growing past a wrap.
+                    let why = SocketDropReason::SocketBufferFull;
+                    d.set(why, widen32(s.last.get(why), d.get(why) as u32));
+                }
                 s.last = d;
             }
         }
@@ -219,6 +224,17 @@ impl SocketDropsProbe {
     pub(crate) fn close(&self) {
         self.read();
         self.kernel.lock().unwrap_or_else(|e| e.into_inner()).open = None;
+    }
+}
+
+/// The 64-bit count that follows `prev` when a 32-bit counter now reads `raw`
+/// (it only grows, so a smaller low half means it wrapped).
+fn widen32(prev: u64, raw: u32) -> u64 {
+    let v = (prev & !0xffff_ffff) | u64::from(raw);
+    if v < prev {
+        v + (1 << 32)
+    } else {
+        v
     }
 }
 
@@ -344,6 +360,15 @@ mod tests {
         assert!(SocketDropReason::ALL
             .iter()
             .all(|r| r.by_kernel() == ((*r as usize) < PORT_FIRST)));
+    }
+
+    #[test]
+    fn a_32_bit_kernel_count_keeps_growing_past_its_wrap() {
+        assert_eq!(widen32(0, 0), 0);
+        assert_eq!(widen32(5, 7), 7);
+        assert_eq!(widen32(0xffff_fff0, 3), 0x1_0000_0003);
+        assert_eq!(widen32(0x1_0000_0003, 10), 0x1_0000_000a);
+        assert_eq!(widen32(0x1_0000_000a, 0x0000_000a), 0x1_0000_000a);
     }
 
     #[test]
