@@ -6,6 +6,8 @@
 
 use pepc_bench::io::{run, Backend, IoOpts, IoReport, Mix, RxMode, Steer};
 use pepc_bench::netns::{enter, unavailable, End, Topology};
+use pepc_node::io::afxdp::neigh::interface;
+use pepc_node::io::afxdp::xsk::XskSocket;
 use pepc_node::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XdpMode, XskConfig, ZeroCopy};
 use pepc_node::io::{PacketIo, SocketDropReason};
 use pepc_wire::{Batch, Verdict};
@@ -381,6 +383,72 @@ fn a_port_that_falls_behind_has_its_kernel_drops_counted() {
         burst as u64,
         "{drops:?}, link {link}"
     );
+    drop(topo);
+}
+
+/// Copy mode takes at most 32 TX descriptors per syscall, and none while the device
+/// pushes back: a socket that queues 100 frames at once still sends all 100, because
+/// it asks until the kernel has taken them (else the rest would wait for the next
+/// send).
+#[test]
+fn every_queued_frame_leaves_past_the_kernels_per_call_budget() {
+    let Some((_one, tag, a, b, topo)) = two_namespaces("pepcxf") else {
+        return;
+    };
+    let (ea, eb) = veth_pair(&topo, (&a, &b), &format!("pxf{tag}"), [10, 83, 0]);
+    let (node, peer) = (ea.addr, eb.addr);
+    const N: usize = 100;
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (peer_dev, ns_b) = (eb.dev.clone(), b.clone());
+    let receiver = std::thread::spawn(move || {
+        enter(&ns_b).unwrap();
+        let (_, peer_mac) = interface(&peer_dev).unwrap();
+        let s = UdpSocket::bind(SocketAddrV4::new(peer, 7000)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        ready_tx.send(peer_mac).unwrap();
+        let mut got = 0;
+        let mut buf = [0u8; 64];
+        while got < N && s.recv(&mut buf).is_ok() {
+            got += 1;
+        }
+        got
+    });
+    let peer_mac = ready_rx.recv().unwrap();
+    let (dev, ns_a) = (ea.dev.clone(), a.clone());
+    let sender = std::thread::spawn(move || {
+        enter(&ns_a).unwrap();
+        let (ifindex, mac) = interface(&dev).unwrap();
+        let mut x = XskSocket::open(ifindex, 0, ZeroCopy::Auto, XskConfig::default()).unwrap();
+        let queued = x.send(N, |i, f| {
+            // Ethernet, IPv4 (checksummed), UDP to peer:7000 with a zero checksum.
+            f[0..6].copy_from_slice(&peer_mac);
+            f[6..12].copy_from_slice(&mac);
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            let ip = &mut f[14..34];
+            ip.copy_from_slice(&[
+                0x45, 0, 0, 32, 0, 0, 0x40, 0, 64, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            ]);
+            ip[4..6].copy_from_slice(&(i as u16).to_be_bytes());
+            ip[12..16].copy_from_slice(&node.octets());
+            ip[16..20].copy_from_slice(&peer.octets());
+            let sum = ip
+                .chunks(2)
+                .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+                .sum::<u32>();
+            let sum = (sum & 0xffff) + (sum >> 16);
+            let sum = !((sum & 0xffff) + (sum >> 16)) as u16;
+            ip[10..12].copy_from_slice(&sum.to_be_bytes());
+            f[34..42].copy_from_slice(&[0x9c, 0x40, 0x1b, 0x58, 0, 12, 0, 0]);
+            f[42..46].copy_from_slice(&(i as u32).to_be_bytes());
+            46
+        });
+        (queued, x.tx_queued())
+    });
+    let (queued, left) = sender.join().unwrap();
+    let got = receiver.join().unwrap();
+    assert_eq!(queued, N);
+    assert_eq!(left, 0, "the kernel took every queued frame");
+    assert_eq!(got, N, "every frame arrived");
     drop(topo);
 }
 

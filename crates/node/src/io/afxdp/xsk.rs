@@ -31,6 +31,9 @@ const XDP_ZEROCOPY: u16 = 1 << 2;
 const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
 const XDP_RING_NEED_WAKEUP: u32 = 1;
 
+/// TX kicks per flush at most: a full default ring at copy mode's 32 per syscall.
+const MAX_KICKS: u32 = 128;
+
 /// Bytes per UMEM frame (one packet each).
 pub const FRAME_SIZE: u32 = 2048;
 
@@ -486,6 +489,9 @@ impl XskSocket {
             if self.fill.needs_wakeup() {
                 self.kick_rx();
             }
+            // Idle: send what the kernel left on the TX ring when it pushed back, so
+            // the end of a burst does not wait for the next packet.
+            self.flush_tx();
             return 0;
         }
         for i in 0..n {
@@ -557,11 +563,36 @@ impl XskSocket {
         }
         if queued > 0 {
             self.tx.submit(queued);
-            if self.tx.needs_wakeup() {
-                self.kick_tx();
-            }
+            self.flush_tx();
         }
         queued as usize
+    }
+
+    /// Descriptors on the TX ring the kernel has not taken yet.
+    pub fn tx_queued(&self) -> u32 {
+        self.tx
+            .cached_prod
+            .wrapping_sub(self.tx.consumer().load(Ordering::Acquire))
+    }
+
+    /// Where the kernel sends only when asked (copy mode; a zero-copy driver that
+    /// wants a wakeup), ask until it has taken every queued TX descriptor or stops
+    /// taking them. Copy mode takes at most 32 per syscall, and none while the
+    /// device pushes back; what is left goes at the next send or idle receive.
+    /// Returns how many are still queued.
+    pub fn flush_tx(&mut self) -> u32 {
+        let mut left = self.tx_queued();
+        let mut kicks = 0;
+        while left > 0 && self.tx.needs_wakeup() && kicks < MAX_KICKS {
+            self.kick_tx();
+            kicks += 1;
+            let now = self.tx_queued();
+            if now >= left {
+                break;
+            }
+            left = now;
+        }
+        left
     }
 
     fn kick_tx(&self) {
