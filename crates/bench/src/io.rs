@@ -1056,13 +1056,14 @@ fn generate(
         }
     }
     // What the kernel dropped before the generator's sockets saw it (a full RX ring,
-    // no free frame): the generator, not the node, lost those.
+    // no free frame): the generator, not the node, lost those. (Not the kernel's
+    // "fill ring empty" count: in copy mode those packets are no-frame drops too.)
     let kernel_dropped = std::iter::once(&enb)
         .chain(std::iter::once(&pdn))
         .chain(rx.enb_more.iter())
         .chain(rx.pdn_more.iter())
-        .filter_map(|p| p.kernel_stats().ok())
-        .map(|k| k.rx_dropped + k.rx_ring_full + k.rx_fill_ring_empty_descs)
+        .filter_map(|p| p.socket_drops())
+        .map(|d| d.read().by_kernel())
         .sum();
     Ok(GenResult {
         kernel_dropped,

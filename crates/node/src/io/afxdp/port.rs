@@ -5,7 +5,7 @@
 
 use super::bpf::{Filter, XdpAttachment, XdpMode};
 use super::neigh::{interface, Mac, Neighbours};
-use super::xsk::{BindMode, XdpStatistics, XskConfig, XskSocket, ZeroCopy, FRAME_SIZE};
+use super::xsk::{BindMode, XskConfig, XskSocket, ZeroCopy, FRAME_SIZE};
 use crate::io::socket_drops::{PortDrops, SocketDropReason, SocketDropsProbe};
 use crate::io::{sys, PacketIo};
 use pepc_wire::{Batch, Verdict};
@@ -214,11 +214,6 @@ impl AfXdpPort {
 
     pub fn stats(&self) -> AfXdpStats {
         self.stats
-    }
-
-    /// The kernel's counters for the socket (drops before we saw the packets).
-    pub fn kernel_stats(&self) -> io::Result<XdpStatistics> {
-        self.xsk.statistics()
     }
 }
 

@@ -461,11 +461,6 @@ impl XskSocket {
         self.fd.as_raw_fd()
     }
 
-    /// The kernel's drop counters for this socket.
-    pub fn statistics(&self) -> io::Result<XdpStatistics> {
-        statistics_of(self.fd())
-    }
-
     /// A reader of this socket's kernel drops for another thread.
     pub fn drops_probe(&self) -> SocketDropsProbe {
         self.probe.clone()
