@@ -153,7 +153,6 @@ pub struct IoReport {
     pub generator_cpu_ns_per_packet: f64,
     /// All CPUs' busy time (user, system, softirq) per forwarded packet.
     pub machine_cpu_ns_per_packet: f64,
-    /// Node drops by reason and the ports' own counters, for diagnosis.
     /// Packets the node dropped during the measured run (its slices and demux thread,
     /// and frames its AF_XDP ports received that were not theirs).
     pub node_drops: u64,

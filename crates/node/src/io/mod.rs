@@ -44,9 +44,9 @@ pub trait PacketIo: Send {
             "this port cannot be shared between threads",
         ))
     }
-    /// What the kernel dropped at this port's receiving socket before we saw it,
-    /// readable from another thread; `None` where the kernel keeps no such count
-    /// (in-memory ports, TUN) or another handle of the socket reports it.
+    /// What was dropped at this port's socket (by the kernel before we saw it, or by
+    /// the port itself), readable from another thread; `None` where no such count is
+    /// kept (in-memory ports, TUN) or another handle of the socket reports it.
     fn socket_drops(&self) -> Option<SocketDropsProbe> {
         None
     }

@@ -8,7 +8,7 @@
 //! The socket belongs to one thread (the demux or a data thread); a
 //! [`SocketDropsProbe`] lets another thread (the metrics endpoint) read the kernel's
 //! counts with one `getsockopt`, and the port's own counts from atomics the owner
-//! publishes, all off the hot path. The owner closes the probe before its descriptor
+//! keeps, all off the hot path. The owner closes the probe before its descriptor
 //! closes, so a probe never reads a reused descriptor number.
 
 use std::io;
@@ -114,20 +114,26 @@ impl DropCounts {
     }
 }
 
-/// The port's own drop counts, published by the thread that owns the port (a single
-/// writer: plain stores) for a [`SocketDropsProbe`] to read.
+/// The port's own drop counts, kept by the thread that owns the port (a single
+/// writer: plain load + store, only when a packet is dropped) where a
+/// [`SocketDropsProbe`] reads them.
 #[derive(Debug, Default)]
 pub struct PortDrops([AtomicU64; PORT_REASONS]);
 
 impl PortDrops {
-    /// Publish the owner's running count for a port-level reason.
+    /// Count `n` more drops for a port-level reason (owner only).
     #[inline]
-    pub fn publish(&self, why: SocketDropReason, n: u64) {
+    pub fn add(&self, why: SocketDropReason, n: u64) {
         debug_assert!(!why.by_kernel());
         let c = &self.0[why as usize - PORT_FIRST];
-        if c.load(Relaxed) != n {
-            c.store(n, Relaxed);
+        if n != 0 {
+            c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
         }
+    }
+
+    pub fn get(&self, why: SocketDropReason) -> u64 {
+        debug_assert!(!why.by_kernel());
+        self.0[why as usize - PORT_FIRST].load(Relaxed)
     }
 
     fn read_into(&self, d: &mut DropCounts) {
@@ -345,8 +351,8 @@ mod tests {
         let own = Arc::new(PortDrops::default());
         let probe =
             SocketDropsProbe::new(port.poll_fd().unwrap(), SocketKind::Xsk).with_port(own.clone());
-        own.publish(SocketDropReason::NoNeighbour, 3);
-        own.publish(SocketDropReason::TxRingFull, 2);
+        own.add(SocketDropReason::NoNeighbour, 3);
+        own.add(SocketDropReason::TxRingFull, 2);
         let d = probe.read();
         assert_eq!(d.get(SocketDropReason::NoNeighbour), 3);
         assert_eq!(d.get(SocketDropReason::TxRingFull), 2);

@@ -80,9 +80,9 @@ pub struct AfXdpPort {
     ip_id: u16,
     interface: String,
     queue: u32,
+    /// Its drop fields stay 0: those counts live in `drops`, readable by other threads.
     stats: AfXdpStats,
-    /// The drop counts of `stats`, for other threads (see [`SocketDropsProbe`]).
-    published: Arc<PortDrops>,
+    drops: Arc<PortDrops>,
 }
 
 impl AfXdpPort {
@@ -165,15 +165,8 @@ impl AfXdpPort {
             interface: cfg.interface.clone(),
             queue,
             stats: AfXdpStats::default(),
-            published: Arc::default(),
+            drops: Arc::default(),
         })
-    }
-
-    fn publish_tx_drops(&self) {
-        let (p, s) = (&self.published, &self.stats);
-        p.publish(SocketDropReason::NoNeighbour, s.tx_no_neighbour);
-        p.publish(SocketDropReason::TxRingFull, s.tx_ring_full);
-        p.publish(SocketDropReason::TooBig, s.tx_too_big);
     }
 
     /// Another socket on the same interface and program, on `queue`, receiving what
@@ -213,7 +206,14 @@ impl AfXdpPort {
     }
 
     pub fn stats(&self) -> AfXdpStats {
-        self.stats
+        let d = &self.drops;
+        AfXdpStats {
+            rx_malformed: d.get(SocketDropReason::Malformed),
+            tx_ring_full: d.get(SocketDropReason::TxRingFull),
+            tx_no_neighbour: d.get(SocketDropReason::NoNeighbour),
+            tx_too_big: d.get(SocketDropReason::TooBig),
+            ..self.stats
+        }
     }
 }
 
@@ -260,15 +260,16 @@ impl PacketIo for AfXdpPort {
         batch.len = 0;
         let now = sys::now_ns();
         let mut n = 0usize;
-        let (role, stats, bufs) = (&self.role, &mut self.stats, &mut batch.bufs);
+        let (role, stats, drops, bufs) =
+            (&self.role, &mut self.stats, &self.drops, &mut batch.bufs);
         self.xsk.recv(bufs.len() as u32, |frame| {
             let Some((off, len, peer)) = parse_frame(role, frame) else {
-                stats.rx_malformed += 1;
+                drops.add(SocketDropReason::Malformed, 1);
                 return;
             };
             let b = &mut bufs[n];
             if !b.fill(&frame[off..off + len]) {
-                stats.rx_malformed += 1;
+                drops.add(SocketDropReason::Malformed, 1);
                 return;
             }
             b.meta.peer = peer;
@@ -279,8 +280,6 @@ impl PacketIo for AfXdpPort {
             n += 1;
         });
         batch.len = n;
-        self.published
-            .publish(SocketDropReason::Malformed, self.stats.rx_malformed);
         Ok(n)
     }
 
@@ -309,14 +308,13 @@ impl PacketIo for AfXdpPort {
                     dst[i] = Some(m);
                     want += 1;
                 }
-                None => self.stats.tx_no_neighbour += 1,
+                None => self.drops.add(SocketDropReason::NoNeighbour, 1),
             }
         }
         if want == 0 {
-            self.publish_tx_drops();
             return Ok(0);
         }
-        let (role, mac, stats) = (&self.role, self.mac, &mut self.stats);
+        let (role, mac, drops) = (&self.role, self.mac, &self.drops);
         let mut ip_id = self.ip_id;
         let mut cursor = 0usize;
         let mut bytes = 0u64;
@@ -335,7 +333,7 @@ impl PacketIo for AfXdpPort {
             };
             let len = hdr + data.len();
             if len > FRAME_SIZE as usize {
-                stats.tx_too_big += 1;
+                drops.add(SocketDropReason::TooBig, 1);
                 return 0;
             }
             frame[0..6].copy_from_slice(&to_mac);
@@ -375,8 +373,8 @@ impl PacketIo for AfXdpPort {
         self.ip_id = ip_id;
         self.stats.tx_packets += queued as u64;
         self.stats.tx_bytes += bytes;
-        self.stats.tx_ring_full += (want - queued) as u64;
-        self.publish_tx_drops();
+        self.drops
+            .add(SocketDropReason::TxRingFull, (want - queued) as u64);
         Ok(queued)
     }
 
@@ -394,7 +392,7 @@ impl PacketIo for AfXdpPort {
     }
 
     fn socket_drops(&self) -> Option<SocketDropsProbe> {
-        Some(self.xsk.drops_probe().with_port(self.published.clone()))
+        Some(self.xsk.drops_probe().with_port(self.drops.clone()))
     }
 }
 
