@@ -40,7 +40,7 @@ async function poll() {
   try {
     const [node, slices, enbs] = await Promise.all([call("GET", "/node"), call("GET", "/slices"), call("GET", "/enbs")]);
     document.getElementById("node").textContent =
-      `version ${node.version}, up ${node.uptime_s} s, ${node.slices} slice(s)`;
+      `version ${node.version}, up ${node.uptime_s} s, ${node.slices} slice(s); S1-U: ${node.io.s1u}; SGi: ${node.io.sgi}`;
     const now = performance.now() / 1000;
     const attaches = slices.reduce((a, s) => a + s.attaches, 0);
     const dt = last ? now - last.t : 0;

@@ -34,6 +34,8 @@ pub struct NodeApi {
     pub(crate) config: serde_json::Value,
     /// The embedded PCRF, whose policy `/policies` manages (None: external PCRF).
     pub(crate) pcrf: Option<pepc_mme::EmbeddedPcrf>,
+    /// What the S1-U and SGi ports run on, as the node describes them at start.
+    pub(crate) io: (String, String),
 }
 
 /// A subscriber as the API takes it: the CSV import's columns. The IMSI is in the
@@ -390,6 +392,7 @@ impl NodeApi {
             "version": env!("CARGO_PKG_VERSION"),
             "uptime_s": self.started.elapsed().as_secs(),
             "slices": self.slices.len().max(self.data.read().slices.len()),
+            "io": { "s1u": self.io.0, "sgi": self.io.1 },
             "config": self.config,
         }))
     }

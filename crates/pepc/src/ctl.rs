@@ -309,10 +309,12 @@ pub fn run(a: &CtlArgs) -> Result<String, String> {
             c.call("GET", "/node", None)?,
             Box::new(|v| {
                 format!(
-                    "pepc {}  up {} s  {} slice(s)\n{}",
+                    "pepc {}  up {} s  {} slice(s)\nS1-U: {}\nSGi: {}\n{}",
                     cell(&v["version"]),
                     cell(&v["uptime_s"]),
                     cell(&v["slices"]),
+                    cell(&v["io"]["s1u"]),
+                    cell(&v["io"]["sgi"]),
                     serde_json::to_string_pretty(&v["config"]).unwrap_or_default()
                 )
             }),

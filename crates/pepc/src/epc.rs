@@ -949,6 +949,7 @@ impl Epc {
                     started: std::time::Instant::now(),
                     config: shown_config(cfg),
                     pcrf: embedded_pcrf.clone(),
+                    io: (node.s1u_desc.clone(), node.sgi_desc.clone()),
                 };
                 // Like the metrics: a busy port is said loudly, the core keeps serving.
                 pepc_mgmt::api::start(a.listen, a.token.clone(), Arc::new(backend))

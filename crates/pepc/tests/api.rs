@@ -155,6 +155,12 @@ fn a_subscriber_made_over_the_api_attaches_and_bad_input_changes_nothing() {
     let (st, node) = call(a, "GET", "/api/v1/node", None, None);
     assert_eq!(st, 200);
     assert_eq!(node["slices"], 2, "{node}");
+    // The ports' I/O as the node described it at start.
+    assert!(
+        node["io"]["s1u"].as_str().unwrap().contains("UDP socket"),
+        "{node}"
+    );
+    assert!(!node["io"]["sgi"].as_str().unwrap().is_empty(), "{node}");
     let (st, enbs) = call(a, "GET", "/api/v1/enbs", None, None);
     assert_eq!(st, 200, "{enbs}");
     assert_eq!(enbs.as_array().map(|v| v.len()), Some(1), "{enbs}");

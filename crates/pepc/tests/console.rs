@@ -69,6 +69,12 @@ fn the_console_shows_the_node_and_adds_a_subscriber_that_attaches() {
     assert_eq!(seen["ue_count"], "4", "{seen}");
     assert_eq!(seen["enb_count"], "2", "{seen}");
     assert_eq!(seen["slices_rows"], 2, "{seen}");
+    // The node line says what the user-plane ports run on.
+    let line = seen["node"].as_str().unwrap();
+    assert!(
+        line.contains("S1-U: ") && line.contains("UDP socket") && line.contains("SGi: "),
+        "{seen}"
+    );
     assert_eq!(seen["sub_status"], format!("added {fifth}"), "{seen}");
     let detail = seen["ue_detail"].as_str().unwrap();
     assert!(

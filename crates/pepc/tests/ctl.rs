@@ -84,6 +84,13 @@ fn ctl_drives_a_running_node() {
         let (ok, out) = ctl(&api, "ctl-token", args);
         assert!(ok, "{args:?}: {out}");
     }
+    let (ok, out) = ctl(&api, "ctl-token", &["node"]);
+    assert!(
+        ok && out
+            .lines()
+            .any(|l| l.starts_with("S1-U: ") && l.contains("UDP socket")),
+        "{out}"
+    );
     let (ok, out) = ctl(&api, "ctl-token", &["slices"]);
     assert!(
         ok && out.lines().count() == 3 && out.starts_with("SLICE"),

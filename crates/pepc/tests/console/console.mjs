@@ -18,6 +18,7 @@ try {
   await page.waitForFunction((n) => document.getElementById("ue-count").textContent === n, ues, { timeout: 15000 });
   out.ue_count = await page.textContent("#ue-count");
   out.enb_count = await page.textContent("#enb-count");
+  out.node = await page.textContent("#node");
   out.slices_rows = await page.locator("#slices tbody tr").count();
   await page.fill("#sub-imsi", imsi);
   await page.fill("#sub-k", k);
