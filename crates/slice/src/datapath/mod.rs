@@ -33,6 +33,11 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
+mod pending;
+mod updates;
+
+use pending::PendingUe;
+
 // The hot records: per slot `i` an uplink line (bearer `i`'s record and counters,
 // UE `i`'s rule set and uplink AMBR) and a downlink line (UE `i`'s first PDN
 // connection, its default bearer's tunnel, downlink AMBR, bearer `i`'s downlink
@@ -103,14 +108,6 @@ pub const PENDING_PER_UE: usize = 16;
 pub const PENDING_POOL: usize = 2048;
 /// Buffered packets whose UE was not promoted within this long are dropped.
 pub const PENDING_TIMEOUT_NS: u64 = 5_000_000_000;
-
-struct PendingUe {
-    ue_slot: u32,
-    since_ns: u64,
-    requested: bool,
-    count: usize,
-    bufs: [(u16, bool); PENDING_PER_UE], // (pool index, uplink?)
-}
 
 /// Data-thread configuration.
 #[derive(Debug, Clone)]
@@ -302,223 +299,7 @@ impl DataPlane {
         buf.meta.verdict = Verdict::Drop;
     }
 
-    // ---------------------------------------------------------------- sync stage
-
-    /// Apply pending control updates (called before every batch: the paper's sync every
-    /// 32 packets) and retry requests the ring could not take.
-    pub fn sync(&mut self, now_ns: u64) {
-        if !self.request_backlog.is_empty() {
-            let backlog = std::mem::take(&mut self.request_backlog);
-            for r in backlog {
-                match self.requests.push(r) {
-                    Ok(()) => self.requests_pushed += 1,
-                    Err(r) => self.request_backlog.push(r),
-                }
-            }
-        }
-        if !self.updates.is_empty() {
-            let mut n = 0;
-            // Stop early if originated packets (End Markers) would not fit: the rest
-            // of the updates wait for the next sync instead of losing an End Marker.
-            while n < self.cfg.max_updates_per_sync
-                && self.generated.len < self.generated.capacity()
-            {
-                let Some(u) = self.updates.pop() else { break };
-                self.apply(u);
-                n += 1;
-            }
-            bump(&self.counters.updates_applied, n as u64);
-        }
-        if !self.pending.is_empty() {
-            self.expire_pending(now_ns);
-        }
-    }
-
-    fn apply(&mut self, u: DpUpdate) {
-        match u {
-            DpUpdate::Ue { slot, rec } => {
-                let s = slot as usize;
-                let (Some(ul), Some(dl)) = (self.ul_line(slot), self.dl_line(slot)) else {
-                    return;
-                };
-                // A UE newly installed starts with full buckets; re-publishing at the
-                // same rates must not refill them.
-                let fresh = dl.flags() & HOT_VALID == 0;
-                ul.set_ambr(rec.ambr_ul, fresh);
-                dl.set_ambr(rec.ambr_dl, fresh);
-                let pdn = rec.ips.iter().position(|a| *a != 0).unwrap_or(0);
-                ul.set_ue(HOT_VALID, rec.rule_set);
-                dl.set_ue(UeDown {
-                    ip: rec.ips[pdn],
-                    enb_teid: 0,
-                    enb_addr: 0,
-                    rule_set: rec.rule_set,
-                    pdn: pdn as u8,
-                    ebi: rec.default_ebis[pdn],
-                    flags: HOT_VALID,
-                });
-                self.ue_cold[s] = rec;
-                self.refresh_hot_tunnel(slot);
-                self.release_pending(slot);
-            }
-            DpUpdate::Bearer { slot, rec } => {
-                let s = slot as usize;
-                if s >= self.bearer_cold.len() {
-                    return;
-                }
-                let valid = self.counters.ul[s].bearer_flags() & HOT_VALID != 0;
-                let e = &mut self.bearer_cold[s];
-                let moved = valid
-                    && e.rec.enb_teid != 0
-                    && (e.rec.enb_teid, e.rec.enb_addr) != (rec.enb_teid, rec.enb_addr);
-                let (old_teid, old_addr) = (e.rec.enb_teid, e.rec.enb_addr);
-                if !valid || !e.mbr_ul.same_rate(&TokenBucket::new(rec.mbr_ul)) {
-                    e.mbr_ul = TokenBucket::new(rec.mbr_ul);
-                }
-                if !valid || !e.mbr_dl.same_rate(&TokenBucket::new(rec.mbr_dl)) {
-                    e.mbr_dl = TokenBucket::new(rec.mbr_dl);
-                }
-                e.rec = rec;
-                let mbr = if e.mbr_ul.is_unlimited() && e.mbr_dl.is_unlimited() {
-                    0
-                } else {
-                    HOT_MBR
-                };
-                self.counters.ul[s].set_bearer(BearerHot {
-                    teid_ul: rec.teid_ul,
-                    ue_slot: rec.ue_slot,
-                    src_ip: rec.ue_ip,
-                    flags: HOT_VALID | mbr,
-                });
-                self.refresh_hot_tunnel(rec.ue_slot);
-                if moved {
-                    self.emit_end_marker(old_teid, old_addr);
-                }
-                if rec.enb_teid != 0 {
-                    // A downlink tunnel now exists: buffered downlink can flow.
-                    self.release_pending(rec.ue_slot);
-                }
-            }
-            DpUpdate::EvictUe { slot } => {
-                if let (Some(ul), Some(dl)) = (self.ul_line(slot), self.dl_line(slot)) {
-                    let (_, rule_set) = ul.ue();
-                    ul.set_ue(0, rule_set);
-                    dl.set_ue(UeDown {
-                        flags: 0,
-                        ..dl.ue()
-                    });
-                }
-            }
-            DpUpdate::EvictBearer { slot } => {
-                if let Some(l) = self.ul_line(slot) {
-                    l.set_bearer_flags(0);
-                    let owner = l.bearer().ue_slot;
-                    self.refresh_hot_tunnel(owner);
-                }
-            }
-            DpUpdate::BearerExists { slot, teid } => {
-                if let Some(k) = self.known_teid.get_mut(slot as usize) {
-                    *k = teid.unwrap_or(0);
-                    if teid.is_some() {
-                        // A new bearer in a reused slot starts from zero.
-                        self.counters.reset_bearer(slot);
-                    }
-                }
-            }
-            DpUpdate::UeExists { slot, pdns } => {
-                if let Some(k) = self.known_pdns.get_mut(slot as usize) {
-                    *k = pdns;
-                }
-                if pdns == 0 {
-                    self.refuse_pending(slot);
-                }
-            }
-            DpUpdate::RuleSet { id, rules } => {
-                if let Some(s) = self.rule_sets.get_mut(id as usize) {
-                    *s = Some(rules);
-                }
-            }
-            DpUpdate::IotTunnel {
-                index,
-                enb_teid,
-                enb_addr,
-            } => {
-                let i = index as usize * 2;
-                if i + 1 < self.iot_tunnels.len() {
-                    self.iot_tunnels[i] = enb_teid;
-                    self.iot_tunnels[i + 1] = enb_addr;
-                }
-            }
-            DpUpdate::BearerUsage { slot, usage } => {
-                self.counters.restore_bearer(slot, &usage);
-            }
-            DpUpdate::ExceptionTeid { teid, slot } => match slot {
-                Some(s) => {
-                    self.exc_teid.insert(teid, s);
-                }
-                None => {
-                    self.exc_teid.remove(&teid);
-                }
-            },
-            DpUpdate::ExceptionIp { ip, slot } => match slot {
-                Some(s) => {
-                    self.exc_ip.insert(ip, s);
-                }
-                None => {
-                    self.exc_ip.remove(&ip);
-                }
-            },
-            DpUpdate::PromotionRefused { ue_slot } => self.refuse_pending(ue_slot),
-        }
-    }
-
-    /// Copy the hot PDN's default bearer's downlink tunnel into its UE's downlink line
-    /// when that bearer has the UE's own slot and is in the primary table; otherwise
-    /// none, and downlink takes the cold records (which buffer and promote a bearer
-    /// out of the primary table).
-    fn refresh_hot_tunnel(&mut self, ue_slot: u32) {
-        let Some(dl) = self.dl_line(ue_slot) else {
-            return;
-        };
-        let mut h = dl.ue();
-        if h.flags & HOT_VALID == 0 {
-            return;
-        }
-        let b = self.ue_cold[ue_slot as usize].default_slot(h.pdn as usize);
-        let bh = self.counters.ul[ue_slot as usize].bearer();
-        h.flags &= !(HOT_MBR | HOT_PAIRED);
-        match self.bearer_cold.get(b as usize) {
-            Some(bc) if b == ue_slot && bh.flags & HOT_VALID != 0 && bh.ue_slot == ue_slot => {
-                h.enb_teid = bc.rec.enb_teid;
-                h.enb_addr = bc.rec.enb_addr;
-                h.flags |= HOT_PAIRED | (bh.flags & HOT_MBR);
-            }
-            _ => {
-                h.enb_teid = 0;
-                h.enb_addr = 0;
-            }
-        }
-        dl.set_ue(h);
-    }
-
-    fn emit_end_marker(&mut self, teid: u32, addr: u32) {
-        let g = &mut self.generated;
-        if g.len == g.capacity() {
-            bump(&self.counters.drops[DropReason::TxFailed as usize], 1);
-            return;
-        }
-        let buf = &mut g.bufs[g.len];
-        buf.reset();
-        let mut tmp = [0u8; 16];
-        let Ok(n) = gtpu::end_marker(teid, &mut tmp) else {
-            return;
-        };
-        buf.fill(&tmp[..n]);
-        buf.meta.peer = SocketAddrV4::new(Ipv4Addr::from(addr), gtpu::GTPU_PORT);
-        buf.meta.verdict = Verdict::ToS1u;
-        g.len += 1;
-        bump(&self.counters.end_markers, 1);
-    }
+    // Between batches: the control thread's updates (`updates.rs`).
 
     // ------------------------------------------------------------ uplink pipeline
 
@@ -1107,8 +888,10 @@ impl DataPlane {
         buf.meta.verdict = Verdict::ToS1u;
     }
 
-    // ------------------------------------------------------ promotion buffering
+    // ------------------------------------------------------ requests to control
 
+    /// Ask the control thread (promote a UE, page it); the promotion buffer itself
+    /// is in `pending.rs`.
     fn request(&mut self, r: DpRequest) {
         match self.requests.push(r) {
             Ok(()) => self.requests_pushed += 1,
@@ -1118,132 +901,5 @@ impl DataPlane {
                 }
             }
         }
-    }
-
-    /// Keep a packet for a UE being promoted (swapping buffers: no copy), and ask the
-    /// control thread once per UE.
-    fn buffer(
-        &mut self,
-        buf: &mut PacketBuf,
-        ue_slot: u32,
-        uplink: bool,
-        req: DpRequest,
-        now: u64,
-    ) {
-        // Uplink misses on an evicted bearer don't know the UE slot yet: key by the
-        // request's bearer slot with the high bit set until the UE is installed.
-        let key = match (ue_slot, req) {
-            (NO_SLOT, DpRequest::PromoteBearer { slot, .. }) => slot | 0x8000_0000,
-            _ => ue_slot,
-        };
-        let idx = match self.pending.iter().position(|p| p.ue_slot == key) {
-            Some(i) => i,
-            None if self.pending.len() < PENDING_UES => {
-                self.pending.push(PendingUe {
-                    ue_slot: key,
-                    since_ns: now,
-                    requested: false,
-                    count: 0,
-                    bufs: [(0, false); PENDING_PER_UE],
-                });
-                self.pending.len() - 1
-            }
-            None => return self.drop(buf, DropReason::BufferFull),
-        };
-        if self.pending[idx].count == PENDING_PER_UE {
-            return self.drop(buf, DropReason::BufferFull);
-        }
-        let Some(free) = self.pool_free.pop() else {
-            return self.drop(buf, DropReason::BufferFull);
-        };
-        std::mem::swap(buf, &mut self.pool[free as usize]);
-        buf.reset();
-        buf.meta.verdict = Verdict::Consumed;
-        let p = &mut self.pending[idx];
-        p.bufs[p.count] = (free, uplink);
-        p.count += 1;
-        bump(&self.counters.buffered, 1);
-        if !p.requested {
-            p.requested = true;
-            self.request(req);
-        }
-    }
-
-    /// A UE (or its bearer) was installed: its buffered packets become ready to re-run.
-    fn release_pending(&mut self, ue_slot: u32) {
-        let mut i = 0;
-        while i < self.pending.len() {
-            let key = self.pending[i].ue_slot;
-            let hit = key == ue_slot
-                || (key & 0x8000_0000 != 0
-                    && self.dl_line(ue_slot).is_some_and(|l| {
-                        l.flags() & HOT_VALID != 0
-                            && self.ue_cold[ue_slot as usize]
-                                .bearers
-                                .contains(&(key & 0x7fff_ffff))
-                    }));
-            if hit {
-                let p = self.pending.swap_remove(i);
-                self.ready.extend_from_slice(&p.bufs[..p.count]);
-            } else {
-                i += 1;
-            }
-        }
-    }
-
-    fn refuse_pending(&mut self, ue_slot: u32) {
-        if let Some(i) = self.pending.iter().position(|p| p.ue_slot == ue_slot) {
-            let p = self.pending.swap_remove(i);
-            for &(b, _) in &p.bufs[..p.count] {
-                self.pool_free.push(b);
-            }
-            bump(
-                &self.counters.drops[DropReason::PromotionFailed as usize],
-                p.count as u64,
-            );
-        }
-    }
-
-    fn expire_pending(&mut self, now: u64) {
-        let mut i = 0;
-        while i < self.pending.len() {
-            if now.saturating_sub(self.pending[i].since_ns) > PENDING_TIMEOUT_NS {
-                let key = self.pending[i].ue_slot;
-                self.refuse_pending(key);
-            } else {
-                i += 1;
-            }
-        }
-    }
-
-    /// How many buffered packets are ready to re-run.
-    pub fn ready_len(&self) -> usize {
-        self.ready.len()
-    }
-
-    /// Move ready buffered packets of one direction into `batch` (swapping buffers) so
-    /// the driver runs them through the pipeline again; returns how many.
-    pub fn take_ready(&mut self, batch: &mut Batch, uplink: bool) -> usize {
-        batch.len = 0;
-        let mut i = 0;
-        while i < self.ready.len() && batch.len < batch.capacity() {
-            let (idx, ul) = self.ready[i];
-            if ul != uplink {
-                i += 1;
-                continue;
-            }
-            self.ready.swap_remove(i);
-            std::mem::swap(&mut batch.bufs[batch.len], &mut self.pool[idx as usize]);
-            self.pool[idx as usize].reset();
-            self.pool_free.push(idx);
-            batch.len += 1;
-        }
-        bump(&self.counters.drained, batch.len as u64);
-        batch.len
-    }
-
-    /// Buffered packets currently held (for tests and stats).
-    pub fn buffered_now(&self) -> usize {
-        self.pool.len() - self.pool_free.len()
     }
 }
