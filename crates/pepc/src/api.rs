@@ -434,8 +434,7 @@ impl NodeApi {
     }
 
     fn body(r: &ApiRequest) -> Result<SubscriberIn, ApiResponse> {
-        serde_json::from_slice(&r.body)
-            .map_err(|e| ApiResponse::error(400, format!("request body: {e}")))
+        object_body(r)
     }
 
     fn create(&self, r: &ApiRequest) -> ApiResponse {
@@ -563,4 +562,28 @@ impl ApiBackend for NodeApi {
             }
         }
     }
+}
+
+/// A request body that must be one JSON object, as the OpenAPI document says. serde
+/// would also build a struct from an array of its fields in order (`[]` when every
+/// field has a default), which the API does not take.
+pub(crate) fn object_body<T: serde::de::DeserializeOwned>(
+    r: &ApiRequest,
+) -> Result<T, ApiResponse> {
+    let v: serde_json::Value = serde_json::from_slice(&r.body)
+        .map_err(|e| ApiResponse::error(400, format!("request body: {e}")))?;
+    if !v.is_object() {
+        let got = match v {
+            serde_json::Value::Array(_) => "an array",
+            serde_json::Value::String(_) => "a string",
+            serde_json::Value::Number(_) => "a number",
+            serde_json::Value::Bool(_) => "a boolean",
+            _ => "null",
+        };
+        return Err(ApiResponse::error(
+            400,
+            format!("request body: a JSON object expected, got {got}"),
+        ));
+    }
+    T::deserialize(v).map_err(|e| ApiResponse::error(400, format!("request body: {e}")))
 }

@@ -100,8 +100,7 @@ fn imsi_key(s: &str) -> Result<u64, ApiResponse> {
 }
 
 fn entry_in(r: &ApiRequest) -> Result<PolicyEntry, ApiResponse> {
-    let b: EntryIn = serde_json::from_slice(&r.body)
-        .map_err(|e| ApiResponse::error(400, format!("request body: {e}")))?;
+    let b: EntryIn = crate::api::object_body(r)?;
     let mut e = PolicyEntry::default();
     for (i, rule) in b.rules.iter().enumerate() {
         if !rule.apn.is_empty() || !rule.imsi.is_empty() {

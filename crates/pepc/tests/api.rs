@@ -91,6 +91,11 @@ fn a_subscriber_made_over_the_api_attaches_and_bad_input_changes_nothing() {
             json!({"imsi": "001010000009999", "k": keys.k, "opc": keys.opc, "colour": 1}),
             "colour",
         ),
+        // The fields in order, as an array: not the object the API takes.
+        (
+            json!(["001010000009999", keys.k, keys.opc]),
+            "a JSON object expected, got an array",
+        ),
     ];
     for (b, what) in bad {
         let (st, e) = call(
@@ -394,6 +399,10 @@ fn policies_over_the_api_reach_live_sessions() {
             "monitoring[0]",
         ),
         (json!({"rules": [], "bogus": 1}), "bogus"),
+        // serde would take a struct from an array of its fields: `[]` (every field
+        // defaulted) was accepted as an empty policy (found by schemathesis).
+        (json!([]), "a JSON object expected, got an array"),
+        (json!("rules"), "got a string"),
     ] {
         let (st, v) = call(
             a,
