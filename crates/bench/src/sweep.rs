@@ -387,6 +387,7 @@ fn plot(
             chart
                 .configure_mesh()
                 .x_desc(xlabel)
+                .x_label_formatter(&|x| axis_label(*x))
                 .y_desc("Mpps per data core")
                 .draw()?;
             for (i, s) in series.iter().enumerate() {
@@ -424,4 +425,39 @@ fn plot(
     }
     root.present()?;
     Ok(())
+}
+
+/// An x-axis value as a reader writes it: 10000 -> "10K", 1000000 -> "1M", 2.5 -> "2.5".
+fn axis_label(x: f64) -> String {
+    let short = |v: f64| {
+        let r = (v * 10.0).round() / 10.0;
+        if r.fract() == 0.0 {
+            format!("{r:.0}")
+        } else {
+            format!("{r:.1}")
+        }
+    };
+    let a = x.abs();
+    if a >= 1e6 {
+        format!("{}M", short(x / 1e6))
+    } else if a >= 1e3 {
+        format!("{}K", short(x / 1e3))
+    } else {
+        short(x)
+    }
+}
+
+#[cfg(test)]
+mod axis_tests {
+    use super::axis_label;
+
+    #[test]
+    fn axis_labels_read_like_the_figures_users() {
+        assert_eq!(axis_label(10_000.0), "10K");
+        assert_eq!(axis_label(10_000_000.0), "10M");
+        assert_eq!(axis_label(1_500_000.0), "1.5M");
+        assert_eq!(axis_label(2.5), "2.5");
+        assert_eq!(axis_label(0.0), "0");
+        assert_eq!(axis_label(100.0), "100");
+    }
 }
