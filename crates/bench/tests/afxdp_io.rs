@@ -332,7 +332,16 @@ fn a_port_that_falls_behind_has_its_kernel_drops_counted() {
             frames: 128,
             ring_size: 64,
         };
-        let mut port = s1u_port(dev, node, small);
+        let mut port = s1u_port(dev.clone(), node, small);
+        // What the operator sees of it (`pepc_port_info`): veth has no zero-copy
+        // driver, so the socket is in copy mode behind a native XDP program.
+        let info = port.info();
+        assert_eq!((info.io, info.interface.as_str()), ("afxdp", dev.as_str()));
+        let x = info.afxdp.expect("AF_XDP details");
+        assert_eq!(
+            (x.queue, x.native, x.zero_copy, x.ring_size),
+            (0, true, false, 64)
+        );
         let probe = port
             .socket_drops()
             .expect("an AF_XDP port counts kernel drops");

@@ -12,7 +12,7 @@ use crate::config::{DemuxMode, SgiMode, Validated};
 use crate::demux::Demux;
 use crate::dispatch::{demux_loop, DemuxStage};
 use crate::io::afxdp::{AfXdpConfig, AfXdpPort, Role};
-use crate::io::{open_sgi, PacketIo, SgiConfig, SocketDropsProbe, UdpPort, UdpSinkPort};
+use crate::io::{open_sgi, PacketIo, PortInfo, SgiConfig, SocketDropsProbe, UdpPort, UdpSinkPort};
 use crate::queues::{QueuePort, Side};
 use crate::ring::{batch_ring, CountedPort, RingPort};
 use crate::runtime::{spawn_slice, ControlDriver, SliceStart, SliceThreads, SyntheticDriver};
@@ -36,9 +36,10 @@ pub struct Node {
     pub demux: Demux,
     pub slices: Vec<SliceThreads>,
     pub s1u_addr: SocketAddrV4,
-    /// What S1-U runs on, e.g. "127.0.0.1:2152 UDP socket" or "... AF_XDP on eth1 ...".
-    pub s1u_desc: String,
-    pub sgi_desc: String,
+    /// What S1-U runs on; its description reads e.g. "127.0.0.1:2152 UDP socket" or
+    /// "... AF_XDP on eth1 ...".
+    pub s1u_io: PortInfo,
+    pub sgi_io: PortInfo,
     pub sgi_local: Option<SocketAddrV4>,
     /// Whether packets go through a demux thread.
     pub mode: DemuxMode,
@@ -73,7 +74,7 @@ enum Opened {
 type Ports = (
     Box<dyn PacketIo>,
     Box<dyn PacketIo>,
-    String,
+    PortInfo,
     Option<SocketAddrV4>,
 );
 
@@ -116,7 +117,7 @@ type QueueSockets = (AfXdpPort, AfXdpPort);
 fn open_queue_ports(
     v: &Validated,
     layout: &IdLayout,
-) -> Result<(String, String, Vec<QueueSockets>), String> {
+) -> Result<(PortInfo, PortInfo, Vec<QueueSockets>), String> {
     let (Some(s), Some(g)) = (&v.s1u_xdp, &v.sgi_xdp) else {
         return Err("node.demux = \"queues\" needs AF_XDP on S1-U and SGi".into());
     };
@@ -129,8 +130,10 @@ fn open_queue_ports(
             String::new()
         }
     };
-    let s1u_desc = format!("{} {}{}", v.s1u_bind, s1u.describe(), span(s.queue));
-    let sgi_desc = format!("{}{}", sgi.describe(), span(g.queue));
+    let mut s1u_io = s1u.info();
+    s1u_io.description = format!("{} {}{}", v.s1u_bind, s1u_io.description, span(s.queue));
+    let mut sgi_io = sgi.info();
+    sgi_io.description.push_str(&span(g.queue));
     let mut ports = Vec::with_capacity(v.slices);
     for k in 1..v.slices as u32 {
         let a = s1u
@@ -142,42 +145,51 @@ fn open_queue_ports(
         ports.push((a, b));
     }
     ports.insert(0, (s1u, sgi));
-    Ok((s1u_desc, sgi_desc, ports))
+    Ok((s1u_io, sgi_io, ports))
 }
 
 /// Open S1-U and SGi as configured; also says what S1-U runs on.
-fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, String, Ports), String> {
-    let (s1u, s1u_addr, s1u_desc): (Box<dyn PacketIo>, SocketAddrV4, String) = match &v.s1u_xdp {
+fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, PortInfo, Ports), String> {
+    let (s1u, s1u_addr, s1u_io): (Box<dyn PacketIo>, SocketAddrV4, PortInfo) = match &v.s1u_xdp {
         Some(p) => {
             let port = open_s1u_xdp(v, p)?;
-            let desc = format!("{} {}", v.s1u_bind, port.describe());
-            (Box::new(port), v.s1u_bind, desc)
+            let mut info = port.info();
+            info.description = format!("{} {}", v.s1u_bind, info.description);
+            (Box::new(port), v.s1u_bind, info)
         }
         None => {
             let s1u =
                 UdpPort::bind(v.s1u_bind).map_err(|e| format!("s1u.bind {}: {e}", v.s1u_bind))?;
             let a = s1u.local_addr();
-            (Box::new(s1u), a, format!("{a} UDP socket"))
+            let info = PortInfo {
+                io: "udp",
+                interface: String::new(),
+                afxdp: None,
+                description: format!("{a} UDP socket"),
+            };
+            (Box::new(s1u), a, info)
         }
     };
     if let Some(p) = &v.sgi_xdp {
         let port = open_sgi_xdp(v, layout, p)?;
-        let desc = port.describe();
-        return Ok((s1u_addr, s1u_desc, (s1u, Box::new(port), desc, None)));
+        let info = port.info();
+        return Ok((s1u_addr, s1u_io, (s1u, Box::new(port), info, None)));
     }
     let host_bits = 32 - v.ue_pool.1 as u32;
     let tun_addr = Ipv4Addr::from(u32::from(v.ue_pool.0) + (1u32 << host_bits) - 2);
-    let (sgi, sgi_desc, sgi_local): (Box<dyn PacketIo>, String, Option<SocketAddrV4>) =
+    let (sgi, sgi_io, sgi_local): (Box<dyn PacketIo>, PortInfo, Option<SocketAddrV4>) =
         match v.sgi_mode {
             SgiMode::Udp => {
                 let p = UdpSinkPort::bind(v.sink_local, v.sink_peer)
                     .map_err(|e| format!("sgi.sink_local {}: {e}", v.sink_local))?;
                 let local = Some(p.local_addr());
-                (
-                    Box::new(p),
-                    format!("UDP sink {} -> {}", v.sink_local, v.sink_peer),
-                    local,
-                )
+                let info = PortInfo {
+                    io: "udp_sink",
+                    interface: String::new(),
+                    afxdp: None,
+                    description: format!("UDP sink {} -> {}", v.sink_local, v.sink_peer),
+                };
+                (Box::new(p), info, local)
             }
             mode => {
                 let cfg = SgiConfig {
@@ -192,15 +204,15 @@ fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, String,
                 if mode == SgiMode::Tun && p.backend() != crate::io::SgiBackend::Tun {
                     return Err(format!("config key `sgi.mode` = \"tun\": {}", p.describe()));
                 }
-                let desc = p.describe();
+                let info = p.info();
                 let local = match &p {
                     crate::io::SgiPort::UdpSink { port, .. } => Some(port.local_addr()),
                     _ => None,
                 };
-                (Box::new(p), desc, local)
+                (Box::new(p), info, local)
             }
         };
-    Ok((s1u_addr, s1u_desc, (s1u, sgi, sgi_desc, sgi_local)))
+    Ok((s1u_addr, s1u_io, (s1u, sgi, sgi_io, sgi_local)))
 }
 
 /// Synthetic users and events of slice `s`: the node's totals split evenly.
@@ -237,7 +249,7 @@ impl Node {
                 "config key `node.demux`: \"none\" needs slices = 1 (got {n})"
             ));
         }
-        let (s1u_addr, s1u_desc, sgi_desc, sgi_local, opened) = if v.demux == DemuxMode::Queues {
+        let (s1u_addr, s1u_io, sgi_io, sgi_local, opened) = if v.demux == DemuxMode::Queues {
             let (a, b, ports) = open_queue_ports(v, &layout)?;
             (v.s1u_bind, a, b, None, Opened::Queues(ports))
         } else {
@@ -400,8 +412,8 @@ impl Node {
             demux,
             slices,
             s1u_addr,
-            s1u_desc,
-            sgi_desc,
+            s1u_io,
+            sgi_io,
             sgi_local,
             mode,
             pinned,

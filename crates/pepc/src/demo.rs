@@ -162,7 +162,7 @@ pub fn run_with(
             "pepc demo: node up (S1-MME SCTP/UDP {}, S1-U {}, SGi {}); starting the emulator",
             epc.s1mme.as_deref().unwrap_or("-"),
             epc.node.s1u_addr,
-            epc.node.sgi_desc
+            epc.node.sgi_io.description
         );
         match &epc.metrics {
             Some(m) => eprintln!("pepc demo: metrics at http://{}/metrics", m.local_addr()),

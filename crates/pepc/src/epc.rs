@@ -927,6 +927,7 @@ impl Epc {
                     slices: gauges.clone(),
                     endpoint: endpoint.as_ref().map(|e: &EndpointThread| e.gauges.clone()),
                     started: std::time::Instant::now(),
+                    ports: [("s1u", node.s1u_io.clone()), ("sgi", node.sgi_io.clone())],
                 };
                 // A packet core keeps serving without its metrics: said loudly, not fatal.
                 pepc_mgmt::MetricsServer::start(a, Arc::new(source))
@@ -949,7 +950,10 @@ impl Epc {
                     started: std::time::Instant::now(),
                     config: shown_config(cfg),
                     pcrf: embedded_pcrf.clone(),
-                    io: (node.s1u_desc.clone(), node.sgi_desc.clone()),
+                    io: (
+                        node.s1u_io.description.clone(),
+                        node.sgi_io.description.clone(),
+                    ),
                 };
                 // Like the metrics: a busy port is said loudly, the core keeps serving.
                 pepc_mgmt::api::start(a.listen, a.token.clone(), Arc::new(backend))

@@ -523,11 +523,11 @@ fn run_node(a: &RunArgs) -> Result<(), String> {
     match &epc.s1mme {
         Some(s1mme) => tracing::info!(
             "pepc node: {} slice(s), S1-MME {s1mme}, S1-U {}, SGi {}, HSS {hss_desc}",
-            v.slices, epc.node.s1u_desc, epc.node.sgi_desc,
+            v.slices, epc.node.s1u_io.description, epc.node.sgi_io.description,
         ),
         None => tracing::info!(
             "pepc node: {} slice(s), S1-U {}, SGi {}, MME disabled: {} synthetic users at {} events/s",
-            v.slices, epc.node.s1u_desc, epc.node.sgi_desc, v.synthetic_users, v.synthetic_rate
+            v.slices, epc.node.s1u_io.description, epc.node.sgi_io.description, v.synthetic_users, v.synthetic_rate
         ),
     }
     stop_on_signals();

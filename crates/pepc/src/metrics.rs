@@ -9,6 +9,7 @@
 //! ```
 
 use pepc_mgmt::{Exposition, MetricsSource};
+use pepc_node::io::PortInfo;
 use pepc_node::node::StatsReader;
 use pepc_node::s1mme::{EndpointGauges, SliceGauges};
 use pepc_node::stats::SocketOwner;
@@ -21,6 +22,8 @@ pub struct NodeMetrics {
     pub(crate) slices: Vec<Arc<SliceGauges>>,
     pub(crate) endpoint: Option<Arc<EndpointGauges>>,
     pub(crate) started: Instant,
+    /// What S1-U and SGi run on (fixed at start).
+    pub(crate) ports: [(&'static str, PortInfo); 2],
 }
 
 fn slice(s: usize) -> (&'static str, String) {
@@ -35,6 +38,30 @@ impl MetricsSource for NodeMetrics {
             &[],
             self.started.elapsed().as_secs() as i64,
         );
+        for (port, info) in &self.ports {
+            let mut labels = vec![
+                ("port", port.to_string()),
+                ("io", info.io.to_string()),
+                ("interface", info.interface.clone()),
+            ];
+            if let Some(x) = &info.afxdp {
+                labels.extend([
+                    ("queue", x.queue.to_string()),
+                    (
+                        "xdp_mode",
+                        if x.native { "native" } else { "generic" }.into(),
+                    ),
+                    ("zero_copy", x.zero_copy.to_string()),
+                    ("ring_size", x.ring_size.to_string()),
+                ]);
+            }
+            out.gauge(
+                "pepc_port_info",
+                "What a user-plane port runs on (always 1): io is udp, udp_sink, tun or afxdp; for AF_XDP also its queue, XDP mode, zero-copy (false: copy mode) and ring size",
+                &labels,
+                1,
+            );
+        }
         let st = self.data.read();
         for d in &st.slices {
             let s = d.slice;

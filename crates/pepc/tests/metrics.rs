@@ -178,5 +178,19 @@ fn metrics_match_what_the_emulator_saw() {
         "{text}"
     );
     assert_eq!(sum(&s, "pepc_socket_dropped_total", &[]), 0.0, "{text}");
+    // What each user-plane port runs on: here a UDP socket and a UDP sink or TUN.
+    let info = |port: &str| {
+        s.iter()
+            .find(|(n, l, _)| {
+                n == "pepc_port_info" && l.get("port").and_then(Value::as_str) == Some(port)
+            })
+            .map(|(_, l, v)| (l.get("io").and_then(Value::as_str).map(str::to_string), *v))
+    };
+    assert_eq!(info("s1u"), Some((Some("udp".into()), 1.0)), "{text}");
+    let sgi = info("sgi").unwrap_or_else(|| panic!("no SGi port info: {text}"));
+    assert!(
+        matches!(sgi.0.as_deref(), Some("tun" | "udp_sink")) && sgi.1 == 1.0,
+        "{text}"
+    );
     epc.stop();
 }

@@ -364,8 +364,8 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     })
     .join()
     .map_err(|_| "the node's start panicked".to_string())??;
-    let s1u_io = node.s1u_desc.clone();
-    let sgi_io = node.sgi_desc.clone();
+    let s1u_io = node.s1u_io.description.clone();
+    let sgi_io = node.sgi_io.description.clone();
     let mut targets = Vec::with_capacity(o.users as usize);
     for _ in 0..slices {
         match rx.recv_timeout(Duration::from_secs(120)) {

@@ -21,6 +21,34 @@ pub use sys::now_ns;
 pub use tun::{open_sgi, SgiBackend, SgiConfig, SgiPort, TunPort, TunStats, UdpSinkPort};
 pub use udp::{UdpPort, UdpStats};
 
+/// What a user-plane port runs on, for the operator: the node's start line, the
+/// management API and the `pepc_port_info` metric (where an alert can catch an
+/// AF_XDP port that fell back to copy mode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortInfo {
+    /// "udp", "udp_sink", "tun" or "afxdp".
+    pub io: &'static str,
+    /// The device the port is bound to (AF_XDP, TUN); empty for a socket.
+    pub interface: String,
+    /// AF_XDP only.
+    pub afxdp: Option<AfXdpInfo>,
+    /// One line, as the start line says it.
+    pub description: String,
+}
+
+/// How an AF_XDP port is bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AfXdpInfo {
+    /// The (first) queue its sockets are bound to.
+    pub queue: u32,
+    /// The XDP program runs in the driver (else generic, on skbs).
+    pub native: bool,
+    /// Frames go to and from the NIC without a copy (else copy mode).
+    pub zero_copy: bool,
+    /// Descriptors per ring (RX, TX, fill, completion).
+    pub ring_size: u32,
+}
+
 /// A batch-oriented packet port.
 pub trait PacketIo: Send {
     /// Receive up to `batch.capacity()` packets without blocking; sets `batch.len` and

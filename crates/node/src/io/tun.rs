@@ -436,6 +436,20 @@ impl SgiPort {
         }
     }
 
+    /// What this port runs on (see [`crate::io::PortInfo`]).
+    pub fn info(&self) -> crate::io::PortInfo {
+        let (io, interface) = match self {
+            SgiPort::Tun(t) => ("tun", t.name.clone()),
+            SgiPort::UdpSink { .. } => ("udp_sink", String::new()),
+        };
+        crate::io::PortInfo {
+            io,
+            interface,
+            afxdp: None,
+            description: self.describe(),
+        }
+    }
+
     /// One line for the startup log.
     pub fn describe(&self) -> String {
         match self {

@@ -188,6 +188,21 @@ impl AfXdpPort {
     }
 
     /// E.g. "AF_XDP on veth0 queue 0 (native XDP, copy mode, rings of 4096)".
+    /// What this port runs on (see [`crate::io::PortInfo`]).
+    pub fn info(&self) -> crate::io::PortInfo {
+        crate::io::PortInfo {
+            io: "afxdp",
+            interface: self.interface.clone(),
+            afxdp: Some(crate::io::AfXdpInfo {
+                queue: self.queue,
+                native: !matches!(self.attach.mode, XdpMode::Skb),
+                zero_copy: self.xsk.mode() == BindMode::ZeroCopy,
+                ring_size: self.cfg.xsk.ring_size,
+            }),
+            description: self.describe(),
+        }
+    }
+
     pub fn describe(&self) -> String {
         format!(
             "AF_XDP on {} queue {} ({} XDP, {}, rings of {})",
