@@ -260,6 +260,15 @@ impl NodeStats {
         self.sockets.iter().map(|k| k.drops.by_kernel()).sum()
     }
 
+    /// The kernel's drops at the node's sockets that the links do not count too (a
+    /// UDP socket's buffer, a TUN device's queue).
+    pub fn dropped_by_kernel_after_the_link(&self) -> u64 {
+        self.sockets
+            .iter()
+            .map(|k| k.drops.by_kernel_after_the_link())
+            .sum()
+    }
+
     /// Packets a port dropped for `why` (a port-level reason), summed over sockets.
     pub fn dropped_by_ports(&self, why: crate::io::SocketDropReason) -> u64 {
         self.sockets.iter().map(|k| k.drops.get(why)).sum()

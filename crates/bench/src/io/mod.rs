@@ -171,16 +171,17 @@ pub struct IoReport {
     /// MAC yet, TX ring full).
     pub node_tx_failed: u64,
     /// Packets the kernel dropped at the node's receiving sockets during the run
-    /// (AF_XDP: RX ring full, no fill frame; UDP: socket buffer full).
+    /// (AF_XDP: RX ring full, no fill frame; UDP: socket buffer full; TUN: the
+    /// device's queue full).
     pub node_kernel_drops: u64,
     /// Packets the four veth ends dropped during the run (`ip -s link`): a full
     /// receive queue, or an XDP redirect the socket refused (that packet is also in
     /// `node_kernel_drops` or `generator_kernel_drops`).
     pub link_drops: u64,
     /// Lost packets that no counter explains (0 when every loss is named): `lost`
-    /// less the node's drops and send failures and the larger of `link_drops` and
-    /// the sockets' kernel drops (in native XDP mode a socket's drop is a link drop
-    /// too).
+    /// less the node's drops and send failures, the larger of `link_drops` and the
+    /// AF_XDP sockets' kernel drops (in native XDP mode a socket's drop is a link
+    /// drop too), and the kernel's drops after the links (UDP socket buffers, TUN).
     pub lost_unexplained: u64,
     /// The losses the counters above name (the sum `lost_unexplained` takes from
     /// `lost`). A few more than `lost` can be: the links also drop packets outside
@@ -441,6 +442,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
             .sum()
     };
     let kernel0 = stats0.dropped_by_kernel();
+    let after_link0 = stats0.dropped_by_kernel_after_the_link();
     let malformed0 = stats0.dropped_by_ports(SocketDropReason::Malformed);
     let tx_failed0 = tx_failed(&stats0);
     let link0 = link_drops()?;
@@ -471,6 +473,9 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
             .dropped_by_ports(SocketDropReason::Malformed)
             .saturating_sub(malformed0);
     let node_kernel_drops = stats.dropped_by_kernel().saturating_sub(kernel0);
+    let after_link = stats
+        .dropped_by_kernel_after_the_link()
+        .saturating_sub(after_link0);
     let link_drops = link_drops()?.saturating_sub(link0);
     let node_tx_failed = tx_failed(&stats).saturating_sub(tx_failed0);
     let handed_off = stats
@@ -499,7 +504,8 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let fwd = g.ul.received + g.dl.received;
     let sent = g.sent_ul + g.sent_dl;
     let lost = sent.saturating_sub(fwd);
-    let named = node_drops + node_tx_failed + link_drops.max(node_kernel_drops + g.kernel_dropped);
+    let at_sockets = node_kernel_drops.saturating_sub(after_link) + g.kernel_dropped;
+    let named = node_drops + node_tx_failed + link_drops.max(at_sockets) + after_link;
     let per = |ns: u64| {
         if fwd == 0 {
             0.0

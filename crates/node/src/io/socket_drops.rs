@@ -1,6 +1,7 @@
 //! What was dropped at a port's socket before the data path saw it, or after it
 //! handed a packet over: by the kernel (an AF_XDP socket's RX ring full or out of
-//! frames, a UDP socket's receive buffer full) or by the port's own code (a frame the
+//! frames, a UDP socket's receive buffer full, a TUN device's queue to the data thread
+//! full) or by the port's own code (a frame the
 //! XDP program redirected that is not ours, no next-hop MAC, TX ring full). These
 //! losses happen below every counter of the slices, so an operator (or `pepc bench
 //! io`) would otherwise see packets vanish, or only a sum of send failures.
@@ -30,6 +31,9 @@ pub enum SocketDropReason {
     InvalidDescriptor,
     /// Kernel socket: the receive buffer was full (or a datagram failed a check).
     SocketBufferFull,
+    /// Kernel, TUN: the device's queue of packets for the data thread was full (the
+    /// kernel counts them as the device's `tx_dropped`).
+    DeviceQueueFull,
     /// Port, AF_XDP: a frame the XDP program redirected that this port does not
     /// carry (truncated headers, a wrong length, another protocol).
     Malformed,
@@ -42,11 +46,12 @@ pub enum SocketDropReason {
 }
 
 impl SocketDropReason {
-    pub const ALL: [SocketDropReason; 8] = [
+    pub const ALL: [SocketDropReason; 9] = [
         SocketDropReason::RxRingFull,
         SocketDropReason::NoFrame,
         SocketDropReason::InvalidDescriptor,
         SocketDropReason::SocketBufferFull,
+        SocketDropReason::DeviceQueueFull,
         SocketDropReason::Malformed,
         SocketDropReason::NoNeighbour,
         SocketDropReason::TxRingFull,
@@ -59,6 +64,7 @@ impl SocketDropReason {
             SocketDropReason::NoFrame => "no_frame",
             SocketDropReason::InvalidDescriptor => "invalid_descriptor",
             SocketDropReason::SocketBufferFull => "socket_buffer_full",
+            SocketDropReason::DeviceQueueFull => "device_queue_full",
             SocketDropReason::Malformed => "malformed",
             SocketDropReason::NoNeighbour => "no_neighbour",
             SocketDropReason::TxRingFull => "tx_ring_full",
@@ -69,6 +75,18 @@ impl SocketDropReason {
     /// Whether the kernel dropped it (else the port's own code did).
     pub fn by_kernel(self) -> bool {
         (self as usize) < PORT_FIRST
+    }
+
+    /// Whether the veth or NIC the packet came in on also counts it as dropped: an
+    /// AF_XDP socket refusing an XDP redirect (native mode) is the device's drop
+    /// too, while a kernel socket's or a TUN device's drop is after the link.
+    pub fn also_a_link_drop(self) -> bool {
+        matches!(
+            self,
+            SocketDropReason::RxRingFull
+                | SocketDropReason::NoFrame
+                | SocketDropReason::InvalidDescriptor
+        )
     }
 }
 
@@ -106,6 +124,16 @@ impl DropCounts {
     /// The packets the kernel dropped.
     pub fn by_kernel(&self) -> u64 {
         self.by_reason[..PORT_FIRST].iter().sum()
+    }
+
+    /// The kernel's drops that the link the packets came in on does not also count
+    /// (see [`SocketDropReason::also_a_link_drop`]).
+    pub fn by_kernel_after_the_link(&self) -> u64 {
+        SocketDropReason::ALL[..PORT_FIRST]
+            .iter()
+            .filter(|r| !r.also_a_link_drop())
+            .map(|&r| self.get(r))
+            .sum()
     }
 
     /// Each reason this kind of socket can have, with its count (zeros included).
@@ -150,6 +178,8 @@ pub(crate) enum SocketKind {
     Xsk,
     /// `getsockopt(SOL_SOCKET, SO_MEMINFO)`: the socket's drop count.
     Kernel,
+    /// A TUN device's `tx_dropped`, from `/proc/net/dev` ([`DeviceStats`]).
+    Tun,
 }
 
 impl SocketKind {
@@ -166,14 +196,74 @@ impl SocketKind {
                 TooBig,
             ],
             SocketKind::Kernel => &[SocketBufferFull],
+            SocketKind::Tun => &[DeviceQueueFull],
         }
     }
 }
 
+/// Where a probe reads the kernel's counts while the port is open.
+#[derive(Debug)]
+enum Source {
+    /// The port's socket (a descriptor the port owns).
+    Socket(RawFd, SocketKind),
+    /// The port's network device.
+    Device(DeviceStats),
+}
+
 #[derive(Debug)]
 struct ProbeState {
-    open: Option<(RawFd, SocketKind)>,
+    open: Option<Source>,
     last: DropCounts,
+}
+
+/// A network device's counts as `/proc/net/dev` gives them. The file is opened by a
+/// thread in the device's network namespace and keeps to that namespace, so any
+/// thread can read it later (sysfs would show the namespace it was mounted in).
+#[derive(Debug)]
+pub(crate) struct DeviceStats {
+    file: std::fs::File,
+    name: String,
+}
+
+impl DeviceStats {
+    /// Counts of device `name`, in the calling thread's network namespace.
+    pub(crate) fn open(name: &str) -> io::Result<DeviceStats> {
+        let file = std::fs::File::open("/proc/thread-self/net/dev")?;
+        let mut d = DeviceStats {
+            file,
+            name: name.to_string(),
+        };
+        d.tx_dropped()?;
+        Ok(d)
+    }
+
+    /// The device's `tx_dropped`: for a TUN device, packets the kernel could not
+    /// queue for the process reading it.
+    fn tx_dropped(&mut self) -> io::Result<u64> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut text = String::new();
+        self.file.seek(SeekFrom::Start(0))?;
+        self.file.read_to_string(&mut text)?;
+        parse_tx_dropped(&text, &self.name).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("device {} not in /proc/net/dev", self.name),
+            )
+        })
+    }
+}
+
+/// The `drop` column of the transmit half of `name`'s line in `/proc/net/dev`:
+/// `name: rx bytes packets errs drop fifo frame compressed multicast | tx bytes
+/// packets errs drop ...`.
+fn parse_tx_dropped(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (dev, rest) = l.split_once(':')?;
+        if dev.trim() != name {
+            return None;
+        }
+        rest.split_whitespace().nth(11)?.parse().ok()
+    })
 }
 
 /// Reads one socket's [`DropCounts`] from any thread. After the socket closed, it
@@ -186,9 +276,18 @@ pub struct SocketDropsProbe {
 
 impl SocketDropsProbe {
     pub(crate) fn new(fd: RawFd, kind: SocketKind) -> SocketDropsProbe {
+        Self::of(Source::Socket(fd, kind), kind)
+    }
+
+    /// A probe of a TUN device's drops.
+    pub(crate) fn for_tun(device: DeviceStats) -> SocketDropsProbe {
+        Self::of(Source::Device(device), SocketKind::Tun)
+    }
+
+    fn of(source: Source, kind: SocketKind) -> SocketDropsProbe {
         SocketDropsProbe {
             kernel: Arc::new(Mutex::new(ProbeState {
-                open: Some((fd, kind)),
+                open: Some(source),
                 last: DropCounts {
                     reasons: kind.reasons(),
                     ..DropCounts::default()
@@ -208,15 +307,24 @@ impl SocketDropsProbe {
     /// socket is closed or the kernel refused).
     pub fn read(&self) -> DropCounts {
         let mut s = self.kernel.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((fd, kind)) = s.open {
-            if let Ok(mut d) = read_socket(fd, kind) {
-                if kind == SocketKind::Kernel {
-                    // The kernel's count is 32 bits: keep ours growing past a wrap.
-                    let why = SocketDropReason::SocketBufferFull;
-                    d.set(why, widen32(s.last.get(why), d.get(why) as u32));
+        let s = &mut *s;
+        match &mut s.open {
+            Some(Source::Socket(fd, kind)) => {
+                if let Ok(mut d) = read_socket(*fd, *kind) {
+                    if *kind == SocketKind::Kernel {
+                        // The kernel's count is 32 bits: keep ours growing past a wrap.
+                        let why = SocketDropReason::SocketBufferFull;
+                        d.set(why, widen32(s.last.get(why), d.get(why) as u32));
+                    }
+                    s.last = d;
                 }
-                s.last = d;
             }
+            Some(Source::Device(dev)) => {
+                if let Ok(n) = dev.tx_dropped() {
+                    s.last.set(SocketDropReason::DeviceQueueFull, n);
+                }
+            }
+            None => {}
         }
         let mut d = s.last;
         if let Some(p) = &self.port {
@@ -263,6 +371,12 @@ fn read_socket(fd: RawFd, kind: SocketKind) -> io::Result<DropCounts> {
         SocketKind::Kernel => {
             d.set(SocketDropReason::SocketBufferFull, socket_drops(fd)?);
         }
+        SocketKind::Tun => {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a TUN device's drops are read from its device, not a socket",
+            ))
+        }
     }
     Ok(d)
 }
@@ -301,6 +415,18 @@ mod tests {
     use super::*;
     use crate::io::{PacketIo, UdpPort};
     use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+
+    #[test]
+    fn proc_net_dev_gives_the_transmit_drop_column() {
+        let text = "Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:    1000      10    0    0    0     0          0         0     1000      10    0    0    0     0       0          0
+pepcq0: 14212252  154481    0    3    0     0          0         0 16067312   251052    0 212326    0     0       0          0
+";
+        assert_eq!(parse_tx_dropped(text, "pepcq0"), Some(212_326));
+        assert_eq!(parse_tx_dropped(text, "lo"), Some(0));
+        assert_eq!(parse_tx_dropped(text, "pepcq"), None);
+    }
 
     #[test]
     fn a_full_receive_buffer_is_counted_per_datagram() {

@@ -36,6 +36,8 @@ pub struct TunPort {
     addr: Ipv4Addr,
     prefix_len: u8,
     stats: TunStats,
+    /// The device's drops (the receiving port only: a sender clone has none).
+    drops: Option<super::SocketDropsProbe>,
 }
 
 fn os_err(what: &str, name: &str) -> io::Error {
@@ -152,12 +154,18 @@ impl TunPort {
         r.ifr_ifru.ifru_flags = flags | (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
         ifreq_ioctl(ctl, libc::SIOCSIFFLAGS, &mut r, "SIOCSIFFLAGS", &actual)?;
 
+        // Opened here, in the device's network namespace.
+        let drops = super::socket_drops::DeviceStats::open(&actual)
+            .map(super::SocketDropsProbe::for_tun)
+            .map_err(|e| tracing::warn!(device = %actual, "TUN drop count unavailable: {e}"))
+            .ok();
         Ok(TunPort {
             fd,
             name: actual,
             addr,
             prefix_len,
             stats: TunStats::default(),
+            drops,
         })
     }
 
@@ -200,7 +208,17 @@ impl TunPort {
             addr: self.addr,
             prefix_len: self.prefix_len,
             stats: TunStats::default(),
+            drops: None,
         })
+    }
+}
+
+impl Drop for TunPort {
+    fn drop(&mut self) {
+        // Keep the final count: the device goes when its last descriptor closes.
+        if let Some(p) = &self.drops {
+            p.close();
+        }
     }
 }
 
@@ -295,6 +313,10 @@ impl PacketIo for TunPort {
 
     fn try_clone_sender(&self) -> io::Result<Box<dyn PacketIo>> {
         Ok(Box::new(self.try_clone()?))
+    }
+
+    fn socket_drops(&self) -> Option<super::SocketDropsProbe> {
+        self.drops.clone()
     }
 }
 
@@ -508,7 +530,7 @@ impl PacketIo for SgiPort {
 
     fn socket_drops(&self) -> Option<super::SocketDropsProbe> {
         match self {
-            SgiPort::Tun(_) => None,
+            SgiPort::Tun(t) => t.socket_drops(),
             SgiPort::UdpSink { port, .. } => port.socket_drops(),
         }
     }
@@ -746,5 +768,59 @@ mod tests {
         let sgi = open_sgi(&cfg).unwrap();
         assert_eq!(sgi.backend(), SgiBackend::UdpSink);
         assert!(!sgi.describe().contains("TUN unavailable"));
+    }
+
+    /// Packets the kernel could not queue for a TUN reader that fell behind are
+    /// counted (its `tx_dropped`): with nobody reading, what was sent is what the
+    /// port then reads plus what the probe counts.
+    #[test]
+    fn a_full_tun_queue_is_counted_per_packet() {
+        let local = Ipv4Addr::new(10, 254, 252, 1);
+        let remote = Ipv4Addr::new(10, 254, 252, 2);
+        let mut tun = match TunPort::open("pepcq%d", local, 30) {
+            Ok(t) => t,
+            Err(e) => {
+                assert!(tun_unavailable(&e), "unexpected TUN error: {e}");
+                eprintln!("SKIPPED: cannot create a TUN device here: {e}");
+                return;
+            }
+        };
+        use crate::io::SocketDropReason;
+        let probe = tun.socket_drops().expect("a TUN port counts its drops");
+        assert!(
+            tun.try_clone().unwrap().drops.is_none(),
+            "a clone has no probe"
+        );
+        let sock = UdpSocket::bind(SocketAddrV4::new(local, 0)).unwrap();
+        let sent = 3_000u64;
+        for _ in 0..sent {
+            sock.send_to(b"pepc drop probe", SocketAddrV4::new(remote, 9))
+                .unwrap();
+        }
+        let mut batch = Batch::new(32);
+        let (mut ours, mut others) = (0u64, 0u64);
+        let quiet = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < quiet {
+            tun.recv_batch(&mut batch).unwrap();
+            for p in batch.packets() {
+                let b = p.as_slice();
+                if b.len() >= 28 && b[0] == 0x45 && b[9] == 17 && b[16..20] == remote.octets() {
+                    ours += 1;
+                } else {
+                    others += 1;
+                }
+            }
+        }
+        let dropped = probe.read().get(SocketDropReason::DeviceQueueFull);
+        // The queue holds txqueuelen packets (500 by default): most were dropped.
+        assert!(ours < sent && dropped > 0, "read {ours}, dropped {dropped}");
+        // The kernel may also send the device a few packets of its own (IPv6).
+        assert!(
+            ours + dropped >= sent && ours + dropped <= sent + others + 8,
+            "sent {sent}, read {ours} (+{others} others), dropped {dropped}"
+        );
+        // The count stays readable after the device is gone.
+        drop(tun);
+        assert_eq!(probe.read().get(SocketDropReason::DeviceQueueFull), dropped);
     }
 }
