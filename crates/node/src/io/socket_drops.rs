@@ -1,10 +1,10 @@
 //! What was dropped at a port's socket before the data path saw it, or after it
 //! handed a packet over: by the kernel (an AF_XDP socket's RX ring full or out of
-//! frames, a UDP socket's receive buffer full, a TUN device's queue to the data thread
-//! full) or by the port's own code (a frame the
-//! XDP program redirected that is not ours, no next-hop MAC, TX ring full). These
-//! losses happen below every counter of the slices, so an operator (or `pepc bench
-//! io`) would otherwise see packets vanish, or only a sum of send failures.
+//! frames, a UDP socket's receive buffer full, a TUN device's queue to the data
+//! thread full) or by the port's own code (a frame the XDP program redirected that is
+//! not ours, no next-hop MAC, TX ring full). These losses happen below every counter
+//! of the slices, so an operator (or `pepc bench io`) would otherwise see packets
+//! vanish, or only a sum of send failures.
 //!
 //! The socket belongs to one thread (the demux or a data thread); a
 //! [`SocketDropsProbe`] lets another thread (the metrics endpoint) read the kernel's
