@@ -49,6 +49,7 @@ fn io_sweep(seconds: f64, out: &Path, sd: u32) -> Result<(), String> {
                     rx: crate::io::RxMode::Demux,
                     steer: crate::io::Steer::Rss,
                     ring_size: 4096,
+                    tun_queue_len: pepc_node::io::tun::DEFAULT_QUEUE_LEN,
                 })?;
                 eprintln!(
                     "  {backend:?} users={users} run {k}: {:.3} Mpps/core, loss {:.4}",

@@ -104,6 +104,7 @@ fn opts(backend: Backend, rate_pps: u64) -> IoOpts {
         rx: RxMode::Demux,
         steer: Steer::Rss,
         ring_size: 4096,
+        tun_queue_len: pepc_node::io::tun::DEFAULT_QUEUE_LEN,
     }
 }
 

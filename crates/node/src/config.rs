@@ -44,6 +44,10 @@
 //!                            # ring_size
 //! next_hop = ""              # afxdp: the PDN-side router ("": the interface's routes)
 //! tun_name = "pepc%d"
+//! tun_queue_len = 4096       # tun: packets the kernel queues for the data thread
+//!                            # (the device's txqueuelen, 16..=65536; the kernel's
+//!                            # default is 500): a data-thread stall this long is
+//!                            # absorbed, more is counted as device_queue_full
 //! sink_local = "127.0.0.1:5202"
 //! sink_peer = "127.0.0.1:5201"
 //! [synthetic]
@@ -133,6 +137,7 @@ pub struct SgiSection {
     pub zero_copy: String,
     pub next_hop: String,
     pub ring_size: u32,
+    pub tun_queue_len: u32,
 }
 
 impl Default for SgiSection {
@@ -149,6 +154,7 @@ impl Default for SgiSection {
             zero_copy: "auto".into(),
             next_hop: String::new(),
             ring_size: DEFAULT_RING_SIZE,
+            tun_queue_len: crate::io::tun::DEFAULT_QUEUE_LEN,
         }
     }
 }
@@ -249,6 +255,8 @@ pub struct Validated {
     pub s1u_bind: SocketAddrV4,
     pub sgi_mode: SgiMode,
     pub tun_name: String,
+    /// The TUN device's queue (`[sgi] tun_queue_len`).
+    pub tun_queue_len: u32,
     pub sink_local: SocketAddrV4,
     pub sink_peer: SocketAddrV4,
     /// `[s1u] io = "afxdp"`.
@@ -341,6 +349,12 @@ impl NodeConfig {
             return Err(format!(
                 "config key `node.prewarm_users`: {} is more than node.max_users ({})",
                 n.prewarm_users, n.max_users
+            ));
+        }
+        if !(16..=65536).contains(&self.sgi.tun_queue_len) {
+            return Err(format!(
+                "config key `sgi.tun_queue_len`: must be in 16..=65536, got {}",
+                self.sgi.tun_queue_len
             ));
         }
         let sgi_mode = match self.sgi.mode.as_str() {
@@ -443,6 +457,7 @@ impl NodeConfig {
             s1u_bind,
             sgi_mode,
             tun_name: self.sgi.tun_name.clone(),
+            tun_queue_len: self.sgi.tun_queue_len,
             sink_local: addr("sgi.sink_local", &self.sgi.sink_local)?,
             sink_peer: addr("sgi.sink_peer", &self.sgi.sink_peer)?,
             s1u_xdp,
@@ -503,6 +518,27 @@ mod tests {
         ] {
             let e = NodeConfig::parse(text).unwrap().validate().unwrap_err();
             assert!(e.contains(key), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_tun_queue_length_is_validated() {
+        let v = NodeConfig::parse("").unwrap().validate().unwrap();
+        assert_eq!(v.tun_queue_len, 4096, "the default");
+        let v = NodeConfig::parse("[sgi]\ntun_queue_len = 500\n")
+            .unwrap()
+            .validate()
+            .unwrap();
+        assert_eq!(v.tun_queue_len, 500);
+        for bad in [0, 15, 65537] {
+            let e = NodeConfig::parse(&format!("[sgi]\ntun_queue_len = {bad}\n"))
+                .unwrap()
+                .validate()
+                .unwrap_err();
+            assert!(
+                e.contains("sgi.tun_queue_len") && e.contains(&bad.to_string()),
+                "{e}"
+            );
         }
     }
 

@@ -195,6 +195,7 @@ fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, PortInf
                 let cfg = SgiConfig {
                     use_tun: true,
                     tun_name: v.tun_name.clone(),
+                    tun_queue_len: v.tun_queue_len,
                     tun_addr,
                     tun_prefix_len: v.ue_pool.1,
                     sink_local: v.sink_local,

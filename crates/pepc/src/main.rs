@@ -119,6 +119,9 @@ struct IoArgs {
     /// receiving).
     #[arg(long, default_value_t = 4096)]
     ring_size: u32,
+    /// The node's TUN queue (backend tun; its `[sgi] tun_queue_len`).
+    #[arg(long, default_value_t = pepc_node::io::tun::DEFAULT_QUEUE_LEN)]
+    tun_queue_len: u32,
     /// Receive processing of each veth end in a kernel thread of its own, charged to
     /// the receiving side (else the sender's thread runs the peer's receive).
     #[arg(long)]
@@ -371,6 +374,7 @@ fn bench_io(a: &IoArgs) -> Result<(), String> {
         },
         napi_threads: a.napi_threads,
         ring_size: a.ring_size,
+        tun_queue_len: a.tun_queue_len,
         slices: a.slices,
         rx: match a.rx.as_str() {
             "demux" => pepc_bench::io::RxMode::Demux,

@@ -84,6 +84,8 @@ pub struct IoOpts {
     pub steer: Steer,
     /// The node's AF_XDP rings (`ring_size` of `[s1u]` and `[sgi]`).
     pub ring_size: u32,
+    /// The node's TUN queue (`[sgi] tun_queue_len`, backend `tun`).
+    pub tun_queue_len: u32,
 }
 
 /// How packets reach the node's slices.
@@ -339,8 +341,9 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         ),
         Backend::Tun => format!(
             "[node]\nue_pool = \"{pool}\"\nmax_users = {}\npin = false\nslices = {slices}\n\
-             [s1u]\nbind = \"{S1U_NODE}:2152\"\n[sgi]\nmode = \"tun\"\ntun_name = \"pio{tag}u\"\n",
-            o.users.max(1)
+             [s1u]\nbind = \"{S1U_NODE}:2152\"\n[sgi]\nmode = \"tun\"\ntun_name = \"pio{tag}u\"\ntun_queue_len = {}\n",
+            o.users.max(1),
+            o.tun_queue_len
         ),
     };
     let v = NodeConfig::parse(&config)?.validate()?;

@@ -38,6 +38,8 @@ pub struct TunPort {
     stats: TunStats,
     /// The device's drops (the receiving port only: a sender clone has none).
     drops: Option<super::SocketDropsProbe>,
+    /// The queue length set ([`TunPort::set_queue_len`]; None: the kernel's default).
+    queue_len: Option<u32>,
 }
 
 fn os_err(what: &str, name: &str) -> io::Error {
@@ -77,7 +79,41 @@ fn ifreq_ioctl(
     Ok(())
 }
 
+/// Packets a node's TUN device queues for the data thread (the kernel's default,
+/// 500, is a 1 ms stall at 0.5 Mpps): like the AF_XDP rings and the UDP sockets'
+/// buffers, sized to absorb a data thread's stall.
+pub const DEFAULT_QUEUE_LEN: u32 = 4096;
+
 impl TunPort {
+    /// Set how many packets the kernel queues for this port's reader (the device's
+    /// `txqueuelen`); beyond it the kernel drops them (counted as
+    /// `device_queue_full`).
+    pub fn set_queue_len(&mut self, len: u32) -> io::Result<()> {
+        // SAFETY: plain socket(2); result checked.
+        let ctl = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if ctl < 0 {
+            return Err(os_err("control socket", &self.name));
+        }
+        // SAFETY: fresh descriptor we own.
+        let ctl = unsafe { OwnedFd::from_raw_fd(ctl) };
+        let mut r = ifreq_for(self.name.as_bytes());
+        r.ifr_ifru.ifru_metric = i32::try_from(len).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("TUN queue length {len}"),
+            )
+        })?;
+        ifreq_ioctl(
+            ctl.as_raw_fd(),
+            libc::SIOCSIFTXQLEN,
+            &mut r,
+            "SIOCSIFTXQLEN",
+            &self.name,
+        )?;
+        self.queue_len = Some(len);
+        Ok(())
+    }
+
     /// Create TUN device `name` (a `%d` in it lets the kernel pick a free number), give
     /// it `addr/prefix_len` and bring it up. Needs CAP_NET_ADMIN and /dev/net/tun; the
     /// error then says which step failed (its kind is kept, e.g. PermissionDenied).
@@ -166,6 +202,7 @@ impl TunPort {
             prefix_len,
             stats: TunStats::default(),
             drops,
+            queue_len: None,
         })
     }
 
@@ -209,6 +246,7 @@ impl TunPort {
             prefix_len: self.prefix_len,
             stats: TunStats::default(),
             drops: None,
+            queue_len: self.queue_len,
         })
     }
 }
@@ -390,6 +428,8 @@ pub struct SgiConfig {
     pub tun_name: String,
     pub tun_addr: Ipv4Addr,
     pub tun_prefix_len: u8,
+    /// Packets the kernel queues for the reader ([`TunPort::set_queue_len`]).
+    pub tun_queue_len: u32,
     /// Local address of the fallback UDP socket (port 0 = ephemeral).
     pub sink_local: SocketAddrV4,
     /// Where the fallback sends uplink IP packets (the PDN emulator).
@@ -403,6 +443,7 @@ impl Default for SgiConfig {
             tun_name: "pepc%d".into(),
             tun_addr: Ipv4Addr::new(10, 45, 0, 1),
             tun_prefix_len: 16,
+            tun_queue_len: DEFAULT_QUEUE_LEN,
             sink_local: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0),
             sink_peer: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 5201),
         }
@@ -431,7 +472,10 @@ pub enum SgiPort {
 /// is kept in the result for logging. Fails only if the fallback socket cannot bind.
 pub fn open_sgi(cfg: &SgiConfig) -> io::Result<SgiPort> {
     let tun_error = if cfg.use_tun {
-        match TunPort::open(&cfg.tun_name, cfg.tun_addr, cfg.tun_prefix_len) {
+        match TunPort::open(&cfg.tun_name, cfg.tun_addr, cfg.tun_prefix_len).and_then(|mut t| {
+            t.set_queue_len(cfg.tun_queue_len)?;
+            Ok(t)
+        }) {
             Ok(t) => return Ok(SgiPort::Tun(t)),
             Err(e) => Some(e),
         }
@@ -475,7 +519,13 @@ impl SgiPort {
     /// One line for the startup log.
     pub fn describe(&self) -> String {
         match self {
-            SgiPort::Tun(t) => format!("SGi on TUN {} ({}/{})", t.name, t.addr, t.prefix_len),
+            SgiPort::Tun(t) => match t.queue_len {
+                Some(q) => format!(
+                    "SGi on TUN {} ({}/{}, queue of {q})",
+                    t.name, t.addr, t.prefix_len
+                ),
+                None => format!("SGi on TUN {} ({}/{})", t.name, t.addr, t.prefix_len),
+            },
             SgiPort::UdpSink { port, tun_error } => {
                 let mut s = format!(
                     "SGi on UDP sink {} -> {}",
@@ -603,6 +653,17 @@ mod tests {
         assert!(name.starts_with("pepct") && !name.contains('%'), "{name}");
         assert!(std::path::Path::new(&format!("/sys/class/net/{name}")).exists());
         assert_eq!(tun.addr(), (local, 30));
+        // The queue the kernel keeps for the reader is what we set.
+        let qlen = || {
+            std::fs::read_to_string(format!("/sys/class/net/{name}/tx_queue_len"))
+                .unwrap()
+                .trim()
+                .parse::<u32>()
+                .unwrap()
+        };
+        assert_eq!(qlen(), 500, "the kernel's default");
+        tun.set_queue_len(DEFAULT_QUEUE_LEN).unwrap();
+        assert_eq!(qlen(), DEFAULT_QUEUE_LEN);
 
         let sock = UdpSocket::bind(SocketAddrV4::new(local, 0)).unwrap();
         sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
