@@ -161,12 +161,7 @@ fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, PortInf
             let s1u =
                 UdpPort::bind(v.s1u_bind).map_err(|e| format!("s1u.bind {}: {e}", v.s1u_bind))?;
             let a = s1u.local_addr();
-            let info = PortInfo {
-                io: "udp",
-                interface: String::new(),
-                afxdp: None,
-                description: format!("{a} UDP socket"),
-            };
+            let info = PortInfo::kernel("udp", String::new(), format!("{a} UDP socket"));
             (Box::new(s1u), a, info)
         }
     };
@@ -183,12 +178,11 @@ fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, PortInf
                 let p = UdpSinkPort::bind(v.sink_local, v.sink_peer)
                     .map_err(|e| format!("sgi.sink_local {}: {e}", v.sink_local))?;
                 let local = Some(p.local_addr());
-                let info = PortInfo {
-                    io: "udp_sink",
-                    interface: String::new(),
-                    afxdp: None,
-                    description: format!("UDP sink {} -> {}", v.sink_local, v.sink_peer),
-                };
+                let info = PortInfo::kernel(
+                    "udp_sink",
+                    String::new(),
+                    format!("UDP sink {} -> {}", v.sink_local, v.sink_peer),
+                );
                 (Box::new(p), info, local)
             }
             mode => {

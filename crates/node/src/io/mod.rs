@@ -36,6 +36,18 @@ pub struct PortInfo {
     pub description: String,
 }
 
+impl PortInfo {
+    /// A port on a kernel socket or device (no AF_XDP details).
+    pub fn kernel(io: &'static str, interface: String, description: String) -> PortInfo {
+        PortInfo {
+            io,
+            interface,
+            afxdp: None,
+            description,
+        }
+    }
+}
+
 /// How an AF_XDP port is bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AfXdpInfo {

@@ -178,8 +178,6 @@ pub(crate) enum SocketKind {
     Xsk,
     /// `getsockopt(SOL_SOCKET, SO_MEMINFO)`: the socket's drop count.
     Kernel,
-    /// A TUN device's `tx_dropped`, from `/proc/net/dev` ([`DeviceStats`]).
-    Tun,
 }
 
 impl SocketKind {
@@ -196,7 +194,6 @@ impl SocketKind {
                 TooBig,
             ],
             SocketKind::Kernel => &[SocketBufferFull],
-            SocketKind::Tun => &[DeviceQueueFull],
         }
     }
 }
@@ -276,20 +273,20 @@ pub struct SocketDropsProbe {
 
 impl SocketDropsProbe {
     pub(crate) fn new(fd: RawFd, kind: SocketKind) -> SocketDropsProbe {
-        Self::of(Source::Socket(fd, kind), kind)
+        Self::of(Source::Socket(fd, kind), kind.reasons())
     }
 
     /// A probe of a TUN device's drops.
     pub(crate) fn for_tun(device: DeviceStats) -> SocketDropsProbe {
-        Self::of(Source::Device(device), SocketKind::Tun)
+        Self::of(Source::Device(device), &[SocketDropReason::DeviceQueueFull])
     }
 
-    fn of(source: Source, kind: SocketKind) -> SocketDropsProbe {
+    fn of(source: Source, reasons: &'static [SocketDropReason]) -> SocketDropsProbe {
         SocketDropsProbe {
             kernel: Arc::new(Mutex::new(ProbeState {
                 open: Some(source),
                 last: DropCounts {
-                    reasons: kind.reasons(),
+                    reasons,
                     ..DropCounts::default()
                 },
             })),
@@ -370,12 +367,6 @@ fn read_socket(fd: RawFd, kind: SocketKind) -> io::Result<DropCounts> {
         }
         SocketKind::Kernel => {
             d.set(SocketDropReason::SocketBufferFull, socket_drops(fd)?);
-        }
-        SocketKind::Tun => {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "a TUN device's drops are read from its device, not a socket",
-            ))
         }
     }
     Ok(d)

@@ -79,6 +79,18 @@ fn ifreq_ioctl(
     Ok(())
 }
 
+/// A socket for the interface ioctls (address, mask, flags, queue length): any
+/// AF_INET socket serves.
+fn control_socket(name: &str) -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2); result checked.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(os_err("control socket", name));
+    }
+    // SAFETY: fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// Packets a node's TUN device queues for the data thread (the kernel's default,
 /// 500, is a 1 ms stall at 0.5 Mpps): like the AF_XDP rings and the UDP sockets'
 /// buffers, sized to absorb a data thread's stall.
@@ -89,13 +101,7 @@ impl TunPort {
     /// `txqueuelen`); beyond it the kernel drops them (counted as
     /// `device_queue_full`).
     pub fn set_queue_len(&mut self, len: u32) -> io::Result<()> {
-        // SAFETY: plain socket(2); result checked.
-        let ctl = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if ctl < 0 {
-            return Err(os_err("control socket", &self.name));
-        }
-        // SAFETY: fresh descriptor we own.
-        let ctl = unsafe { OwnedFd::from_raw_fd(ctl) };
+        let ctl = control_socket(&self.name)?;
         let mut r = ifreq_for(self.name.as_bytes());
         r.ifr_ifru.ifru_metric = i32::try_from(len).map_err(|_| {
             io::Error::new(
@@ -159,14 +165,7 @@ impl TunPort {
             .collect();
         let actual = String::from_utf8_lossy(&actual).into_owned();
 
-        // Address, mask and flags are set through any AF_INET socket.
-        // SAFETY: plain socket(2); result checked.
-        let ctl = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if ctl < 0 {
-            return Err(os_err("control socket", &actual));
-        }
-        // SAFETY: fresh descriptor we own.
-        let ctl = unsafe { OwnedFd::from_raw_fd(ctl) };
+        let ctl = control_socket(&actual)?;
         let ctl = ctl.as_raw_fd();
         let nb = actual.as_bytes();
 
@@ -508,12 +507,7 @@ impl SgiPort {
             SgiPort::Tun(t) => ("tun", t.name.clone()),
             SgiPort::UdpSink { .. } => ("udp_sink", String::new()),
         };
-        crate::io::PortInfo {
-            io,
-            interface,
-            afxdp: None,
-            description: self.describe(),
-        }
+        crate::io::PortInfo::kernel(io, interface, self.describe())
     }
 
     /// One line for the startup log.
