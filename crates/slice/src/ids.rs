@@ -224,6 +224,22 @@ impl IdLayout {
         1usize << self.ip_slot_bits()
     }
 
+    /// Where the slice sits in a structured TEID: `(teid >> shift) & mask`, as
+    /// `(shift, mask)` (mask 0 with one slice), for steering outside this crate (the
+    /// kernel's socket choice).
+    pub fn teid_slice_field(&self) -> (u32, u32) {
+        (
+            self.teid_slot_bits() + GEN_BITS,
+            (1u32 << self.slice_bits) - 1,
+        )
+    }
+
+    /// Where the slice sits in a UE address of any PDN pool, as
+    /// [`Self::teid_slice_field`] says it for a TEID.
+    pub fn ip_slice_field(&self) -> (u32, u32) {
+        (self.ip_slot_bits(), (1u32 << self.slice_bits) - 1)
+    }
+
     /// Build a structured TEID.
     #[inline]
     pub fn teid(&self, slice: u32, slot: u32, gen: u32) -> u32 {
@@ -505,6 +521,22 @@ mod tests {
         let l = IdLayout::new(1, Ipv4Addr::new(10, 0, 0, 0), 8).unwrap();
         assert_eq!(l.max_bearer_slots(), 1 << 25);
         assert_eq!(l.split_teid(0x8000_0001), None);
+    }
+
+    #[test]
+    fn the_slice_fields_name_the_slice_of_every_teid_and_address() {
+        for slices in [1usize, 2, 3, 4, 16, 64] {
+            let l = IdLayout::new(slices, Ipv4Addr::new(10, 0, 0, 0), 10).unwrap();
+            let ((ts, tm), (is, im)) = (l.teid_slice_field(), l.ip_slice_field());
+            for s in 0..slices as u32 {
+                let slot = (l.max_bearer_slots() - 1) as u32;
+                assert_eq!((l.teid(s, slot, 63) >> ts) & tm, s);
+                for pdn in 0..l.pdn_count {
+                    let ip = l.pdn_ip(pdn, s, (l.max_ue_slots() - 1) as u32).unwrap();
+                    assert_eq!((u32::from(ip) >> is) & im, s);
+                }
+            }
+        }
     }
 
     #[test]

@@ -9,8 +9,10 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 pub mod afxdp;
+pub(crate) mod ebpf;
 pub mod mem;
 pub mod socket_drops;
+pub mod steer;
 pub(crate) mod sys;
 pub mod tun;
 pub mod udp;

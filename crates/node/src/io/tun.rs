@@ -91,6 +91,37 @@ fn control_socket(name: &str) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Queues a multi-queue TUN device may have (the kernel's MAX_TAP_QUEUES is 256).
+pub const MAX_QUEUES: usize = 64;
+
+/// Open /dev/net/tun and attach the descriptor to device `name` with `flags`; returns
+/// it and the device's final name.
+fn attach_queue(name: &str, flags: libc::c_int) -> io::Result<(OwnedFd, String)> {
+    // SAFETY: constant NUL-terminated path; result checked.
+    let fd = unsafe {
+        libc::open(
+            c"/dev/net/tun".as_ptr(),
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(os_err("open /dev/net/tun", name));
+    }
+    // SAFETY: fresh descriptor we own; closing it on any later error detaches the
+    // queue (and removes a non-persistent device with its last queue).
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut ifr = ifreq_for(name.as_bytes());
+    ifr.ifr_ifru.ifru_flags = flags as libc::c_short;
+    ifreq_ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut ifr, "TUNSETIFF", name)?;
+    let actual: Vec<u8> = ifr
+        .ifr_name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    Ok((fd, String::from_utf8_lossy(&actual).into_owned()))
+}
+
 /// Packets a node's TUN device queues for the data thread (the kernel's default,
 /// 500, is a 1 ms stall at 0.5 Mpps): like the AF_XDP rings and the UDP sockets'
 /// buffers, sized to absorb a data thread's stall.
@@ -124,6 +155,21 @@ impl TunPort {
     /// it `addr/prefix_len` and bring it up. Needs CAP_NET_ADMIN and /dev/net/tun; the
     /// error then says which step failed (its kind is kept, e.g. PermissionDenied).
     pub fn open(name: &str, addr: Ipv4Addr, prefix_len: u8) -> io::Result<TunPort> {
+        let mut q = Self::open_queues(name, addr, prefix_len, 1)?;
+        Ok(q.remove(0))
+    }
+
+    /// As [`TunPort::open`], with `queues` queues (a multi-queue device when more than
+    /// one): a port per queue, in the order the device indexes them, each read by its
+    /// own thread; the kernel spreads packets over them by its flow hash unless a
+    /// program steers them ([`super::steer::steer_tun`]). The first port counts the
+    /// device's drops.
+    pub fn open_queues(
+        name: &str,
+        addr: Ipv4Addr,
+        prefix_len: u8,
+        queues: usize,
+    ) -> io::Result<Vec<TunPort>> {
         if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.as_bytes().contains(&0) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -139,31 +185,23 @@ impl TunPort {
                 format!("TUN prefix length {prefix_len} exceeds 32"),
             ));
         }
-        // SAFETY: constant NUL-terminated path; result checked.
-        let fd = unsafe {
-            libc::open(
-                c"/dev/net/tun".as_ptr(),
-                libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(os_err("open /dev/net/tun", name));
+        if queues == 0 || queues > MAX_QUEUES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("TUN queues: 1..={MAX_QUEUES}, got {queues}"),
+            ));
         }
-        // SAFETY: fresh descriptor we own; closing it on any later error removes the
-        // (non-persistent) device again.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-
-        let mut ifr = ifreq_for(name.as_bytes());
-        ifr.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
-        ifreq_ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut ifr, "TUNSETIFF", name)?;
-        // The kernel writes back the final name (resolving any %d).
-        let actual: Vec<u8> = ifr
-            .ifr_name
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
-        let actual = String::from_utf8_lossy(&actual).into_owned();
+        let mut flags = libc::IFF_TUN | libc::IFF_NO_PI;
+        if queues > 1 {
+            flags |= libc::IFF_MULTI_QUEUE;
+        }
+        // Each queue is a descriptor attached to the device by name; the first creates
+        // it, and the kernel writes back the final name (resolving any %d).
+        let (first, actual) = attach_queue(name, flags)?;
+        let mut fds = vec![first];
+        for _ in 1..queues {
+            fds.push(attach_queue(&actual, flags)?.0);
+        }
 
         let ctl = control_socket(&actual)?;
         let ctl = ctl.as_raw_fd();
@@ -194,15 +232,19 @@ impl TunPort {
             .map(super::SocketDropsProbe::for_tun)
             .map_err(|e| tracing::warn!(device = %actual, "TUN drop count unavailable: {e}"))
             .ok();
-        Ok(TunPort {
-            fd,
-            name: actual,
-            addr,
-            prefix_len,
-            stats: TunStats::default(),
-            drops,
-            queue_len: None,
-        })
+        Ok(fds
+            .into_iter()
+            .enumerate()
+            .map(|(k, fd)| TunPort {
+                fd,
+                name: actual.clone(),
+                addr,
+                prefix_len,
+                stats: TunStats::default(),
+                drops: if k == 0 { drops.clone() } else { None },
+                queue_len: None,
+            })
+            .collect())
     }
 
     /// The device name the kernel assigned.
@@ -371,6 +413,19 @@ impl UdpSinkPort {
             udp: UdpPort::bind(local)?,
             sink,
         })
+    }
+
+    /// `n` sink ports on `local` in one SO_REUSEPORT group (see
+    /// [`UdpPort::bind_group`]), each sending to `sink`.
+    pub fn bind_group(
+        local: SocketAddrV4,
+        sink: SocketAddrV4,
+        n: usize,
+    ) -> io::Result<Vec<UdpSinkPort>> {
+        Ok(UdpPort::bind_group(local, n)?
+            .into_iter()
+            .map(|udp| UdpSinkPort { udp, sink })
+            .collect())
     }
 
     pub fn local_addr(&self) -> SocketAddrV4 {

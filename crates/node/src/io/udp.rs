@@ -132,9 +132,9 @@ pub(crate) fn setsockopt_int(
     }
 }
 
-/// Create a non-blocking, close-on-exec IPv4 UDP socket with SO_REUSEADDR bound to
-/// `addr`, with large buffers where the system allows.
-pub(crate) fn bind_socket(addr: SocketAddrV4) -> io::Result<UdpSocket> {
+/// Create a non-blocking, close-on-exec IPv4 UDP socket with SO_REUSEADDR (and, for a
+/// group, SO_REUSEPORT) bound to `addr`, with large buffers where the system allows.
+fn bind_socket(addr: SocketAddrV4, reuseport: bool) -> io::Result<UdpSocket> {
     // SAFETY: plain socket(2) call; the result is checked before use.
     let fd = unsafe {
         libc::socket(
@@ -148,7 +148,9 @@ pub(crate) fn bind_socket(addr: SocketAddrV4) -> io::Result<UdpSocket> {
     }
     // SAFETY: `fd` is a fresh descriptor we own; OwnedFd closes it on every error path.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    if !setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1) {
+    if !setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)
+        || (reuseport && !setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1))
+    {
         return Err(io::Error::last_os_error());
     }
     // FORCE variants pass rmem_max/wmem_max when privileged; otherwise the plain ones
@@ -191,9 +193,28 @@ impl UdpPort {
                 "UdpPort capacity must be at least 1",
             ));
         }
-        let mut p = Self::from_socket(bind_socket(addr)?, capacity)?;
+        Self::open(bind_socket(addr, false)?, capacity)
+    }
+
+    fn open(sock: UdpSocket, capacity: usize) -> io::Result<UdpPort> {
+        let mut p = Self::from_socket(sock, capacity)?;
         p.probe = Some(SocketDropsProbe::new(p.as_raw_fd(), SocketKind::Kernel));
         Ok(p)
+    }
+
+    /// `n` ports on `addr` in one SO_REUSEPORT group, each a socket of its own (its own
+    /// buffer and drop count), in the order the group indexes them; the kernel spreads
+    /// the datagrams over them by its hash unless a program steers them
+    /// ([`super::steer::attach_reuseport`]). Port 0 is resolved by the first.
+    pub fn bind_group(addr: SocketAddrV4, n: usize) -> io::Result<Vec<UdpPort>> {
+        let mut out: Vec<UdpPort> = Vec::with_capacity(n);
+        for k in 0..n {
+            let at = out.first().map_or(addr, |p| p.local_addr());
+            let sock = bind_socket(at, true)
+                .map_err(|e| io::Error::new(e.kind(), format!("socket {k} of {n} on {at}: {e}")))?;
+            out.push(Self::open(sock, BATCH_SIZE)?);
+        }
+        Ok(out)
     }
 
     /// Another port on a duplicate of this socket's descriptor (same local address),

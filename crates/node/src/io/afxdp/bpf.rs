@@ -9,15 +9,11 @@
 //! the socket registered for the packet's RX queue in an XSKMAP; everything else
 //! (ARP, ICMP, other ports, fragments) passes to the kernel.
 
-use std::ffi::CString;
+use crate::io::ebpf::*;
 use std::io;
 use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-const BPF_MAP_CREATE: libc::c_long = 0;
-const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
-const BPF_PROG_LOAD: libc::c_long = 5;
-const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 const BPF_XDP: u32 = 37;
@@ -46,39 +42,6 @@ pub struct Filter {
     pub udp_port: Option<u16>,
 }
 
-/// One BPF instruction (`struct bpf_insn`).
-#[derive(Clone, Copy)]
-struct Insn {
-    code: u8,
-    regs: u8,
-    off: i16,
-    imm: i32,
-}
-
-fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
-    Insn {
-        code,
-        regs: (src << 4) | dst,
-        off,
-        imm,
-    }
-}
-
-// Opcodes (linux/bpf_common.h, linux/bpf.h).
-const LDXW: u8 = 0x61;
-const LDXH: u8 = 0x69;
-const LDXB: u8 = 0x71;
-const MOV64_X: u8 = 0xbf;
-const MOV64_K: u8 = 0xb7;
-const ADD64_K: u8 = 0x07;
-const AND32_K: u8 = 0x54;
-const JGT_X: u8 = 0x2d;
-const JNE32_K: u8 = 0x56;
-const JEQ32_K: u8 = 0x16;
-const JA: u8 = 0x05;
-const CALL: u8 = 0x85;
-const EXIT: u8 = 0x95;
-const LD_IMM64: u8 = 0x18;
 const PSEUDO_MAP_FD: u8 = 1;
 
 /// A packet's 4 bytes in network order read as the little-endian u32 `ldxw` yields.
@@ -162,28 +125,6 @@ fn program(filter: &Filter, map_fd: RawFd) -> io::Result<Vec<Insn>> {
     Ok(p)
 }
 
-fn bpf(cmd: libc::c_long, attr: &mut [u64; 18]) -> io::Result<libc::c_long> {
-    // SAFETY: bpf(2) with a zero-padded attribute union of 144 bytes.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd,
-            attr.as_mut_ptr(),
-            std::mem::size_of_val(attr) as libc::c_uint,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-fn fd_from(r: libc::c_long) -> OwnedFd {
-    // SAFETY: bpf(2) returned a fresh descriptor we own.
-    unsafe { OwnedFd::from_raw_fd(r as RawFd) }
-}
-
 /// An XDP program attached to an interface, with its socket map.
 pub struct XdpAttachment {
     map: OwnedFd,
@@ -211,35 +152,11 @@ impl XdpAttachment {
                 format!("creating the XSKMAP: {e} (AF_XDP needs root or CAP_BPF+CAP_NET_ADMIN)"),
             )
         })?);
-        let insns = program(filter, map.as_raw_fd())?;
-        let raw: Vec<u64> = insns
-            .iter()
-            .map(|i| {
-                i.code as u64
-                    | (i.regs as u64) << 8
-                    | ((i.off as u16) as u64) << 16
-                    | ((i.imm as u32) as u64) << 32
-            })
-            .collect();
-        let license = CString::new("Dual MIT/GPL").expect("no NUL");
-        let mut log = vec![0u8; 16 << 10];
-        let mut a = [0u64; 18];
-        a[0] = BPF_PROG_TYPE_XDP as u64 | ((raw.len() as u64) << 32);
-        a[1] = raw.as_ptr() as u64;
-        a[2] = license.as_ptr() as u64;
-        a[3] = 1 | ((log.len() as u64) << 32); // log_level 1, log_size
-        a[4] = log.as_mut_ptr() as u64;
-        let prog = match bpf(BPF_PROG_LOAD, &mut a) {
-            Ok(fd) => fd_from(fd),
-            Err(e) => {
-                let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-                let msg = String::from_utf8_lossy(&log[..end]);
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("loading the XDP program: {e}; verifier: {}", msg.trim()),
-                ));
-            }
-        };
+        let prog = load(
+            BPF_PROG_TYPE_XDP,
+            &program(filter, map.as_raw_fd())?,
+            "the XDP program",
+        )?;
         let link = |flags: u32| -> io::Result<OwnedFd> {
             let mut a = [0u64; 18];
             a[0] = prog.as_raw_fd() as u64 | ((ifindex as u64) << 32);
@@ -298,17 +215,7 @@ mod tests {
                 udp_port: None,
             },
         ] {
-            let p = program(&f, 3).unwrap();
-            for (i, x) in p.iter().enumerate() {
-                if x.code & 0x07 == 0x05 || x.code & 0x07 == 0x06 {
-                    if x.code == CALL || x.code == EXIT {
-                        continue;
-                    }
-                    let t = i as i64 + 1 + x.off as i64;
-                    assert!(t > i as i64 && (t as usize) < p.len(), "jump {i} -> {t}");
-                }
-            }
-            assert_eq!(p.last().unwrap().code, EXIT);
+            assert_jumps_inside(&program(&f, 3).unwrap());
         }
         assert!(program(
             &Filter {
