@@ -191,11 +191,35 @@ fn two_slices_receive_on_their_own_queues_and_hand_packets_on() {
             Steer::Slice => assert_eq!(r.handed_off, 0, "{r:?}"),
         }
     }
-    // Asking for queue mode on kernel sockets is refused, with the reason.
-    let mut o = opts(Backend::Udp, 1_000);
-    o.rx = RxMode::Queues;
-    let e = run(&o).unwrap_err();
-    assert!(e.contains("afxdp"), "{e}");
+}
+
+/// Queue mode on the kernel backends: each slice has a UDP socket of its own in a
+/// reuseport group on S1-U, and on SGi a socket of the UDP sink or a queue of the TUN
+/// device; the kernel's steering programs put every packet on its own slice's socket,
+/// so nothing is handed on, and every packet gets through in order.
+#[test]
+fn two_slices_on_kernel_sockets_of_their_own() {
+    let Some(_one) = my_turn() else {
+        return;
+    };
+    for (backend, sgi) in [
+        (Backend::Udp, "a socket per slice"),
+        (Backend::Tun, "a queue per slice"),
+    ] {
+        let mut o = opts(backend, 40_000);
+        o.slices = 2;
+        o.rx = RxMode::Queues;
+        let r = run(&o).unwrap();
+        assert!(
+            r.s1u_io.contains("one per slice, steered by TEID"),
+            "{}",
+            r.s1u_io
+        );
+        assert!(r.sgi_io.contains(sgi), "{}", r.sgi_io);
+        assert!(r.slice_forwarded.iter().all(|&n| n > 1_000), "{r:?}");
+        every_packet_through(&r);
+        assert_eq!((r.handed_off, r.handoff_dropped), (0, 0), "{r:?}");
+    }
 }
 
 /// At full rate the node may fall behind and lose packets; each one is named by a

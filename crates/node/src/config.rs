@@ -16,9 +16,12 @@
 //! demux = "auto"             # auto | thread | none | queues: a demux thread owns
 //!                            # S1-U/SGi and steers packets to slices over rings (auto:
 //!                            # thread when slices > 1; none: one slice's data thread
-//!                            # owns the ports; queues: AF_XDP on both ports, slice k
-//!                            # receives and sends on queue + k and hands packets of
-//!                            # other slices on over rings)
+//!                            # owns the ports; queues: each slice receives and
+//!                            # sends on ports of its own (AF_XDP: queue + k; UDP: a
+//!                            # socket each in a SO_REUSEPORT group; TUN: a queue
+//!                            # each of a multi-queue device), the kernel steers by
+//!                            # TEID / UE address, and a slice hands what reaches it
+//!                            # for another on over rings)
 //! ring_batches = 64          # per slice and direction: batches of 32 in flight from
 //!                            # the demux before it drops (counted as ring_full)
 //! [s1u]
@@ -27,7 +30,8 @@
 //! interface = ""             # afxdp: the interface carrying `bind`'s address
 //! queue = 0                  # afxdp: the interface's queue to receive on; with
 //!                            # several slices, slice k sends on queue + 1 + k
-//!                            # (demux = "queues": receives and sends on queue + k)
+//!                            # (demux = "queues": receives and sends on queue + k;
+//!                            # io = "udp": socket k of a SO_REUSEPORT group)
 //! xdp_mode = "auto"          # afxdp: auto (native if the driver has it) | drv | skb
 //! zero_copy = "auto"         # afxdp: auto (if the driver allows) | on | off
 //! ring_size = 4096           # afxdp: entries per ring (power of two, 64..=32768);
@@ -439,12 +443,6 @@ impl NodeConfig {
                 ))
             }
         };
-        if demux == DemuxMode::Queues && (s1u_xdp.is_none() || sgi_xdp.is_none()) {
-            return Err(
-                "config key `node.demux`: \"queues\" needs io = \"afxdp\" in both [s1u] and [sgi] (each slice takes a queue of each)"
-                    .into(),
-            );
-        }
         Ok(Validated {
             slices: n.slices,
             ue_pool: (ip, len),
@@ -607,8 +605,11 @@ mod tests {
         );
         let e = v("[node]\nslices = 2\ndemux = \"none\"\n").unwrap_err();
         assert!(e.contains("node.demux") && e.contains("slices = 1"), "{e}");
-        let e = v("[node]\nslices = 2\ndemux = \"queues\"\n").unwrap_err();
-        assert!(e.contains("node.demux") && e.contains("afxdp"), "{e}");
+        // Kernel sockets take queue mode too (a socket or TUN queue per slice).
+        assert_eq!(
+            v("[node]\nslices = 2\ndemux = \"queues\"\n").unwrap().demux,
+            DemuxMode::Queues
+        );
         let q = v("[node]\nslices = 2\ndemux = \"queues\"\n[s1u]\nbind = \"10.0.0.1:2152\"\nio = \"afxdp\"\ninterface = \"eth0\"\n[sgi]\nio = \"afxdp\"\ninterface = \"eth1\"\n")
             .unwrap();
         assert_eq!(q.demux, DemuxMode::Queues);

@@ -3,15 +3,16 @@
 //! and SGi ports and steers packets to the slices over rings ([`crate::dispatch`]).
 //! Each data thread transmits on its own handle of those ports. With one slice and
 //! `node.demux = "none"` (the default for one slice) the data thread owns the ports and
-//! there is no extra hop. With `node.demux = "queues"` (AF_XDP) each slice's data
-//! thread has sockets on queues of its own and hands other slices' packets on
-//! ([`crate::queues`]).
+//! there is no extra hop. With `node.demux = "queues"` each slice's data thread has
+//! ports of its own (AF_XDP queues, or kernel sockets and TUN queues the kernel steers
+//! by slice) and hands other slices' packets on ([`crate::queues`]).
 
 use crate::config::XdpPort;
 use crate::config::{DemuxMode, SgiMode, Validated};
 use crate::demux::Demux;
 use crate::dispatch::{demux_loop, DemuxStage};
 use crate::io::afxdp::{AfXdpConfig, AfXdpPort, Role};
+use crate::io::steer::{attach_reuseport, Payload, SliceField};
 use crate::io::{open_sgi, PacketIo, PortInfo, SgiConfig, SocketDropsProbe, UdpPort, UdpSinkPort};
 use crate::queues::{QueuePort, Side};
 use crate::ring::{batch_ring, CountedPort, RingPort};
@@ -110,42 +111,129 @@ fn open_sgi_xdp(v: &Validated, layout: &IdLayout, p: &XdpPort) -> Result<AfXdpPo
     .map_err(|e| format!("sgi (io = \"afxdp\"): {e}"))
 }
 
-/// A slice's S1-U and SGi sockets in queue mode.
-type QueueSockets = (AfXdpPort, AfXdpPort);
+/// A slice's S1-U and SGi ports in queue mode.
+type QueueSockets = (Box<dyn PacketIo>, Box<dyn PacketIo>);
 
-/// Queue mode: slice k's S1-U and SGi sockets, on each port's queue + k.
-fn open_queue_ports(
+/// A port opened in queue mode: what it runs on, and slice k's handle at index k.
+struct PerSlice {
+    info: PortInfo,
+    ports: Vec<Box<dyn PacketIo>>,
+}
+
+/// What queue mode gives each slice, for the port's description.
+fn per_slice(v: &Validated, what: &str) -> String {
+    if v.slices > 1 {
+        format!(" ({what})")
+    } else {
+        String::new()
+    }
+}
+
+/// Queue mode, S1-U: slice k's socket on the AF_XDP port's queue + k, or slice k's UDP
+/// socket of a reuseport group the kernel steers by TEID.
+fn open_s1u_queues(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, PerSlice), String> {
+    if let Some(s) = &v.s1u_xdp {
+        let first = open_s1u_xdp(v, s)?;
+        let mut info = first.info();
+        info.description = format!(
+            "{} {}{}",
+            v.s1u_bind,
+            info.description,
+            per_slice(v, &format!("slice k on queue {} + k", s.queue))
+        );
+        let mut ports: Vec<Box<dyn PacketIo>> = Vec::with_capacity(v.slices);
+        for k in 1..v.slices as u32 {
+            let q = first
+                .open_queue(s.queue + k)
+                .map_err(|e| format!("s1u (io = \"afxdp\"), slice {k}: {e}"))?;
+            ports.push(Box::new(q));
+        }
+        ports.insert(0, Box::new(first));
+        return Ok((v.s1u_bind, PerSlice { info, ports }));
+    }
+    let group = UdpPort::bind_group(v.s1u_bind, v.slices)
+        .map_err(|e| format!("s1u.bind {}: {e}", v.s1u_bind))?;
+    if v.slices > 1 {
+        attach_reuseport(&group[0], Payload::GtpU, SliceField::of_teid(layout))
+            .map_err(|e| format!("s1u.bind {}: {e}", v.s1u_bind))?;
+    }
+    let a = group[0].local_addr();
+    let info = PortInfo::kernel(
+        "udp",
+        String::new(),
+        format!(
+            "{a} UDP socket{}",
+            per_slice(v, "one per slice, steered by TEID")
+        ),
+    );
+    let ports = group
+        .into_iter()
+        .map(|p| Box::new(p) as Box<dyn PacketIo>)
+        .collect();
+    Ok((a, PerSlice { info, ports }))
+}
+
+/// Queue mode, SGi: slice k's socket on the AF_XDP port's queue + k, or slice k's
+/// queue of the TUN device (or socket of the UDP sink), steered by UE address.
+fn open_sgi_queues_of(
     v: &Validated,
     layout: &IdLayout,
-) -> Result<(PortInfo, PortInfo, Vec<QueueSockets>), String> {
-    let (Some(s), Some(g)) = (&v.s1u_xdp, &v.sgi_xdp) else {
-        return Err("node.demux = \"queues\" needs AF_XDP on S1-U and SGi".into());
-    };
-    let s1u = open_s1u_xdp(v, s)?;
-    let sgi = open_sgi_xdp(v, layout, g)?;
-    let span = |q: u32| {
-        if v.slices > 1 {
-            format!(" (slice k on queue {q} + k)")
-        } else {
-            String::new()
+) -> Result<(PerSlice, Option<SocketAddrV4>), String> {
+    if let Some(g) = &v.sgi_xdp {
+        let first = open_sgi_xdp(v, layout, g)?;
+        let mut info = first.info();
+        info.description
+            .push_str(&per_slice(v, &format!("slice k on queue {} + k", g.queue)));
+        let mut ports: Vec<Box<dyn PacketIo>> = Vec::with_capacity(v.slices);
+        for k in 1..v.slices as u32 {
+            let q = first
+                .open_queue(g.queue + k)
+                .map_err(|e| format!("sgi (io = \"afxdp\"), slice {k}: {e}"))?;
+            ports.push(Box::new(q));
         }
-    };
-    let mut s1u_io = s1u.info();
-    s1u_io.description = format!("{} {}{}", v.s1u_bind, s1u_io.description, span(s.queue));
-    let mut sgi_io = sgi.info();
-    sgi_io.description.push_str(&span(g.queue));
-    let mut ports = Vec::with_capacity(v.slices);
-    for k in 1..v.slices as u32 {
-        let a = s1u
-            .open_queue(s.queue + k)
-            .map_err(|e| format!("s1u (io = \"afxdp\"), slice {k}: {e}"))?;
-        let b = sgi
-            .open_queue(g.queue + k)
-            .map_err(|e| format!("sgi (io = \"afxdp\"), slice {k}: {e}"))?;
-        ports.push((a, b));
+        ports.insert(0, Box::new(first));
+        return Ok((PerSlice { info, ports }, None));
     }
-    ports.insert(0, (s1u, sgi));
-    Ok((s1u_io, sgi_io, ports))
+    let cfg = sgi_config(v);
+    let by = SliceField::of_ue_addr(layout);
+    let ports = crate::io::open_sgi_queues(&cfg, v.slices, by).map_err(|e| format!("sgi: {e}"))?;
+    let first = &ports[0];
+    if v.sgi_mode == SgiMode::Tun && first.backend() != crate::io::SgiBackend::Tun {
+        return Err(format!(
+            "config key `sgi.mode` = \"tun\": {}",
+            first.describe()
+        ));
+    }
+    let mut info = first.info();
+    let local = match first {
+        crate::io::SgiPort::UdpSink { port, .. } => Some(port.local_addr()),
+        _ => None,
+    };
+    let each = match first.backend() {
+        crate::io::SgiBackend::Tun => "a queue per slice, steered by UE address",
+        crate::io::SgiBackend::UdpSink => "a socket per slice, steered by UE address",
+    };
+    info.description.push_str(&per_slice(v, each));
+    let ports = ports
+        .into_iter()
+        .map(|p| Box::new(p) as Box<dyn PacketIo>)
+        .collect();
+    Ok((PerSlice { info, ports }, local))
+}
+
+/// How SGi opens when it is not AF_XDP (`sgi.mode` auto or tun; the UDP sink is the
+/// fallback, and `sgi.mode = "udp"` goes straight to it).
+fn sgi_config(v: &Validated) -> SgiConfig {
+    let host_bits = 32 - v.ue_pool.1 as u32;
+    SgiConfig {
+        use_tun: v.sgi_mode != SgiMode::Udp,
+        tun_name: v.tun_name.clone(),
+        tun_queue_len: v.tun_queue_len,
+        tun_addr: Ipv4Addr::from(u32::from(v.ue_pool.0) + (1u32 << host_bits) - 2),
+        tun_prefix_len: v.ue_pool.1,
+        sink_local: v.sink_local,
+        sink_peer: v.sink_peer,
+    }
 }
 
 /// Open S1-U and SGi as configured; also says what S1-U runs on.
@@ -170,8 +258,6 @@ fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, PortInf
         let info = port.info();
         return Ok((s1u_addr, s1u_io, (s1u, Box::new(port), info, None)));
     }
-    let host_bits = 32 - v.ue_pool.1 as u32;
-    let tun_addr = Ipv4Addr::from(u32::from(v.ue_pool.0) + (1u32 << host_bits) - 2);
     let (sgi, sgi_io, sgi_local): (Box<dyn PacketIo>, PortInfo, Option<SocketAddrV4>) =
         match v.sgi_mode {
             SgiMode::Udp => {
@@ -186,16 +272,7 @@ fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, PortInf
                 (Box::new(p), info, local)
             }
             mode => {
-                let cfg = SgiConfig {
-                    use_tun: true,
-                    tun_name: v.tun_name.clone(),
-                    tun_queue_len: v.tun_queue_len,
-                    tun_addr,
-                    tun_prefix_len: v.ue_pool.1,
-                    sink_local: v.sink_local,
-                    sink_peer: v.sink_peer,
-                };
-                let p = open_sgi(&cfg).map_err(|e| format!("sgi: {e}"))?;
+                let p = open_sgi(&sgi_config(v)).map_err(|e| format!("sgi: {e}"))?;
                 if mode == SgiMode::Tun && p.backend() != crate::io::SgiBackend::Tun {
                     return Err(format!("config key `sgi.mode` = \"tun\": {}", p.describe()));
                 }
@@ -245,8 +322,10 @@ impl Node {
             ));
         }
         let (s1u_addr, s1u_io, sgi_io, sgi_local, opened) = if v.demux == DemuxMode::Queues {
-            let (a, b, ports) = open_queue_ports(v, &layout)?;
-            (v.s1u_bind, a, b, None, Opened::Queues(ports))
+            let (addr, s1u) = open_s1u_queues(v, &layout)?;
+            let (sgi, local) = open_sgi_queues_of(v, &layout)?;
+            let ports = s1u.ports.into_iter().zip(sgi.ports).collect();
+            (addr, s1u.info, sgi.info, local, Opened::Queues(ports))
         } else {
             let (addr, a, (s1u, sgi, b, local)) = open_ports(v, &layout)?;
             (addr, a, b, local, Opened::Shared(s1u, sgi))
@@ -319,11 +398,9 @@ impl Node {
                     let (Some(ra), Some(rb)) = (s1u_rings.next(), sgi_rings.next()) else {
                         return Err("queue mode: fewer rings than slices".into());
                     };
-                    socket_probes.extend(probes_of(&a, &b, SocketOwner::Slice(s)));
-                    let a =
-                        QueuePort::new(Box::new(a), Side::S1u, s, demux.clone(), ra, pc[0].clone());
-                    let b =
-                        QueuePort::new(Box::new(b), Side::Sgi, s, demux.clone(), rb, pc[1].clone());
+                    socket_probes.extend(probes_of(&*a, &*b, SocketOwner::Slice(s)));
+                    let a = QueuePort::new(a, Side::S1u, s, demux.clone(), ra, pc[0].clone());
+                    let b = QueuePort::new(b, Side::Sgi, s, demux.clone(), rb, pc[1].clone());
                     let c = 2 * s;
                     let started =
                         spawn_slice(cp, dp, Box::new(a), Box::new(b), driver, start(s, c));

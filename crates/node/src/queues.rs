@@ -1,10 +1,12 @@
-//! Per-queue receive (`node.demux = "queues"`): each slice's data thread owns an AF_XDP
-//! socket on a queue of its own, for S1-U and for SGi, and both receives and sends
-//! there. No demux thread sees the packets.
+//! Per-queue receive (`node.demux = "queues"`): each slice's data thread owns a socket
+//! of its own for S1-U and for SGi (an AF_XDP socket on a queue of its own; on kernel
+//! sockets, a UDP socket of a reuseport group or a TUN queue), and both receives and
+//! sends there. No demux thread sees the packets.
 //!
 //! The device spreads packets over its queues by its own rule (RSS hashes addresses
 //! and ports; a flow-director rule can match the TEID's or the UE address's slice
-//! bits), which need not follow our slices. So a data thread steers what it receives
+//! bits; on kernel sockets our steering programs, [`crate::io::steer`], follow the
+//! slices), which need not follow our slices. So a data thread steers what it receives
 //! with the demux's tables: its own slice's packets go through its pipeline; another
 //! slice's are handed to that slice over a ring (one per ordered pair of slices and
 //! direction, single producer and consumer, batches swapped as in [`crate::ring`]).
@@ -230,6 +232,10 @@ impl PacketIo for QueuePort {
 
     fn socket_drops(&self) -> Option<crate::io::SocketDropsProbe> {
         self.io.socket_drops()
+    }
+
+    fn idle_polls(&self) -> u32 {
+        self.io.idle_polls()
     }
 }
 

@@ -285,6 +285,10 @@ impl PacketIo for CountedPort {
     fn socket_drops(&self) -> Option<crate::io::SocketDropsProbe> {
         self.inner.socket_drops()
     }
+
+    fn idle_polls(&self) -> u32 {
+        self.inner.idle_polls()
+    }
 }
 
 #[cfg(test)]

@@ -146,6 +146,7 @@ pub fn data_loop_waking(
         .into_iter()
         .flatten()
         .collect();
+    let spin = s1u.idle_polls().min(sgi.idle_polls());
     while !stop.load(Ordering::Relaxed) {
         let now = crate::io::now_ns() - t0 + 1;
         let mut busy = false;
@@ -188,9 +189,10 @@ pub fn data_loop_waking(
             idle = 0;
         } else {
             idle += 1;
-            // Spin briefly, then sleep on the sockets so an idle node costs no core.
-            // Ring-fed ports have no descriptor: nap briefly instead.
-            if idle > 256 {
+            // Spin briefly (while an empty poll is cheap), then sleep on the sockets so
+            // an idle node costs no core. Ring-fed ports have no descriptor: nap
+            // briefly instead.
+            if idle > spin {
                 if fds.is_empty() {
                     std::thread::sleep(Duration::from_micros(100));
                 } else {

@@ -1,4 +1,5 @@
-//! A node with several slices behind the demux thread, on loopback with real sockets:
+//! A node with several slices behind the demux thread, or with a socket per slice that
+//! the kernel steers (`demux = "queues"`), on loopback with real sockets:
 //! uplink G-PDUs of every slice's UEs come out on SGi, downlink to their addresses
 //! comes back GTP-U encapsulated to the right eNB TEID, unknown TEIDs get an Error
 //! Indication, and every packet is accounted for in the node's stats. Bounded in time.
@@ -142,7 +143,13 @@ fn settle(node: &Node) -> pepc_node::stats::NodeStats {
 fn round_trip(slices: usize, demux: &str, enb_ip: Ipv4Addr) {
     let net = Net::new(enb_ip);
     let (node, ues) = start(slices, demux, 64, &net, enb_ip);
-    assert_eq!(node.mode, DemuxMode::Thread);
+    let queues = demux == "queues";
+    let mode = if queues {
+        DemuxMode::Queues
+    } else {
+        DemuxMode::Thread
+    };
+    assert_eq!(node.mode, mode);
     let layout = IdLayout::new(slices, Ipv4Addr::new(10, 0, 0, 0), 10).unwrap(); // the default ue_pool
     for (s, a, _) in &ues {
         assert_eq!(
@@ -211,11 +218,15 @@ fn round_trip(slices: usize, demux: &str, enb_ip: Ipv4Addr) {
     assert_eq!(recv(&net.enb).0[1], gtpu::ECHO_RESPONSE);
 
     let st = settle(&node);
-    let d = st.demux.as_ref().expect("demux stats");
     let n_ues = ues.len() as u64;
-    assert_eq!(d.rx_s1u, n_ues + 3);
-    assert_eq!(d.rx_sgi, n_ues);
-    assert_eq!((d.unknown_teid, d.path_management, d.ring_full), (1, 1, 0));
+    if queues {
+        assert!(st.demux.is_none(), "no demux thread in queue mode");
+    } else {
+        let d = st.demux.as_ref().expect("demux stats");
+        assert_eq!(d.rx_s1u, n_ues + 3);
+        assert_eq!(d.rx_sgi, n_ues);
+        assert_eq!((d.unknown_teid, d.path_management, d.ring_full), (1, 1, 0));
+    }
     assert_eq!(st.slices.len(), slices);
     for s in &st.slices {
         let last = s.slice == slices - 1;
@@ -224,18 +235,33 @@ fn round_trip(slices: usize, demux: &str, enb_ip: Ipv4Addr) {
         let ei = u64::from(s.slice == 0) + u64::from(last);
         assert_eq!(s.error_indications, ei, "slice {}", s.slice);
         assert_eq!(s.echo_replies, u64::from(s.slice == 0));
-        let dm = s.demux.unwrap();
-        let extra = 2 * u64::from(s.slice == 0) + u64::from(last);
-        assert_eq!(dm.ul, UES_PER_SLICE as u64 + extra, "slice {}", s.slice);
-        assert_eq!(dm.dl, UES_PER_SLICE as u64);
-        assert_eq!(s.s1u.rx_packets, dm.ul, "everything steered was received");
-        assert_eq!(s.sgi.rx_packets, dm.dl);
+        // Each slice's packets, and the pool-space TEID and Echo on slice 0.
+        let ul = UES_PER_SLICE as u64 + 2 * u64::from(s.slice == 0) + u64::from(last);
+        match s.demux {
+            Some(dm) => {
+                assert_eq!(dm.ul, ul, "slice {}", s.slice);
+                assert_eq!(dm.dl, UES_PER_SLICE as u64);
+            }
+            None => {
+                // The kernel put every packet on its slice's own socket: none handed on.
+                assert!(queues);
+                assert_eq!(
+                    (s.s1u.handed_off, s.sgi.handed_off),
+                    (0, 0),
+                    "slice {}",
+                    s.slice
+                );
+            }
+        }
+        assert_eq!(s.s1u.rx_packets, ul, "slice {}", s.slice);
+        assert_eq!(s.sgi.rx_packets, UES_PER_SLICE as u64);
         assert_eq!(s.sgi.tx_packets, UES_PER_SLICE as u64);
         assert_eq!(s.s1u.tx_packets, UES_PER_SLICE as u64 + ei + s.echo_replies);
         assert_eq!(s.s1u.tx_failed + s.sgi.tx_failed, 0);
     }
     let text = st.to_string();
-    assert!(text.contains("demux: rx s1u") && text.contains(&format!("slice {}", slices - 1)));
+    assert!(text.contains(&format!("slice {}", slices - 1)));
+    assert_eq!(text.contains("demux: rx s1u"), !queues, "{text}");
     let halves = node.shutdown();
     assert_eq!(halves.len(), slices);
     for (cp, _) in &halves {
@@ -251,6 +277,16 @@ fn two_slices_behind_the_demux() {
 #[test]
 fn three_slices_behind_the_demux() {
     round_trip(3, "thread", Ipv4Addr::new(127, 0, 3, 3));
+}
+
+#[test]
+fn two_slices_on_sockets_of_their_own() {
+    round_trip(2, "queues", Ipv4Addr::new(127, 0, 3, 4));
+}
+
+#[test]
+fn three_slices_on_sockets_of_their_own() {
+    round_trip(3, "queues", Ipv4Addr::new(127, 0, 3, 5));
 }
 
 #[test]

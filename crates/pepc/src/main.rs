@@ -130,12 +130,13 @@ struct IoArgs {
     #[arg(long, default_value_t = 1)]
     slices: usize,
     /// How packets reach the slices: demux (one receive socket, a demux thread with
-    /// several slices) | queues (AF_XDP: slice k receives and sends on queue k).
+    /// several slices) | queues (slice k receives and sends on its own: AF_XDP queue
+    /// k; UDP socket k of a reuseport group, TUN queue k, steered by the kernel).
     #[arg(long, default_value = "demux")]
     rx: String,
-    /// With --rx queues, how the generator spreads packets over the queues: rss (a
-    /// flow hash, blind to slices: packets are handed between slices) | slice (by
-    /// the TEID's or address's slice, as a flow-director rule would).
+    /// With --rx queues and AF_XDP, how the generator spreads packets over the
+    /// queues: rss (a flow hash, blind to slices: packets are handed between slices)
+    /// | slice (by the TEID's or address's slice, as a flow-director rule would).
     #[arg(long, default_value = "rss")]
     steer: String,
     /// Run this many times; every run is printed (JSON: one object per run).

@@ -78,7 +78,7 @@ pub struct IoOpts {
     /// the side that receives (else it runs in the sender's context: the node's data
     /// thread pays the generator's receive work and the other way round).
     pub napi_threads: bool,
-    /// How packets reach the node's slices (AF_XDP only with `Queues`).
+    /// How packets reach the node's slices.
     pub rx: RxMode,
     /// Queue mode: how the generator picks the queue of each packet.
     pub steer: Steer,
@@ -94,7 +94,9 @@ pub struct IoOpts {
 pub enum RxMode {
     /// One receive socket per port; with several slices a demux thread steers.
     Demux,
-    /// `node.demux = "queues"`: slice k receives and sends on queue k of each port.
+    /// `node.demux = "queues"`: slice k receives and sends on ports of its own (AF_XDP:
+    /// queue k of each port; kernel sockets: socket k of each reuseport group, queue k
+    /// of the TUN device, steered by the kernel).
     Queues,
 }
 
@@ -285,10 +287,8 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let sgi_g = end(&ns_gen, format!("pio{tag}j"), SGI_GEN);
     // Demux: queue 0 carries what the generator sends; with several slices, slice k
     // sends on queue 1 + k (an AF_XDP TX ring has one producer). Queues: slice k
-    // receives and sends on queue k.
-    if o.rx == RxMode::Queues && o.backend != Backend::Afxdp {
-        return Err("--rx queues needs --backend afxdp".into());
-    }
+    // receives and sends on queue k (AF_XDP; the kernel backends' sockets and TUN
+    // queues are steered by the kernel, whatever the veth queue).
     let queues = match o.rx {
         RxMode::Queues => o.slices.max(1) as u32,
         RxMode::Demux if o.slices > 1 => o.slices as u32 + 1,
@@ -334,13 +334,13 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
             ring = o.ring_size,
         ),
         Backend::Udp => format!(
-            "[node]\nue_pool = \"{pool}\"\nmax_users = {}\npin = false\nslices = {slices}\n\
+            "[node]\nue_pool = \"{pool}\"\nmax_users = {}\npin = false\nslices = {slices}\ndemux = \"{demux}\"\n\
              [s1u]\nbind = \"{S1U_NODE}:2152\"\n\
              [sgi]\nmode = \"udp\"\nsink_local = \"{SINK_NODE}\"\nsink_peer = \"{SINK_GEN}\"\n",
             o.users.max(1)
         ),
         Backend::Tun => format!(
-            "[node]\nue_pool = \"{pool}\"\nmax_users = {}\npin = false\nslices = {slices}\n\
+            "[node]\nue_pool = \"{pool}\"\nmax_users = {}\npin = false\nslices = {slices}\ndemux = \"{demux}\"\n\
              [s1u]\nbind = \"{S1U_NODE}:2152\"\n[sgi]\nmode = \"tun\"\ntun_name = \"pio{tag}u\"\ntun_queue_len = {}\n",
             o.users.max(1),
             o.tun_queue_len

@@ -397,6 +397,10 @@ impl PacketIo for TunPort {
     fn socket_drops(&self) -> Option<super::SocketDropsProbe> {
         self.drops.clone()
     }
+
+    fn idle_polls(&self) -> u32 {
+        super::IDLE_POLLS_SYSCALL
+    }
 }
 
 /// SGi without a TUN device: every IP packet bound for the PDN is sent as the payload
@@ -472,6 +476,10 @@ impl PacketIo for UdpSinkPort {
     fn socket_drops(&self) -> Option<super::SocketDropsProbe> {
         self.udp.socket_drops()
     }
+
+    fn idle_polls(&self) -> u32 {
+        super::IDLE_POLLS_SYSCALL
+    }
 }
 
 /// How to open the SGi port.
@@ -525,19 +533,61 @@ pub enum SgiPort {
 /// failure (no /dev/net/tun, no CAP_NET_ADMIN, name in use, ...) falls back; the error
 /// is kept in the result for logging. Fails only if the fallback socket cannot bind.
 pub fn open_sgi(cfg: &SgiConfig) -> io::Result<SgiPort> {
+    Ok(open_sgi_ports(cfg, 1, None)?.remove(0))
+}
+
+/// Open SGi as [`open_sgi`] does, with a port per slice (`node.demux = "queues"`): a
+/// TUN device with a queue each, or the UDP sink's sockets in a reuseport group, in
+/// slice order. The kernel steers each packet to the port of the slice its destination
+/// names (`by`: the UE address's slice bits).
+pub fn open_sgi_queues(
+    cfg: &SgiConfig,
+    slices: usize,
+    by: super::steer::SliceField,
+) -> io::Result<Vec<SgiPort>> {
+    open_sgi_ports(cfg, slices, (slices > 1).then_some(by))
+}
+
+fn open_sgi_ports(
+    cfg: &SgiConfig,
+    n: usize,
+    by: Option<super::steer::SliceField>,
+) -> io::Result<Vec<SgiPort>> {
     let tun_error = if cfg.use_tun {
-        match TunPort::open(&cfg.tun_name, cfg.tun_addr, cfg.tun_prefix_len).and_then(|mut t| {
-            t.set_queue_len(cfg.tun_queue_len)?;
-            Ok(t)
-        }) {
-            Ok(t) => return Ok(SgiPort::Tun(t)),
+        let opened = TunPort::open_queues(&cfg.tun_name, cfg.tun_addr, cfg.tun_prefix_len, n)
+            .and_then(|mut q| {
+                q[0].set_queue_len(cfg.tun_queue_len)?;
+                if let Some(by) = by {
+                    super::steer::steer_tun(q[0].as_raw_fd(), by)?;
+                }
+                for t in &mut q[1..] {
+                    t.queue_len = Some(cfg.tun_queue_len);
+                }
+                Ok(q)
+            });
+        match opened {
+            Ok(q) => return Ok(q.into_iter().map(SgiPort::Tun).collect()),
             Err(e) => Some(e),
         }
     } else {
         None
     };
-    match UdpSinkPort::bind(cfg.sink_local, cfg.sink_peer) {
-        Ok(port) => Ok(SgiPort::UdpSink { port, tun_error }),
+    let sinks = UdpSinkPort::bind_group(cfg.sink_local, cfg.sink_peer, n).and_then(|g| {
+        if let Some(by) = by {
+            super::steer::attach_reuseport(&g[0].udp, super::steer::Payload::Ipv4, by)?;
+        }
+        Ok(g)
+    });
+    match sinks {
+        Ok(g) => Ok(g
+            .into_iter()
+            .map(|port| SgiPort::UdpSink {
+                port,
+                tun_error: tun_error
+                    .as_ref()
+                    .map(|e| io::Error::new(e.kind(), e.to_string())),
+            })
+            .collect()),
         Err(e) => Err(io::Error::new(
             e.kind(),
             match &tun_error {
@@ -632,6 +682,10 @@ impl PacketIo for SgiPort {
             SgiPort::Tun(t) => t.socket_drops(),
             SgiPort::UdpSink { port, .. } => port.socket_drops(),
         }
+    }
+
+    fn idle_polls(&self) -> u32 {
+        super::IDLE_POLLS_SYSCALL
     }
 }
 

@@ -202,15 +202,16 @@ impl UdpPort {
         Ok(p)
     }
 
-    /// `n` ports on `addr` in one SO_REUSEPORT group, each a socket of its own (its own
-    /// buffer and drop count), in the order the group indexes them; the kernel spreads
+    /// `n` ports on `addr` in one SO_REUSEPORT group (one port, without SO_REUSEPORT,
+    /// when `n` is 1), each a socket of its own (its own buffer and drop count), in the
+    /// order the group indexes them; the kernel spreads
     /// the datagrams over them by its hash unless a program steers them
     /// ([`super::steer::attach_reuseport`]). Port 0 is resolved by the first.
     pub fn bind_group(addr: SocketAddrV4, n: usize) -> io::Result<Vec<UdpPort>> {
         let mut out: Vec<UdpPort> = Vec::with_capacity(n);
         for k in 0..n {
             let at = out.first().map_or(addr, |p| p.local_addr());
-            let sock = bind_socket(at, true)
+            let sock = bind_socket(at, n > 1)
                 .map_err(|e| io::Error::new(e.kind(), format!("socket {k} of {n} on {at}: {e}")))?;
             out.push(Self::open(sock, BATCH_SIZE)?);
         }
@@ -601,6 +602,10 @@ impl PacketIo for UdpPort {
 
     fn socket_drops(&self) -> Option<SocketDropsProbe> {
         self.probe.clone()
+    }
+
+    fn idle_polls(&self) -> u32 {
+        super::IDLE_POLLS_SYSCALL
     }
 }
 
