@@ -129,6 +129,25 @@ fn per_slice(v: &Validated, what: &str) -> String {
     }
 }
 
+/// Queue mode on AF_XDP: `first` (slice 0's socket, on `queue`) and a socket of the
+/// same port on `queue + k` for each further slice k.
+fn xdp_queues(
+    first: AfXdpPort,
+    queue: u32,
+    slices: usize,
+    port: &str,
+) -> Result<Vec<Box<dyn PacketIo>>, String> {
+    let mut ports: Vec<Box<dyn PacketIo>> = Vec::with_capacity(slices);
+    for k in 1..slices as u32 {
+        let q = first
+            .open_queue(queue + k)
+            .map_err(|e| format!("{port} (io = \"afxdp\"), slice {k}: {e}"))?;
+        ports.push(Box::new(q));
+    }
+    ports.insert(0, Box::new(first));
+    Ok(ports)
+}
+
 /// Queue mode, S1-U: slice k's socket on the AF_XDP port's queue + k, or slice k's UDP
 /// socket of a reuseport group the kernel steers by TEID.
 fn open_s1u_queues(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, PerSlice), String> {
@@ -141,14 +160,7 @@ fn open_s1u_queues(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, Pe
             info.description,
             per_slice(v, &format!("slice k on queue {} + k", s.queue))
         );
-        let mut ports: Vec<Box<dyn PacketIo>> = Vec::with_capacity(v.slices);
-        for k in 1..v.slices as u32 {
-            let q = first
-                .open_queue(s.queue + k)
-                .map_err(|e| format!("s1u (io = \"afxdp\"), slice {k}: {e}"))?;
-            ports.push(Box::new(q));
-        }
-        ports.insert(0, Box::new(first));
+        let ports = xdp_queues(first, s.queue, v.slices, "s1u")?;
         return Ok((v.s1u_bind, PerSlice { info, ports }));
     }
     let group = UdpPort::bind_group(v.s1u_bind, v.slices)
@@ -184,14 +196,7 @@ fn open_sgi_queues_of(
         let mut info = first.info();
         info.description
             .push_str(&per_slice(v, &format!("slice k on queue {} + k", g.queue)));
-        let mut ports: Vec<Box<dyn PacketIo>> = Vec::with_capacity(v.slices);
-        for k in 1..v.slices as u32 {
-            let q = first
-                .open_queue(g.queue + k)
-                .map_err(|e| format!("sgi (io = \"afxdp\"), slice {k}: {e}"))?;
-            ports.push(Box::new(q));
-        }
-        ports.insert(0, Box::new(first));
+        let ports = xdp_queues(first, g.queue, v.slices, "sgi")?;
         return Ok((PerSlice { info, ports }, None));
     }
     let cfg = sgi_config(v);
