@@ -214,9 +214,12 @@ fn open_sgi_queues_of(
         crate::io::SgiPort::UdpSink { port, .. } => Some(port.local_addr()),
         _ => None,
     };
-    let each = match first.backend() {
-        crate::io::SgiBackend::Tun => "a queue per slice, steered by UE address",
-        crate::io::SgiBackend::UdpSink => "a socket per slice, steered by UE address",
+    let each = match first {
+        crate::io::SgiPort::Tun(t) if !t.steered() => {
+            "a queue per slice, spread by flow hash: the steering program was refused"
+        }
+        crate::io::SgiPort::Tun(_) => "a queue per slice, steered by UE address",
+        crate::io::SgiPort::UdpSink { .. } => "a socket per slice, steered by UE address",
     };
     info.description.push_str(&per_slice(v, each));
     let ports = ports

@@ -40,6 +40,8 @@ pub struct TunPort {
     drops: Option<super::SocketDropsProbe>,
     /// The queue length set ([`TunPort::set_queue_len`]; None: the kernel's default).
     queue_len: Option<u32>,
+    /// A multi-queue device whose steering program is loaded ([`TunPort::steered`]).
+    steered: bool,
 }
 
 fn os_err(what: &str, name: &str) -> io::Error {
@@ -243,6 +245,7 @@ impl TunPort {
                 stats: TunStats::default(),
                 drops: if k == 0 { drops.clone() } else { None },
                 queue_len: None,
+                steered: false,
             })
             .collect())
     }
@@ -262,6 +265,12 @@ impl TunPort {
 
     pub fn stats(&self) -> TunStats {
         self.stats
+    }
+
+    /// Whether the kernel queues each packet for its slice's reader (a multi-queue
+    /// device with the steering program loaded); else its flow hash spreads them.
+    pub fn steered(&self) -> bool {
+        self.steered
     }
 
     pub fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
@@ -288,6 +297,7 @@ impl TunPort {
             stats: TunStats::default(),
             drops: None,
             queue_len: self.queue_len,
+            steered: self.steered,
         })
     }
 }
@@ -557,11 +567,19 @@ fn open_sgi_ports(
         let opened = TunPort::open_queues(&cfg.tun_name, cfg.tun_addr, cfg.tun_prefix_len, n)
             .and_then(|mut q| {
                 q[0].set_queue_len(cfg.tun_queue_len)?;
-                if let Some(by) = by {
-                    super::steer::steer_tun(q[0].as_raw_fd(), by)?;
-                }
-                for t in &mut q[1..] {
+                // Without the program (BPF refused) the device still works: its flow
+                // hash spreads the packets and the slices hand them on.
+                let steered = match by.map(|by| super::steer::steer_tun(q[0].as_raw_fd(), by)) {
+                    Some(Ok(())) => true,
+                    Some(Err(e)) => {
+                        tracing::warn!(device = %q[0].name, "TUN queues not steered by slice: {e}");
+                        false
+                    }
+                    None => false,
+                };
+                for t in &mut q {
                     t.queue_len = Some(cfg.tun_queue_len);
+                    t.steered = steered;
                 }
                 Ok(q)
             });
@@ -821,6 +839,69 @@ mod tests {
         // Closing the port removes the device.
         drop(tun);
         assert!(!std::path::Path::new(&format!("/sys/class/net/{name}")).exists());
+    }
+
+    /// A port per slice: TUN queues the steering program serves where a device can be
+    /// made, else (and when asked) the UDP sink's sockets, the kernel steering each
+    /// downlink packet to its slice's socket.
+    #[test]
+    fn sgi_opens_a_port_per_slice() {
+        let l = pepc_slice::ids::IdLayout::new(2, Ipv4Addr::new(10, 254, 244, 0), 24).unwrap();
+        let by = super::super::steer::SliceField::of_ue_addr(&l);
+        let cfg = SgiConfig {
+            tun_name: "pepcs%d".into(),
+            tun_addr: Ipv4Addr::new(10, 254, 244, 254),
+            tun_prefix_len: 24,
+            ..SgiConfig::default()
+        };
+        let ports = open_sgi_queues(&cfg, 2, by).unwrap();
+        assert_eq!(ports.len(), 2);
+        match &ports[0] {
+            SgiPort::Tun(t) => {
+                assert!(t.steered() && ports.iter().all(|p| p.backend() == SgiBackend::Tun));
+                assert_eq!(t.queue_len, Some(DEFAULT_QUEUE_LEN));
+            }
+            SgiPort::UdpSink { tun_error, .. } => {
+                assert!(
+                    tun_unavailable(tun_error.as_ref().unwrap()),
+                    "{tun_error:?}"
+                )
+            }
+        }
+        let mut sinks = open_sgi_queues(
+            &SgiConfig {
+                use_tun: false,
+                ..cfg
+            },
+            2,
+            by,
+        )
+        .unwrap();
+        let to = match &sinks[0] {
+            SgiPort::UdpSink { port, .. } => port.local_addr(),
+            SgiPort::Tun(_) => panic!("use_tun = false"),
+        };
+        let pdn = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let server = SocketAddrV4::new(Ipv4Addr::new(198, 51, 100, 1), 80);
+        for s in [1u32, 0, 1] {
+            let ue = SocketAddrV4::new(l.ue_ip(s, 7), 1000);
+            pdn.send_to(&ipv4_udp(server, ue, b"dl"), to).unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut got = [0usize; 2];
+        let mut b = Batch::new(8);
+        while got.iter().sum::<usize>() < 3 && Instant::now() < deadline {
+            for (k, p) in sinks.iter_mut().enumerate() {
+                p.recv_batch(&mut b).unwrap();
+                for x in b.packets() {
+                    let d = x.as_slice();
+                    let dst = Ipv4Addr::new(d[16], d[17], d[18], d[19]);
+                    assert_eq!(l.split_ue_ip(u32::from(dst)).unwrap().0, k as u32);
+                    got[k] += 1;
+                }
+            }
+        }
+        assert_eq!(got, [1, 2]);
     }
 
     #[test]
