@@ -151,7 +151,11 @@ pub struct IoReport {
     pub gbps: f64,
     pub latency_us_p50: f64,
     pub latency_us_p99: f64,
+    /// The node's data threads and demux thread.
     pub node_data_cpu_ns_per_packet: f64,
+    /// The demux thread's part of it (0 without one): every packet crosses that one
+    /// thread, so its inverse caps the node however many slices it has.
+    pub node_demux_cpu_ns_per_packet: f64,
     /// With `napi_threads`: the node's veth receive threads, and the generator's.
     pub node_napi_cpu_ns_per_packet: f64,
     pub generator_napi_cpu_ns_per_packet: f64,
@@ -452,6 +456,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let node_napi0 = napi_of(&s1u_n.dev, &sgi_n.dev);
     let node_cpu_ns = || thread_cpu_ns("pepc-data") + thread_cpu_ns("pepc-demux");
     let node_cpu0 = node_cpu_ns();
+    let demux_cpu0 = thread_cpu_ns("pepc-demux");
     let node_ticks0 = thread_user_sys_ticks("pepc-data");
     let machine0 = machine_busy_ns();
     // Only now may the generator send what it counts: a drop before the baselines
@@ -461,6 +466,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         .join()
         .map_err(|_| "the generator panicked".to_string())??;
     let node_cpu = node_cpu_ns().saturating_sub(node_cpu0);
+    let demux_cpu = thread_cpu_ns("pepc-demux").saturating_sub(demux_cpu0);
     let node_napi = napi_of(&s1u_n.dev, &sgi_n.dev).saturating_sub(node_napi0);
     // The generator's receive threads go with its sockets: it reads them itself.
     let gen_napi = g.napi_ns;
@@ -551,6 +557,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         latency_us_p50: g.lat.quantile(0.5) as f64,
         latency_us_p99: g.lat.quantile(0.99) as f64,
         node_data_cpu_ns_per_packet: per(node_cpu),
+        node_demux_cpu_ns_per_packet: per(demux_cpu),
         node_napi_cpu_ns_per_packet: per(node_napi),
         generator_napi_cpu_ns_per_packet: per(gen_napi),
         napi_threads: threaded,
