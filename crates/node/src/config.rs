@@ -15,7 +15,8 @@
 //! pin = true                 # pin threads to cores when there is one core per thread
 //! demux = "auto"             # auto | thread | none | queues: a demux thread owns
 //!                            # S1-U/SGi and steers packets to slices over rings (auto:
-//!                            # thread when slices > 1; none: one slice's data thread
+//!                            # with slices > 1, queues on kernel sockets and thread
+//!                            # where a port is AF_XDP; none: one slice's data thread
 //!                            # owns the ports; queues: each slice receives and
 //!                            # sends on ports of its own (AF_XDP: queue + k; UDP: a
 //!                            # socket each in a SO_REUSEPORT group; TUN: a queue
@@ -373,7 +374,9 @@ impl NodeConfig {
         };
         let demux = match (n.demux.as_str(), n.slices) {
             ("auto", 1) | ("none", 1) => DemuxMode::None,
-            ("auto", _) | ("thread", _) => DemuxMode::Thread,
+            // Settled below, once the ports' I/O is known.
+            ("auto", _) => DemuxMode::Queues,
+            ("thread", _) => DemuxMode::Thread,
             ("queues", _) => DemuxMode::Queues,
             ("none", k) => {
                 return Err(format!(
@@ -442,6 +445,15 @@ impl NodeConfig {
                     "config key `sgi.io`: {m:?} is not one of kernel, afxdp"
                 ))
             }
+        };
+        // Several slices on kernel sockets: a socket (TUN queue) each, which the kernel
+        // steers by slice, so no thread carries every packet; AF_XDP takes the demux
+        // thread unless asked for queues (those need queues of the NIC set up for us).
+        let demux = match demux {
+            DemuxMode::Queues if n.demux == "auto" && (s1u_xdp.is_some() || sgi_xdp.is_some()) => {
+                DemuxMode::Thread
+            }
+            d => d,
         };
         Ok(Validated {
             slices: n.slices,
@@ -598,7 +610,11 @@ mod tests {
     #[test]
     fn demux_mode_follows_slices_and_choice() {
         let v = |t: &str| NodeConfig::parse(t).unwrap().validate();
-        assert_eq!(v("[node]\nslices = 3\n").unwrap().demux, DemuxMode::Thread);
+        // Several slices on kernel sockets: a socket each; on AF_XDP: the demux thread.
+        assert_eq!(v("[node]\nslices = 3\n").unwrap().demux, DemuxMode::Queues);
+        let x = v("[node]\nslices = 2\n[s1u]\nbind = \"10.0.0.1:2152\"\nio = \"afxdp\"\ninterface = \"eth0\"\n")
+            .unwrap();
+        assert_eq!(x.demux, DemuxMode::Thread);
         assert_eq!(
             v("[node]\ndemux = \"thread\"\n").unwrap().demux,
             DemuxMode::Thread

@@ -1,6 +1,7 @@
 //! A running node (PEPC §3.3, Figure 3): N slices, each a control and a data thread,
-//! and — with more than one slice, or when asked — a demux thread that owns the S1-U
-//! and SGi ports and steers packets to the slices over rings ([`crate::dispatch`]).
+//! and — with more than one slice on AF_XDP, or when asked — a demux thread that owns
+//! the S1-U and SGi ports and steers packets to the slices over rings
+//! ([`crate::dispatch`]).
 //! Each data thread transmits on its own handle of those ports. With one slice and
 //! `node.demux = "none"` (the default for one slice) the data thread owns the ports and
 //! there is no extra hop. With `node.demux = "queues"` each slice's data thread has

@@ -325,6 +325,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     };
     let demux = match o.rx {
         RxMode::Queues => "queues",
+        RxMode::Demux if slices > 1 => "thread",
         RxMode::Demux => "auto",
     };
     let config = match o.backend {
