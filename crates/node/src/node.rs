@@ -15,7 +15,7 @@ use crate::dispatch::{demux_loop, DemuxStage};
 use crate::io::afxdp::{AfXdpConfig, AfXdpPort, Role};
 use crate::io::steer::{attach_reuseport, Payload, SliceField};
 use crate::io::{open_sgi, PacketIo, PortInfo, SgiConfig, SocketDropsProbe, UdpPort, UdpSinkPort};
-use crate::queues::{QueuePort, Side};
+use crate::queues::{Doorbell, QueuePort, Side};
 use crate::ring::{batch_ring, CountedPort, RingPort};
 use crate::runtime::{spawn_slice, ControlDriver, SliceStart, SliceThreads, SyntheticDriver};
 use crate::stats::{DemuxCounters, NodeStats, PortCounters, SliceStats, SocketDrops, SocketOwner};
@@ -402,14 +402,18 @@ impl Node {
             (_, Opened::Queues(ports)) => {
                 let mut s1u_rings = crate::queues::mesh(n, v.ring_batches).into_iter();
                 let mut sgi_rings = crate::queues::mesh(n, v.ring_batches).into_iter();
+                let bells = Doorbell::for_slices(n).map_err(|e| e.to_string())?;
                 for (s, ((cp, dp, driver), (a, b))) in built.into_iter().zip(ports).enumerate() {
                     let pc = &port_counters[s];
                     let (Some(ra), Some(rb)) = (s1u_rings.next(), sgi_rings.next()) else {
                         return Err("queue mode: fewer rings than slices".into());
                     };
                     socket_probes.extend(probes_of(&*a, &*b, SocketOwner::Slice(s)));
-                    let a = QueuePort::new(a, Side::S1u, s, demux.clone(), ra, pc[0].clone());
-                    let b = QueuePort::new(b, Side::Sgi, s, demux.clone(), rb, pc[1].clone());
+                    let (d, bl) = (&demux, &bells);
+                    let a =
+                        QueuePort::new(a, Side::S1u, s, d.clone(), ra, pc[0].clone(), bl.clone());
+                    let b =
+                        QueuePort::new(b, Side::Sgi, s, d.clone(), rb, pc[1].clone(), bl.clone());
                     let c = 2 * s;
                     let started =
                         spawn_slice(cp, dp, Box::new(a), Box::new(b), driver, start(s, c));

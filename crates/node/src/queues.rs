@@ -18,9 +18,9 @@
 //! from an eNB are copied to every slice; Echo goes to slice 0.
 //!
 //! A handed-on packet waits for its slice's next receive call. A busy data thread
-//! polls without pause; an idle one sleeps on its own socket for at most 500 µs
-//! (see [`crate::runtime::data_loop`]), which bounds the extra wait of a packet
-//! handed to it while it sleeps.
+//! polls without pause; an idle one sleeps on its own sockets and its [`Doorbell`],
+//! which the slice handing it packets rings (an eventfd write, only while it sleeps),
+//! so a handed-on packet does not wait out the sleep.
 
 use crate::demux::Demux;
 use crate::dispatch::{route_s1u, S1uRoute};
@@ -29,8 +29,87 @@ use crate::ring::{batch_ring, Drain, Feeder};
 use crate::stats::{bump, PortCounters};
 use pepc_wire::{Batch, Verdict, BATCH_SIZE};
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// Wakes a sleeping data thread when another slice hands it packets: an eventfd in
+/// the set it sleeps on. Written only while the thread sleeps, at most once per sleep.
+#[derive(Debug)]
+pub struct Doorbell {
+    fd: OwnedFd,
+    /// The thread is about to sleep or sleeps (set before it looks at its rings a last
+    /// time, so a hand-off either is seen there or finds this set).
+    sleeping: AtomicBool,
+    /// Rung since the thread last drained the eventfd (so one write per sleep).
+    rung: AtomicBool,
+    /// How many times it was rung (tests, and to show the mechanism works).
+    rings: std::sync::atomic::AtomicU64,
+}
+
+impl Doorbell {
+    pub fn new() -> io::Result<Doorbell> {
+        // SAFETY: plain eventfd(2); the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("a slice's doorbell (eventfd): {e}"),
+            ));
+        }
+        Ok(Doorbell {
+            // SAFETY: a fresh descriptor we own.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            sleeping: AtomicBool::new(false),
+            rung: AtomicBool::new(false),
+            rings: Default::default(),
+        })
+    }
+
+    /// One doorbell per slice.
+    pub fn for_slices(n: usize) -> io::Result<Vec<Arc<Doorbell>>> {
+        (0..n).map(|_| Doorbell::new().map(Arc::new)).collect()
+    }
+
+    /// Called after handing packets on: wake the thread if it sleeps.
+    #[inline]
+    fn ring(&self) {
+        // Pairs with the fence in `going_idle`: either the sleeper sees our batch in
+        // its ring, or we see it sleeping.
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed) && !self.rung.swap(true, Ordering::AcqRel) {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a live u64, as eventfd wants.
+            unsafe { libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+            self.rings.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn going_idle(&self) {
+        self.sleeping.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+    }
+
+    fn woke(&self) {
+        self.sleeping.store(false, Ordering::Relaxed);
+        if self.rung.load(Ordering::Acquire) {
+            let mut v: u64 = 0;
+            // SAFETY: reads 8 bytes into a live u64; non-blocking.
+            let r = unsafe { libc::read(self.fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+            // Until the ringer's write has landed (read fails), stay rung: the next
+            // sleep then wakes at once and drains it here.
+            if r == 8 {
+                self.rung.store(false, Ordering::Release);
+            }
+        }
+    }
+
+    /// Times rung.
+    pub fn rings(&self) -> u64 {
+        self.rings.load(Ordering::Relaxed)
+    }
+}
 
 /// Which port of the slice a [`QueuePort`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +138,8 @@ pub struct QueuePort {
     turn: usize,
     round: u64,
     counters: Arc<PortCounters>,
+    /// Every slice's doorbell (indexed by slice; ours at `me`).
+    bells: Vec<Arc<Doorbell>>,
 }
 
 /// Rings between the same side's ports of `slices` slices, `depth` batches each: for
@@ -80,7 +161,8 @@ pub fn mesh(slices: usize, depth: usize) -> Vec<(Vec<Option<Feeder>>, Vec<Drain>
 }
 
 impl QueuePort {
-    /// `rings`: this slice's part of [`mesh`].
+    /// `rings`: this slice's part of [`mesh`]; `bells`: every slice's doorbell
+    /// ([`Doorbell::for_slices`], shared by both sides' ports).
     pub fn new(
         io: Box<dyn PacketIo>,
         side: Side,
@@ -88,6 +170,7 @@ impl QueuePort {
         demux: Demux,
         rings: (Vec<Option<Feeder>>, Vec<Drain>),
         counters: Arc<PortCounters>,
+        bells: Vec<Arc<Doorbell>>,
     ) -> Self {
         QueuePort {
             io,
@@ -101,6 +184,7 @@ impl QueuePort {
             turn: 0,
             round: 0,
             counters,
+            bells,
         }
     }
 
@@ -175,9 +259,15 @@ impl QueuePort {
     /// Ship what is staged for peers (partial batches while their rings keep up): their
     /// data threads batch on their side.
     fn flush(&mut self) {
-        for f in self.to.iter_mut().flatten() {
+        for (s, f) in self.to.iter_mut().enumerate() {
+            let Some(f) = f else { continue };
             if f.staged() > 0 {
                 f.flush_partial();
+            }
+            if f.shipped_waiting() {
+                if let Some(b) = self.bells.get(s) {
+                    b.ring();
+                }
             }
         }
     }
@@ -230,6 +320,23 @@ impl PacketIo for QueuePort {
         self.io.poll_fd()
     }
 
+    fn wake_fd(&self) -> Option<RawFd> {
+        self.bells.get(self.me).map(|b| b.fd.as_raw_fd())
+    }
+
+    fn going_idle(&self) -> bool {
+        if let Some(b) = self.bells.get(self.me) {
+            b.going_idle();
+        }
+        self.from.iter().all(Drain::is_empty)
+    }
+
+    fn woke(&self) {
+        if let Some(b) = self.bells.get(self.me) {
+            b.woke();
+        }
+    }
+
     fn socket_drops(&self) -> Option<crate::io::SocketDropsProbe> {
         self.io.socket_drops()
     }
@@ -272,6 +379,7 @@ mod tests {
         let layout = IdLayout::new(2, Ipv4Addr::new(10, 0, 0, 0), 10).unwrap();
         let demux = Demux::new(layout, 2, Vec::new());
         let mut mesh = mesh(2, 4).into_iter();
+        let bells = Doorbell::for_slices(2).unwrap();
         let mut port = |k: usize, rx| {
             QueuePort::new(
                 Box::new(Fake { rx }),
@@ -280,6 +388,7 @@ mod tests {
                 demux.clone(),
                 mesh.next().unwrap(),
                 Arc::default(),
+                bells.clone(),
             )
         };
         let p0 = port(0, packets.into());
@@ -383,5 +492,34 @@ mod tests {
             assert_eq!(p0.recv_batch(&mut b).unwrap(), 0);
         }
         assert_eq!(got, c0.handed_off);
+    }
+
+    /// A sleeping slice is woken by the slice that hands it packets (its doorbell's
+    /// descriptor becomes readable), once per sleep; an awake one is not rung, and one
+    /// with a batch waiting does not go to sleep.
+    #[test]
+    fn a_hand_off_rings_the_sleeping_slices_doorbell() {
+        let layout = IdLayout::new(2, Ipv4Addr::new(10, 0, 0, 0), 10).unwrap();
+        let to1 = ipv4_udp(Ipv4Addr::new(8, 8, 8, 8), layout.ue_ip(1, 9), 2, 1, 40);
+        let (mut p0, p1, _) = ports(Side::Sgi, vec![to1.clone(); 3]);
+        let bell = p1.bells[1].clone();
+        let wake = p1.wake_fd().unwrap();
+        let readable = || crate::io::wait_readable(wake, std::time::Duration::ZERO).unwrap();
+        assert!(p1.going_idle(), "nothing waits: slice 1 may sleep");
+        assert!(!readable());
+        let mut b = Batch::default();
+        assert_eq!(p0.recv_batch(&mut b).unwrap(), 0, "all three are slice 1's");
+        assert!(readable(), "the hand-off woke slice 1");
+        assert_eq!(bell.rings(), 1);
+        p1.woke();
+        assert!(!readable(), "woken, the doorbell is quiet again");
+        // Awake (and with a batch waiting): no ring, and no sleep.
+        let (mut p0, mut p1, _) = ports(Side::Sgi, vec![to1.clone(); 2]);
+        let bell = p1.bells[1].clone();
+        assert_eq!(p0.recv_batch(&mut b).unwrap(), 0);
+        assert_eq!(bell.rings(), 0, "slice 1 was awake");
+        assert!(!p1.going_idle(), "a batch waits for slice 1");
+        p1.woke();
+        assert_eq!(p1.recv_batch(&mut b).unwrap(), 2);
     }
 }

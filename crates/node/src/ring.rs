@@ -77,6 +77,12 @@ impl Feeder {
         self.staging.len
     }
 
+    /// Whether a shipped batch waits for the data thread.
+    #[inline]
+    pub fn shipped_waiting(&self) -> bool {
+        !self.full.is_empty()
+    }
+
     /// Round in which the oldest staged packet arrived (meaningful when `staged() > 0`).
     #[inline]
     pub fn staged_round(&self) -> u64 {

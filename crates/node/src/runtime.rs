@@ -142,10 +142,12 @@ pub fn data_loop_waking(
     let mut dl = Batch::default();
     let t0 = crate::io::now_ns();
     let mut idle = 0u32;
-    let fds: Vec<_> = [s1u.poll_fd(), sgi.poll_fd()]
+    let mut fds: Vec<_> = [s1u.poll_fd(), sgi.poll_fd(), s1u.wake_fd(), sgi.wake_fd()]
         .into_iter()
         .flatten()
         .collect();
+    fds.sort_unstable();
+    fds.dedup();
     let spin = s1u.idle_polls().min(sgi.idle_polls());
     while !stop.load(Ordering::Relaxed) {
         let now = crate::io::now_ns() - t0 + 1;
@@ -196,7 +198,13 @@ pub fn data_loop_waking(
                 if fds.is_empty() {
                     std::thread::sleep(Duration::from_micros(100));
                 } else {
-                    let _ = wait_any_readable(&fds, Duration::from_micros(500));
+                    // Both asked (not short-circuited): each says whether work came.
+                    let (a, b) = (s1u.going_idle(), sgi.going_idle());
+                    if a && b {
+                        let _ = wait_any_readable(&fds, Duration::from_micros(500));
+                    }
+                    s1u.woke();
+                    sgi.woke();
                 }
             }
         }

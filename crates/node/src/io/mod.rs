@@ -94,6 +94,18 @@ pub trait PacketIo: Send {
     fn socket_drops(&self) -> Option<SocketDropsProbe> {
         None
     }
+    /// A descriptor besides [`poll_fd`](Self::poll_fd) that wakes this port's idle data
+    /// thread (a queue-mode port's doorbell, rung by slices handing it packets).
+    fn wake_fd(&self) -> Option<RawFd> {
+        None
+    }
+    /// The data thread is about to sleep on the descriptors: false when work for it
+    /// arrived meanwhile (it then does not sleep). [`woke`](Self::woke) follows.
+    fn going_idle(&self) -> bool {
+        true
+    }
+    /// The data thread is awake again.
+    fn woke(&self) {}
     /// Empty receive rounds an idle data thread spends polling this port before it
     /// sleeps on the port's descriptor ([`IDLE_POLLS_MEMORY`] by default).
     fn idle_polls(&self) -> u32 {
