@@ -336,7 +336,12 @@ impl Node {
             let ports = s1u.ports.into_iter().zip(sgi.ports).collect();
             (addr, s1u.info, sgi.info, local, Opened::Queues(ports))
         } else {
-            let (addr, a, (s1u, sgi, b, local)) = open_ports(v, &layout)?;
+            let (addr, mut a, (s1u, sgi, mut b, local)) = open_ports(v, &layout)?;
+            if v.demux == DemuxMode::Thread {
+                for info in [&mut a, &mut b] {
+                    info.description.push_str(" (through the demux thread)");
+                }
+            }
             (addr, a, b, local, Opened::Shared(s1u, sgi))
         };
 

@@ -150,6 +150,11 @@ fn round_trip(slices: usize, demux: &str, enb_ip: Ipv4Addr) {
         DemuxMode::Thread
     };
     assert_eq!(node.mode, mode);
+    // The operator is told how packets reach the slices.
+    for d in [&node.s1u_io.description, &node.sgi_io.description] {
+        assert_eq!(d.contains("through the demux thread"), !queues, "{d}");
+        assert_eq!(d.contains("per slice"), queues && slices > 1, "{d}");
+    }
     let layout = IdLayout::new(slices, Ipv4Addr::new(10, 0, 0, 0), 10).unwrap(); // the default ue_pool
     for (s, a, _) in &ues {
         assert_eq!(
