@@ -124,16 +124,20 @@ pub fn data_loop(
     sgi: Box<dyn PacketIo>,
     stop: Arc<AtomicBool>,
 ) -> DataPlane {
-    data_loop_waking(dp, s1u, sgi, stop, None)
+    data_loop_waking(dp, s1u, sgi, stop, None, false)
 }
 
-/// [`data_loop`] that posts to `wake` whenever it may have pushed requests.
+/// [`data_loop`] that posts to `wake` whenever it may have pushed requests. A thread
+/// with a core of its own (`own_core`: pinned, one core per thread) spins as long on
+/// kernel sockets as on rings before it sleeps: no other thread wants that core, so
+/// the spinning costs nothing and spares the wake-up.
 pub fn data_loop_waking(
     mut dp: DataPlane,
     mut s1u: Box<dyn PacketIo>,
     mut sgi: Box<dyn PacketIo>,
     stop: Arc<AtomicBool>,
     wake: Option<Arc<IdleWake>>,
+    own_core: bool,
 ) -> DataPlane {
     // Every request the data path pushes (promotion, paging, Error Indication
     // reports, backlog retries) wakes an idle control thread.
@@ -148,7 +152,11 @@ pub fn data_loop_waking(
         .collect();
     fds.sort_unstable();
     fds.dedup();
-    let spin = s1u.idle_polls().min(sgi.idle_polls());
+    let spin = if own_core {
+        crate::io::IDLE_POLLS_MEMORY
+    } else {
+        s1u.idle_polls().min(sgi.idle_polls())
+    };
     while !stop.load(Ordering::Relaxed) {
         let now = crate::io::now_ns() - t0 + 1;
         let mut busy = false;
@@ -287,7 +295,7 @@ pub fn spawn_slice(
             }
             // Entered once for the thread's life: every event of it names the slice.
             let _slice = tracing::info_span!("slice", slice = index).entered();
-            data_loop_waking(dp, s1u, sgi, s, w)
+            data_loop_waking(dp, s1u, sgi, s, w, data_core.is_some())
         })?;
     let s = stop.clone();
     // The slice counts as started once its control thread is sized (prewarm done),

@@ -121,7 +121,8 @@ pub const IDLE_POLLS_MEMORY: u32 = 256;
 /// deliver the packets when cores are shared (2 slices on UDP sockets of their own:
 /// 0.20-0.26 Mpps per core spinning 256 rounds against 0.40-0.48 with 16 or fewer;
 /// one slice at 0.2 Mpps offered: 4.9 against 2.2-2.6 µs of CPU per packet, p50
-/// latency +10-20 µs).
+/// latency +10-20 µs). A data thread pinned to a core of its own spins
+/// [`IDLE_POLLS_MEMORY`] rounds on any port (`runtime::data_loop_waking`).
 pub const IDLE_POLLS_SYSCALL: u32 = 16;
 
 /// Block until `fd` is readable or `timeout` passes, so an idle data thread sleeps
