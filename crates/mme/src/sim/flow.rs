@@ -10,6 +10,40 @@ pub fn enb_teid(enb_ue_id: u32, ebi: u8) -> u32 {
 
 pub const ENB_ADDR: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
 
+/// The eNB's end of a UE's E-RAB in these simulations.
+fn enb_tunnel(ue: &SimUe, id: u8) -> ERabTunnel {
+    ERabTunnel {
+        id,
+        transport: ENB_ADDR,
+        teid: enb_teid(ue.enb_ue_id, id),
+    }
+}
+
+/// The UE's answer to a downlink NAS message, sent up in an Uplink NAS Transport
+/// (nothing when it has none).
+fn uplink_nas(
+    h: &mut Harness,
+    assoc: AssocId,
+    mme_ue_id: u32,
+    ue: &SimUe,
+    reply: Option<Vec<u8>>,
+    (ecgi, tai): (Ecgi, Tai),
+) -> Vec<(AssocId, S1apMessage)> {
+    match reply {
+        Some(nas_pdu) => h.send(
+            assoc,
+            UplinkNasTransport {
+                mme_ue_id,
+                enb_ue_id: ue.enb_ue_id,
+                nas_pdu,
+                ecgi,
+                tai,
+            },
+        ),
+        None => Vec::new(),
+    }
+}
+
 /// Run the eNB+UE side against everything the MME sent, until quiet. Returns the
 /// names of the S1AP messages seen (in order).
 pub fn pump(
@@ -35,18 +69,14 @@ pub fn pump(
                 S1apMessage::DownlinkNasTransport(d) => {
                     ue.mme_ue_id = Some(d.mme_ue_id);
                     let step = ue.on_downlink(&d.nas_pdu)?;
-                    if let Some(r) = step.reply {
-                        next.extend(h.send(
-                            assoc,
-                            UplinkNasTransport {
-                                mme_ue_id: d.mme_ue_id,
-                                enb_ue_id: ue.enb_ue_id,
-                                nas_pdu: r,
-                                ecgi,
-                                tai,
-                            },
-                        ));
-                    }
+                    next.extend(uplink_nas(
+                        h,
+                        assoc,
+                        d.mme_ue_id,
+                        ue,
+                        step.reply,
+                        (ecgi, tai),
+                    ));
                 }
                 S1apMessage::InitialContextSetupRequest(r) => {
                     ue.mme_ue_id = Some(r.mme_ue_id);
@@ -62,15 +92,7 @@ pub fn pump(
                             return Err("KeNB mismatch".into());
                         }
                     }
-                    let erabs = r
-                        .erabs
-                        .iter()
-                        .map(|e| ERabTunnel {
-                            id: e.id,
-                            transport: ENB_ADDR,
-                            teid: enb_teid(ue.enb_ue_id, e.id),
-                        })
-                        .collect();
+                    let erabs = r.erabs.iter().map(|e| enb_tunnel(ue, e.id)).collect();
                     next.extend(h.send(
                         assoc,
                         InitialContextSetupResponse {
@@ -80,18 +102,7 @@ pub fn pump(
                             failed: vec![],
                         },
                     ));
-                    if let Some(b) = reply {
-                        next.extend(h.send(
-                            assoc,
-                            UplinkNasTransport {
-                                mme_ue_id: r.mme_ue_id,
-                                enb_ue_id: ue.enb_ue_id,
-                                nas_pdu: b,
-                                ecgi,
-                                tai,
-                            },
-                        ));
-                    }
+                    next.extend(uplink_nas(h, assoc, r.mme_ue_id, ue, reply, (ecgi, tai)));
                 }
                 S1apMessage::UeContextReleaseCommand(c) => {
                     // The eNB answers for the connection the command names (an older
@@ -130,18 +141,7 @@ pub fn pump(
                             failed: vec![],
                         },
                     ));
-                    if let Some(b) = reply {
-                        next.extend(h.send(
-                            assoc,
-                            UplinkNasTransport {
-                                mme_ue_id: r.mme_ue_id,
-                                enb_ue_id: ue.enb_ue_id,
-                                nas_pdu: b,
-                                ecgi,
-                                tai,
-                            },
-                        ));
-                    }
+                    next.extend(uplink_nas(h, assoc, r.mme_ue_id, ue, reply, (ecgi, tai)));
                 }
                 S1apMessage::ERabModifyRequest(r) => {
                     let mut reply = None;
@@ -157,33 +157,14 @@ pub fn pump(
                             failed: vec![],
                         },
                     ));
-                    if let Some(b) = reply {
-                        next.extend(h.send(
-                            assoc,
-                            UplinkNasTransport {
-                                mme_ue_id: r.mme_ue_id,
-                                enb_ue_id: ue.enb_ue_id,
-                                nas_pdu: b,
-                                ecgi,
-                                tai,
-                            },
-                        ));
-                    }
+                    next.extend(uplink_nas(h, assoc, r.mme_ue_id, ue, reply, (ecgi, tai)));
                 }
                 S1apMessage::ERabSetupRequest(r) => {
                     let mut reply = None;
                     if let Some(nas) = r.erabs.first().and_then(|e| e.nas_pdu.clone()) {
                         reply = ue.on_downlink(&nas)?.reply;
                     }
-                    let setup = r
-                        .erabs
-                        .iter()
-                        .map(|e| ERabTunnel {
-                            id: e.id,
-                            transport: ENB_ADDR,
-                            teid: enb_teid(ue.enb_ue_id, e.id),
-                        })
-                        .collect();
+                    let setup = r.erabs.iter().map(|e| enb_tunnel(ue, e.id)).collect();
                     next.extend(h.send(
                         assoc,
                         ERabSetupResponse {
@@ -193,18 +174,7 @@ pub fn pump(
                             failed: vec![],
                         },
                     ));
-                    if let Some(b) = reply {
-                        next.extend(h.send(
-                            assoc,
-                            UplinkNasTransport {
-                                mme_ue_id: r.mme_ue_id,
-                                enb_ue_id: ue.enb_ue_id,
-                                nas_pdu: b,
-                                ecgi,
-                                tai,
-                            },
-                        ));
-                    }
+                    next.extend(uplink_nas(h, assoc, r.mme_ue_id, ue, reply, (ecgi, tai)));
                 }
                 _ => {}
             }
