@@ -66,18 +66,7 @@ impl ControlPlane {
                 "PDN pools (stateless IoT has one PDN)",
             ));
         }
-        if ue.bearer(p.ebi).is_some() {
-            return Err(CtrlError::BearerExists {
-                ue_slot,
-                ebi: p.ebi,
-            });
-        }
-        if !(FIRST_EBI..FIRST_EBI + MAX_BEARERS as u8).contains(&p.ebi) {
-            return Err(CtrlError::NoSuchBearer {
-                ue_slot,
-                ebi: p.ebi,
-            });
-        }
+        new_ebi(ue, ue_slot, p.ebi)?;
         let mask = ue.pdn_mask();
         let index = (0..layout.pdn_count)
             .find(|k| mask & (1 << k) == 0)
@@ -177,18 +166,7 @@ impl ControlPlane {
     /// Add a dedicated bearer to the PDN connection of `p.linked_ebi`; returns its TEID.
     pub fn add_bearer(&mut self, ue_slot: u32, p: BearerParams) -> Result<u32, CtrlError> {
         let ue = self.ue_mut(ue_slot)?;
-        if ue.bearer(p.ebi).is_some() {
-            return Err(CtrlError::BearerExists {
-                ue_slot,
-                ebi: p.ebi,
-            });
-        }
-        if !(FIRST_EBI..FIRST_EBI + MAX_BEARERS as u8).contains(&p.ebi) {
-            return Err(CtrlError::NoSuchBearer {
-                ue_slot,
-                ebi: p.ebi,
-            });
-        }
+        new_ebi(ue, ue_slot, p.ebi)?;
         let linked = if p.linked_ebi == 0 {
             ue.default_ebi
         } else {
@@ -303,4 +281,15 @@ impl ControlPlane {
         self.ue_mut(ue_slot)?.rule_set = id;
         self.republish(ue_slot)
     }
+}
+
+/// `ebi` is free on the UE and in the range a bearer may use.
+fn new_ebi(ue: &UeContext, ue_slot: u32, ebi: u8) -> Result<(), CtrlError> {
+    if ue.bearer(ebi).is_some() {
+        return Err(CtrlError::BearerExists { ue_slot, ebi });
+    }
+    if !(FIRST_EBI..FIRST_EBI + MAX_BEARERS as u8).contains(&ebi) {
+        return Err(CtrlError::NoSuchBearer { ue_slot, ebi });
+    }
+    Ok(())
 }
