@@ -114,27 +114,33 @@ impl Emulator {
         for _ in 0..3 {
             self.seq = self.seq.wrapping_add(1);
             let seq = self.seq;
-            let flow = Flow {
-                src: self.cfg.server_ip,
-                dst: addr,
-                sport: SERVER_PORT,
-                dport: UE_PORT,
-            };
-            match &self.pdn {
-                Pdn::Udp(_) => {
-                    if let Some(SocketAddr::V4(peer)) = self.sgi_peer {
-                        self.dl_q
-                            .push_with(peer, |b| write_ip_packet(b, flow, 64, u as u32, seq));
-                    }
+            self.send_downlink(u, addr, 64, seq);
+        }
+    }
+
+    /// One downlink test packet of `size` bytes from the server to UE `u` at `addr`,
+    /// through the PDN side (none over UDP while the node's SGi address is unknown).
+    fn send_downlink(&mut self, u: usize, addr: Ipv4Addr, size: usize, seq: u32) {
+        let flow = Flow {
+            src: self.cfg.server_ip,
+            dst: addr,
+            sport: SERVER_PORT,
+            dport: UE_PORT,
+        };
+        match &self.pdn {
+            Pdn::Udp(_) => {
+                if let Some(SocketAddr::V4(peer)) = self.sgi_peer {
+                    self.dl_q
+                        .push_with(peer, |b| write_ip_packet(b, flow, size, u as u32, seq));
                 }
-                Pdn::Tun(t) => {
-                    let p = ip_packet(
-                        flow.src, flow.dst, flow.sport, flow.dport, 64, u as u32, seq,
-                    );
-                    self.metrics.dl_sent += 1;
-                    if !t.write(&p) {
-                        self.metrics.error("TUN write failed");
-                    }
+            }
+            Pdn::Tun(t) => {
+                let p = ip_packet(
+                    flow.src, flow.dst, flow.sport, flow.dport, size, u as u32, seq,
+                );
+                self.metrics.dl_sent += 1;
+                if !t.write(&p) {
+                    self.metrics.error("TUN write failed");
                 }
             }
         }
@@ -207,30 +213,7 @@ impl Emulator {
                     });
             } else {
                 let size = pick(dl, &mut self.rng);
-                let flow = Flow {
-                    src: self.cfg.server_ip,
-                    dst: addr,
-                    sport: SERVER_PORT,
-                    dport: UE_PORT,
-                };
-                match &self.pdn {
-                    Pdn::Udp(_) => {
-                        let Some(SocketAddr::V4(peer)) = self.sgi_peer else {
-                            continue;
-                        };
-                        self.dl_q
-                            .push_with(peer, |buf| write_ip_packet(buf, flow, size, u as u32, seq));
-                    }
-                    Pdn::Tun(t) => {
-                        let p = ip_packet(
-                            flow.src, flow.dst, flow.sport, flow.dport, size, u as u32, seq,
-                        );
-                        self.metrics.dl_sent += 1;
-                        if !t.write(&p) {
-                            self.metrics.error("TUN write failed");
-                        }
-                    }
-                }
+                self.send_downlink(u, addr, size, seq);
             }
         }
     }
