@@ -157,13 +157,18 @@ impl SimUe {
             nasx::NasUeNetworkCapability::new(self.net_cap.clone()),
             nasx::NasEsmMessageContainer::from_esm_message(&self.pdn_request(false)).expect("ESM"),
         );
+        self.integrity_only(&NasEpsMessage::new_emm(r))
+    }
+
+    /// Integrity protected, not ciphered (an initial NAS message with a GUTI).
+    fn integrity_only(&mut self, m: &NasEpsMessage) -> Vec<u8> {
         let b = self
             .sec
             .as_mut()
             .expect("security context")
             .ctx
             .protect(
-                &NasEpsMessage::new_emm(r),
+                m,
                 nasx::NasEpsSecurityHeaderType::IntegrityProtected,
                 Direction::Uplink,
             )
@@ -186,11 +191,7 @@ impl SimUe {
     pub fn service_request(&mut self) -> Vec<u8> {
         let s = self.sec.as_mut().expect("security context");
         let sr = s.ctx.protect_service_request(s.ksi).expect("SR");
-        s.last_ul_count = s
-            .ctx
-            .nas_count(Direction::Uplink)
-            .map(|c| c.get().wrapping_sub(1))
-            .unwrap_or(0);
+        self.up_count();
         NasEpsMessage::ServiceRequest(sr).encode().expect("encodes")
     }
 
@@ -202,17 +203,7 @@ impl SimUe {
             nasx::NasEpsMobileIdentity::new(nasx::guti_value([0x00, 0xf1, 0x10], 1, 1, t)),
         );
         // TAU Request is integrity protected, not ciphered (TS 24.301 §4.4.5).
-        let s = self.sec.as_mut().expect("security context");
-        let b = s
-            .ctx
-            .protect(
-                &NasEpsMessage::new_emm(r),
-                nasx::NasEpsSecurityHeaderType::IntegrityProtected,
-                Direction::Uplink,
-            )
-            .expect("protects");
-        self.up_count();
-        b
+        self.integrity_only(&NasEpsMessage::new_emm(r))
     }
 
     pub fn detach_request(&mut self, switch_off: bool) -> Vec<u8> {
