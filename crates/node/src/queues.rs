@@ -30,7 +30,7 @@ use crate::stats::{bump, PortCounters};
 use pepc_wire::{Batch, Verdict, BATCH_SIZE};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Wakes a sleeping data thread when another slice hands it packets: an eventfd in
@@ -44,7 +44,7 @@ pub struct Doorbell {
     /// Rung since the thread last drained the eventfd (so one write per sleep).
     rung: AtomicBool,
     /// How many times it was rung (tests, and to show the mechanism works).
-    rings: std::sync::atomic::AtomicU64,
+    rings: AtomicU64,
 }
 
 impl Doorbell {
