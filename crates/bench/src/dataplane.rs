@@ -174,14 +174,15 @@ fn scrape_loop(
     (n, cpu)
 }
 
-struct DataStats {
+pub(crate) struct DataStats {
     scrapes: u64,
     scrape_cpu_ns: u64,
     reasons: Vec<(&'static str, u64)>,
-    packets: u64,
-    busy_ns: u64,
-    wall_ns: u64,
-    hist: Histogram,
+    pub(crate) packets: u64,
+    /// Time in the pipeline (what `mpps_per_core` divides by), and in the whole loop.
+    pub(crate) busy_ns: u64,
+    pub(crate) wall_ns: u64,
+    pub(crate) hist: Histogram,
     drops: u64,
 }
 
@@ -284,7 +285,7 @@ pub fn run(o: &DataplaneOpts) -> Result<DataplaneResult, String> {
 }
 
 /// Set in `events` by each slice once set up (the timed window waits for it).
-const START_BIT: u64 = 1 << 62;
+pub(crate) const START_BIT: u64 = 1 << 62;
 
 fn ready_started(events: &AtomicU64) -> bool {
     events.load(Ordering::Relaxed) & START_BIT != 0
@@ -344,64 +345,76 @@ fn run_pepc(
     ready: Arc<Barrier>,
     events: Arc<AtomicU64>,
 ) -> Result<DataStats, String> {
-    let iot_users = (o.users as f64 * o.iot_share) as u32;
-    let normal_users = o.users - iot_users;
-    let mut syn_cfg = SyntheticConfig::new(normal_users, o.signaling);
-    syn_cfg.handover_share = o.handover_share;
-    syn_cfg.seed = o.seed;
-    let mut cfg = SliceConfig::for_users(o.users as usize + syn_cfg.churn_users as usize);
-    if iot_users > 0 {
-        cfg.iot = Some(IotPool::new(
-            0xC000_0000,
-            Ipv4Addr::new(100, 64, 0, 0),
-            iot_users,
-        )?);
-    }
-    let (mut cp, mut dp) = build(&cfg);
-    // Setup on this thread: attach everyone, letting the data plane drain the ring.
-    let mut syn = Synthetic::new(syn_cfg);
-    let t_setup = Instant::now();
-    syn.setup(&mut cp, |cp| {
-        while cp.in_flight() > 0 {
-            cp.flush();
-            dp.sync(0);
+    let mut rig = PepcRig::new(o)?;
+    let st = rig.window(o, ctrl_core, data_core, &stop, Some(&ready), &events)?;
+    Ok(rig.finish(st))
+}
+
+/// One slice of our design, set up (every user attached) once and then measured in
+/// as many windows as asked: `run` takes one, `paired` alternates two rigs of
+/// different sizes in one process. The control thread and its signaling live only
+/// while a window runs; its clock carries on from the last window, so the events
+/// keep their rate across windows.
+pub(crate) struct PepcRig {
+    cp: Option<pepc_slice::control::ControlPlane>,
+    dp: pepc_slice::datapath::DataPlane,
+    syn: Option<Synthetic>,
+    traffic: Traffic,
+    churners: Vec<u32>,
+    churn_rate: u64,
+    /// Churn's state between windows: its random stream, the users promoted so far,
+    /// and those promoted lately (evicted again after 64 more).
+    churn: Option<(Rng, u64, Vec<u32>)>,
+    /// The control thread's clock at the end of the last window.
+    ctrl_ns: u64,
+    /// The data thread's clock (the pipeline's `now`) at the end of the last window.
+    data_ns: u64,
+}
+
+impl PepcRig {
+    /// Attach every user (on this thread, letting the data plane drain the ring).
+    pub(crate) fn new(o: &DataplaneOpts) -> Result<PepcRig, String> {
+        let iot_users = (o.users as f64 * o.iot_share) as u32;
+        let normal_users = o.users - iot_users;
+        let mut syn_cfg = SyntheticConfig::new(normal_users, o.signaling);
+        syn_cfg.handover_share = o.handover_share;
+        syn_cfg.seed = o.seed;
+        let mut cfg = SliceConfig::for_users(o.users as usize + syn_cfg.churn_users as usize);
+        if iot_users > 0 {
+            cfg.iot = Some(IotPool::new(
+                0xC000_0000,
+                Ipv4Addr::new(100, 64, 0, 0),
+                iot_users,
+            )?);
         }
-    })
-    .map_err(|e| e.to_string())?;
-    let mut targets: Vec<Target> = syn
-        .steady
-        .iter()
-        .map(|a| Target {
-            teid: a.teid_ul,
-            ip: a.ue_ip,
+        let (mut cp, mut dp) = build(&cfg);
+        let mut syn = Synthetic::new(syn_cfg);
+        let t_setup = Instant::now();
+        syn.setup(&mut cp, |cp| {
+            while cp.in_flight() > 0 {
+                cp.flush();
+                dp.sync(0);
+            }
         })
-        .collect();
-    for i in 0..iot_users {
-        let mut p = AttachParams::new(9_000_000_000_000 + i as u64);
-        p.class = pepc_slice::context::DeviceClass::StatelessIot;
-        p.enb_addr = Ipv4Addr::new(127, 1, 0, 1);
-        p.enb_teid = 0x100 + i;
-        let a = cp.attach(&p).map_err(|e| e.to_string())?;
-        targets.push(Target {
-            teid: a.teid_ul,
-            ip: a.ue_ip,
-        });
-        if cp.in_flight() > 8192 {
-            cp.flush();
-            dp.sync(0);
-        }
-    }
-    while cp.in_flight() > 0 {
-        cp.flush();
-        dp.sync(0);
-    }
-    // Fig. 14: only the always-on share starts in the primary table; the rest are
-    // evicted and churn in and out at the configured rate.
-    let always = ((normal_users as f64) * o.always_on.clamp(0.0, 1.0)) as usize;
-    let churners: Vec<u32> = syn.steady[always..].iter().map(|a| a.ue_slot).collect();
-    if o.design != Design::OneTable {
-        for &s in &churners {
-            let _ = cp.evict(s);
+        .map_err(|e| e.to_string())?;
+        let mut targets: Vec<Target> = syn
+            .steady
+            .iter()
+            .map(|a| Target {
+                teid: a.teid_ul,
+                ip: a.ue_ip,
+            })
+            .collect();
+        for i in 0..iot_users {
+            let mut p = AttachParams::new(9_000_000_000_000 + i as u64);
+            p.class = pepc_slice::context::DeviceClass::StatelessIot;
+            p.enb_addr = Ipv4Addr::new(127, 1, 0, 1);
+            p.enb_teid = 0x100 + i;
+            let a = cp.attach(&p).map_err(|e| e.to_string())?;
+            targets.push(Target {
+                teid: a.teid_ul,
+                ip: a.ue_ip,
+            });
             if cp.in_flight() > 8192 {
                 cp.flush();
                 dp.sync(0);
@@ -411,100 +424,158 @@ fn run_pepc(
             cp.flush();
             dp.sync(0);
         }
-    }
-    // Traffic goes to the users currently in the primary table; with churn the
-    // active set rotates (promote some, evict others) at `churn_per_s`.
-    let active_targets = if o.design == Design::OneTable || churners.is_empty() {
-        targets.clone()
-    } else {
-        targets[..always.max(1)].to_vec()
-    };
-    eprintln!(
-        "setup: {} users ({} IoT) in {:.1}s",
-        o.users,
-        iot_users,
-        t_setup.elapsed().as_secs_f64()
-    );
-    let mut traffic = Traffic::new(active_targets, o.ul_frame, o.dl_packet, o.seed ^ 0xabc);
-    let churn_rate = (o.churn_per_s * o.users as f64) as u64;
-    let stop_c = stop.clone();
-    let ready_c = ready.clone();
-    let events_c = events.clone();
-    let scraper = (o.scrape_ms > 0).then(|| {
-        let (c, stop, every) = (
-            cp.counters().clone(),
-            stop.clone(),
-            Duration::from_millis(o.scrape_ms),
-        );
-        std::thread::spawn(move || scrape_loop(&c, &stop, every))
-    });
-    let control = std::thread::spawn(move || {
-        if let Some(c) = ctrl_core {
-            pin_current_thread(c);
-        }
-        ready_c.wait();
-        events_c.fetch_or(START_BIT, Ordering::Relaxed);
-        let t0 = Instant::now();
-        let mut rng = Rng::new(7);
-        let mut churned = 0u64;
-        let mut in_primary: Vec<u32> = Vec::new();
-        let mut evs = Vec::new();
-        while !stop_c.load(Ordering::Relaxed) {
-            let now = t0.elapsed().as_nanos() as u64 + 1;
-            let n = syn.run_due(&mut cp, now);
-            if n > 0 {
-                events_c.fetch_add(n as u64, Ordering::Relaxed);
-            }
-            // Churn: promote a random evicted user and evict one promoted earlier.
-            if churn_rate > 0 && !churners.is_empty() {
-                let due = now as u128 * churn_rate as u128 / 1_000_000_000;
-                while (churned as u128) < due {
-                    let s = churners[rng.below(churners.len() as u64) as usize];
-                    let _ = cp.promote(s);
-                    in_primary.push(s);
-                    if in_primary.len() > 64 {
-                        let e = in_primary.swap_remove(rng.below(in_primary.len() as u64) as usize);
-                        let _ = cp.evict(e);
-                    }
-                    churned += 1;
+        // Fig. 14: only the always-on share starts in the primary table; the rest are
+        // evicted and churn in and out at the configured rate.
+        let always = ((normal_users as f64) * o.always_on.clamp(0.0, 1.0)) as usize;
+        let churners: Vec<u32> = syn.steady[always..].iter().map(|a| a.ue_slot).collect();
+        if o.design != Design::OneTable {
+            for &s in &churners {
+                let _ = cp.evict(s);
+                if cp.in_flight() > 8192 {
+                    cp.flush();
+                    dp.sync(0);
                 }
             }
-            cp.flush();
-            evs.clear();
-            cp.poll_requests(&mut evs);
-            if n == 0 {
-                std::hint::spin_loop();
+            while cp.in_flight() > 0 {
+                cp.flush();
+                dp.sync(0);
             }
         }
-    });
-    if let Some(c) = data_core {
-        pin_current_thread(c);
-    }
-    ready.wait();
-    let t0 = Instant::now();
-    let st = data_loop(o, &mut traffic, &stop, |b, uplink| {
-        let now = t0.elapsed().as_nanos() as u64;
-        if uplink {
-            dp.uplink(b, now);
+        // Traffic goes to the users currently in the primary table; with churn the
+        // active set rotates (promote some, evict others) at `churn_per_s`.
+        let active_targets = if o.design == Design::OneTable || churners.is_empty() {
+            targets.clone()
         } else {
-            dp.downlink(b, now);
-        }
-        dp.generated.clear();
-        0
-    });
-    control.join().map_err(|_| "control thread panicked")?;
-    let mut st = st;
-    if let Some(s) = scraper {
-        (st.scrapes, st.scrape_cpu_ns) = s.join().map_err(|_| "scraper panicked")?;
+            targets[..always.max(1)].to_vec()
+        };
+        eprintln!(
+            "setup: {} users ({} IoT) in {:.1}s",
+            o.users,
+            iot_users,
+            t_setup.elapsed().as_secs_f64()
+        );
+        Ok(PepcRig {
+            cp: Some(cp),
+            dp,
+            syn: Some(syn),
+            traffic: Traffic::new(active_targets, o.ul_frame, o.dl_packet, o.seed ^ 0xabc),
+            churn_rate: (o.churn_per_s * o.users as f64) as u64,
+            churners,
+            churn: Some((Rng::new(7), 0, Vec::new())),
+            ctrl_ns: 0,
+            data_ns: 0,
+        })
     }
-    st.drops = dp.counters().total_drops();
-    for r in pepc_slice::counters::DropReason::ALL {
-        let n = dp.counters().drop_count(r);
-        if n > 0 {
-            st.reasons.push((r.name(), n));
+
+    /// Run signaling and traffic until `stop`: the control thread (on `ctrl_core`)
+    /// applies the synthetic events, this thread (moved to `data_core`) forwards.
+    /// With `ready`, both wait on it first (every slice of a run starts together).
+    pub(crate) fn window(
+        &mut self,
+        o: &DataplaneOpts,
+        ctrl_core: Option<usize>,
+        data_core: Option<usize>,
+        stop: &Arc<AtomicBool>,
+        ready: Option<&Arc<Barrier>>,
+        events: &Arc<AtomicU64>,
+    ) -> Result<DataStats, String> {
+        let (Some(mut cp), Some(mut syn), Some((mut rng, mut churned, mut in_primary))) =
+            (self.cp.take(), self.syn.take(), self.churn.take())
+        else {
+            return Err("a window of this rig failed earlier".into());
+        };
+        let scraper = (o.scrape_ms > 0).then(|| {
+            let (c, stop, every) = (
+                cp.counters().clone(),
+                stop.clone(),
+                Duration::from_millis(o.scrape_ms),
+            );
+            std::thread::spawn(move || scrape_loop(&c, &stop, every))
+        });
+        let (churners, churn_rate, ctrl_ns) =
+            (self.churners.clone(), self.churn_rate, self.ctrl_ns);
+        let stop_c = stop.clone();
+        let ready_c = ready.cloned();
+        let events_c = events.clone();
+        let control = std::thread::spawn(move || {
+            if let Some(c) = ctrl_core {
+                pin_current_thread(c);
+            }
+            if let Some(r) = ready_c {
+                r.wait();
+            }
+            events_c.fetch_or(START_BIT, Ordering::Relaxed);
+            let t0 = Instant::now();
+            let mut now = ctrl_ns;
+            let mut evs = Vec::new();
+            while !stop_c.load(Ordering::Relaxed) {
+                now = ctrl_ns + t0.elapsed().as_nanos() as u64 + 1;
+                let n = syn.run_due(&mut cp, now);
+                if n > 0 {
+                    events_c.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                // Churn: promote a random evicted user and evict one promoted earlier.
+                if churn_rate > 0 && !churners.is_empty() {
+                    let due = now as u128 * churn_rate as u128 / 1_000_000_000;
+                    while (churned as u128) < due {
+                        let s = churners[rng.below(churners.len() as u64) as usize];
+                        let _ = cp.promote(s);
+                        in_primary.push(s);
+                        if in_primary.len() > 64 {
+                            let e =
+                                in_primary.swap_remove(rng.below(in_primary.len() as u64) as usize);
+                            let _ = cp.evict(e);
+                        }
+                        churned += 1;
+                    }
+                }
+                cp.flush();
+                evs.clear();
+                cp.poll_requests(&mut evs);
+                if n == 0 {
+                    std::hint::spin_loop();
+                }
+            }
+            (cp, syn, (rng, churned, in_primary), now)
+        });
+        if let Some(c) = data_core {
+            pin_current_thread(c);
         }
+        if let Some(r) = ready {
+            r.wait();
+        }
+        let t0 = Instant::now();
+        let (dp, data_ns) = (&mut self.dp, self.data_ns);
+        let mut st = data_loop(o, &mut self.traffic, stop, |b, uplink| {
+            let now = data_ns + t0.elapsed().as_nanos() as u64;
+            if uplink {
+                dp.uplink(b, now);
+            } else {
+                dp.downlink(b, now);
+            }
+            dp.generated.clear();
+            0
+        });
+        self.data_ns = data_ns + t0.elapsed().as_nanos() as u64;
+        let (cp, syn, churn, now) = control.join().map_err(|_| "control thread panicked")?;
+        (self.cp, self.syn, self.churn, self.ctrl_ns) = (Some(cp), Some(syn), Some(churn), now);
+        if let Some(s) = scraper {
+            (st.scrapes, st.scrape_cpu_ns) = s.join().map_err(|_| "scraper panicked")?;
+        }
+        Ok(st)
     }
-    Ok(st)
+
+    /// The data path's drop counters, added to a window's figures.
+    pub(crate) fn finish(&self, mut st: DataStats) -> DataStats {
+        st.drops = self.dp.counters().total_drops();
+        for r in pepc_slice::counters::DropReason::ALL {
+            let n = self.dp.counters().drop_count(r);
+            if n > 0 {
+                st.reasons.push((r.name(), n));
+            }
+        }
+        st
+    }
 }
 
 fn run_locked(

@@ -6,5 +6,6 @@ pub mod designs;
 pub mod hist;
 pub mod io;
 pub mod netns;
+pub mod paired;
 pub mod sweep;
 pub mod traffic;

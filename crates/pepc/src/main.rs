@@ -239,6 +239,17 @@ struct DataplaneArgs {
     /// many ms, from a thread of its own (0: no scraping): the scrape's cost.
     #[arg(long, default_value_t = 0)]
     scrape_ms: u64,
+    /// Also set up a slice of this many users in the same process and measure the
+    /// two in alternating windows of --seconds each (see --rounds): the rate of
+    /// this size against --users', with the machine's drift falling on both alike.
+    #[arg(long)]
+    vs_users: Option<u32>,
+    /// With --vs-users: rounds of one window per size (order alternating).
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// With --vs-users: seconds to wait after setup before the first window.
+    #[arg(long, default_value_t = 0.0)]
+    settle: f64,
     /// Print one JSON object per run.
     #[arg(long)]
     json: bool,
@@ -336,6 +347,27 @@ fn main() -> ExitCode {
 
 fn bench_dataplane(a: &DataplaneArgs) -> Result<(), String> {
     let o = a.opts()?;
+    if let Some(vs) = a.vs_users {
+        let r = pepc_bench::paired::run(&o, vs, a.rounds, a.settle)?;
+        if a.json {
+            println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+        } else {
+            for w in &r.windows {
+                println!(
+                    "round {} {:>9} users: {:.2} Mpps/core ({:.2} incl. generation), p50 {} ns p99 {} ns, {:.0} events/s",
+                    w.round, w.users, w.mpps_per_core, w.mpps_wall_per_core,
+                    w.latency_ns_p50, w.latency_ns_p99, w.signaling_achieved_per_s
+                );
+            }
+            println!(
+                "median {:.2} Mpps/core at {} users, {:.2} at {}; {} against {}: {:.1}% (median of rounds {:?})",
+                r.mpps_per_core_median[0], r.users[0], r.mpps_per_core_median[1], r.users[1],
+                r.users[1], r.users[0], r.ratio_median * 100.0,
+                r.ratio_per_round.iter().map(|x| (x * 1000.0).round() / 10.0).collect::<Vec<_>>()
+            );
+        }
+        return Ok(());
+    }
     let r = dataplane::run(&o)?;
     if a.json {
         println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
