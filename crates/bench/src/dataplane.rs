@@ -79,6 +79,11 @@ pub struct DataplaneOpts {
     /// Read every slice counter a `/metrics` scrape reads and render them as
     /// Prometheus text every this many ms from a thread of its own (0: none).
     pub scrape_ms: u64,
+    /// Seconds to wait, idle, between the setup and the first measured window: to
+    /// see whether the rate depends on the time since setup. On a VM it did for a
+    /// 10M-user slice, while the guest's huge pages stayed in place (session 16's
+    /// note on issue 14).
+    pub settle_s: f64,
 }
 
 impl Default for DataplaneOpts {
@@ -99,6 +104,7 @@ impl Default for DataplaneOpts {
             pin: true,
             seed: 42,
             scrape_ms: 0,
+            settle_s: 0.0,
         }
     }
 }
@@ -346,6 +352,7 @@ fn run_pepc(
     events: Arc<AtomicU64>,
 ) -> Result<DataStats, String> {
     let mut rig = PepcRig::new(o)?;
+    std::thread::sleep(Duration::from_secs_f64(o.settle_s.max(0.0)));
     let st = rig.window(o, ctrl_core, data_core, &stop, Some(&ready), &events)?;
     Ok(rig.finish(st))
 }

@@ -55,14 +55,9 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// Set up `o.users` and `vs_users`, wait `settle_s`, then measure `rounds` rounds of one
-/// window each.
-pub fn run(
-    o: &DataplaneOpts,
-    vs_users: u32,
-    rounds: usize,
-    settle_s: f64,
-) -> Result<PairedResult, String> {
+/// Set up `o.users` and `vs_users`, wait `o.settle_s`, then measure `rounds` rounds of
+/// one window each.
+pub fn run(o: &DataplaneOpts, vs_users: u32, rounds: usize) -> Result<PairedResult, String> {
     if !matches!(
         o.design,
         Design::Default | Design::Unbatched | Design::OneTable
@@ -84,9 +79,7 @@ pub fn run(
         o2.users = users;
         rigs.push(PepcRig::new(&o2)?);
     }
-    // On a VM, the 10M slice's first seconds ran at half its later rate, whether
-    // measured or idle (the host, not the slice, settles): `settle` waits it out.
-    std::thread::sleep(Duration::from_secs_f64(settle_s.max(0.0)));
+    std::thread::sleep(Duration::from_secs_f64(o.settle_s.max(0.0)));
     let cores = available_cores();
     let (ctrl_core, data_core) = if o.pin {
         (Some(0), Some(1 % cores.max(1)))
@@ -151,7 +144,7 @@ pub fn run(
         design: o.design,
         signaling_per_s: o.signaling,
         seconds_per_window: o.seconds,
-        settle_seconds: settle_s,
+        settle_seconds: o.settle_s,
         rounds,
         users: sizes,
         mpps_per_core_median: [med(0), med(1)],
@@ -181,7 +174,7 @@ mod tests {
             pin: false,
             ..DataplaneOpts::default()
         };
-        let r = run(&o, 20_000, 2, 0.0).unwrap();
+        let r = run(&o, 20_000, 2).unwrap();
         assert_eq!(r.users, [2_000, 20_000]);
         let order: Vec<u32> = r.windows.iter().map(|w| w.users).collect();
         assert_eq!(order, [2_000, 20_000, 20_000, 2_000]);
@@ -192,7 +185,7 @@ mod tests {
         }
         assert_eq!(r.ratio_per_round.len(), 2);
         assert!(r.ratio_median > 0.0);
-        let e = run(&o, 20_000, 0, 0.0).unwrap_err();
+        let e = run(&o, 20_000, 0).unwrap_err();
         assert!(e.contains("--rounds"), "{e}");
     }
 }

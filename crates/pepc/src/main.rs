@@ -247,7 +247,8 @@ struct DataplaneArgs {
     /// With --vs-users: rounds of one window per size (order alternating).
     #[arg(long, default_value_t = 5)]
     rounds: usize,
-    /// With --vs-users: seconds to wait after setup before the first window.
+    /// Seconds to wait, idle, between the setup and the first measured window (does
+    /// the rate depend on the time since setup?).
     #[arg(long, default_value_t = 0.0)]
     settle: f64,
     /// Print one JSON object per run.
@@ -273,6 +274,7 @@ impl DataplaneArgs {
             pin: !self.no_pin,
             seed: 42,
             scrape_ms: self.scrape_ms,
+            settle_s: self.settle,
         })
     }
 }
@@ -348,7 +350,7 @@ fn main() -> ExitCode {
 fn bench_dataplane(a: &DataplaneArgs) -> Result<(), String> {
     let o = a.opts()?;
     if let Some(vs) = a.vs_users {
-        let r = pepc_bench::paired::run(&o, vs, a.rounds, a.settle)?;
+        let r = pepc_bench::paired::run(&o, vs, a.rounds)?;
         if a.json {
             println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
         } else {
