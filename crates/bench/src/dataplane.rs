@@ -357,6 +357,19 @@ fn run_pepc(
     Ok(rig.finish(st))
 }
 
+/// Let the data plane apply what the control plane published until at most `keep`
+/// updates are in flight (setup runs both on one thread).
+fn drain(
+    cp: &mut pepc_slice::control::ControlPlane,
+    dp: &mut pepc_slice::datapath::DataPlane,
+    keep: usize,
+) {
+    while cp.in_flight() > keep {
+        cp.flush();
+        dp.sync(0);
+    }
+}
+
 /// One slice of our design, set up (every user attached) once and then measured in
 /// as many windows as asked: `run` takes one, `paired` alternates two rigs of
 /// different sizes in one process. The control thread and its signaling live only
@@ -397,13 +410,8 @@ impl PepcRig {
         let (mut cp, mut dp) = build(&cfg);
         let mut syn = Synthetic::new(syn_cfg);
         let t_setup = Instant::now();
-        syn.setup(&mut cp, |cp| {
-            while cp.in_flight() > 0 {
-                cp.flush();
-                dp.sync(0);
-            }
-        })
-        .map_err(|e| e.to_string())?;
+        syn.setup(&mut cp, |cp| drain(cp, &mut dp, 0))
+            .map_err(|e| e.to_string())?;
         let mut targets: Vec<Target> = syn
             .steady
             .iter()
@@ -422,15 +430,9 @@ impl PepcRig {
                 teid: a.teid_ul,
                 ip: a.ue_ip,
             });
-            if cp.in_flight() > 8192 {
-                cp.flush();
-                dp.sync(0);
-            }
+            drain(&mut cp, &mut dp, 8192);
         }
-        while cp.in_flight() > 0 {
-            cp.flush();
-            dp.sync(0);
-        }
+        drain(&mut cp, &mut dp, 0);
         // Fig. 14: only the always-on share starts in the primary table; the rest are
         // evicted and churn in and out at the configured rate.
         let always = ((normal_users as f64) * o.always_on.clamp(0.0, 1.0)) as usize;
@@ -438,15 +440,9 @@ impl PepcRig {
         if o.design != Design::OneTable {
             for &s in &churners {
                 let _ = cp.evict(s);
-                if cp.in_flight() > 8192 {
-                    cp.flush();
-                    dp.sync(0);
-                }
+                drain(&mut cp, &mut dp, 8192);
             }
-            while cp.in_flight() > 0 {
-                cp.flush();
-                dp.sync(0);
-            }
+            drain(&mut cp, &mut dp, 0);
         }
         // Traffic goes to the users currently in the primary table; with churn the
         // active set rotates (promote some, evict others) at `churn_per_s`.
