@@ -568,6 +568,11 @@ impl PepcRig {
         Ok(st)
     }
 
+    /// Packets the data path dropped so far, every window included.
+    pub(crate) fn drops(&self) -> u64 {
+        self.dp.counters().total_drops()
+    }
+
     /// The data path's drop counters, added to a window's figures.
     pub(crate) fn finish(&self, mut st: DataStats) -> DataStats {
         st.drops = self.dp.counters().total_drops();

@@ -40,6 +40,8 @@ pub struct PairedResult {
     pub windows: Vec<PairedWindow>,
     /// Per size, the median over its windows.
     pub mpps_per_core_median: [f64; 2],
+    /// Per size, packets its data path dropped over the whole run (0 expected).
+    pub drops: [u64; 2],
     /// Each round's `users[1]` rate over its `users[0]` rate, and their median.
     pub ratio_per_round: Vec<f64>,
     pub ratio_median: f64,
@@ -87,6 +89,9 @@ pub fn run(o: &DataplaneOpts, vs_users: u32, rounds: usize) -> Result<PairedResu
         (None, None)
     };
     let mut windows = Vec::new();
+    // Each size's rates by index, not by user count: the two may be equal (an A/A run
+    // shows the machine's own spread).
+    let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let mut ratios = Vec::new();
     for round in 0..rounds {
         let mut rate = [0.0; 2];
@@ -126,20 +131,12 @@ pub fn run(o: &DataplaneOpts, vs_users: u32, rounds: usize) -> Result<PairedResu
                         / wall_s,
                 };
                 rate[i] = w.mpps_per_core;
+                rates[i].push(w.mpps_per_core);
                 windows.push(w);
             }
         }
         ratios.push(rate[1] / rate[0].max(f64::MIN_POSITIVE));
     }
-    let med = |k: usize| {
-        median(
-            &windows
-                .iter()
-                .filter(|w| w.users == sizes[k])
-                .map(|w| w.mpps_per_core)
-                .collect::<Vec<_>>(),
-        )
-    };
     Ok(PairedResult {
         design: o.design,
         signaling_per_s: o.signaling,
@@ -147,7 +144,8 @@ pub fn run(o: &DataplaneOpts, vs_users: u32, rounds: usize) -> Result<PairedResu
         settle_seconds: o.settle_s,
         rounds,
         users: sizes,
-        mpps_per_core_median: [med(0), med(1)],
+        mpps_per_core_median: [median(&rates[0]), median(&rates[1])],
+        drops: [rigs[0].drops(), rigs[1].drops()],
         ratio_median: median(&ratios),
         ratio_per_round: ratios,
         windows,
@@ -184,6 +182,11 @@ mod tests {
             assert!(w.signaling_achieved_per_s > 5_000.0, "{w:?}");
         }
         assert_eq!(r.ratio_per_round.len(), 2);
+        assert_eq!(r.drops, [0, 0]);
+        // The same size twice (an A/A run): each keeps its own windows.
+        let aa = run(&o, 2_000, 1).unwrap();
+        assert_eq!(aa.windows.len(), 2);
+        assert!(aa.mpps_per_core_median.iter().all(|&m| m > 0.0));
         assert!(r.ratio_median > 0.0);
         let e = run(&o, 20_000, 0).unwrap_err();
         assert!(e.contains("--rounds"), "{e}");

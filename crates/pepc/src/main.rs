@@ -362,10 +362,11 @@ fn bench_dataplane(a: &DataplaneArgs) -> Result<(), String> {
                 );
             }
             println!(
-                "median {:.2} Mpps/core at {} users, {:.2} at {}; {} against {}: {:.1}% (median of rounds {:?})",
+                "median {:.2} Mpps/core at {} users, {:.2} at {}; {} against {}: {:.1}% (median of rounds {:?}); drops {} and {}",
                 r.mpps_per_core_median[0], r.users[0], r.mpps_per_core_median[1], r.users[1],
                 r.users[1], r.users[0], r.ratio_median * 100.0,
-                r.ratio_per_round.iter().map(|x| (x * 1000.0).round() / 10.0).collect::<Vec<_>>()
+                r.ratio_per_round.iter().map(|x| (x * 1000.0).round() / 10.0).collect::<Vec<_>>(),
+                r.drops[0], r.drops[1]
             );
         }
         return Ok(());
