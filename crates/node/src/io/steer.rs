@@ -165,6 +165,24 @@ mod tests {
         ebpf::assert_jumps_inside(&tun_program(SliceField::of_ue_addr(&layout(4))));
     }
 
+    /// A reuseport group of `n` sockets on one loopback address, steered by `field`
+    /// of `payload`: the ports, and the address they share.
+    fn steered_group(
+        n: usize,
+        payload: Payload,
+        field: SliceField,
+    ) -> (Vec<Box<dyn PacketIo>>, SocketAddrV4) {
+        let group = UdpPort::bind_group(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), n).unwrap();
+        let to = group[0].local_addr();
+        assert!(group.iter().all(|p| p.local_addr() == to));
+        attach_reuseport(&group[0], payload, field).unwrap();
+        let ports = group
+            .into_iter()
+            .map(|p| Box::new(p) as Box<dyn PacketIo>)
+            .collect();
+        (ports, to)
+    }
+
     /// Receive from every port until `want` packets came or 3 s passed.
     fn drain(ports: &mut [Box<dyn PacketIo>], want: usize) -> Vec<Vec<Vec<u8>>> {
         let mut got: Vec<Vec<Vec<u8>>> = ports.iter().map(|_| Vec::new()).collect();
@@ -183,14 +201,7 @@ mod tests {
     #[test]
     fn a_reuseport_group_gives_each_slice_its_own_teids() {
         let l = layout(3);
-        let group = UdpPort::bind_group(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), 3).unwrap();
-        let to = group[0].local_addr();
-        assert!(group.iter().all(|p| p.local_addr() == to));
-        attach_reuseport(&group[0], Payload::GtpU, SliceField::of_teid(&l)).unwrap();
-        let mut ports: Vec<Box<dyn PacketIo>> = group
-            .into_iter()
-            .map(|p| Box::new(p) as Box<dyn PacketIo>)
-            .collect();
+        let (mut ports, to) = steered_group(3, Payload::GtpU, SliceField::of_teid(&l));
         let enb = UdpSocket::bind("127.0.0.1:0").unwrap();
         let inner = ipv4_udp(l.ue_ip(0, 1), Ipv4Addr::new(198, 51, 100, 1), 1000, 80, 40);
         // Every slice's TEIDs, from one eNB (one 4-tuple: the kernel's hash alone
@@ -231,13 +242,7 @@ mod tests {
     #[test]
     fn a_sink_group_steers_by_the_inner_destination() {
         let l = layout(4);
-        let group = UdpPort::bind_group(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), 4).unwrap();
-        let to = group[0].local_addr();
-        attach_reuseport(&group[0], Payload::Ipv4, SliceField::of_ue_addr(&l)).unwrap();
-        let mut ports: Vec<Box<dyn PacketIo>> = group
-            .into_iter()
-            .map(|p| Box::new(p) as Box<dyn PacketIo>)
-            .collect();
+        let (mut ports, to) = steered_group(4, Payload::Ipv4, SliceField::of_ue_addr(&l));
         let pdn = UdpSocket::bind("127.0.0.1:0").unwrap();
         let server = Ipv4Addr::new(198, 51, 100, 1);
         for s in 0..4u32 {
