@@ -204,17 +204,8 @@ fn open_sgi_queues_of(
     let by = SliceField::of_ue_addr(layout);
     let ports = crate::io::open_sgi_queues(&cfg, v.slices, by).map_err(|e| format!("sgi: {e}"))?;
     let first = &ports[0];
-    if v.sgi_mode == SgiMode::Tun && first.backend() != crate::io::SgiBackend::Tun {
-        return Err(format!(
-            "config key `sgi.mode` = \"tun\": {}",
-            first.describe()
-        ));
-    }
+    let local = sgi_opened_as_asked(v, first)?;
     let mut info = first.info();
-    let local = match first {
-        crate::io::SgiPort::UdpSink { port, .. } => Some(port.local_addr()),
-        _ => None,
-    };
     let each = match first {
         crate::io::SgiPort::Tun(t) if !t.steered() => {
             "a queue per slice, spread by flow hash: the steering program was refused"
@@ -228,6 +219,21 @@ fn open_sgi_queues_of(
         .map(|p| Box::new(p) as Box<dyn PacketIo>)
         .collect();
     Ok((PerSlice { info, ports }, local))
+}
+
+/// Refuse an SGi that fell back to the UDP sink when `sgi.mode = "tun"` asked for TUN;
+/// otherwise the sink's local address, if it is the sink.
+fn sgi_opened_as_asked(
+    v: &Validated,
+    p: &crate::io::SgiPort,
+) -> Result<Option<SocketAddrV4>, String> {
+    if v.sgi_mode == SgiMode::Tun && p.backend() != crate::io::SgiBackend::Tun {
+        return Err(format!("config key `sgi.mode` = \"tun\": {}", p.describe()));
+    }
+    Ok(match p {
+        crate::io::SgiPort::UdpSink { port, .. } => Some(port.local_addr()),
+        crate::io::SgiPort::Tun(_) => None,
+    })
 }
 
 /// How SGi opens when it is not AF_XDP (`sgi.mode` auto or tun; the UDP sink is the
@@ -280,16 +286,10 @@ fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, PortInf
                 );
                 (Box::new(p), info, local)
             }
-            mode => {
+            SgiMode::Auto | SgiMode::Tun => {
                 let p = open_sgi(&sgi_config(v)).map_err(|e| format!("sgi: {e}"))?;
-                if mode == SgiMode::Tun && p.backend() != crate::io::SgiBackend::Tun {
-                    return Err(format!("config key `sgi.mode` = \"tun\": {}", p.describe()));
-                }
+                let local = sgi_opened_as_asked(v, &p)?;
                 let info = p.info();
-                let local = match &p {
-                    crate::io::SgiPort::UdpSink { port, .. } => Some(port.local_addr()),
-                    _ => None,
-                };
                 (Box::new(p), info, local)
             }
         };
