@@ -45,6 +45,14 @@ pub fn zeroed_slice<T: Zeroable>(n: usize) -> Box<[T]> {
     }
 }
 
+/// An empty vector with room for `n` values, its pages advised as huge before any
+/// is written: for a large table filled once and then read at random.
+pub fn huge_page_vec<T>(n: usize) -> Vec<T> {
+    let v = Vec::with_capacity(n);
+    advise_huge_pages(v.as_ptr() as *mut u8, n * std::mem::size_of::<T>());
+    v
+}
+
 /// Large tables are read at random by the data path: back them with transparent huge
 /// pages where the kernel allows, so a lookup costs a cache miss but rarely a TLB miss.
 /// `PEPC_NO_HUGE_PAGES=1` in the environment leaves them on normal pages, to measure
