@@ -5,6 +5,7 @@ pub mod dataplane;
 pub mod designs;
 pub mod hist;
 pub mod io;
+pub mod lines;
 pub mod netns;
 pub mod paired;
 pub mod sweep;

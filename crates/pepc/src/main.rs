@@ -93,6 +93,37 @@ enum BenchCmd {
     /// The data path on real packet I/O: a generator in one network namespace, the
     /// node in another, joined by veth pairs (needs root).
     Io(IoArgs),
+    /// The memory's floor under the data path: one random line per packet and nothing
+    /// else, in a slice's line tables at two sizes measured in alternating windows.
+    Lines(LinesArgs),
+}
+
+#[derive(Args)]
+struct LinesArgs {
+    #[arg(long, default_value_t = 1_000_000)]
+    users: u32,
+    /// The size compared with --users.
+    #[arg(long, default_value_t = 10_000_000)]
+    vs_users: u32,
+    /// Rounds of one window per size (order alternating).
+    #[arg(long, default_value_t = 6)]
+    rounds: usize,
+    /// Seconds per window.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Downlink batches per uplink batch.
+    #[arg(long, default_value_t = 3)]
+    dl_per_ul: u32,
+    /// Busy work per packet (ns) after its line is read: how much of the memory's cost
+    /// the pipeline's own work could hide.
+    #[arg(long, default_value_t = 0)]
+    work_ns: u32,
+    /// Do not pin the thread to a core.
+    #[arg(long)]
+    no_pin: bool,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -333,6 +364,7 @@ fn main() -> ExitCode {
             BenchCmd::Dataplane(a) => bench_dataplane(&a),
             BenchCmd::Attach(a) => bench_attach(&a),
             BenchCmd::Io(a) => bench_io(&a),
+            BenchCmd::Lines(a) => bench_lines(&a),
             BenchCmd::Sweep(s) => {
                 pepc_bench::sweep::run(&s.figure, s.seconds, &s.out, s.scale_down)
             }
@@ -345,6 +377,36 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn bench_lines(a: &LinesArgs) -> Result<(), String> {
+    let r = pepc_bench::lines::run(&pepc_bench::lines::LinesOpts {
+        users: [a.users, a.vs_users],
+        rounds: a.rounds,
+        seconds: a.seconds,
+        dl_per_ul: a.dl_per_ul,
+        work_ns: a.work_ns,
+        pin: !a.no_pin,
+        seed: 42,
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    for w in &r.windows {
+        println!(
+            "round {} {:>9} users: {:.2} ns per packet ({:.2} Mpps)",
+            w.round, w.users, w.ns_per_packet, w.mpps
+        );
+    }
+    println!(
+        "median {:.2} ns per packet at {} users ({} MB of lines touched), {:.2} at {} ({} MB): +{:.2} ns; rate {:.1}% (rounds {:?})",
+        r.ns_per_packet_median[0], r.users[0], r.touched_bytes[0] >> 20,
+        r.ns_per_packet_median[1], r.users[1], r.touched_bytes[1] >> 20,
+        r.extra_ns_median, r.ratio_median * 100.0,
+        r.ratio_per_round.iter().map(|x| (x * 1000.0).round() / 10.0).collect::<Vec<_>>()
+    );
+    Ok(())
 }
 
 fn bench_dataplane(a: &DataplaneArgs) -> Result<(), String> {
