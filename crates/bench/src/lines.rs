@@ -12,12 +12,12 @@
 //! random line per packet when traffic spreads over all users.
 
 use crate::paired::median;
-use pepc_slice::counters::{DownlinkLine, UplinkLine};
-use pepc_slice::mem::zeroed_slice;
+use pepc_slice::counters::{bump, DownlinkLine, UplinkLine};
+use pepc_slice::mem::{huge_page_vec, prefetch, zeroed_slice};
 use pepc_slice::slice::{available_cores, pin_current_thread, SliceConfig};
 use pepc_wire::BATCH_SIZE;
 use serde::Serialize;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 /// Like the paired data-path bench: each window starts with this long unmeasured.
@@ -106,7 +106,7 @@ impl Tables {
         // keep what one cycle touches.
         let mut x = seed | 1;
         let n = (users as usize).max(BATCH_SIZE);
-        let mut idx = pepc_slice::mem::huge_page_vec(n);
+        let mut idx = huge_page_vec(n);
         idx.extend((0..n).map(|_| {
             // xorshift64*: uniform enough over the users, and independent of them.
             x ^= x >> 12;
@@ -147,10 +147,18 @@ impl Tables {
         while Instant::now() < deadline {
             for _ in 0..64 {
                 let b = self.batch();
-                uplink(&self.ul, &b, now_ns, spin);
+                visit(&self.ul, &b, spin, |l| {
+                    bump(&l.packets, 1);
+                    bump(&l.bytes, 100);
+                    l.last_active_ns.store(now_ns, Relaxed);
+                });
                 for _ in 0..dl_per_ul {
                     let b = self.batch();
-                    downlink(&self.dl, &b, now_ns, spin);
+                    visit(&self.dl, &b, spin, |l| {
+                        bump(&l.packets, 1);
+                        bump(&l.bytes, 36);
+                        l.last_active_ns.store(now_ns, Relaxed);
+                    });
                 }
                 packets += (BATCH_SIZE * (1 + dl_per_ul as usize)) as u64;
                 now_ns += 1;
@@ -160,50 +168,15 @@ impl Tables {
     }
 }
 
+/// One batch the pipeline's way: every line prefetched before the first is read,
+/// then each read and its counters written (`count`), then the packet's own work.
 #[inline(always)]
-fn prefetch<T>(p: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch is a hint; any address is allowed.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(
-            p as *const T as *const i8,
-            core::arch::x86_64::_MM_HINT_T0,
-        )
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
-/// The data thread's own counter update: it is the only writer.
-#[inline(always)]
-fn bump(a: &AtomicU64, n: u64) {
-    a.store(a.load(Relaxed).wrapping_add(n), Relaxed);
-}
-
-#[inline(always)]
-fn uplink(t: &[UplinkLine], b: &[u32; BATCH_SIZE], now: u64, spin: u32) {
+fn visit<L>(t: &[L], b: &[u32; BATCH_SIZE], spin: u32, count: impl Fn(&L)) {
     for &i in b {
         prefetch(&t[i as usize]);
     }
     for &i in b {
-        let l = &t[i as usize];
-        bump(&l.packets, 1);
-        bump(&l.bytes, 100);
-        l.last_active_ns.store(now, Relaxed);
-        work(spin);
-    }
-}
-
-#[inline(always)]
-fn downlink(t: &[DownlinkLine], b: &[u32; BATCH_SIZE], now: u64, spin: u32) {
-    for &i in b {
-        prefetch(&t[i as usize]);
-    }
-    for &i in b {
-        let l = &t[i as usize];
-        bump(&l.packets, 1);
-        bump(&l.bytes, 36);
-        l.last_active_ns.store(now, Relaxed);
+        count(&t[i as usize]);
         work(spin);
     }
 }

@@ -92,9 +92,9 @@ impl DropReason {
     }
 }
 
-/// Single-writer increment.
+/// Single-writer increment (only the data thread writes its counters).
 #[inline(always)]
-pub(crate) fn bump(c: &AtomicU64, n: u64) {
+pub fn bump(c: &AtomicU64, n: u64) {
     c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
 }
 

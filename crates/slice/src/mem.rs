@@ -45,6 +45,21 @@ pub fn zeroed_slice<T: Zeroable>(n: usize) -> Box<[T]> {
     }
 }
 
+/// Ask for `p`'s cache line ahead of its use (a hint: any address is allowed).
+#[inline(always)]
+pub fn prefetch<T>(p: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint; any address is allowed.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(
+            p as *const T as *const i8,
+            core::arch::x86_64::_MM_HINT_T0,
+        )
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// An empty vector with room for `n` values, its pages advised as huge before any
 /// is written: for a large table filled once and then read at random.
 pub fn huge_page_vec<T>(n: usize) -> Vec<T> {

@@ -20,6 +20,7 @@ use crate::counters::{
     bump, BearerHot, DownlinkLine, DropReason, RuleCounters, SliceCounters, UeDown, UplinkLine,
 };
 use crate::ids::{IdLayout, IotPool};
+use crate::mem::prefetch;
 use crate::pcef::{Decision, RuleSet};
 use crate::qos::TokenBucket;
 use crate::spsc::{Consumer, Producer};
@@ -161,20 +162,6 @@ pub struct DataPlane {
     ei_tokens: u32,
     ei_window_start: u64,
     scratch: [Scratch; BATCH_SIZE],
-}
-
-#[inline(always)]
-fn prefetch<T>(p: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch is a hint; any address is allowed.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(
-            p as *const T as *const i8,
-            core::arch::x86_64::_MM_HINT_T0,
-        )
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// Inner IPv4 packet: (total length, source, 5-tuple), or why it is malformed.
