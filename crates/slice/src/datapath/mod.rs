@@ -713,6 +713,11 @@ impl DataPlane {
             Some((pdn, slice, slot)) if slice == self.cfg.slice => Some((pdn, slot)),
             _ => {
                 if let Some(idx) = self.cfg.iot.and_then(|p| p.index_of_ip(dst)) {
+                    // The device's tunnel: a random line of a table as large as the
+                    // pool, read by `dl_forward` (at 10M devices, a DRAM miss).
+                    if let Some(t) = self.iot_tunnels.get(idx as usize * 2) {
+                        prefetch(t);
+                    }
                     return Scratch {
                         kind: Kind::Iot,
                         hdr: 0,
