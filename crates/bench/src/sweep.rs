@@ -303,6 +303,16 @@ fn point(o: &DataplaneOpts) -> Result<DataplaneResult, String> {
     Ok(r)
 }
 
+/// A CSV field as RFC 4180 has it: quoted (quotes doubled) when it holds a comma, a
+/// quote or a line break. Series names such as "two-level, 1% churn" do.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
 fn write(
     out: &Path,
     fig: u32,
@@ -318,7 +328,7 @@ fn write(
         for (x, r) in &s.points {
             csv.push_str(&format!(
                 "{},{},{:?},{},{},{:.0},{},{:.4},{:.4},{},{},{},{},{},{}\n",
-                s.name,
+                csv_field(&s.name),
                 x,
                 r.design,
                 r.users,
@@ -450,7 +460,14 @@ fn axis_label(x: f64) -> String {
 
 #[cfg(test)]
 mod axis_tests {
-    use super::axis_label;
+    use super::{axis_label, csv_field};
+
+    #[test]
+    fn series_names_with_commas_stay_one_csv_field() {
+        assert_eq!(csv_field("one table"), "one table");
+        assert_eq!(csv_field("two-level, 1% churn"), "\"two-level, 1% churn\"");
+        assert_eq!(csv_field("a \"b\""), "\"a \"\"b\"\"\"");
+    }
 
     #[test]
     fn axis_labels_read_like_the_figures_users() {
