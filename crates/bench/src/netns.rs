@@ -136,6 +136,28 @@ impl Topology {
         }
     }
 
+    /// Turn GRO on or off on a veth end (`ethtool -K DEV gro on|off
+    /// rx-udp-gro-forwarding on|off`). On veth, GRO gives the end NAPI where no XDP
+    /// program does; UDP GRO forwarding makes a peer's socket-sent (and GSO) datagrams
+    /// take that NAPI instead of the peer's own context.
+    pub fn gro(&self, e: &End, on: bool) -> Result<(), String> {
+        let v = if on { "on" } else { "off" };
+        let out = Command::new("ip")
+            .args(["netns", "exec", &e.ns, "ethtool", "-K", &e.dev])
+            .args(["gro", v, "rx-udp-gro-forwarding", v])
+            .output()
+            .map_err(|x| format!("ethtool -K {} gro: {x}", e.dev))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "ethtool -K {} gro: {}",
+                e.dev,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
     /// Packets the device dropped, received and sent (`ip -s link`'s `dropped`): on
     /// veth, a full receive queue, or an XDP redirect its target refused.
     pub fn link_drops(&self, e: &End) -> Result<u64, String> {

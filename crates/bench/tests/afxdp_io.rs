@@ -4,7 +4,7 @@
 //! for; the kernel-socket backend runs the same bench. Needs root; without it each
 //! test says why and returns.
 
-use pepc_bench::io::{run, Backend, IoOpts, IoReport, Mix, RxMode, Steer};
+use pepc_bench::io::{run, Backend, GenIo, IoOpts, IoReport, Mix, RxMode, Steer};
 use pepc_bench::netns::{enter, unavailable, End, Topology};
 use pepc_node::io::afxdp::neigh::interface;
 use pepc_node::io::afxdp::xsk::XskSocket;
@@ -105,6 +105,7 @@ fn opts(backend: Backend, rate_pps: u64) -> IoOpts {
         steer: Steer::Rss,
         ring_size: 4096,
         tun_queue_len: pepc_node::io::tun::DEFAULT_QUEUE_LEN,
+        gen_io: GenIo::Afxdp,
     }
 }
 
@@ -264,6 +265,35 @@ fn the_same_bench_runs_on_the_kernel_socket_backends() {
         assert!(r.received_ul > 0 && r.received_dl > 0, "{r:?}");
         assert_eq!((r.lost, r.reordered), (0, 0), "{r:?}");
     }
+}
+
+/// The UDP backend against a generator on kernel sockets: every packet arrives, in
+/// order; the generator's veth ends run no XDP, so the node's end keeps UDP
+/// segmentation (its GSO sends cross the veth whole) and the generator's have NAPI to
+/// thread. A generator on sockets is refused for a node that is not on UDP sockets.
+#[test]
+fn the_udp_backend_runs_against_a_generator_on_kernel_sockets() {
+    let Some(_one) = my_turn() else {
+        return;
+    };
+    let r = run(&IoOpts {
+        gen_io: GenIo::Sockets,
+        napi_threads: true,
+        ..opts(Backend::Udp, 20_000)
+    })
+    .unwrap();
+    assert_eq!(r.gen_io, GenIo::Sockets);
+    assert!(r.s1u_io.contains("UDP socket"), "{}", r.s1u_io);
+    assert!(r.received_ul > 0 && r.received_dl > 0, "{r:?}");
+    assert_eq!((r.lost, r.reordered), (0, 0), "{r:?}");
+    // Both generator ends were threaded (GRO gave them NAPI).
+    assert!(r.napi_threads.len() >= 2, "{:?}", r.napi_threads);
+    let e = run(&IoOpts {
+        gen_io: GenIo::Sockets,
+        ..opts(Backend::Afxdp, 20_000)
+    })
+    .unwrap_err();
+    assert!(e.contains("--backend udp"), "{e}");
 }
 
 /// With the S1-U port's XDP program attached, the kernel still gets everything that is

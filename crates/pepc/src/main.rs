@@ -157,6 +157,11 @@ struct IoArgs {
     /// the receiving side (else the sender's thread runs the peer's receive).
     #[arg(long)]
     napi_threads: bool,
+    /// The generator's own I/O: afxdp | sockets (kernel UDP sockets, --backend udp
+    /// only: the node's GSO sends cross the veth whole, as from a NIC with UDP
+    /// segmentation offload; an XDP program on the generator's end turns that off)
+    #[arg(long, default_value = "afxdp")]
+    gen_io: String,
     /// Node slices (data threads); more than one adds the demux thread (--rx demux).
     #[arg(long, default_value_t = 1)]
     slices: usize,
@@ -471,6 +476,11 @@ fn bench_io(a: &IoArgs) -> Result<(), String> {
             m => return Err(format!("--xdp-mode {m:?}: not one of auto, drv, skb")),
         },
         napi_threads: a.napi_threads,
+        gen_io: match a.gen_io.as_str() {
+            "afxdp" => pepc_bench::io::GenIo::Afxdp,
+            "sockets" => pepc_bench::io::GenIo::Sockets,
+            g => return Err(format!("--gen-io {g:?}: not one of afxdp, sockets")),
+        },
         ring_size: a.ring_size,
         tun_queue_len: a.tun_queue_len,
         slices: a.slices,

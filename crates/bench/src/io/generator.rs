@@ -1,5 +1,6 @@
 //! The generator and sink: packet templates of the mix, per-user sequence and send-time
-//! stamps, the sink's loss/reordering/latency count, and the sending loop on AF_XDP.
+//! stamps, the sink's loss/reordering/latency count, and the sending loop on AF_XDP or
+//! kernel UDP sockets.
 
 use super::*;
 
@@ -136,8 +137,8 @@ pub(super) fn gtpu_inner(p: &[u8]) -> &[u8] {
 /// The generator's receiving side: the eNB and PDN ports (passed in: they also send)
 /// and the sockets on the node's other sending queues.
 pub(super) struct Receiver {
-    pub(super) enb_more: Vec<AfXdpPort>,
-    pub(super) pdn_more: Vec<AfXdpPort>,
+    pub(super) enb_more: Vec<Box<dyn PacketIo>>,
+    pub(super) pdn_more: Vec<Box<dyn PacketIo>>,
     pub(super) ul: Sink,
     pub(super) dl: Sink,
     pub(super) lat: Histogram,
@@ -145,9 +146,14 @@ pub(super) struct Receiver {
 
 impl Receiver {
     /// Take what waits on every receiving socket; returns how many packets.
-    fn drain(&mut self, enb: &mut AfXdpPort, pdn: &mut AfXdpPort, b: &mut Batch) -> usize {
+    fn drain(
+        &mut self,
+        enb: &mut (dyn PacketIo + 'static),
+        pdn: &mut (dyn PacketIo + 'static),
+        b: &mut Batch,
+    ) -> usize {
         let mut got = 0;
-        for p in std::iter::once(enb).chain(self.enb_more.iter_mut()) {
+        for p in std::iter::once(enb).chain(self.enb_more.iter_mut().map(|p| &mut **p)) {
             if p.recv_batch(b).unwrap_or(0) > 0 {
                 let now = now_ns();
                 for x in b.packets() {
@@ -157,7 +163,7 @@ impl Receiver {
                 got += b.len;
             }
         }
-        for p in std::iter::once(pdn).chain(self.pdn_more.iter_mut()) {
+        for p in std::iter::once(pdn).chain(self.pdn_more.iter_mut().map(|p| &mut **p)) {
             if p.recv_batch(b).unwrap_or(0) > 0 {
                 let now = now_ns();
                 for x in b.packets() {
@@ -220,56 +226,26 @@ pub(super) fn generate(
     if targets.is_empty() {
         return Err("no users attached".into());
     }
-    let cfg = |dev: &str, role| AfXdpConfig {
-        interface: dev.to_string(),
-        queue: 0,
-        xdp_mode: o.xdp_mode,
-        zero_copy: ZeroCopy::Auto,
-        role,
-        xsk: XskConfig::default(),
-    };
-    // The eNB side sends GTP-U from 2152 and takes the node's downlink G-PDUs; the
-    // PDN side takes uplink to the server's prefix and sends to the UEs via the node.
-    let mut enb = AfXdpPort::open(&cfg(
-        s1u_dev,
-        Role::S1u {
-            addr: SocketAddrV4::new(S1U_GEN, 2152),
-        },
-    ))
-    .map_err(|e| format!("generator S1-U: {e}"))?;
-    // With the UDP sink the PDN side speaks UDP to the node's sink address.
-    let pdn_role = match o.backend {
-        Backend::Udp => Role::S1u { addr: SINK_GEN },
-        Backend::Afxdp | Backend::Tun => Role::Sgi {
-            pools: vec![(SERVER, 24)],
-            next_hop: Some(SGI_NODE),
-        },
-    };
-    let mut pdn =
-        AfXdpPort::open(&cfg(sgi_dev, pdn_role)).map_err(|e| format!("generator SGi: {e}"))?;
+    let (mut enb, mut pdn, enb_more, pdn_more) = open_ports(o, (s1u_dev, sgi_dev), queues)?;
     let t = Templates::new(o.mix);
     let mut rng = Rng::new(o.seed);
     let node_s1u = SocketAddrV4::new(S1U_NODE, 2152);
     // Per queue (queue mode; else everything goes on queue 0).
     let mut ul: Vec<Batch> = (0..queues).map(|_| Batch::new(BATCH_SIZE)).collect();
     let mut dl: Vec<Batch> = (0..queues).map(|_| Batch::new(BATCH_SIZE)).collect();
+    // Kernel sockets have one socket per port: the kernel picks the veth queue.
+    let per_queue = !enb_more.is_empty();
     let queue_of = |u: usize, uplink: bool| match &steering {
-        Some((q_ul, q_dl)) => (if uplink { q_ul[u] } else { q_dl[u] }) as usize,
-        None => 0,
+        Some((q_ul, q_dl)) if per_queue => (if uplink { q_ul[u] } else { q_dl[u] }) as usize,
+        _ => 0,
     };
     let mut rxb = Batch::new(BATCH_SIZE);
     // Per user and direction: the next sequence number.
     let (mut seq_ul, mut seq_dl) = (vec![1u32; targets.len()], vec![1u32; targets.len()]);
     // Every queue the node's slices send on has a receiving socket here.
     let mut rx = Receiver {
-        enb_more: (1..queues)
-            .map(|q| enb.open_queue(q))
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("generator S1-U: {e}"))?,
-        pdn_more: (1..queues)
-            .map(|q| pdn.open_queue(q))
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("generator SGi: {e}"))?,
+        enb_more,
+        pdn_more,
         ul: Sink::new(targets.len()),
         dl: Sink::new(targets.len()),
         lat: Histogram::default(),
@@ -308,7 +284,7 @@ pub(super) fn generate(
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(100));
-    while rx.drain(&mut enb, &mut pdn, &mut rxb) > 0 {}
+    while rx.drain(&mut *enb, &mut *pdn, &mut rxb) > 0 {}
     // Counting starts now.
     (rx.ul, rx.dl, rx.lat) = (
         Sink::new(targets.len()),
@@ -394,14 +370,14 @@ pub(super) fn generate(
                 sent_dl += port.send_batch(b, Verdict::ToSgi).unwrap_or(0) as u64;
             }
         }
-        rx.drain(&mut enb, &mut pdn, &mut rxb);
+        rx.drain(&mut *enb, &mut *pdn, &mut rxb);
     }
     let seconds = start.elapsed().as_secs_f64();
     // Drain what is still in flight.
     let quiet = Instant::now();
     let mut last = Instant::now();
     while quiet.elapsed() < Duration::from_secs(2) && last.elapsed() < Duration::from_millis(200) {
-        if rx.drain(&mut enb, &mut pdn, &mut rxb) > 0 {
+        if rx.drain(&mut *enb, &mut *pdn, &mut rxb) > 0 {
             last = Instant::now();
         }
     }
@@ -426,4 +402,63 @@ pub(super) fn generate(
         napi_ns: napi_of(s1u_dev, sgi_dev).saturating_sub(napi0),
         seconds,
     })
+}
+
+/// Ports carrying this many packets per sendmmsg at most: the generator builds
+/// batches of [`BATCH_SIZE`].
+type Ports = (
+    Box<dyn PacketIo>,
+    Box<dyn PacketIo>,
+    Vec<Box<dyn PacketIo>>,
+    Vec<Box<dyn PacketIo>>,
+);
+
+/// The generator's eNB and PDN ports (they receive too) and, on AF_XDP, a socket on
+/// each other queue the node's slices send on.
+fn open_ports(o: &IoOpts, (s1u_dev, sgi_dev): (&str, &str), queues: u32) -> Result<Ports, String> {
+    if o.gen_io == GenIo::Sockets {
+        // The eNB side sends GTP-U from 2152; the PDN side speaks UDP to the sink.
+        let enb = UdpPort::bind(SocketAddrV4::new(S1U_GEN, 2152))
+            .map_err(|e| format!("generator S1-U socket: {e}"))?;
+        let pdn = UdpPort::bind(SINK_GEN).map_err(|e| format!("generator sink socket: {e}"))?;
+        return Ok((Box::new(enb), Box::new(pdn), Vec::new(), Vec::new()));
+    }
+    let cfg = |dev: &str, role| AfXdpConfig {
+        interface: dev.to_string(),
+        queue: 0,
+        xdp_mode: o.xdp_mode,
+        zero_copy: ZeroCopy::Auto,
+        role,
+        xsk: XskConfig::default(),
+    };
+    // The eNB side sends GTP-U from 2152 and takes the node's downlink G-PDUs; the
+    // PDN side takes uplink to the server's prefix and sends to the UEs via the node.
+    let enb = AfXdpPort::open(&cfg(
+        s1u_dev,
+        Role::S1u {
+            addr: SocketAddrV4::new(S1U_GEN, 2152),
+        },
+    ))
+    .map_err(|e| format!("generator S1-U: {e}"))?;
+    // With the UDP sink the PDN side speaks UDP to the node's sink address.
+    let pdn_role = match o.backend {
+        Backend::Udp => Role::S1u { addr: SINK_GEN },
+        Backend::Afxdp | Backend::Tun => Role::Sgi {
+            pools: vec![(SERVER, 24)],
+            next_hop: Some(SGI_NODE),
+        },
+    };
+    let pdn =
+        AfXdpPort::open(&cfg(sgi_dev, pdn_role)).map_err(|e| format!("generator SGi: {e}"))?;
+    let more = |p: &AfXdpPort, what: &str| -> Result<Vec<Box<dyn PacketIo>>, String> {
+        (1..queues)
+            .map(|q| {
+                p.open_queue(q)
+                    .map(|p| Box::new(p) as Box<dyn PacketIo>)
+                    .map_err(|e| format!("generator {what}: {e}"))
+            })
+            .collect()
+    };
+    let (enb_more, pdn_more) = (more(&enb, "S1-U")?, more(&pdn, "SGi")?);
+    Ok((Box::new(enb), Box::new(pdn), enb_more, pdn_more))
 }

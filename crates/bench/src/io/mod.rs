@@ -3,9 +3,10 @@
 //! another, joined by two veth pairs. The generator builds GTP-U uplink and IPv4
 //! downlink for N attached UEs (PEPC Table 2 or Rajan et al. Table IV mix), stamps
 //! each packet with a per-direction sequence number and its send time, and counts what
-//! comes out of the node: loss, reordering, latency. The generator always uses AF_XDP
-//! (it must outrun the node); `--backend` picks the node's I/O: AF_XDP on both ports,
-//! or the kernel's UDP socket (S1-U, recvmmsg/sendmmsg) and TUN device (SGi).
+//! comes out of the node: loss, reordering, latency. The generator uses AF_XDP (it must
+//! outrun the node), or with `--backend udp --gen-io sockets` kernel UDP sockets;
+//! `--backend` picks the node's I/O: AF_XDP on both ports, or the kernel's UDP socket
+//! (S1-U, recvmmsg/sendmmsg) and TUN device (SGi).
 //!
 //! CPU is read per thread (`/proc/self/task/*/schedstat`): the node's data thread, the
 //! generator, and the whole machine (`/proc/stat`, which includes the kernel's veth and
@@ -17,6 +18,7 @@ use pepc_emulator::driver::{TABLE_IV_DL, TABLE_IV_UL};
 use pepc_node::config::NodeConfig;
 pub use pepc_node::io::afxdp::XdpMode;
 use pepc_node::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XskConfig, ZeroCopy};
+use pepc_node::io::udp::UdpPort;
 use pepc_node::io::{now_ns, PacketIo, SocketDropReason};
 use pepc_node::node::Node;
 use pepc_node::runtime::ControlDriver;
@@ -45,6 +47,21 @@ pub enum Backend {
     Udp,
     /// Kernel UDP socket on S1-U, TUN device on SGi (the kernel routes to the PDN).
     Tun,
+}
+
+/// The generator's own I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GenIo {
+    /// AF_XDP on both of its veth ends. An XDP program on a veth end makes the kernel
+    /// turn UDP segmentation off on its peer, the node's end: the node's GSO sends are
+    /// then cut into datagrams in software, in the node's thread, one skb each.
+    Afxdp,
+    /// Kernel UDP sockets (backend `udp` only), with GRO on its veth ends so they have
+    /// NAPI (`--napi-threads`): the node's GSO sends cross the veth whole, as they
+    /// leave a NIC with UDP segmentation offload, and the generator's sockets take
+    /// them apart. The node still receives one datagram per packet.
+    Sockets,
 }
 
 /// The PDN side's UDP-sink addresses (backend `udp`): the node's and the generator's.
@@ -86,6 +103,8 @@ pub struct IoOpts {
     pub ring_size: u32,
     /// The node's TUN queue (`[sgi] tun_queue_len`, backend `tun`).
     pub tun_queue_len: u32,
+    /// The generator's own I/O.
+    pub gen_io: GenIo,
 }
 
 /// How packets reach the node's slices.
@@ -119,6 +138,7 @@ pub struct IoReport {
     pub mix: Mix,
     pub users: u32,
     pub seconds: f64,
+    pub gen_io: GenIo,
     /// What the node said it uses on each port.
     pub s1u_io: String,
     pub sgi_io: String,
@@ -273,6 +293,11 @@ impl ControlDriver for BenchDriver {
 
 /// Run the benchmark once. Needs root (namespaces, AF_XDP); the error says why not.
 pub fn run(o: &IoOpts) -> Result<IoReport, String> {
+    if o.gen_io == GenIo::Sockets && o.backend != Backend::Udp {
+        return Err(
+            "--gen-io sockets needs --backend udp (the node's ports are UDP sockets)".into(),
+        );
+    }
     // Unique per run, also between runs in one process (tests run in parallel).
     static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let tag = (std::process::id() % 10_000) * 10
@@ -300,6 +325,13 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     };
     topo.veth(&s1u_n, &s1u_g, queues)?;
     topo.veth(&sgi_n, &sgi_g, queues)?;
+    if o.gen_io == GenIo::Sockets {
+        // A veth end without XDP has NAPI only with GRO on: without it the node's
+        // sends are received in the node's own context, whatever `--napi-threads`.
+        for e in [&s1u_g, &sgi_g] {
+            topo.gro(e, true)?;
+        }
+    }
     if o.backend == Backend::Tun {
         // The TUN path: the node's kernel forwards between the TUN device and SGi.
         topo.sysctl(&ns_node, "net.ipv4.ip_forward", "1")?;
@@ -524,6 +556,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         }
     };
     Ok(IoReport {
+        gen_io: o.gen_io,
         backend: o.backend,
         mix: o.mix,
         users: o.users,
