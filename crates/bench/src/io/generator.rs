@@ -404,8 +404,7 @@ pub(super) fn generate(
     })
 }
 
-/// Ports carrying this many packets per sendmmsg at most: the generator builds
-/// batches of [`BATCH_SIZE`].
+/// The eNB port, the PDN port, and the sockets on the other queues of each.
 type Ports = (
     Box<dyn PacketIo>,
     Box<dyn PacketIo>,
