@@ -114,26 +114,12 @@ impl Topology {
     /// Run the device's NAPI (its receive processing) in a kernel thread of its own
     /// (`napi/DEV-ID`) instead of in whichever task woke it: on veth, the sender's.
     pub fn threaded_napi(&self, e: &End) -> Result<(), String> {
-        let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &e.ns,
-                "sh",
-                "-c",
-                &format!("echo 1 > /sys/class/net/{}/threaded", e.dev),
-            ])
-            .output()
-            .map_err(|x| format!("threaded NAPI: {x}"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "threaded NAPI on {}: {}",
-                e.dev,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        }
+        let echo = format!("echo 1 > /sys/class/net/{}/threaded", e.dev);
+        ns_exec(
+            &e.ns,
+            &["sh", "-c", &echo],
+            &format!("threaded NAPI on {}", e.dev),
+        )
     }
 
     /// Turn GRO on or off on a veth end (`ethtool -K DEV gro on|off
@@ -142,20 +128,16 @@ impl Topology {
     /// take that NAPI instead of the peer's own context.
     pub fn gro(&self, e: &End, on: bool) -> Result<(), String> {
         let v = if on { "on" } else { "off" };
-        let out = Command::new("ip")
-            .args(["netns", "exec", &e.ns, "ethtool", "-K", &e.dev])
-            .args(["gro", v, "rx-udp-gro-forwarding", v])
-            .output()
-            .map_err(|x| format!("ethtool -K {} gro: {x}", e.dev))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "ethtool -K {} gro: {}",
-                e.dev,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        }
+        let args = [
+            "ethtool",
+            "-K",
+            &e.dev,
+            "gro",
+            v,
+            "rx-udp-gro-forwarding",
+            v,
+        ];
+        ns_exec(&e.ns, &args, &format!("ethtool -K {} gro", e.dev))
     }
 
     /// Packets the device dropped, received and sent (`ip -s link`'s `dropped`): on
@@ -227,4 +209,21 @@ pub fn enter(ns: &str) -> Result<(), String> {
         return Err(format!("setns {ns}: {}", std::io::Error::last_os_error()));
     }
     Ok(())
+}
+
+/// `ip netns exec NS ARGS`; an error names `what` and says what the command printed.
+fn ns_exec(ns: &str, args: &[&str], what: &str) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(args)
+        .output()
+        .map_err(|x| format!("{what}: {x}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
 }
