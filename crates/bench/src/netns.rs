@@ -115,11 +115,8 @@ impl Topology {
     /// (`napi/DEV-ID`) instead of in whichever task woke it: on veth, the sender's.
     pub fn threaded_napi(&self, e: &End) -> Result<(), String> {
         let echo = format!("echo 1 > /sys/class/net/{}/threaded", e.dev);
-        ns_exec(
-            &e.ns,
-            &["sh", "-c", &echo],
-            &format!("threaded NAPI on {}", e.dev),
-        )
+        ip(&["netns", "exec", &e.ns, "sh", "-c", &echo])
+            .map_err(|x| format!("threaded NAPI on {}: {x}", e.dev))
     }
 
     /// Turn GRO on or off on a veth end (`ethtool -K DEV gro on|off
@@ -128,7 +125,7 @@ impl Topology {
     /// take that NAPI instead of the peer's own context.
     pub fn gro(&self, e: &End, on: bool) -> Result<(), String> {
         let v = if on { "on" } else { "off" };
-        let args = [
+        let ethtool = [
             "ethtool",
             "-K",
             &e.dev,
@@ -137,7 +134,7 @@ impl Topology {
             "rx-udp-gro-forwarding",
             v,
         ];
-        ns_exec(&e.ns, &args, &format!("ethtool -K {} gro", e.dev))
+        ip(&[&["netns", "exec", &e.ns][..], &ethtool].concat())
     }
 
     /// Packets the device dropped, received and sent (`ip -s link`'s `dropped`): on
@@ -209,21 +206,4 @@ pub fn enter(ns: &str) -> Result<(), String> {
         return Err(format!("setns {ns}: {}", std::io::Error::last_os_error()));
     }
     Ok(())
-}
-
-/// `ip netns exec NS ARGS`; an error names `what` and says what the command printed.
-fn ns_exec(ns: &str, args: &[&str], what: &str) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(args)
-        .output()
-        .map_err(|x| format!("{what}: {x}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
 }

@@ -384,6 +384,11 @@ fn main() -> ExitCode {
     }
 }
 
+/// Ratios as percentages to one decimal, for the paired benches' per-round lists.
+fn percents(ratios: &[f64]) -> Vec<f64> {
+    ratios.iter().map(|x| (x * 1000.0).round() / 10.0).collect()
+}
+
 fn bench_lines(a: &LinesArgs) -> Result<(), String> {
     let r = pepc_bench::lines::run(&pepc_bench::lines::LinesOpts {
         users: [a.users, a.vs_users],
@@ -409,7 +414,7 @@ fn bench_lines(a: &LinesArgs) -> Result<(), String> {
         r.ns_per_packet_median[0], r.users[0], r.touched_bytes[0] >> 20,
         r.ns_per_packet_median[1], r.users[1], r.touched_bytes[1] >> 20,
         r.extra_ns_median, r.ratio_median * 100.0,
-        r.ratio_per_round.iter().map(|x| (x * 1000.0).round() / 10.0).collect::<Vec<_>>()
+        percents(&r.ratio_per_round)
     );
     Ok(())
 }
@@ -432,7 +437,7 @@ fn bench_dataplane(a: &DataplaneArgs) -> Result<(), String> {
                 "median {:.2} Mpps/core at {} users, {:.2} at {}; {} against {}: {:.1}% (median of rounds {:?}); drops {} and {}",
                 r.mpps_per_core_median[0], r.users[0], r.mpps_per_core_median[1], r.users[1],
                 r.users[1], r.users[0], r.ratio_median * 100.0,
-                r.ratio_per_round.iter().map(|x| (x * 1000.0).round() / 10.0).collect::<Vec<_>>(),
+                percents(&r.ratio_per_round),
                 r.drops[0], r.drops[1]
             );
         }
