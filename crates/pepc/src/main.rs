@@ -506,10 +506,10 @@ fn bench_io(a: &IoArgs) -> Result<(), String> {
             println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
         } else {
             println!(
-                "{:?} ({} / {}): {} users, {:.2} Mpps per data core, {:.2} Mpps wall, {:.2} Gb/s, loss {:.4}% ({} of {}; dropped by the node {}, its sockets' kernel {}, not sent by it {}, the links {}, the generator's sockets {}; unexplained {}), reordered {}, latency p50 {} us p99 {} us; CPU/packet: node data {:.0} ns (demux thread {:.0} ns), generator {:.0} ns, machine {:.0} ns",
+                "{:?} ({} / {}): {} users, {:.2} Mpps per data core, {:.2} Mpps wall, {:.2} Gb/s, loss {:.4}% ({} of {}; dropped by the node {}, its sockets' kernel {}, not sent by it {}, the links {}, the generator's sockets {}; lost before the node {}, after it {}; unexplained {}), reordered {}, latency p50 {} us p99 {} us; CPU/packet: node data {:.0} ns (demux thread {:.0} ns), generator {:.0} ns, machine {:.0} ns",
                 r.backend, r.s1u_io, r.sgi_io, r.users, r.mpps_per_core, r.mpps_wall, r.gbps,
                 r.loss * 100.0, r.lost, r.sent_ul + r.sent_dl, r.node_drops, r.node_kernel_drops,
-                r.node_tx_failed, r.link_drops, r.generator_kernel_drops, r.lost_unexplained, r.reordered, r.latency_us_p50,
+                r.node_tx_failed, r.link_drops, r.generator_kernel_drops, r.lost_before_node, r.lost_after_node, r.lost_unexplained, r.reordered, r.latency_us_p50,
                 r.latency_us_p99, r.node_data_cpu_ns_per_packet, r.node_demux_cpu_ns_per_packet,
                 r.generator_cpu_ns_per_packet,
                 r.machine_cpu_ns_per_packet

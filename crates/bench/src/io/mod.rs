@@ -59,8 +59,10 @@ pub enum GenIo {
     Afxdp,
     /// Kernel UDP sockets (backend `udp` only), with GRO on its veth ends so they have
     /// NAPI (`--napi-threads`): the node's GSO sends cross the veth whole, as they
-    /// leave a NIC with UDP segmentation offload, and the generator's sockets take
-    /// them apart. The node still receives one datagram per packet.
+    /// leave a NIC with UDP segmentation offload. Both sides' sockets have UDP GRO
+    /// on, so each side receives the other's GSO message whole, as a NIC's GRO would
+    /// hand over a burst of one flow's same-size datagrams (`PEPC_NO_UDP_GRO=1`: one
+    /// datagram per packet, as from a NIC without GRO).
     Sockets,
 }
 
@@ -206,10 +208,21 @@ pub struct IoReport {
     /// receive queue, or an XDP redirect the socket refused (that packet is also in
     /// `node_kernel_drops` or `generator_kernel_drops`).
     pub link_drops: u64,
+    /// Packets the generator sent during the run that the node's ports did not
+    /// receive (lost on the way in: the links or the node's sockets), from the node's
+    /// own receive counts. The kernel counts a dropped GSO or GRO message once,
+    /// however many packets it held, so where messages carry several packets (UDP
+    /// backend) this count, not the kernel's, says how many were lost there.
+    pub lost_before_node: u64,
+    /// Packets the node's ports sent during the run that the generator did not
+    /// receive (lost on the way back: the generator's links or sockets).
+    pub lost_after_node: u64,
     /// Lost packets that no counter explains (0 when every loss is named): `lost`
     /// less the node's drops and send failures, the larger of `link_drops` and the
     /// AF_XDP sockets' kernel drops (in native XDP mode a socket's drop is a link
-    /// drop too), and the kernel's drops after the links (UDP socket buffers, TUN).
+    /// drop too), and the kernel's drops after the links (UDP socket buffers, TUN);
+    /// or less `lost_before_node`, the node's drops and send failures, and
+    /// `lost_after_node`, where those name more.
     pub lost_unexplained: u64,
     /// The losses the counters above name (the sum `lost_unexplained` takes from
     /// `lost`). A few more than `lost` can be: the links also drop packets outside
@@ -485,6 +498,16 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let after_link0 = stats0.dropped_by_kernel_after_the_link();
     let malformed0 = stats0.dropped_by_ports(SocketDropReason::Malformed);
     let tx_failed0 = tx_failed(&stats0);
+    // Packets through the node's ports (received, sent).
+    let node_io = |s: &pepc_node::stats::NodeStats| -> (u64, u64) {
+        s.slices.iter().fold((0, 0), |(r, t), s| {
+            (
+                r + s.s1u.rx_packets + s.sgi.rx_packets,
+                t + s.s1u.tx_packets + s.sgi.tx_packets,
+            )
+        })
+    };
+    let node_io0 = node_io(&stats0);
     let link0 = link_drops()?;
     let node_napi0 = napi_of(&s1u_n.dev, &sgi_n.dev);
     let node_cpu_ns = || thread_cpu_ns("pepc-data") + thread_cpu_ns("pepc-demux");
@@ -520,6 +543,11 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         .saturating_sub(after_link0);
     let link_drops = link_drops()?.saturating_sub(link0);
     let node_tx_failed = tx_failed(&stats).saturating_sub(tx_failed0);
+    let node_io = node_io(&stats);
+    let (node_received, node_sent) = (
+        node_io.0.saturating_sub(node_io0.0),
+        node_io.1.saturating_sub(node_io0.1),
+    );
     let handed_off = stats
         .slices
         .iter()
@@ -547,7 +575,10 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     let sent = g.sent_ul + g.sent_dl;
     let lost = sent.saturating_sub(fwd);
     let at_sockets = node_kernel_drops.saturating_sub(after_link) + g.kernel_dropped;
-    let named = node_drops + node_tx_failed + link_drops.max(at_sockets) + after_link;
+    let lost_before_node = sent.saturating_sub(node_received);
+    let lost_after_node = node_sent.saturating_sub(fwd);
+    let named = (node_drops + node_tx_failed + link_drops.max(at_sockets) + after_link)
+        .max(lost_before_node + node_drops + node_tx_failed + lost_after_node);
     let per = |ns: u64| {
         if fwd == 0 {
             0.0
@@ -608,6 +639,8 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         node_tx_failed,
         node_kernel_drops,
         link_drops,
+        lost_before_node,
+        lost_after_node,
         lost_unexplained: lost.saturating_sub(named),
         lost_named: named,
     })

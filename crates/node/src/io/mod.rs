@@ -16,6 +16,7 @@ pub mod steer;
 pub(crate) mod sys;
 pub mod tun;
 pub mod udp;
+mod udp_gro;
 
 pub use mem::{FillFn, MemGenerator, MemSink, VerdictCount};
 pub use socket_drops::{DropCounts, SocketDropReason, SocketDropsProbe};

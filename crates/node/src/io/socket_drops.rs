@@ -30,6 +30,7 @@ pub enum SocketDropReason {
     /// Kernel, AF_XDP: a descriptor we gave the kernel was invalid (RX or TX).
     InvalidDescriptor,
     /// Kernel socket: the receive buffer was full (or a datagram failed a check).
+    /// The kernel counts a message: with UDP GRO one can hold up to 64 datagrams.
     SocketBufferFull,
     /// Kernel, TUN: the device's queue of packets for the data thread was full (the
     /// kernel counts them as the device's `tx_dropped`).

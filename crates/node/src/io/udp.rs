@@ -8,9 +8,14 @@
 //! burst to one eNB, an uplink burst to one PDN router; a batch's packets are put in
 //! order of destination first, each destination's keeping theirs). Where the kernel refuses it,
 //! the port sends those packets one by one and stops asking.
+//!
+//! Receiving uses UDP GRO where the kernel has it (`UDP_GRO`, Linux 5.0+): a message
+//! of several datagrams of one flow and length is received whole and cut into the
+//! batch's buffers ([`super::udp_gro`]).
 
 use super::socket_drops::{SocketDropsProbe, SocketKind};
 use super::sys::{self, errno, from_sockaddr, is_would_block, to_sockaddr, zero_sockaddr};
+use super::udp_gro::{self, GroRx, UDP_GRO};
 use super::PacketIo;
 use pepc_wire::{Batch, Verdict, BATCH_SIZE};
 use std::io;
@@ -65,6 +70,8 @@ pub struct UdpStats {
     /// Datagrams longer than a buffer's receive area; discarded.
     pub rx_truncated: u64,
     pub rx_syscalls: u64,
+    /// Messages that brought several datagrams (UDP GRO).
+    pub rx_gro_messages: u64,
     pub tx_packets: u64,
     pub tx_bytes: u64,
     /// Packets given up on after the send buffer stayed full through all retries.
@@ -94,6 +101,12 @@ pub struct UdpPort {
     /// Whether to group datagrams with UDP GSO (off once the kernel refused it, or
     /// with `PEPC_NO_UDP_GSO=1` in the environment, to measure without).
     gso: bool,
+    /// Whether the socket delivers coalesced datagrams (off where the kernel refused
+    /// `UDP_GRO`, or with `PEPC_NO_UDP_GRO=1` in the environment, to measure
+    /// without); their staging area is made at the first receive, so a port that
+    /// only sends has none.
+    pub(super) gro: bool,
+    gro_rx: Option<Box<GroRx>>,
     tx_retries: u32,
     stats: UdpStats,
     /// The socket's kernel drop count, read by other threads; only the port that
@@ -243,6 +256,8 @@ impl UdpPort {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
         };
+        let gro = std::env::var_os("PEPC_NO_UDP_GRO").is_none_or(|v| v != "1")
+            && setsockopt_int(sock.as_raw_fd(), libc::SOL_UDP, UDP_GRO, 1);
         Ok(UdpPort {
             sock,
             local,
@@ -253,6 +268,8 @@ impl UdpPort {
             segs: vec![0; capacity].into_boxed_slice(),
             cmsgs: vec![GsoCmsg::new(0); capacity].into_boxed_slice(),
             gso: std::env::var_os("PEPC_NO_UDP_GSO").is_none_or(|v| v != "1"),
+            gro,
+            gro_rx: None,
             tx_retries: DEFAULT_TX_RETRIES,
             stats: UdpStats::default(),
             probe: None,
@@ -531,6 +548,11 @@ impl AsFd for UdpPort {
 
 impl PacketIo for UdpPort {
     fn recv_batch(&mut self, batch: &mut Batch) -> io::Result<usize> {
+        if self.gro {
+            let (fd, cap) = (self.as_raw_fd(), self.capacity());
+            let g = self.gro_rx.get_or_insert_with(|| Box::new(GroRx::new(cap)));
+            return g.recv(fd, &mut self.hdrs, &mut self.stats, batch);
+        }
         batch.len = 0;
         let n = batch.capacity().min(self.capacity());
         if n == 0 {
@@ -554,12 +576,7 @@ impl PacketIo for UdpPort {
             )
         };
         if r < 0 {
-            let e = errno();
-            // Nothing waiting, a signal, or a stale ICMP error: all mean "no packets now".
-            if is_would_block(e) || e == libc::EINTR || e == libc::ECONNREFUSED {
-                return Ok(0);
-            }
-            return Err(io::Error::from_raw_os_error(e));
+            return udp_gro::no_packets_or_error(errno());
         }
         let now = sys::now_ns();
         let mut w = 0;
