@@ -51,6 +51,7 @@ fn io_sweep(seconds: f64, out: &Path, sd: u32) -> Result<(), String> {
                     ring_size: 4096,
                     tun_queue_len: pepc_node::io::tun::DEFAULT_QUEUE_LEN,
                     gen_io: crate::io::GenIo::Afxdp,
+                    node_gro: true,
                 })?;
                 eprintln!(
                     "  {backend:?} users={users} run {k}: {:.3} Mpps/core, loss {:.4}",

@@ -106,6 +106,7 @@ fn opts(backend: Backend, rate_pps: u64) -> IoOpts {
         ring_size: 4096,
         tun_queue_len: pepc_node::io::tun::DEFAULT_QUEUE_LEN,
         gen_io: GenIo::Afxdp,
+        node_gro: true,
     }
 }
 
@@ -291,11 +292,25 @@ fn the_udp_backend_runs_against_a_generator_on_kernel_sockets() {
     })
     .unwrap();
     assert_eq!(r.gen_io, GenIo::Sockets);
-    assert!(r.s1u_io.contains("UDP socket"), "{}", r.s1u_io);
+    assert!(r.s1u_io.contains("UDP socket with GRO"), "{}", r.s1u_io);
+    assert!(r.sgi_io.contains("with GRO"), "{}", r.sgi_io);
     assert!(r.received_ul > 0 && r.received_dl > 0, "{r:?}");
     assert_eq!((r.lost, r.reordered), (0, 0), "{r:?}");
     // Both generator ends were threaded (GRO gave them NAPI).
     assert!(r.napi_threads.len() >= 2, "{:?}", r.napi_threads);
+    // The node's sockets without GRO: one datagram per receive, the same packets.
+    let r = run(&IoOpts {
+        gen_io: GenIo::Sockets,
+        node_gro: false,
+        ..opts(Backend::Udp, 20_000)
+    })
+    .unwrap();
+    assert!(
+        !r.s1u_io.contains("GRO") && !r.sgi_io.contains("GRO"),
+        "{r:?}"
+    );
+    assert!(r.received_ul > 0 && r.received_dl > 0, "{r:?}");
+    assert_eq!((r.lost, r.reordered), (0, 0), "{r:?}");
     let e = run(&IoOpts {
         gen_io: GenIo::Sockets,
         ..opts(Backend::Afxdp, 20_000)

@@ -28,6 +28,9 @@
 //! [s1u]
 //! bind = "127.0.0.1:2152"    # our S1-U GTP-U address
 //! io = "udp"                 # udp (kernel socket, recvmmsg/sendmmsg) | afxdp
+//! gro = true                 # udp: receive an eNB's burst of same-size datagrams
+//!                            # as one message (UDP GRO), cut into packets by the
+//!                            # data thread; false: one receive per datagram
 //! interface = ""             # afxdp: the interface carrying `bind`'s address
 //! queue = 0                  # afxdp: the interface's queue to receive on; with
 //!                            # several slices, slice k sends on queue + 1 + k
@@ -53,6 +56,7 @@
 //!                            # (the device's txqueuelen, 16..=65536; the kernel's
 //!                            # default is 500): a data-thread stall this long is
 //!                            # absorbed, more is counted as device_queue_full
+//! gro = true                 # the UDP sink: as for s1u
 //! sink_local = "127.0.0.1:5202"
 //! sink_peer = "127.0.0.1:5201"
 //! [synthetic]
@@ -112,6 +116,7 @@ pub struct S1uSection {
     pub xdp_mode: String,
     pub zero_copy: String,
     pub ring_size: u32,
+    pub gro: bool,
 }
 
 impl Default for S1uSection {
@@ -124,6 +129,7 @@ impl Default for S1uSection {
             xdp_mode: "auto".into(),
             zero_copy: "auto".into(),
             ring_size: DEFAULT_RING_SIZE,
+            gro: true,
         }
     }
 }
@@ -143,6 +149,7 @@ pub struct SgiSection {
     pub next_hop: String,
     pub ring_size: u32,
     pub tun_queue_len: u32,
+    pub gro: bool,
 }
 
 impl Default for SgiSection {
@@ -160,6 +167,7 @@ impl Default for SgiSection {
             next_hop: String::new(),
             ring_size: DEFAULT_RING_SIZE,
             tun_queue_len: crate::io::tun::DEFAULT_QUEUE_LEN,
+            gro: true,
         }
     }
 }
@@ -258,6 +266,9 @@ pub struct Validated {
     pub demux: DemuxMode,
     pub ring_batches: usize,
     pub s1u_bind: SocketAddrV4,
+    /// `[s1u] gro` and `[sgi] gro` (the UDP sockets' receive).
+    pub s1u_gro: bool,
+    pub sgi_gro: bool,
     pub sgi_mode: SgiMode,
     pub tun_name: String,
     /// The TUN device's queue (`[sgi] tun_queue_len`).
@@ -465,6 +476,8 @@ impl NodeConfig {
             demux,
             ring_batches: n.ring_batches,
             s1u_bind,
+            s1u_gro: self.s1u.gro,
+            sgi_gro: self.sgi.gro,
             sgi_mode,
             tun_name: self.sgi.tun_name.clone(),
             tun_queue_len: self.sgi.tun_queue_len,
@@ -605,6 +618,17 @@ mod tests {
         assert_eq!(v.sgi_mode, SgiMode::Auto);
         assert_eq!(v.demux, DemuxMode::None);
         assert_eq!(v.ring_batches, 64);
+        assert!(v.s1u_gro && v.sgi_gro);
+    }
+
+    #[test]
+    fn udp_gro_can_be_turned_off_per_port() {
+        let v = |t: &str| NodeConfig::parse(t).unwrap().validate().unwrap();
+        let s = v("[s1u]\ngro = false\n");
+        assert!(!s.s1u_gro && s.sgi_gro);
+        let g = v("[sgi]\ngro = false\n");
+        assert!(g.s1u_gro && !g.sgi_gro);
+        assert!(NodeConfig::parse("[s1u]\ngro = \"no\"\n").is_err());
     }
 
     #[test]

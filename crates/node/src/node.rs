@@ -164,8 +164,9 @@ fn open_s1u_queues(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, Pe
         let ports = xdp_queues(first, s.queue, v.slices, "s1u")?;
         return Ok((v.s1u_bind, PerSlice { info, ports }));
     }
-    let group = UdpPort::bind_group(v.s1u_bind, v.slices)
+    let mut group = UdpPort::bind_group(v.s1u_bind, v.slices)
         .map_err(|e| format!("s1u.bind {}: {e}", v.s1u_bind))?;
+    let gro = group.iter_mut().all(|p| p.set_gro(v.s1u_gro));
     if v.slices > 1 {
         attach_reuseport(&group[0], Payload::GtpU, SliceField::of_teid(layout))
             .map_err(|e| format!("s1u.bind {}: {e}", v.s1u_bind))?;
@@ -175,7 +176,8 @@ fn open_s1u_queues(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, Pe
         "udp",
         String::new(),
         format!(
-            "{a} UDP socket{}",
+            "{a} UDP socket{}{}",
+            if gro { " with GRO" } else { "" },
             per_slice(v, "one per slice, steered by TEID")
         ),
     );
@@ -248,6 +250,7 @@ fn sgi_config(v: &Validated) -> SgiConfig {
         tun_prefix_len: v.ue_pool.1,
         sink_local: v.sink_local,
         sink_peer: v.sink_peer,
+        sink_gro: v.sgi_gro,
     }
 }
 
@@ -261,10 +264,15 @@ fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, PortInf
             (Box::new(port), v.s1u_bind, info)
         }
         None => {
-            let s1u =
+            let mut s1u =
                 UdpPort::bind(v.s1u_bind).map_err(|e| format!("s1u.bind {}: {e}", v.s1u_bind))?;
             let a = s1u.local_addr();
-            let info = PortInfo::kernel("udp", String::new(), format!("{a} UDP socket"));
+            let gro = if s1u.set_gro(v.s1u_gro) {
+                " with GRO"
+            } else {
+                ""
+            };
+            let info = PortInfo::kernel("udp", String::new(), format!("{a} UDP socket{gro}"));
             (Box::new(s1u), a, info)
         }
     };
@@ -276,13 +284,18 @@ fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, PortInf
     let (sgi, sgi_io, sgi_local): (Box<dyn PacketIo>, PortInfo, Option<SocketAddrV4>) =
         match v.sgi_mode {
             SgiMode::Udp => {
-                let p = UdpSinkPort::bind(v.sink_local, v.sink_peer)
+                let mut p = UdpSinkPort::bind(v.sink_local, v.sink_peer)
                     .map_err(|e| format!("sgi.sink_local {}: {e}", v.sink_local))?;
+                let gro = if p.set_gro(v.sgi_gro) {
+                    " with GRO"
+                } else {
+                    ""
+                };
                 let local = Some(p.local_addr());
                 let info = PortInfo::kernel(
                     "udp_sink",
                     String::new(),
-                    format!("UDP sink {} -> {}", v.sink_local, v.sink_peer),
+                    format!("UDP sink {} -> {}{gro}", v.sink_local, v.sink_peer),
                 );
                 (Box::new(p), info, local)
             }

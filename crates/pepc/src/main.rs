@@ -162,6 +162,10 @@ struct IoArgs {
     /// segmentation offload; an XDP program on the generator's end turns that off)
     #[arg(long, default_value = "afxdp")]
     gen_io: String,
+    /// Backend udp: the node's sockets receive with UDP GRO (on: a burst of one
+    /// flow's same-size datagrams as one message) | off (one datagram per receive)
+    #[arg(long, default_value = "on")]
+    node_gro: String,
     /// Node slices (data threads); more than one adds the demux thread (--rx demux).
     #[arg(long, default_value_t = 1)]
     slices: usize,
@@ -485,6 +489,11 @@ fn bench_io(a: &IoArgs) -> Result<(), String> {
             "afxdp" => pepc_bench::io::GenIo::Afxdp,
             "sockets" => pepc_bench::io::GenIo::Sockets,
             g => return Err(format!("--gen-io {g:?}: not one of afxdp, sockets")),
+        },
+        node_gro: match a.node_gro.as_str() {
+            "on" => true,
+            "off" => false,
+            g => return Err(format!("--node-gro {g:?}: not one of on, off")),
         },
         ring_size: a.ring_size,
         tun_queue_len: a.tun_queue_len,

@@ -107,6 +107,9 @@ pub struct IoOpts {
     pub tun_queue_len: u32,
     /// The generator's own I/O.
     pub gen_io: GenIo,
+    /// Backend `udp`: the node's sockets receive with UDP GRO (`[s1u] gro`, `[sgi]
+    /// gro`); off, one datagram per receive, as from a NIC without GRO.
+    pub node_gro: bool,
 }
 
 /// How packets reach the node's slices.
@@ -141,6 +144,7 @@ pub struct IoReport {
     pub users: u32,
     pub seconds: f64,
     pub gen_io: GenIo,
+    pub node_gro: bool,
     /// What the node said it uses on each port.
     pub s1u_io: String,
     pub sgi_io: String,
@@ -385,9 +389,10 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         ),
         Backend::Udp => format!(
             "[node]\nue_pool = \"{pool}\"\nmax_users = {}\npin = false\nslices = {slices}\ndemux = \"{demux}\"\n\
-             [s1u]\nbind = \"{S1U_NODE}:2152\"\n\
-             [sgi]\nmode = \"udp\"\nsink_local = \"{SINK_NODE}\"\nsink_peer = \"{SINK_GEN}\"\n",
-            o.users.max(1)
+             [s1u]\nbind = \"{S1U_NODE}:2152\"\ngro = {gro}\n\
+             [sgi]\nmode = \"udp\"\nsink_local = \"{SINK_NODE}\"\nsink_peer = \"{SINK_GEN}\"\ngro = {gro}\n",
+            o.users.max(1),
+            gro = o.node_gro,
         ),
         Backend::Tun => format!(
             "[node]\nue_pool = \"{pool}\"\nmax_users = {}\npin = false\nslices = {slices}\ndemux = \"{demux}\"\n\
@@ -588,6 +593,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
     };
     Ok(IoReport {
         gen_io: o.gen_io,
+        node_gro: o.node_gro,
         backend: o.backend,
         mix: o.mix,
         users: o.users,

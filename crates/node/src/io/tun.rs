@@ -446,6 +446,11 @@ impl UdpSinkPort {
         self.udp.local_addr()
     }
 
+    /// See [`UdpPort::set_gro`].
+    pub fn set_gro(&mut self, on: bool) -> bool {
+        self.udp.set_gro(on)
+    }
+
     pub fn sink_addr(&self) -> SocketAddrV4 {
         self.sink
     }
@@ -506,6 +511,8 @@ pub struct SgiConfig {
     pub sink_local: SocketAddrV4,
     /// Where the fallback sends uplink IP packets (the PDN emulator).
     pub sink_peer: SocketAddrV4,
+    /// Whether the fallback's sockets receive with UDP GRO ([`UdpPort::set_gro`]).
+    pub sink_gro: bool,
 }
 
 impl Default for SgiConfig {
@@ -518,6 +525,7 @@ impl Default for SgiConfig {
             tun_queue_len: DEFAULT_QUEUE_LEN,
             sink_local: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0),
             sink_peer: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 5201),
+            sink_gro: true,
         }
     }
 }
@@ -590,7 +598,10 @@ fn open_sgi_ports(
     } else {
         None
     };
-    let sinks = UdpSinkPort::bind_group(cfg.sink_local, cfg.sink_peer, n).and_then(|g| {
+    let sinks = UdpSinkPort::bind_group(cfg.sink_local, cfg.sink_peer, n).and_then(|mut g| {
+        for p in &mut g {
+            p.set_gro(cfg.sink_gro);
+        }
         if let Some(by) = by {
             super::steer::attach_reuseport(&g[0].udp, super::steer::Payload::Ipv4, by)?;
         }
@@ -645,9 +656,10 @@ impl SgiPort {
             },
             SgiPort::UdpSink { port, tun_error } => {
                 let mut s = format!(
-                    "SGi on UDP sink {} -> {}",
+                    "SGi on UDP sink {} -> {}{}",
                     port.local_addr(),
-                    port.sink_addr()
+                    port.sink_addr(),
+                    if port.udp.gro() { " with GRO" } else { "" }
                 );
                 if let Some(e) = tun_error {
                     s.push_str(&format!(" (TUN unavailable: {e})"));

@@ -288,6 +288,19 @@ impl UdpPort {
         self.stats
     }
 
+    /// Receive a flow's same-size datagrams as one message ([`super::udp_gro`]), or
+    /// one per datagram. Returns whether GRO is now on (the kernel may refuse it).
+    pub fn set_gro(&mut self, on: bool) -> bool {
+        let ok = setsockopt_int(self.as_raw_fd(), libc::SOL_UDP, UDP_GRO, on.into());
+        self.gro = on && ok;
+        self.gro
+    }
+
+    /// Whether the port receives with GRO.
+    pub fn gro(&self) -> bool {
+        self.gro
+    }
+
     /// Packets per syscall this port was built for.
     pub fn capacity(&self) -> usize {
         self.hdrs.len()
