@@ -17,19 +17,31 @@ struct Line {
 }
 
 /// Figure "io": Mpps per data core against users for each node I/O backend on veth
-/// (median of 3 runs per point), from `pepc bench io`.
+/// (median of 3 runs per point), from `pepc bench io`; the UDP backend twice: against
+/// the AF_XDP generator (one datagram per packet each way) and against the generator
+/// on sockets (GSO sends, received with GRO).
 fn io_sweep(seconds: f64, out: &Path, sd: u32) -> Result<(), String> {
-    use crate::io::{run as run_io, Backend, IoOpts, Mix};
+    use crate::io::{run as run_io, Backend, GenIo, IoOpts, Mix};
     let mut lines = Vec::new();
     let mut json = Vec::new();
-    let mut csv = String::from("backend,users,run,mpps_per_core,mpps_wall,loss,latency_us_p50,latency_us_p99,node_data_cpu_ns_per_packet,node_data_kernel_share\n");
-    for (backend, name) in [
-        (Backend::Afxdp, "AF_XDP (copy mode, native XDP)"),
+    let mut csv = String::from("series,backend,users,run,mpps_per_core,mpps_wall,loss,latency_us_p50,latency_us_p99,node_data_cpu_ns_per_packet,node_data_kernel_share\n");
+    for (backend, gen_io, name) in [
+        (
+            Backend::Afxdp,
+            GenIo::Afxdp,
+            "AF_XDP (copy mode, native XDP)",
+        ),
         (
             Backend::Udp,
+            GenIo::Afxdp,
             "kernel UDP sockets (mmsg, GSO; SGi as UDP sink)",
         ),
-        (Backend::Tun, "kernel UDP socket (GSO) + TUN"),
+        (
+            Backend::Udp,
+            GenIo::Sockets,
+            "kernel UDP sockets, generator on sockets (GSO in, GRO; NAPI threads)",
+        ),
+        (Backend::Tun, GenIo::Afxdp, "kernel UDP socket (GSO) + TUN"),
     ] {
         let mut pts = Vec::new();
         for users in [10_000u32, 100_000, 1_000_000, 10_000_000] {
@@ -44,13 +56,15 @@ fn io_sweep(seconds: f64, out: &Path, sd: u32) -> Result<(), String> {
                     mix: Mix::Table2,
                     seed: 42 + k,
                     xdp_mode: crate::io::XdpMode::Auto,
-                    napi_threads: false,
+                    // The socket generator's receive runs in NAPI of its veth
+                    // ends, which otherwise runs in the node's sending thread.
+                    napi_threads: gen_io == GenIo::Sockets,
                     slices: 1,
                     rx: crate::io::RxMode::Demux,
                     steer: crate::io::Steer::Rss,
                     ring_size: 4096,
                     tun_queue_len: pepc_node::io::tun::DEFAULT_QUEUE_LEN,
-                    gen_io: crate::io::GenIo::Afxdp,
+                    gen_io,
                     node_gro: true,
                 })?;
                 eprintln!(
@@ -58,7 +72,8 @@ fn io_sweep(seconds: f64, out: &Path, sd: u32) -> Result<(), String> {
                     r.mpps_per_core, r.loss
                 );
                 csv.push_str(&format!(
-                    "{backend:?},{users},{k},{:.4},{:.4},{:.5},{},{},{:.0},{:.3}\n",
+                    "{},{backend:?},{users},{k},{:.4},{:.4},{:.5},{},{},{:.0},{:.3}\n",
+                    csv_field(name),
                     r.mpps_per_core,
                     r.mpps_wall,
                     r.loss,
