@@ -211,6 +211,9 @@ impl UdpPort {
 
     fn open(sock: UdpSocket, capacity: usize) -> io::Result<UdpPort> {
         let mut p = Self::from_socket(sock, capacity)?;
+        if std::env::var_os("PEPC_NO_UDP_GRO").is_none_or(|v| v != "1") {
+            p.set_gro(true);
+        }
         p.probe = Some(SocketDropsProbe::new(p.as_raw_fd(), SocketKind::Kernel));
         Ok(p)
     }
@@ -235,6 +238,8 @@ impl UdpPort {
     /// with its own syscall arrays and counters.
     pub fn try_clone(&self) -> io::Result<UdpPort> {
         let mut p = Self::from_socket(self.sock.try_clone()?, self.capacity())?;
+        // The socket's option is shared: the clone receives as the original does.
+        p.gro = self.gro;
         p.tx_retries = self.tx_retries;
         Ok(p)
     }
@@ -256,8 +261,6 @@ impl UdpPort {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
         };
-        let gro = std::env::var_os("PEPC_NO_UDP_GRO").is_none_or(|v| v != "1")
-            && setsockopt_int(sock.as_raw_fd(), libc::SOL_UDP, UDP_GRO, 1);
         Ok(UdpPort {
             sock,
             local,
@@ -268,7 +271,7 @@ impl UdpPort {
             segs: vec![0; capacity].into_boxed_slice(),
             cmsgs: vec![GsoCmsg::new(0); capacity].into_boxed_slice(),
             gso: std::env::var_os("PEPC_NO_UDP_GSO").is_none_or(|v| v != "1"),
-            gro,
+            gro: false,
             gro_rx: None,
             tx_retries: DEFAULT_TX_RETRIES,
             stats: UdpStats::default(),

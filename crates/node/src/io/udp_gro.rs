@@ -337,6 +337,26 @@ mod tests {
         }
     }
 
+    /// GRO is the socket's option, shared by a port's clones (a data thread's sender):
+    /// making a clone leaves it as the port set it, and the clone receives alike.
+    #[test]
+    fn a_clone_keeps_the_ports_choice() {
+        for gro in [false, true] {
+            let mut port = UdpPort::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)).unwrap();
+            assert_eq!(port.set_gro(gro), gro);
+            let mut clone = port.try_clone().unwrap();
+            assert_eq!(clone.gro(), gro);
+            let (s, from) = gso_sender(100);
+            s.send_to(&[3u8; 300], port.local_addr()).unwrap();
+            let (a, _) = recv(&mut port, 32, 3);
+            s.send_to(&[4u8; 300], port.local_addr()).unwrap();
+            let (b, _) = recv(&mut clone, 32, 3);
+            let want = |v: u8| vec![(vec![v; 100], from); 3];
+            assert_eq!((a, b), (want(3), want(4)), "gro {gro}");
+            assert_eq!(port.stats().rx_gro_messages, u64::from(gro));
+        }
+    }
+
     /// Datagrams longer than a buffer's receive area are dropped whole and counted,
     /// coalesced or not; what follows them still arrives.
     #[test]
