@@ -29,6 +29,9 @@ const AREA: usize = 65_536;
 /// lines of successive areas (a batch of single datagrams) do not all fall into one
 /// cache set, as they would 64 KiB apart.
 const STRIDE: usize = AREA + 64;
+/// Most messages per call: bounds the staging area (~4 MiB) whatever the port's
+/// capacity; a batch holds 32 packets.
+const MAX_MESSAGES: usize = 64;
 
 /// Room for the control messages of one received message (UDP_GRO's int needs 20
 /// bytes; the kernel adds nothing else unless other options ask for it).
@@ -73,8 +76,10 @@ pub(super) struct GroRx {
 unsafe impl Send for GroRx {}
 
 impl GroRx {
-    /// Room for `messages` messages per call (`messages` × 64 KiB of staging).
+    /// Room for `messages` messages per call (at most [`MAX_MESSAGES`], 64 KiB of
+    /// staging each).
     pub(super) fn new(messages: usize) -> GroRx {
+        let messages = messages.clamp(1, MAX_MESSAGES);
         let iov0 = libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
