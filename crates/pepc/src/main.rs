@@ -263,6 +263,9 @@ struct DataplaneArgs {
     /// Share of users that are stateless-IoT devices (0..1).
     #[arg(long, default_value_t = 0.0)]
     iot_share: f64,
+    /// Share of users whose uplink goes on a dedicated bearer (QCI 1) of theirs (0..1).
+    #[arg(long, default_value_t = 0.0)]
+    dedicated_share: f64,
     /// Share of users always in the primary table (0..1); the rest churn.
     #[arg(long, default_value_t = 1.0)]
     always_on: f64,
@@ -308,6 +311,7 @@ impl DataplaneArgs {
             ul_frame: self.ul_size,
             dl_packet: self.dl_size,
             iot_share: self.iot_share,
+            dedicated_share: self.dedicated_share,
             always_on: self.always_on,
             churn_per_s: self.churn,
             handover_share: self.handover_share,

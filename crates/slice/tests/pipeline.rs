@@ -11,7 +11,7 @@ use pepc_slice::packets::{gpdu, ipv4_udp};
 use pepc_slice::pcef::{Action, PortRange, Rule};
 use pepc_slice::slice::{build, SliceConfig};
 use pepc_wire::gtpu::{self, GtpuPacket};
-use pepc_wire::{Batch, Verdict};
+use pepc_wire::{Batch, Verdict, BATCH_SIZE};
 use std::net::Ipv4Addr;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -452,6 +452,66 @@ fn pcef_rules_drop_bind_bearers_and_count() {
     let rc = dp.counters().rule(3, 1);
     assert_eq!(rc.dl_packets.load(Relaxed), 1);
     assert_eq!(rc.ul_packets.load(Relaxed), 1);
+}
+
+/// A full batch with dedicated bearers' packets scattered among default ones: the
+/// dedicated ones run their second stage early (their owner's line is a second
+/// miss), and every packet still leaves decapsulated, in order, counted on its bearer.
+#[test]
+fn uplink_batch_mixing_dedicated_and_default_bearers_keeps_order_and_counts() {
+    let (mut cp, mut dp) = slice();
+    let ues: Vec<_> = (0..3)
+        .map(|i| attach(&mut cp, 10 + i, 0x20 + i as u32))
+        .collect();
+    let teid6: Vec<u32> = ues
+        .iter()
+        .map(|a| {
+            cp.add_bearer(
+                a.ue_slot,
+                BearerParams {
+                    ebi: 6,
+                    linked_ebi: 0,
+                    qci: 1,
+                    arp: Default::default(),
+                    mbr_ul: 0,
+                    mbr_dl: 0,
+                    gbr_ul: 0,
+                    gbr_dl: 0,
+                    charging_key: 0,
+                },
+            )
+            .unwrap()
+        })
+        .collect();
+    // Packet i: UE i % 3, on its dedicated bearer when i % 4 == 1 or i % 7 == 0.
+    let on_dedicated = |i: usize| i % 4 == 1 || i.is_multiple_of(7);
+    let inner: Vec<Vec<u8>> = (0..BATCH_SIZE)
+        .map(|i| ipv4_udp(ues[i % 3].ue_ip, SERVER, 4000 + i as u16, 53, 100))
+        .collect();
+    let pkts: Vec<Vec<u8>> = (0..BATCH_SIZE)
+        .map(|i| {
+            let teid = if on_dedicated(i) {
+                teid6[i % 3]
+            } else {
+                ues[i % 3].teid_ul
+            };
+            gpdu(teid, &inner[i])
+        })
+        .collect();
+    let b = ul(&mut dp, &pkts, 1);
+    assert_eq!(b.len, BATCH_SIZE);
+    for (i, p) in b.packets().iter().enumerate() {
+        assert_eq!(p.meta.verdict, Verdict::ToSgi, "packet {i}");
+        assert_eq!(p.as_slice(), &inner[i][..], "packet {i}");
+    }
+    for (u, a) in ues.iter().enumerate() {
+        let of_ue = (0..BATCH_SIZE).filter(|i| i % 3 == u);
+        let ded = of_ue.clone().filter(|&i| on_dedicated(i)).count() as u64;
+        let def = of_ue.count() as u64 - ded;
+        assert!(ded > 0 && def > 0);
+        assert_eq!(cp.usage(a.ue_slot, 6).unwrap().ul_packets, ded, "UE {u}");
+        assert_eq!(cp.usage(a.ue_slot, 5).unwrap().ul_packets, def, "UE {u}");
+    }
 }
 
 #[test]
