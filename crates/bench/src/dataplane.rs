@@ -430,20 +430,7 @@ impl PepcRig {
         let dedicated = (syn.steady.len() as f64 * o.dedicated_share.clamp(0.0, 1.0)) as usize;
         for (t, a) in targets.iter_mut().zip(&syn.steady).take(dedicated) {
             t.teid = cp
-                .add_bearer(
-                    a.ue_slot,
-                    BearerParams {
-                        ebi: 6,
-                        linked_ebi: 0,
-                        qci: 1,
-                        arp: Default::default(),
-                        mbr_ul: 0,
-                        mbr_dl: 0,
-                        gbr_ul: 0,
-                        gbr_dl: 0,
-                        charging_key: 0,
-                    },
-                )
+                .add_bearer(a.ue_slot, BearerParams::new(6, 1))
                 .map_err(|e| e.to_string())?;
             drain(&mut cp, &mut dp, 8192);
         }

@@ -406,15 +406,8 @@ fn pcef_rules_drop_bind_bearers_and_count() {
         .add_bearer(
             a.ue_slot,
             BearerParams {
-                ebi: 6,
-                linked_ebi: 0,
-                qci: 1,
-                arp: Default::default(),
-                mbr_ul: 0,
-                mbr_dl: 0,
-                gbr_ul: 0,
-                gbr_dl: 0,
                 charging_key: 9,
+                ..BearerParams::new(6, 1)
             },
         )
         .unwrap();
@@ -465,23 +458,7 @@ fn uplink_batch_mixing_dedicated_and_default_bearers_keeps_order_and_counts() {
         .collect();
     let teid6: Vec<u32> = ues
         .iter()
-        .map(|a| {
-            cp.add_bearer(
-                a.ue_slot,
-                BearerParams {
-                    ebi: 6,
-                    linked_ebi: 0,
-                    qci: 1,
-                    arp: Default::default(),
-                    mbr_ul: 0,
-                    mbr_dl: 0,
-                    gbr_ul: 0,
-                    gbr_dl: 0,
-                    charging_key: 0,
-                },
-            )
-            .unwrap()
-        })
+        .map(|a| cp.add_bearer(a.ue_slot, BearerParams::new(6, 1)).unwrap())
         .collect();
     // Packet i: UE i % 3, on its dedicated bearer when i % 4 == 1 or i % 7 == 0.
     let on_dedicated = |i: usize| i % 4 == 1 || i.is_multiple_of(7);

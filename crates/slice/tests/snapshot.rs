@@ -433,18 +433,10 @@ fn a_renumbered_default_bearer_and_a_kept_one_never_share_a_slot() {
     // UE slot is free.
     let (mut cp, mut dp) = slice(1);
     let z = attach(&mut cp, 3, 3);
-    let mut ded = BearerParams {
-        ebi: 6,
-        linked_ebi: 0,
-        qci: 1,
-        arp: Arp::default(),
-        mbr_ul: 0,
-        mbr_dl: 0,
-        gbr_ul: 0,
-        gbr_dl: 0,
-        charging_key: 0,
+    let ded = BearerParams {
+        mbr_ul: 1_000_000,
+        ..BearerParams::new(6, 1)
     };
-    ded.mbr_ul = 1_000_000;
     cp.add_bearer(z.ue_slot, ded).unwrap();
     let z_slots: Vec<u32> = cp
         .ue(z.ue_slot)

@@ -178,6 +178,24 @@ pub struct BearerParams {
     pub charging_key: u32,
 }
 
+impl BearerParams {
+    /// Bearer `ebi` of QCI `qci` on the first PDN connection, default ARP, no
+    /// bit rates, charging key 0.
+    pub fn new(ebi: u8, qci: u8) -> Self {
+        BearerParams {
+            ebi,
+            linked_ebi: 0,
+            qci,
+            arp: Arp::default(),
+            mbr_ul: 0,
+            mbr_dl: 0,
+            gbr_ul: 0,
+            gbr_dl: 0,
+            charging_key: 0,
+        }
+    }
+}
+
 /// An additional PDN connection (UE-requested PDN connectivity, TS 24.301 §6.5.1).
 #[derive(Debug, Clone)]
 pub struct PdnParams {
