@@ -166,7 +166,11 @@ fn open_s1u_queues(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, Pe
     }
     let mut group = UdpPort::bind_group(v.s1u_bind, v.slices)
         .map_err(|e| format!("s1u.bind {}: {e}", v.s1u_bind))?;
-    let gro = group.iter_mut().all(|p| p.set_gro(v.s1u_gro));
+    // Every socket of the group told (`all` would stop at the first refusal).
+    let mut gro = true;
+    for p in &mut group {
+        gro &= p.set_gro(v.s1u_gro);
+    }
     if v.slices > 1 {
         attach_reuseport(&group[0], Payload::GtpU, SliceField::of_teid(layout))
             .map_err(|e| format!("s1u.bind {}: {e}", v.s1u_bind))?;
