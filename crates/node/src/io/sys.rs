@@ -86,6 +86,16 @@ pub fn is_would_block(e: i32) -> bool {
     e == libc::EAGAIN || e == libc::EWOULDBLOCK
 }
 
+/// A failed receive on a UDP socket: nothing waiting, a signal, or a stale ICMP
+/// error all mean "no packets now"; anything else is the caller's to see.
+pub fn no_packets_or_error(e: i32) -> io::Result<usize> {
+    if is_would_block(e) || e == libc::EINTR || e == libc::ECONNREFUSED {
+        Ok(0)
+    } else {
+        Err(io::Error::from_raw_os_error(e))
+    }
+}
+
 #[inline]
 pub fn to_sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
     libc::sockaddr_in {

@@ -15,7 +15,7 @@
 
 use super::socket_drops::{SocketDropsProbe, SocketKind};
 use super::sys::{self, errno, from_sockaddr, is_would_block, to_sockaddr, zero_sockaddr};
-use super::udp_gro::{self, GroRx, UDP_GRO};
+use super::udp_gro::{GroRx, UDP_GRO};
 use super::PacketIo;
 use pepc_wire::{Batch, Verdict, BATCH_SIZE};
 use std::io;
@@ -567,7 +567,8 @@ impl PacketIo for UdpPort {
         if self.gro {
             let (fd, cap) = (self.as_raw_fd(), self.capacity());
             let g = self.gro_rx.get_or_insert_with(|| Box::new(GroRx::new(cap)));
-            return g.recv(fd, &mut self.hdrs, &mut self.stats, batch);
+            let arrays = (&mut *self.hdrs, &mut *self.iov, &mut *self.addrs);
+            return g.recv(fd, arrays, &mut self.stats, batch);
         }
         batch.len = 0;
         let n = batch.capacity().min(self.capacity());
@@ -592,7 +593,7 @@ impl PacketIo for UdpPort {
             )
         };
         if r < 0 {
-            return udp_gro::no_packets_or_error(errno());
+            return sys::no_packets_or_error(errno());
         }
         let now = sys::now_ns();
         let mut w = 0;

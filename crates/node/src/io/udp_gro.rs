@@ -13,7 +13,7 @@
 //! buffers, one copy per datagram. What does not fit in the batch waits, in order, for
 //! the next call, which hands it out before it asks the kernel for more.
 
-use super::sys::{self, errno, from_sockaddr, is_would_block, zero_sockaddr};
+use super::sys::{self, errno, from_sockaddr, no_packets_or_error};
 use super::udp::UdpStats;
 use pepc_wire::{Batch, Verdict};
 use std::io;
@@ -58,8 +58,6 @@ const NO_MSG: Msg = Msg {
 /// A port's receive side with GRO on: staging area, and the messages not yet cut.
 pub(super) struct GroRx {
     area: Box<[u8]>,
-    iov: Box<[libc::iovec]>,
-    addrs: Box<[libc::sockaddr_in]>,
     control: Box<[Control]>,
     msgs: Box<[Msg]>,
     /// Messages the last call received.
@@ -71,23 +69,13 @@ pub(super) struct GroRx {
     rx_ns: u64,
 }
 
-// SAFETY: the iovecs point into `area`, a boxed slice that moves with the value; they
-// are rewritten before each call and only the kernel dereferences them.
-unsafe impl Send for GroRx {}
-
 impl GroRx {
     /// Room for `messages` messages per call (at most [`MAX_MESSAGES`], 64 KiB of
     /// staging each).
     pub(super) fn new(messages: usize) -> GroRx {
         let messages = messages.clamp(1, MAX_MESSAGES);
-        let iov0 = libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        };
         GroRx {
             area: vec![0u8; messages * STRIDE].into_boxed_slice(),
-            iov: vec![iov0; messages].into_boxed_slice(),
-            addrs: vec![zero_sockaddr(); messages].into_boxed_slice(),
             control: vec![Control([0; 8]); messages].into_boxed_slice(),
             msgs: vec![NO_MSG; messages].into_boxed_slice(),
             count: 0,
@@ -107,11 +95,16 @@ impl GroRx {
     }
 
     /// Fill `batch` with the waiting datagrams or, when none wait, with what one
-    /// recvmmsg on `fd` brings (its message headers are `hdrs`, the port's).
+    /// recvmmsg on `fd` brings. `hdrs`, `iov` and `addrs` are the port's syscall
+    /// arrays (at least as long as each other), rewritten here.
     pub(super) fn recv(
         &mut self,
         fd: RawFd,
-        hdrs: &mut [libc::mmsghdr],
+        (hdrs, iov, addrs): (
+            &mut [libc::mmsghdr],
+            &mut [libc::iovec],
+            &mut [libc::sockaddr_in],
+        ),
         stats: &mut UdpStats,
         batch: &mut Batch,
     ) -> io::Result<usize> {
@@ -124,14 +117,14 @@ impl GroRx {
         }
         let n = hdrs.len().min(self.msgs.len()).min(batch.capacity());
         for (k, h) in hdrs[..n].iter_mut().enumerate() {
-            self.iov[k] = libc::iovec {
+            iov[k] = libc::iovec {
                 iov_base: self.area[k * STRIDE..].as_mut_ptr().cast(),
                 iov_len: AREA,
             };
             let m = &mut h.msg_hdr;
-            m.msg_name = (&mut self.addrs[k] as *mut libc::sockaddr_in).cast();
+            m.msg_name = (&mut addrs[k] as *mut libc::sockaddr_in).cast();
             m.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            m.msg_iov = &mut self.iov[k];
+            m.msg_iov = &mut iov[k];
             m.msg_iovlen = 1;
             m.msg_control = (&mut self.control[k] as *mut Control).cast();
             m.msg_controllen = size_of::<Control>();
@@ -139,9 +132,9 @@ impl GroRx {
             h.msg_len = 0;
         }
         stats.rx_syscalls += 1;
-        // SAFETY: headers 0..n point at our own iovecs (into `area`, AREA bytes each,
-        // inside the slice by construction of STRIDE), addresses and control buffers,
-        // all alive and unmoved for the call.
+        // SAFETY: headers 0..n point at the port's iovecs (into our `area`, AREA
+        // bytes each, inside the slice by construction of STRIDE) and addresses, and
+        // at our control buffers, all alive and unmoved for the call.
         let r = unsafe {
             libc::recvmmsg(
                 fd,
@@ -172,7 +165,7 @@ impl GroRx {
                 len,
                 seg,
                 segs,
-                peer: from_sockaddr(&self.addrs[k]),
+                peer: from_sockaddr(&addrs[k]),
             };
         }
         self.count = r as usize;
@@ -230,16 +223,6 @@ fn segment_size(m: &libc::msghdr) -> Option<u32> {
         }
     }
     None
-}
-
-/// A failed recvmmsg: nothing waiting, a signal, or a stale ICMP error all mean "no
-/// packets now"; anything else is the caller's to see.
-pub(super) fn no_packets_or_error(e: i32) -> io::Result<usize> {
-    if is_would_block(e) || e == libc::EINTR || e == libc::ECONNREFUSED {
-        Ok(0)
-    } else {
-        Err(io::Error::from_raw_os_error(e))
-    }
 }
 
 #[cfg(test)]
