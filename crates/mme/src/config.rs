@@ -81,9 +81,10 @@ pub struct MmeConfig {
     /// MME's memory without bound.
     pub max_unauth_contexts: usize,
     pub max_unauth_per_enb: usize,
-    /// Purge the subscriber at the HSS (S6a PUR) after a UE-initiated detach too,
-    /// not only at implicit detach: this MME drops the subscription data at detach,
-    /// which TS 29.272 §5.2.1.3 lets it report. Off by default (a PUR per detach).
+    /// Purge the subscriber at the HSS (S6a PUR) at once after a UE-initiated detach.
+    /// Off by default: the Purge UE goes when the context is deleted (TS 29.272
+    /// §5.2.1.3), which for a detached UE is when its parked security context expires
+    /// or is evicted without a re-attach taking it back.
     pub purge_on_detach: bool,
     /// Emit [`crate::Output::Checkpoint`] with a registered UE's snapshot at the end of
     /// each of its procedures (and [`crate::Output::Forget`] when it goes), for the

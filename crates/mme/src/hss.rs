@@ -397,30 +397,24 @@ mod procedures {
             out.push(Output::Hss(req(HssRef { mme_ue_id: id, seq })));
         }
 
-        /// Ask the HSS for `imsi`'s subscription data; then AKA, or for a `resumed`
-        /// (parked) security context the rest of the attach.
-        // The MME and the slice (`cp`) travel apart until handlers take one context (STYLE.md §4).
-        #[allow(clippy::too_many_arguments)]
+        /// Ask the HSS for `imsi`'s subscription data (Update Location) for an
+        /// authenticated attach; then its session.
         pub(crate) fn ask_profile(
             &mut self,
             cp: &mut ControlPlane,
             now: Instant,
             id: u32,
             imsi: u64,
-            resumed: bool,
-            attach: u16,
             out: &mut Vec<Output>,
         ) {
+            // The Attach Request's digest is not kept past AKA: one repeated now is
+            // served as a new attach (the UE restarted it).
             self.ask_hss(
                 cp,
                 now,
                 id,
                 |r| HssRequest::Profile { r, imsi },
-                |seq| Procedure::ExpectHssProfile {
-                    seq,
-                    attach,
-                    resumed,
-                },
+                |seq| Procedure::ExpectHssProfile { seq, attach: 0 },
                 out,
             );
         }
@@ -500,20 +494,18 @@ mod procedures {
             let HssRef { mme_ue_id: id, seq } = a.r;
             let _span = crate::mme::ue_span(id, None, "HSS answer").entered();
             let awaited = self.ue(cp, id).map(|u| match u.proc {
-                Procedure::ExpectHssProfile {
-                    seq: s,
-                    resumed,
-                    attach,
-                } if s == seq => Some((resumed, false, attach, false, Resume::Attach)),
+                Procedure::ExpectHssProfile { seq: s, .. } if s == seq => {
+                    Some((false, false, Resume::Attach))
+                }
                 Procedure::ExpectHssVector {
                     seq: s,
-                    attach,
                     resynced,
                     then,
-                } if s == seq => Some((false, true, attach, resynced, then)),
+                    ..
+                } if s == seq => Some((true, resynced, then)),
                 _ => None,
             });
-            let (resumed, want_vector, attach, resynced, then) = match awaited.flatten() {
+            let (want_vector, resynced, then) = match awaited.flatten() {
                 Some(a) => a,
                 _ => {
                     self.stats.hss_late_answers += 1;
@@ -535,11 +527,7 @@ mod procedures {
             match (a.result, want_vector) {
                 (Ok(HssData::Profile(sub)), false) => {
                     self.adopt_profile(cp, id, sub);
-                    if resumed {
-                        self.security_established(now, id, Resume::Attach, cp, out);
-                    } else if let Some(imsi) = self.ue(cp, id).and_then(|u| u.imsi) {
-                        self.ask_vector(cp, now, id, imsi, attach, Resume::Attach, out);
-                    }
+                    self.create_session(now, id, cp, out);
                 }
                 (Ok(HssData::Vector(v)), true) => {
                     self.send_auth_request(cp, now, id, v, (resynced, then), out)
@@ -588,6 +576,7 @@ mod procedures {
             };
             u.qci = sub.qci;
             u.arp_priority = sub.arp_priority;
+            u.hss_location = true;
             if u.apn.is_empty() && !u.esm_info_flag {
                 u.apn.clone_from(&sub.apn);
             }

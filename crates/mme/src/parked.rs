@@ -6,9 +6,21 @@ use crate::prelude::*;
 impl Mme {
     /// Keep the security context of a UE that detached under its M-TMSI, evicting
     /// expired entries and, at the bound, the oldest.
-    pub(crate) fn park(&mut self, now: Instant, m_tmsi: u32, imsi: u64, sec: Box<SecCtx>) {
+    /// `purge`: the HSS holds this MME for the subscriber, and is told with a Purge
+    /// UE when the parked context goes without being taken back.
+    pub(crate) fn park(
+        &mut self,
+        now: Instant,
+        m_tmsi: u32,
+        imsi: u64,
+        sec: Box<SecCtx>,
+        purge: bool,
+    ) {
         self.expire_parked(now);
         if self.cfg.parked_contexts == 0 {
+            if purge {
+                self.purge_subscriber(imsi);
+            }
             return;
         }
         while self.parked.len() >= self.cfg.parked_contexts {
@@ -16,12 +28,45 @@ impl Mme {
                 break;
             };
             if self.parked.get(&t).is_some_and(|p| p.until == until) {
-                self.parked.remove(&t);
+                self.drop_parked(t);
             }
         }
         let until = now + self.cfg.parked_context_ttl;
-        self.parked.insert(m_tmsi, Parked { imsi, sec, until });
+        let p = Parked {
+            imsi,
+            sec,
+            until,
+            purge,
+        };
+        if let Some(old) = self.parked.insert(m_tmsi, p) {
+            // The same M-TMSI parked twice cannot be a live subscriber's twice; the
+            // older one's registration is still the HSS's to forget.
+            if old.purge && old.imsi != imsi {
+                self.purge_subscriber(old.imsi);
+            }
+        }
         self.parked_order.push_back((until, m_tmsi));
+    }
+
+    /// The parked context under `m_tmsi` goes (expired or evicted, not taken back):
+    /// the subscription data goes with it.
+    fn drop_parked(&mut self, m_tmsi: u32) {
+        if let Some(p) = self.parked.remove(&m_tmsi) {
+            if p.purge {
+                self.purge_subscriber(p.imsi);
+            }
+        }
+    }
+
+    /// Purge UE for `imsi` (S6a PUR, TS 29.272 §5.2.1.3), unless a context of the
+    /// subscriber is here again (its Update Location made the HSS hold us anew).
+    pub(crate) fn purge_subscriber(&mut self, imsi: u64) {
+        if self.by_imsi.contains_key(&imsi) {
+            return;
+        }
+        self.stats.hss_purges += 1;
+        self.records
+            .push(Output::Hss(crate::hss::HssRequest::Purge { imsi }));
     }
 
     /// Drop expired parked contexts and the order records of contexts already taken.
@@ -33,7 +78,7 @@ impl Mme {
             }
             self.parked_order.pop_front();
             if live {
-                self.parked.remove(&t);
+                self.drop_parked(t);
             }
         }
     }

@@ -3,6 +3,7 @@
 //! the subscriber acts.
 
 use pepc_mme::hss::{DefaultApn, SubscriptionUpdate};
+use pepc_mme::sim::HssMode;
 use pepc_mme::sim::*;
 use pepc_mme::{CancellationType, Input, MmeConfig};
 use pepc_s1ap::msg::*;
@@ -233,7 +234,85 @@ fn detach_purges_only_when_configured() {
         assert_eq!(h.ue_count(), 0);
         let want: Vec<u64> = if purge { vec![IMSI_N] } else { vec![] };
         assert_eq!(h.purged, want, "purge_on_detach = {purge}");
+        // Without it, the Purge UE goes when the context does: the parked security
+        // context of the detached UE, once expired. Never twice.
+        h.advance(MmeConfig::default().parked_context_ttl + Duration::from_secs(1));
+        assert_eq!(h.mme.parked_count(), 0);
+        assert_eq!(h.purged, vec![IMSI_N], "purge_on_detach = {purge}");
+        assert_eq!(h.stat(|s| s.hss_purges), 1);
     }
+}
+
+/// A detached UE that attaches again with its parked context before it expires is
+/// registered here again: no Purge UE, then or at the expiry it no longer has.
+#[test]
+fn a_parked_context_taken_back_is_not_purged() {
+    let (mut h, mut ue) = attached(MmeConfig::default());
+    let m_tmsi = ue.m_tmsi.unwrap();
+    let d = ue.detach_request(true);
+    let id = ue.mme_ue_id.unwrap();
+    let loc = initial_ue(&h, &ue, vec![], None);
+    let r = h.send(
+        1,
+        UplinkNasTransport {
+            mme_ue_id: id,
+            enb_ue_id: ue.enb_ue_id,
+            nas_pdu: d,
+            ecgi: loc.ecgi,
+            tai: loc.tai,
+        },
+    );
+    pump(&mut h, &mut ue, 1, r).unwrap();
+    assert_eq!(h.mme.parked_count(), 1);
+    // Re-attach under the GUTI, integrity protected with the parked context.
+    ue.mme_ue_id = None;
+    ue.enb_ue_id = 11;
+    let nas = ue.attach_request_protected(m_tmsi);
+    let r = h.send(1, initial_ue(&h, &ue, nas, Some(m_tmsi)));
+    pump(&mut h, &mut ue, 1, r).unwrap();
+    assert_eq!(h.stat(|s| s.parked_contexts_reused), 1, "{:?}", h.logs);
+    assert_eq!(h.stat(|s| s.attaches), 2);
+    h.advance(MmeConfig::default().parked_context_ttl + Duration::from_secs(1));
+    assert!(h.purged.is_empty(), "{:?}", h.purged);
+}
+
+/// An attach that fails after its Update Location was answered (the PCRF refuses
+/// the session, say) deletes a context the HSS holds here: Purge UE.
+#[test]
+fn an_attach_failing_after_update_location_is_purged() {
+    let mut h = Harness::sliced(100, MmeConfig::default(), SLICES);
+    h.hss.add(&subscriber(IMSI)).unwrap();
+    h.enb_setup(1, 1, 1);
+    h.hss_mode = HssMode::Hold;
+    let mut ue = SimUe::new(IMSI, 10);
+    let nas = ue.attach_request(None, false);
+    assert!(h.send(1, initial_ue(&h, &ue, nas, None)).is_empty());
+    // AKA and security mode; then the Update Location is answered.
+    let r = h.answer_hss(0);
+    pump(&mut h, &mut ue, 1, r).unwrap();
+    assert!(h.purged.is_empty());
+    let r = h.answer_hss(0);
+    assert!(
+        r.iter()
+            .any(|(_, m)| matches!(m, S1apMessage::InitialContextSetupRequest(_))),
+        "{:?}",
+        h.logs
+    );
+    // The eNB fails the context setup: the attach fails, its context goes.
+    let r = h.send(
+        1,
+        InitialContextSetupFailure {
+            mme_ue_id: ue.mme_ue_id.unwrap(),
+            enb_ue_id: ue.enb_ue_id,
+            cause: Cause::RADIO_UNSPECIFIED,
+        },
+    );
+    pump(&mut h, &mut ue, 1, r).unwrap();
+    assert_eq!(h.ue_count(), 0, "{:?}", h.logs);
+    // Its security context stays parked (the UE may come back with it); the Purge UE
+    // goes with that.
+    h.advance(MmeConfig::default().parked_context_ttl + Duration::from_secs(1));
+    assert_eq!(h.purged, vec![IMSI_N]);
 }
 
 #[test]

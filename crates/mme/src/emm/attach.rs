@@ -57,7 +57,8 @@ impl Mme {
             if let (true, Some(imsi)) = (_verified, u.imsi) {
                 self.stats.parked_contexts_reused += 1;
                 self.adopt_subscriber(id, imsi, true, cp, out);
-                self.ask_profile(cp, now, id, imsi, true, digest, out);
+                // Secured already: Update Location follows (TS 23.401 §5.3.2.1 step 8).
+                self.security_established(now, id, Resume::Attach, cp, out);
                 return;
             }
         }
@@ -299,8 +300,9 @@ impl Mme {
         let now = self.last_now.unwrap_or_else(Instant::now);
         if let Some(u) = self.ue_mut(cp, id) {
             u.proc = Procedure::Idle;
-            // A reject to an unauthenticated UE is sent plain.
-            if u.emm == Emm_::Deregistered {
+            // A reject to an unauthenticated UE is sent plain; one after security mode
+            // (the HSS refused the Update Location, say) goes protected.
+            if u.emm == Emm_::Deregistered && !u.nas_secured {
                 u.sec = None;
             }
         }

@@ -6,7 +6,10 @@ use crate::prelude::*;
 
 impl Mme {
     /// The attach of subscriber `imsi` (`claim`: learned by identification) goes on
-    /// with its subscription data, then AKA.
+    /// with AKA: an authentication vector first (S6a AIR). Update Location (ULR) waits
+    /// until the UE is authenticated and security mode is done (TS 23.401 §5.3.2.1:
+    /// steps 5a before step 8), so an Attach Request anyone can send in a subscriber's
+    /// name never moves the subscriber's registration to this MME.
     // The MME and the slice (`cp`) travel apart until handlers take one context (STYLE.md §4).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn start_auth(
@@ -20,7 +23,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         self.adopt_subscriber(id, imsi, claim, cp, out);
-        self.ask_profile(cp, now, id, imsi, false, attach, out);
+        self.ask_vector(cp, now, id, imsi, attach, Resume::Attach, out);
     }
 
     /// The Authentication Request with vector `v` from the HSS (`resynced`: after a

@@ -25,10 +25,14 @@
 //!   Modify EPS Bearer Context Request with the new EPS QoS and APN-AMBR. An idle UE
 //!   gets them with its next Initial Context Setup. The PDN connection the UE has
 //!   stays on its APN: a new subscribed APN applies to the next attach.
-//! * Purge: sent when the MME drops a registered subscriber's data for good, at
-//!   implicit detach (mobile reachable timer), and after a UE-initiated detach when
-//!   `MmeConfig::purge_on_detach` is set. Not after a Cancel Location (the HSS
-//!   already knows) nor after an operator detach.
+//! * Purge UE (§5.2.1.3): sent when a context whose subscriber the HSS holds at this
+//!   MME (its Update Location was answered) is deleted: at implicit detach (mobile
+//!   reachable timer), after an operator's detach, when an attach that got that far
+//!   fails, and for a detached UE when its parked security context goes (expired or
+//!   evicted, not taken back by a re-attach), or at once after a UE-initiated detach
+//!   when `MmeConfig::purge_on_detach` is set. Not after a Cancel Location (the HSS
+//!   moved the subscriber), not for a UE that migrates to another slice or node, and
+//!   not while a newer context of the subscriber is here.
 
 use crate::hss::{CancellationType, HssRequest, SubscriptionUpdate};
 use crate::prelude::*;
@@ -50,7 +54,9 @@ impl Mme {
         let Some(&id) = self.by_imsi.get(&imsi) else {
             return; // another slice's subscriber, or nobody's
         };
-        let Some(u) = self.ue(cp, id) else { return };
+        let Some(u) = self.ue_mut(cp, id) else { return };
+        // The HSS moved the subscriber itself: no Purge UE when the context goes.
+        u.hss_location = false;
         self.stats.hss_cancels += 1;
         let registered = u.emm == Emm_::Registered;
         // A connection being released is as good as gone: its Release Complete
@@ -180,9 +186,10 @@ impl Mme {
 
     /// Tell the HSS that UE `id`'s subscription data is gone from this MME (PUR), if
     /// the UE was registered here (only then did the HSS record us for it).
-    pub(crate) fn purge_at_hss(&mut self, cp: &ControlPlane, id: u32, out: &mut Vec<Output>) {
-        let Some(u) = self.ue(cp, id) else { return };
-        if let (Some(imsi), Emm_::Registered) = (u.imsi, u.emm) {
+    /// Done once: the context's later deletion sends none.
+    pub(crate) fn purge_at_hss(&mut self, cp: &mut ControlPlane, id: u32, out: &mut Vec<Output>) {
+        let Some(u) = self.ue_mut(cp, id) else { return };
+        if let (Some(imsi), true) = (u.imsi, std::mem::take(&mut u.hss_location)) {
             self.stats.hss_purges += 1;
             out.push(Output::Hss(HssRequest::Purge { imsi }));
         }

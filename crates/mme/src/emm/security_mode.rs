@@ -1,5 +1,5 @@
 //! Security mode control (TS 24.301 §5.4.3): Security Mode Complete, then the attach's ESM
-//! information request (§6.6.1.2) or session.
+//! information request (§6.6.1.2), Update Location at the HSS and the session.
 
 use crate::prelude::*;
 
@@ -68,6 +68,22 @@ impl Mme {
             self.send_nas(cp, now, id, msg, false, Some(t), out);
             return;
         }
-        self.create_session(now, id, cp, out);
+        self.update_location(now, id, cp, out);
+    }
+
+    /// The authenticated attach asks the HSS for the subscription data (S6a ULR,
+    /// TS 23.401 §5.3.2.1 step 8): only now does the HSS record this MME as the
+    /// subscriber's. The session follows its answer.
+    pub(crate) fn update_location(
+        &mut self,
+        now: Instant,
+        id: u32,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(imsi) = self.ue(cp, id).and_then(|u| u.imsi) else {
+            return;
+        };
+        self.ask_profile(cp, now, id, imsi, out);
     }
 }

@@ -45,7 +45,7 @@ impl Mme {
                 if let Some(a) = r.access_point_name.as_ref() {
                     u.apn = nasx::apn_string(&a.value);
                 }
-                self.create_session(now, id, cp, out);
+                self.update_location(now, id, cp, out);
             }
             Esm::PdnConnectivityRequest(r) => {
                 if let Err(cause) = self.pdn_connect(id, pti, &r, cp, out) {

@@ -25,14 +25,13 @@ pub(crate) enum Procedure {
     Idle,
     /// Identification (§5.4.4): an attach by a GUTI we could not resolve.
     ExpectIdentity,
-    /// The HSS's subscription data (request `seq`); then AKA, or (`resumed`: a parked
-    /// security context) the session. `attach`: digest of the Attach Request served
-    /// (0: unknown), so that the same one repeated meanwhile is not served twice
-    /// (§5.5.1.2.7 e).
+    /// The HSS's subscription data (request `seq`, an Update Location of a UE that is
+    /// authenticated and secured); then the session. `attach`: digest of the Attach
+    /// Request served (0: unknown), so that the same one repeated meanwhile is not
+    /// served twice (§5.5.1.2.7 e).
     ExpectHssProfile {
         seq: u32,
         attach: u16,
-        resumed: bool,
     },
     /// An authentication vector from the HSS (request `seq`); then the Authentication
     /// Request. `resynced`: this vector follows a resynchronisation (one per AKA).
@@ -254,6 +253,11 @@ pub(crate) struct Ue {
     /// A newer context of the same subscriber replaced this one; it only waits for the
     /// UE Context Release Complete of its S1 connection.
     pub(crate) superseded: bool,
+    /// The HSS holds this MME as the subscriber's (an Update Location was answered):
+    /// when the context is deleted, the HSS is told with a Purge UE (TS 29.272
+    /// §5.2.1.3). Not after a Cancel Location (the HSS moved it) or a migration (the
+    /// UE lives on elsewhere).
+    pub(crate) hss_location: bool,
     /// Downlink arrived while the S1 connection was being released: page the UE once
     /// the release completes.
     pub(crate) page_after_release: bool,
@@ -289,4 +293,7 @@ pub(crate) struct Parked {
     pub(crate) imsi: u64,
     pub(crate) sec: Box<SecCtx>,
     pub(crate) until: Instant,
+    /// The HSS still holds this MME for the subscriber: the Purge UE goes when the
+    /// parked context does, unless a new context of the subscriber is here then.
+    pub(crate) purge: bool,
 }

@@ -368,7 +368,7 @@ impl Mme {
                     u.reach_timer = None;
                     self.stats.implicit_detaches += 1;
                     tracing::info!("implicit detach of UE {id}");
-                    self.purge_at_hss(cp, id, out);
+                    // The context goes with its subscription data: Purge UE.
                     self.remove_ue(id, false, cp);
                 }
                 3 if u.guard_timer == Some(t) => {
@@ -794,7 +794,9 @@ impl Mme {
     }
 
     /// Drop a UE context. `park`: the UE detached (or was rejected) and keeps its EPS
-    /// security context, so we keep it too for a GUTI re-attach.
+    /// security context, so we keep it too for a GUTI re-attach. The subscription data
+    /// goes with the context: if the HSS holds this MME for the subscriber, a Purge UE
+    /// tells it now, or when the parked context goes (`Mme::expire_parked`).
     pub(crate) fn remove_ue(&mut self, id: u32, park: bool, cp: &mut ControlPlane) {
         if self.by_id.contains_key(&id) {
             self.end_sessions(cp, id, crate::pcrf::RecordCause::Detached);
@@ -809,11 +811,17 @@ impl Mme {
         if let Some(a) = u.unauth_on.take() {
             self.uncount_unauth(a);
         }
+        // Only the subscriber's current context speaks for it to the HSS (a superseded
+        // one has no IMSI; a newer context has the subscriber's index).
+        let current = u.imsi.is_some_and(|i| self.by_imsi.get(&i) == Some(&id));
+        let mut purge = current && u.hss_location;
         if park && u.emm == Emm_::Deregistered && u.m_tmsi != 0 {
             if let (Some(sec), Some(imsi), Some(now)) = (u.sec.take(), u.imsi, self.last_now) {
-                self.park(now, u.m_tmsi, imsi, sec);
+                self.park(now, u.m_tmsi, imsi, sec, purge);
+                purge = false;
             }
         }
+
         if let Some(c) = u.conn {
             self.by_conn.remove(&c);
         }
@@ -838,6 +846,9 @@ impl Mme {
             if self.by_tmsi.get(&m_tmsi) == Some(&id) {
                 self.by_tmsi.remove(&m_tmsi);
             }
+        }
+        if let (true, Some(imsi)) = (purge, u.imsi) {
+            self.purge_subscriber(imsi);
         }
     }
 
@@ -912,6 +923,7 @@ impl Mme {
             esm_info_flag: false,
             resumed: false,
             superseded: false,
+            hss_location: false,
             page_after_release: false,
             policy: None,
         });

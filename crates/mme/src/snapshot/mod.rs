@@ -53,8 +53,9 @@
 //! F_VECTOR), 3 ExpectSmcComplete (needs F_NEW_SEC), 4 ExpectEsmInfo,
 //! 5/6 ExpectIcsResponse (attach false/true), 7 ExpectAttachComplete,
 //! 8 ExpectGutiReallocComplete (needs F_PENDING_TMSI), 9 ExpectDetachAccept,
-//! 10/11 ExpectReleaseComplete (then_remove false/true), 12/13 ExpectHssProfile
-//! (resumed false/true), 14 ExpectHssVector; F_RESYNC_DONE only with 2 and 14. The
+//! 10/11 ExpectReleaseComplete (then_remove false/true), 12 ExpectHssProfile (13, a
+//! profile for a parked context's attach in earlier versions, is read as 12),
+//! 14 ExpectHssVector; F_RESYNC_DONE only with 2 and 14. The
 //! parts a state holds appear with it and with no other state.
 //!
 //! Not carried: the slice's UE slot (local to a slice; the restoring caller gives the
@@ -388,6 +389,10 @@ impl Mme {
         cp: &mut ControlPlane,
     ) -> Result<(), SnapshotError> {
         let id = self.id_of(key).ok_or(SnapshotError::UnknownUe(key))?;
+        // The HSS keeps this node's MME for it: no Purge UE.
+        if let Some(u) = self.ue_mut(cp, id) {
+            u.hss_location = false;
+        }
         self.remove_ue(id, false, cp);
         Ok(())
     }

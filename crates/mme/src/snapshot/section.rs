@@ -19,8 +19,9 @@ pub(super) fn proc_code(p: &Procedure) -> u8 {
         Procedure::ExpectDetachAccept => 9,
         Procedure::ExpectReleaseComplete { then_remove: false } => 10,
         Procedure::ExpectReleaseComplete { then_remove: true } => 11,
-        Procedure::ExpectHssProfile { resumed: false, .. } => 12,
-        Procedure::ExpectHssProfile { resumed: true, .. } => 13,
+        // 13 was a profile asked for a parked context's attach (before Update Location
+        // moved after AKA): read as 12.
+        Procedure::ExpectHssProfile { .. } => 12,
         Procedure::ExpectHssVector { .. } => 14,
         Procedure::ExpectPolicy { .. } => 15,
     }
@@ -93,11 +94,7 @@ pub(super) fn proc_of(code: u8, p: ProcParts) -> Result<Procedure, SnapshotError
             9 => Procedure::ExpectDetachAccept,
             10 => Procedure::ExpectReleaseComplete { then_remove: false },
             11 => Procedure::ExpectReleaseComplete { then_remove: true },
-            12 | 13 => Procedure::ExpectHssProfile {
-                seq,
-                attach,
-                resumed: code == 13,
-            },
+            12 | 13 => Procedure::ExpectHssProfile { seq, attach },
             14 => Procedure::ExpectHssVector {
                 seq,
                 attach,
@@ -187,6 +184,8 @@ pub(super) fn write_ue(
         superseded,
         page_after_release,
         subscribed_apn,
+        // Derived on restore from the EMM state and the procedure.
+        hss_location: _,
         // PCC rules and Gx sessions are not in the snapshot (yet): a restored UE
         // keeps its bearers under the slice's default rule set.
         policy: _,
@@ -635,6 +634,15 @@ pub(super) fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError
     if r.remaining() != 0 {
         return Err(SnapshotError::Trailing(r.remaining()));
     }
+    // The HSS holds this MME for every registered UE, and for an attach past its
+    // Update Location (policy, context setup, completion).
+    let hss_location = has(F_REGISTERED)
+        || matches!(
+            proc,
+            Procedure::ExpectPolicy { .. }
+                | Procedure::ExpectIcsResponse { attach: true }
+                | Procedure::ExpectAttachComplete
+        );
     Ok(Decoded {
         mme_ue_id,
         had_slot: has(F_SLOT),
@@ -682,6 +690,7 @@ pub(super) fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError
             esm_info_flag,
             resumed: has(F_RESUMED),
             superseded: has(F_SUPERSEDED),
+            hss_location,
             page_after_release: has(F_PAGE_AFTER_RELEASE),
             subscribed_apn: 0,
             policy: None,

@@ -1716,7 +1716,7 @@ fn attaches_go_on_while_another_ue_waits_for_the_hss() {
     assert_eq!(h.held_hss.len(), 1);
     assert!(matches!(
         h.held_hss[0].1,
-        pepc_mme::HssRequest::Profile { imsi: IMSI_N, .. }
+        pepc_mme::HssRequest::Vector { imsi: IMSI_N, .. }
     ));
     // The same Attach Request again (same connection) is not served twice.
     let id = h.mme.mme_ue_id_of(IMSI_N).expect("context of the waiting UE");
@@ -1733,7 +1733,16 @@ fn attaches_go_on_while_another_ue_waits_for_the_hss() {
     assert!(seen.contains(&"InitialContextSetupRequest".to_string()));
     assert_eq!(h.stat(|s| s.attaches), 1);
 
-    // The first UE's answer comes: its attach goes on (vector, AKA, ...) to the end.
+    // The first UE's answer comes: its attach goes on (AKA, security mode, Update
+    // Location, ...) to the end.
+    h.hss_mode = HssMode::Hold;
+    let r = h.answer_hss(0);
+    pump(&mut h, &mut a, 1, r).unwrap();
+    assert!(matches!(
+        h.held_hss[0].1,
+        pepc_mme::HssRequest::Profile { imsi: IMSI_N, .. }
+    ));
+    h.hss_mode = HssMode::Inline;
     let r = h.answer_hss(0);
     let seen = pump(&mut h, &mut a, 1, r).unwrap();
     assert!(
@@ -1743,7 +1752,7 @@ fn attaches_go_on_while_another_ue_waits_for_the_hss() {
     );
     assert_eq!(h.stat(|s| s.attaches), 2);
     assert_eq!(h.stat(|s| s.hss_late_answers), 0);
-    assert_eq!(h.stat(|s| s.hss_requests), 4, "profile and vector per attach");
+    assert_eq!(h.stat(|s| s.hss_requests), 4, "vector and profile per attach");
 }
 
 #[test]
@@ -1826,8 +1835,7 @@ fn hss_unavailable_rejects_with_network_failure_and_nas_waits_are_not_served() {
     h.hss_mode = HssMode::Hold;
     let mut ue = SimUe::new(IMSI, 10);
     assert!(start_attach(&mut h, &ue).is_empty());
-    // Answer the profile; hold the vector request.
-    assert!(h.answer_hss(0).is_empty());
+    // The vector request is the first, held.
     assert!(matches!(
         h.held_hss[0].1,
         pepc_mme::HssRequest::Vector { imsi: IMSI_N, .. }
@@ -1863,7 +1871,6 @@ fn synch_failure_waits_for_the_resync_answer() {
     let mut ue = SimUe::new(IMSI, 10);
     ue.sqn_max = 1 << 20; // USIM ahead of the HSS
     assert!(start_attach(&mut h, &ue).is_empty());
-    assert!(h.answer_hss(0).is_empty()); // profile
     let r = h.answer_hss(0); // vector: Authentication Request, Synch failure back
     assert!(pump(&mut h, &mut ue, 1, r).is_ok());
     assert_eq!(h.held_hss.len(), 1);
@@ -1876,4 +1883,57 @@ fn synch_failure_waits_for_the_resync_answer() {
     let r = h.answer_hss(0);
     pump(&mut h, &mut ue, 1, r).unwrap();
     assert_eq!(h.stat(|s| s.attaches), 1, "{:?}", ue.received);
+}
+
+/// TS 23.401 §5.3.2.1: authentication (AIR, AKA, security mode: step 5a) before Update
+/// Location (step 8). Every HSS request of an attach in order, and no ULR for an
+/// Attach Request whose sender fails AKA: anyone may send one in a subscriber's name,
+/// and a ULR would move the subscriber's registration here.
+#[test]
+fn update_location_comes_only_after_authentication_and_security_mode() {
+    let mut h = setup();
+    h.hss_mode = HssMode::Hold;
+    let mut ue = SimUe::new(IMSI, 10);
+    assert!(start_attach(&mut h, &ue).is_empty());
+    let kinds = |h: &Harness| -> Vec<&'static str> {
+        h.held_hss
+            .iter()
+            .map(|(_, r)| match r {
+                pepc_mme::HssRequest::Profile { .. } => "ULR",
+                pepc_mme::HssRequest::Vector { .. } => "AIR",
+                pepc_mme::HssRequest::Resync { .. } => "AIR-resync",
+                pepc_mme::HssRequest::Purge { .. } => "PUR",
+            })
+            .collect()
+    };
+    assert_eq!(kinds(&h), vec!["AIR"]);
+    // The vector: Authentication Request; the UE's RES: Security Mode Command; its
+    // Complete: only now the Update Location.
+    let r = h.answer_hss(0);
+    pump(&mut h, &mut ue, 1, r).unwrap();
+    assert_eq!(
+        ue.received,
+        vec!["AuthenticationRequest", "SecurityModeCommand"],
+        "{:?}",
+        h.logs
+    );
+    assert_eq!(kinds(&h), vec!["ULR"]);
+    // The attach completes on its answer.
+    h.hss_mode = HssMode::Inline;
+    let r = h.answer_hss(0);
+    let seen = pump(&mut h, &mut ue, 1, r).unwrap();
+    assert!(seen.contains(&"InitialContextSetupRequest".to_string()), "{seen:?}");
+    assert_eq!(h.stat(|s| s.attaches), 1);
+
+    // Someone else attaches in the subscriber's name without its key: AKA fails, no
+    // Update Location is sent, and the subscriber's context is untouched.
+    h.hss_mode = HssMode::Hold;
+    let mut impostor = SimUe::new(IMSI, 30).with_wrong_key();
+    assert!(start_attach(&mut h, &impostor).is_empty());
+    assert_eq!(kinds(&h), vec!["AIR"]);
+    let r = h.answer_hss(0);
+    let _ = pump(&mut h, &mut impostor, 1, r);
+    assert!(h.held_hss.is_empty(), "no ULR for an unauthenticated UE: {:?}", kinds(&h));
+    assert!(h.mme.is_connected(&h.cp, IMSI_N), "the subscriber keeps its context");
+    assert_eq!(h.mme.m_tmsi_of(&h.cp, IMSI_N), ue.m_tmsi);
 }
