@@ -810,7 +810,7 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         sc.slice = sl as u32;
         sc.layout = layout;
         let (mut cp, mut dp) = build(&sc);
-        let mut mme = Mme::new(cfg.clone());
+        let mut mme = Mme::new(cfg.clone(), std::time::Instant::now());
         mme.set_role(endpoint.role(sl));
         let proxy = HssProxy::new(hss.clone(), pepc_mme::mme::urandom());
         // The data thread only applies the control thread's published updates here.

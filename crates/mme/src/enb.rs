@@ -38,12 +38,15 @@ impl Mme {
 
     /// Every UE with an S1 connection on `assoc` goes ECM-IDLE.
     fn idle_all_of(&mut self, assoc: AssocId, cp: &mut ControlPlane, out: &mut Vec<Output>) {
-        let ids: Vec<u32> = self
+        let mut ids: Vec<u32> = self
             .by_conn
             .iter()
             .filter(|((a, _), _)| *a == assoc)
             .map(|(_, id)| *id)
             .collect();
+        // In MME UE S1AP ID order, not the map's: what is sent must not depend on
+        // hashing (a replay gives the same bytes in the same order).
+        ids.sort_unstable();
         for id in ids {
             self.make_idle(id, cp, out);
         }

@@ -697,15 +697,23 @@ impl S1apEndpoint {
     pub fn on_slice_output(&mut self, slice: usize, o: Output, out: &mut EndpointOut) {
         match o {
             Output::Page { tais, bytes } => {
-                for (assoc, e) in self.enbs.iter() {
-                    if e.global_id.is_some() && e.tais.iter().any(|t| tais.contains(t)) {
-                        self.stats.pagings_sent += 1;
-                        out.wire.push(Output::S1ap {
-                            assoc: *assoc,
-                            stream: 0,
-                            bytes: bytes.clone(),
-                        });
-                    }
+                let mut to: Vec<AssocId> = self
+                    .enbs
+                    .iter()
+                    .filter(|(_, e)| {
+                        e.global_id.is_some() && e.tais.iter().any(|t| tais.contains(t))
+                    })
+                    .map(|(a, _)| *a)
+                    .collect();
+                // Association order, not the map's (deterministic output).
+                to.sort_unstable();
+                for assoc in to {
+                    self.stats.pagings_sent += 1;
+                    out.wire.push(Output::S1ap {
+                        assoc,
+                        stream: 0,
+                        bytes: bytes.clone(),
+                    });
                 }
             }
             Output::ResetDone { token } => {

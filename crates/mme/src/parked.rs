@@ -98,7 +98,7 @@ impl Mme {
         id: u32,
         bytes: &[u8],
     ) -> Option<NasEpsMessage> {
-        let now = self.last_now?;
+        let now = self.now;
         let NasEpsMessage::Emm(_, Emm::AttachRequest(r)) = nasx::unverified_inner(bytes)? else {
             return None;
         };

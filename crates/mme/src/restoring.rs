@@ -85,6 +85,7 @@ impl Mme {
         if items.is_empty() {
             return;
         }
+        self.now = now;
         let mut r = Restoring::new(items);
         r.started = Some(now);
         tracing::info!("restoring {} checkpointed UEs while serving", r.left());
@@ -197,10 +198,7 @@ impl Mme {
     ) {
         if let Some(it) = r.take(i) {
             r.on_demand += 1;
-            let now = self
-                .last_now
-                .or(r.started)
-                .expect("restoring since a start");
+            let now = self.now;
             self.restore_item(r, cp, it, now, out);
         }
     }

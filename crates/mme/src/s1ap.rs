@@ -100,7 +100,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        self.last_now = Some(now);
+        self.now = now;
         let _span = crate::mme::ue_span(0, Some(m.enb_ue_id), "initial UE message").entered();
         // Service Request: short header, the UE is known by S-TMSI.
         if m.nas_pdu
@@ -226,7 +226,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        self.last_now = Some(now);
+        self.now = now;
         use S1apMessage as M;
         if self.ue(cp, id).is_some_and(|u| u.superseded)
             && !matches!(msg, M::UeContextReleaseComplete(_))

@@ -339,7 +339,7 @@ pub(crate) mod tests {
     pub(crate) fn mme_and_attach() -> (Mme, ControlPlane, Vec<u8>) {
         let cfg = MmeConfig::default();
         let plmn = cfg.plmn;
-        let mut mme = Mme::new(cfg.clone());
+        let mut mme = Mme::new(cfg.clone(), std::time::Instant::now());
         let (mut cp, _dp) = build(&SliceConfig::for_users(16));
         let mut out = vec![];
         mme.handle(

@@ -39,7 +39,7 @@ impl ControlDriver for Counting {
 }
 
 fn mme() -> Mme {
-    Mme::new(MmeConfig::default())
+    Mme::new(MmeConfig::default(), std::time::Instant::now())
 }
 
 fn proxy() -> Proxy {

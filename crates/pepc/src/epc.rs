@@ -893,7 +893,7 @@ impl Epc {
                 .map(|(p, b)| p.with_pcrf(b))
                 .collect();
             if n == 1 {
-                let mut mme = Mme::new(mcfg.clone());
+                let mut mme = Mme::new(mcfg.clone(), std::time::Instant::now());
                 mme.set_role(ep.role(0));
                 // The endpoint runs inline in the only slice's control thread.
                 let mut d = MmeDriver::new(transport, mme, proxies.remove(0));
@@ -903,7 +903,7 @@ impl Epc {
             } else {
                 let mmes = proxies
                     .into_iter()
-                    .map(|p| (Mme::new(mcfg.clone()), p))
+                    .map(|p| (Mme::new(mcfg.clone(), std::time::Instant::now()), p))
                     .collect();
                 let (t, slices) = start_signaling(transport, ep, mmes, None)
                     .map_err(|e| format!("starting the S1AP endpoint thread: {e}"))?;

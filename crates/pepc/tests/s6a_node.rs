@@ -418,7 +418,16 @@ fn an_hss_that_never_answers_gets_the_attach_rejected_with_17() {
             .any(|m| matches!(m, S1apMessage::UeContextReleaseCommand(_)))
     });
     assert_eq!(ue.received, vec!["AttachReject#17".to_string()]);
-    hss.wait_log("the ULR", |v| v["event"] == "request" && v["cmd"] == 316);
+    // Authentication comes first (TS 23.401 §5.3.2.1): the unanswered request is the
+    // AIR, and no Update Location is ever sent for a UE that was not authenticated.
+    hss.wait_log("the AIR", |v| v["event"] == "request" && v["cmd"] == 318);
+    assert!(
+        !hss.log()
+            .iter()
+            .any(|v| v["event"] == "request" && v["cmd"] == 316),
+        "a ULR before authentication: {:?}",
+        hss.log()
+    );
     enb.t.close(enb.assoc);
     epc.stop();
     let _ = std::fs::remove_file(cdr_path(45));

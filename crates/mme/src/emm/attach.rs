@@ -153,9 +153,8 @@ impl Mme {
             }
         }
         tracing::debug!("UE {old} superseded by a new attach; awaiting its release complete");
-        if let Some(now) = self.last_now {
-            self.arm(cp, old, TimerKind::Guard, now + self.cfg.release_guard);
-        }
+        let at = self.now + self.cfg.release_guard;
+        self.arm(cp, old, TimerKind::Guard, at);
         if !commanded {
             self.send(
                 assoc,
@@ -297,7 +296,7 @@ impl Mme {
     ) {
         self.stats.attach_rejects += 1;
         self.stats.failed("attach", rej.emm_cause.value);
-        let now = self.last_now.unwrap_or_else(Instant::now);
+        let now = self.now;
         if let Some(u) = self.ue_mut(cp, id) {
             u.proc = Procedure::Idle;
             // A reject to an unauthenticated UE is sent plain; one after security mode

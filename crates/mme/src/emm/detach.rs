@@ -46,6 +46,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), MmeError> {
+        self.now = now;
         self.restore_imsi_first(cp, imsi, out);
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
         if self.ue(cp, id).expect("present").conn.is_none() {
@@ -66,7 +67,6 @@ impl Mme {
             Some(t),
             out,
         );
-        self.last_now = Some(now);
         self.flush_released(cp, out);
         Ok(())
     }

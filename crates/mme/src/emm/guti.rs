@@ -59,6 +59,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<u32, MmeError> {
+        self.now = now;
         self.restore_imsi_first(cp, imsi, out);
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
         if self.ue(cp, id).expect("present").conn.is_none() {
@@ -86,7 +87,6 @@ impl Mme {
             Some(d),
             out,
         );
-        self.last_now = Some(now);
         self.flush_released(cp, out);
         Ok(t)
     }

@@ -291,10 +291,10 @@ impl Mme {
                 ambr_ul: ambr.0,
                 ambr_dl: ambr.1,
             };
-            let now = self.now_hint().unwrap_or_else(Instant::now);
+            let now = self.now;
             self.ask_policy(cp, now, id, session, subscribed, false, out);
         } else {
-            let now = self.now_hint().unwrap_or_else(Instant::now);
+            let now = self.now;
             self.open_session(cp, now, id, session);
         }
         let erab = pepc_s1ap::ERab {

@@ -334,7 +334,7 @@ impl Mme {
             })
             .unwrap_or(false);
         if monitored && !self.monitored.contains(&id) {
-            let at = self.now_hint().unwrap_or_else(Instant::now) + self.cfg.policy.usage_check;
+            let at = self.now + self.cfg.policy.usage_check;
             self.monitored.insert(id);
             self.usage_checks.push_back((at, id));
         }
@@ -722,6 +722,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> bool {
+        self.now = now;
         let Some(&id) = self.by_imsi.get(&imsi) else {
             return false;
         };
@@ -920,7 +921,7 @@ impl Mme {
         pdn: u8,
         cause: RecordCause,
     ) {
-        let now = self.now_hint().unwrap_or_else(Instant::now);
+        let now = self.now;
         let bearers: Vec<u8> = self
             .session_of(cp, id, pdn, |s| s.bearers.iter().map(|b| b.0).collect())
             .unwrap_or_default();
@@ -970,7 +971,7 @@ impl Mme {
 
     /// Dedicated bearer `ebi` goes: its record, and its rules leave the session.
     pub(crate) fn end_bearer(&mut self, cp: &mut ControlPlane, id: u32, ebi: u8) {
-        let now = self.now_hint().unwrap_or_else(Instant::now);
+        let now = self.now;
         let Some(pdn) = self.ue(cp, id).and_then(|u| {
             u.policy
                 .as_ref()?
@@ -997,7 +998,7 @@ impl Mme {
 
     /// A UE-requested dedicated bearer joins its PDN connection's records.
     pub(crate) fn note_bearer(&mut self, cp: &mut ControlPlane, id: u32, pdn: u8, ebi: u8) {
-        let now = self.now_hint().unwrap_or_else(Instant::now);
+        let now = self.now;
         self.session_of(cp, id, pdn, |s| {
             if !s.bearers.iter().any(|b| b.0 == ebi) {
                 s.bearers.push((ebi, now, 0));

@@ -77,7 +77,7 @@ impl Mme {
             target_enb_ue_id: None,
             admitted: vec![],
             source: (assoc, m.enb_ue_id),
-            started: self.last_now.unwrap_or_else(Instant::now),
+            started: self.now,
         }));
         self.send(target, Some(id), req.into(), out);
     }
@@ -187,11 +187,9 @@ impl Mme {
         u.ecgi = m.ecgi;
         self.by_conn.insert((assoc, m.enb_ue_id), id);
         self.stats.s1_handovers += 1;
-        if let Some(now) = self.last_now {
-            self.stats
-                .handover_latency
-                .observe(now.saturating_duration_since(h.started));
-        }
+        self.stats
+            .handover_latency
+            .observe(self.now.saturating_duration_since(h.started));
         self.procedure_done(id);
         self.send(
             h.source.0,

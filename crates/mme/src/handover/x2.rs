@@ -95,11 +95,11 @@ impl Mme {
         self.attach_conn(cp, id, assoc, m.enb_ue_id, m.tai, m.ecgi);
         // Not in `by_conn`: the source frees its eNB UE S1AP ID at the X2 release and
         // may give it to a new UE; late messages carry our MME UE S1AP ID anyway.
-        let now = self.now_hint();
+        let now = self.now;
         let u = self.ue_mut(cp, id).expect("present");
         u.x2_source = old
             .filter(|c| *c != (assoc, m.enb_ue_id))
-            .zip(now.map(|n| n + X2_SOURCE_GRACE));
+            .map(|c| (c, now + X2_SOURCE_GRACE));
         let Some(sc) = self.next_nh(cp, id) else {
             return fail(self, out, Cause::MISC_UNSPECIFIED);
         };

@@ -72,7 +72,9 @@ pub struct Mme {
     pub(crate) next_id: u32,
     pub(crate) next_tmsi: u32,
     pub(crate) timers: BinaryHeap<Reverse<(Instant, u32, u64, u8)>>,
-    pub(crate) last_now: Option<Instant>,
+    /// The time of the input being handled: every entry point sets it first (time
+    /// comes in with the input; the MME never reads a clock).
+    pub(crate) now: Instant,
     /// The node's overload control finds this slice's backlog too long: new
     /// non-emergency attaches get #22 with T3346 (`crate::overload`).
     pub(crate) congested: bool,
@@ -117,7 +119,7 @@ impl Mme {
     /// An MME without UEs. It reaches the HSS through [`Output::Hss`] requests,
     /// which the driver has served (e.g. by [`crate::hss::HssProxy`], which also
     /// holds the RAND source of the vectors).
-    pub fn new(cfg: MmeConfig) -> Mme {
+    pub fn new(cfg: MmeConfig, now: Instant) -> Mme {
         Mme {
             cfg,
             hss_seq: 0,
@@ -133,7 +135,7 @@ impl Mme {
             next_id: 1,
             next_tmsi: 0x1000_0001,
             timers: BinaryHeap::new(),
-            last_now: None,
+            now,
             congested: false,
             parked: Map::default(),
             restoring: None,
@@ -196,7 +198,7 @@ impl Mme {
 
     /// S1 connections per eNB association.
     pub fn connections_by_enb(&self) -> Vec<(AssocId, usize)> {
-        let mut m: HashMap<AssocId, usize> = HashMap::new();
+        let mut m: std::collections::BTreeMap<AssocId, usize> = Default::default();
         for (a, _) in self.by_conn.keys() {
             *m.entry(*a).or_default() += 1;
         }
@@ -337,7 +339,7 @@ impl Mme {
     }
 
     pub fn handle_timeout(&mut self, now: Instant, cp: &mut ControlPlane, out: &mut Vec<Output>) {
-        self.last_now = Some(now);
+        self.now = now;
         // Keys of expired parked contexts do not outlive their TTL by more than a tick.
         self.expire_parked(now);
         self.expire_hss_requests(now, cp, out);
@@ -509,7 +511,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        self.last_now = Some(now);
+        self.now = now;
         self.on_s1ap(now, assoc, stream, bytes, cp, out);
         self.flush_released(cp, out);
     }
@@ -558,7 +560,7 @@ impl Mme {
     }
 
     fn flush_checkpoints(&mut self, cp: &mut ControlPlane, out: &mut Vec<Output>) {
-        let now = self.last_now.unwrap_or_else(Instant::now);
+        let now = self.now;
         for id in std::mem::take(&mut self.dirty) {
             let Some(u) = self.ue(cp, id) else {
                 continue;
@@ -605,7 +607,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        self.last_now = Some(now);
+        self.now = now;
         match input {
             Input::Congestion { on } => {
                 if on != self.congested {
@@ -742,8 +744,8 @@ impl Mme {
             }
             self.stats.releases += 1;
             self.procedure_done(id);
-            let at = self.now_hint().map(|n| n + self.cfg.mobile_reachable);
-            if let Some(at) = at {
+            let at = self.now + self.cfg.mobile_reachable;
+            {
                 self.arm(cp, id, TimerKind::Reachable, at);
                 // Downlink came while the connection was being released.
                 if page {
@@ -789,10 +791,6 @@ impl Mme {
         self.apns.get(usize::from(i).checked_sub(1)?).map(|a| &**a)
     }
 
-    pub(crate) fn now_hint(&self) -> Option<Instant> {
-        self.last_now
-    }
-
     /// Drop a UE context. `park`: the UE detached (or was rejected) and keeps its EPS
     /// security context, so we keep it too for a GUTI re-attach. The subscription data
     /// goes with the context: if the HSS holds this MME for the subscriber, a Purge UE
@@ -816,8 +814,8 @@ impl Mme {
         let current = u.imsi.is_some_and(|i| self.by_imsi.get(&i) == Some(&id));
         let mut purge = current && u.hss_location;
         if park && u.emm == Emm_::Deregistered && u.m_tmsi != 0 {
-            if let (Some(sec), Some(imsi), Some(now)) = (u.sec.take(), u.imsi, self.last_now) {
-                self.park(now, u.m_tmsi, imsi, sec, purge);
+            if let (Some(sec), Some(imsi)) = (u.sec.take(), u.imsi) {
+                self.park(self.now, u.m_tmsi, imsi, sec, purge);
                 purge = false;
             }
         }
@@ -950,9 +948,8 @@ impl Mme {
                 self.crowded = Some(Some(assoc));
             }
         }
-        if let Some(now) = self.last_now {
-            self.arm(cp, id, TimerKind::Guard, now + self.cfg.unauth_context_ttl);
-        }
+        let at = self.now + self.cfg.unauth_context_ttl;
+        self.arm(cp, id, TimerKind::Guard, at);
         Some(id)
     }
 
@@ -972,10 +969,8 @@ impl Mme {
         };
         u.proc = Procedure::ExpectReleaseComplete { then_remove };
         // Not for ever: an eNB that never completes is not keeping the context.
-        if let Some(now) = self.last_now {
-            let at = now + self.cfg.release_guard;
-            self.arm(cp, id, TimerKind::Guard, at);
-        }
+        let at = self.now + self.cfg.release_guard;
+        self.arm(cp, id, TimerKind::Guard, at);
         self.send(
             assoc,
             Some(id),

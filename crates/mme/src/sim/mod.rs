@@ -125,6 +125,7 @@ impl Harness {
     /// A node of `slices` slices (consistent-hash policy), each sized for `users`.
     pub fn sliced(users: usize, cfg: MmeConfig, slices: usize) -> Harness {
         let hss = Arc::new(Hss::in_memory().expect("in-memory HSS"));
+        let now = Instant::now();
         let endpoint = S1apEndpoint::new(cfg.clone(), slices, SlicePolicy::ConsistentHash);
         let focus = endpoint.slice_of_imsi(FOCUS_IMSI);
         let layout =
@@ -135,7 +136,7 @@ impl Harness {
                 sc.slice = s as u32;
                 sc.layout = layout;
                 let (cp, dp) = build(&sc);
-                let mut mme = Mme::new(cfg.clone());
+                let mut mme = Mme::new(cfg.clone(), now);
                 mme.set_role(endpoint.role(s));
                 Some(SliceSim { mme, cp, dp })
             })
@@ -159,7 +160,7 @@ impl Harness {
             hold_releases: Vec::new(),
             held_releases: Vec::new(),
             checkpoints: Default::default(),
-            now: Instant::now(),
+            now,
             logs: vec![],
         }
     }

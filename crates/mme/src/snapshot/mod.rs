@@ -376,7 +376,7 @@ impl Mme {
             let at = self.hss_deadlines.back().map_or(now, |b| b.0.max(now));
             self.hss_deadlines.push_back((at, id, seq));
         }
-        self.last_now = Some(now);
+        self.now = now;
         self.rearm(cp, id);
         Ok(result)
     }
