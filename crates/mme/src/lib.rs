@@ -44,6 +44,7 @@ pub mod mme;
 pub mod nasx;
 pub mod overload;
 pub mod pcrf;
+pub mod record;
 pub mod sim;
 pub mod snapshot;
 pub mod view;

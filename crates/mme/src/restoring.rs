@@ -85,6 +85,12 @@ impl Mme {
         if items.is_empty() {
             return;
         }
+        let rec = self.begin_call(now, None, 0, crate::record::put::begin_restore(&items));
+        self.start_restoring(items, now);
+        self.close_call(rec, Vec::new(), &[], &());
+    }
+
+    fn start_restoring(&mut self, items: Vec<(u64, Vec<u8>)>, now: Instant) {
         self.now = now;
         let mut r = Restoring::new(items);
         r.started = Some(now);
@@ -106,6 +112,26 @@ impl Mme {
         max: usize,
         out: &mut Vec<Output>,
     ) -> Option<RestoreReport> {
+        self.restoring.as_ref()?;
+        let rec = self.begin_call(
+            now,
+            Some(cp),
+            out.len(),
+            crate::record::put::restore_some(max),
+        );
+        let r = self.restore_next(cp, now, max, out);
+        self.end_call(rec, cp, out, &r);
+        r
+    }
+
+    fn restore_next(
+        &mut self,
+        cp: &mut ControlPlane,
+        now: Instant,
+        max: usize,
+        out: &mut Vec<Output>,
+    ) -> Option<RestoreReport> {
+        self.now = now;
         let mut r = self.restoring.take()?;
         let mut n = 0;
         while n < max && r.next < r.items.len() {

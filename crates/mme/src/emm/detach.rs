@@ -46,6 +46,24 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), MmeError> {
+        let rec = self.begin_call(
+            now,
+            Some(cp),
+            out.len(),
+            crate::record::put::detach_ue(imsi),
+        );
+        let r = self.operator_detach(now, imsi, cp, out);
+        self.end_call(rec, cp, out, &r);
+        r
+    }
+
+    fn operator_detach(
+        &mut self,
+        now: Instant,
+        imsi: u64,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> Result<(), MmeError> {
         self.now = now;
         self.restore_imsi_first(cp, imsi, out);
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;

@@ -59,6 +59,24 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<u32, MmeError> {
+        let rec = self.begin_call(
+            now,
+            Some(cp),
+            out.len(),
+            crate::record::put::reallocate_guti(imsi),
+        );
+        let r = self.operator_guti_reallocation(now, imsi, cp, out);
+        self.end_call(rec, cp, out, &r);
+        r
+    }
+
+    fn operator_guti_reallocation(
+        &mut self,
+        now: Instant,
+        imsi: u64,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> Result<u32, MmeError> {
         self.now = now;
         self.restore_imsi_first(cp, imsi, out);
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;

@@ -722,12 +722,61 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> bool {
+        // The decisions are asked first, in the sessions' order: they are the call's
+        // input (what a recording keeps and a replay gives back).
+        let decisions: Vec<(String, PolicyDecision)> = self
+            .policy_sessions(cp, imsi)
+            .into_iter()
+            .map(|(_, apn, _)| {
+                let d = decide(&apn);
+                (apn, d)
+            })
+            .collect();
+        self.apply_policy_decisions(now, imsi, decisions, cp, out)
+    }
+
+    /// [`Mme::reapply_policy`] with the decisions for the subscriber's sessions given,
+    /// in their order (a session whose APN is not the one given keeps its policy).
+    pub fn apply_policy_decisions(
+        &mut self,
+        now: Instant,
+        imsi: u64,
+        decisions: Vec<(String, PolicyDecision)>,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) -> bool {
+        let rec = self.begin_call(
+            now,
+            Some(cp),
+            out.len(),
+            crate::record::put::reapply_policy(imsi, &decisions),
+        );
         self.now = now;
+        let known = self.by_imsi.contains_key(&imsi);
+        let sessions = self.policy_sessions(cp, imsi);
+        for ((ebi, apn, current), (dapn, mut d)) in sessions.into_iter().zip(decisions) {
+            if apn != dapn {
+                continue;
+            }
+            d.remove = current
+                .iter()
+                .filter(|r| !d.install.iter().any(|n| n.name == r.name))
+                .map(|r| r.name.clone())
+                .collect();
+            d.install.retain(|r| !current.contains(r));
+            self.policy_update(now, imsi, Some(ebi), d, cp, out);
+        }
+        self.end_call(rec, cp, out, &known);
+        known
+    }
+
+    /// The subscriber's sessions: default bearer, APN, and the PCC rules they have
+    /// or will have once a pending decision applies.
+    fn policy_sessions(&self, cp: &ControlPlane, imsi: u64) -> Vec<(u8, String, Vec<PccRule>)> {
         let Some(&id) = self.by_imsi.get(&imsi) else {
-            return false;
+            return Vec::new();
         };
-        let sessions: Vec<(u8, String, Vec<PccRule>)> = self
-            .ue(cp, id)
+        self.ue(cp, id)
             .and_then(|u| u.policy.as_ref())
             .map(|p| {
                 p.sessions
@@ -743,18 +792,7 @@ impl Mme {
                     })
                     .collect()
             })
-            .unwrap_or_default();
-        for (ebi, apn, current) in sessions {
-            let mut d = decide(&apn);
-            d.remove = current
-                .iter()
-                .filter(|r| !d.install.iter().any(|n| n.name == r.name))
-                .map(|r| r.name.clone())
-                .collect();
-            d.install.retain(|r| !current.contains(r));
-            self.policy_update(now, imsi, Some(ebi), d, cp, out);
-        }
-        true
+            .unwrap_or_default()
     }
 
     /// Sessions under usage monitoring whose volume passed a grant: CCR-U.

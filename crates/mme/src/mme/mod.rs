@@ -75,6 +75,10 @@ pub struct Mme {
     /// The time of the input being handled: every entry point sets it first (time
     /// comes in with the input; the MME never reads a clock).
     pub(crate) now: Instant,
+    /// When the MME was built: a recording's times count from here.
+    pub(crate) epoch: Instant,
+    /// `[debug] record`: every call and its outputs ([`crate::record`]).
+    pub(crate) recording: Option<Box<crate::record::Recording>>,
     /// The node's overload control finds this slice's backlog too long: new
     /// non-emergency attaches get #22 with T3346 (`crate::overload`).
     pub(crate) congested: bool,
@@ -136,6 +140,8 @@ impl Mme {
             next_tmsi: 0x1000_0001,
             timers: BinaryHeap::new(),
             now,
+            epoch: now,
+            recording: None,
             congested: false,
             parked: Map::default(),
             restoring: None,
@@ -339,6 +345,12 @@ impl Mme {
     }
 
     pub fn handle_timeout(&mut self, now: Instant, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+        let rec = self.begin_call(now, Some(cp), out.len(), crate::record::put::timeout);
+        self.on_timeout(now, cp, out);
+        self.end_call(rec, cp, out, &());
+    }
+
+    fn on_timeout(&mut self, now: Instant, cp: &mut ControlPlane, out: &mut Vec<Output>) {
         self.now = now;
         // Keys of expired parked contexts do not outlive their TTL by more than a tick.
         self.expire_parked(now);
@@ -511,9 +523,16 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        let rec = self.begin_call(
+            now,
+            Some(cp),
+            out.len(),
+            crate::record::put::s1ap(assoc, stream, bytes),
+        );
         self.now = now;
         self.on_s1ap(now, assoc, stream, bytes, cp, out);
         self.flush_released(cp, out);
+        self.end_call(rec, cp, out, &());
     }
 
     pub(crate) fn flush_released(&mut self, cp: &mut ControlPlane, out: &mut Vec<Output>) {
@@ -601,6 +620,18 @@ impl Mme {
     }
 
     pub fn handle(
+        &mut self,
+        now: Instant,
+        input: Input,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
+        let rec = self.begin_call(now, Some(cp), out.len(), crate::record::put::handle(&input));
+        self.on_input(now, input, cp, out);
+        self.end_call(rec, cp, out, &());
+    }
+
+    fn on_input(
         &mut self,
         now: Instant,
         input: Input,

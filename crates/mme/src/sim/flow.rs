@@ -232,6 +232,8 @@ pub fn run_inprocess_attaches_keep(
     mut inspect: impl FnMut(&Harness, bool),
 ) -> AttachBenchResult {
     let mut h = Harness::new(n + 16, MmeConfig::default());
+    // A benchmark: the MME runs as a node's does, without a recording.
+    h.stop_recording();
     let subs: Vec<Subscriber> = (0..n)
         .map(|i| subscriber(&format!("00101{:010}", i + 1)))
         .collect();

@@ -135,9 +135,12 @@ impl Harness {
                 let mut sc = SliceConfig::for_users(users);
                 sc.slice = s as u32;
                 sc.layout = layout;
-                let (cp, dp) = build(&sc);
+                let (mut cp, dp) = build(&sc);
                 let mut mme = Mme::new(cfg.clone(), now);
                 mme.set_role(endpoint.role(s));
+                // Every harness run is recorded and, when the harness goes, replayed:
+                // each test's scenario is also a determinism check.
+                mme.start_recording(&mut cp);
                 Some(SliceSim { mme, cp, dp })
             })
             .collect();
@@ -386,10 +389,46 @@ impl Harness {
             .expect("S1 Setup answered")
     }
 
+    /// Replay every slice's recording so far against a fresh MME and control plane
+    /// (`crate::record`): the report of each, in slice order.
+    pub fn replay_recordings(&mut self) -> Vec<crate::record::replay::ReplayReport> {
+        (0..self.slices())
+            .filter_map(|s| {
+                let bytes = self.slice(s).0.recorded()?;
+                Some(crate::record::replay::replay(bytes).expect("a readable recording"))
+            })
+            .collect()
+    }
+
+    /// Stop recording (a benchmark or a storm: nothing to replay).
+    pub fn stop_recording(&mut self) {
+        for s in 0..self.slices() {
+            self.slice(s).0.stop_recording();
+        }
+    }
+
     /// Let every slice's data plane apply published updates (data thread side).
     pub fn sync(&mut self) {
         for s in 0..self.slices() {
             self.slice(s).2.sync(0);
+        }
+    }
+}
+
+/// A harness that goes after its test passed replays what its slices recorded: every
+/// output must come out byte-identical.
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        for r in self.replay_recordings() {
+            if let Some(m) = r.mismatch {
+                panic!(
+                    "slice {} of {}: the replay of its recording differs at {m}",
+                    r.slice.0, r.slice.1
+                );
+            }
         }
     }
 }

@@ -388,6 +388,18 @@ impl Mme {
         key: UeKey,
         cp: &mut ControlPlane,
     ) -> Result<(), SnapshotError> {
+        let rec = self.begin_call(
+            self.now,
+            Some(cp),
+            0,
+            crate::record::put::remove_migrated(key),
+        );
+        let r = self.remove_migrated(key, cp);
+        self.end_call(rec, cp, &[], &r);
+        r
+    }
+
+    fn remove_migrated(&mut self, key: UeKey, cp: &mut ControlPlane) -> Result<(), SnapshotError> {
         let id = self.id_of(key).ok_or(SnapshotError::UnknownUe(key))?;
         // The HSS keeps this node's MME for it: no Purge UE.
         if let Some(u) = self.ue_mut(cp, id) {
@@ -490,7 +502,10 @@ pub fn restore_whole_ue(
     bytes: &[u8],
     now: Instant,
 ) -> Result<WholeRestored, SnapshotError> {
-    restore_whole_ue_adjusted(mme, cp, bytes, now, |_| {})
+    let rec = mme.begin_call(now, Some(cp), 0, crate::record::put::import(bytes, false));
+    let r = restore_whole_ue_adjusted(mme, cp, bytes, now, |_| {});
+    mme.end_call(rec, cp, &[], &r);
+    r
 }
 
 /// [`restore_whole_ue`], with the slice's part adjusted before it is installed.
@@ -576,6 +591,18 @@ pub fn snapshot_tmsis(bytes: &[u8]) -> Result<(u32, Option<u32>), SnapshotError>
 ///   one, above any the dead process can have used (it checkpoints again before
 ///   using half of that), so no COUNT is ever used twice with the same keys.
 pub fn restore_checkpoint(
+    mme: &mut Mme,
+    cp: &mut ControlPlane,
+    bytes: &[u8],
+    now: Instant,
+) -> Result<WholeRestored, SnapshotError> {
+    let rec = mme.begin_call(now, Some(cp), 0, crate::record::put::import(bytes, true));
+    let r = restore_checkpoint_now(mme, cp, bytes, now);
+    mme.end_call(rec, cp, &[], &r);
+    r
+}
+
+fn restore_checkpoint_now(
     mme: &mut Mme,
     cp: &mut ControlPlane,
     bytes: &[u8],
@@ -834,6 +861,8 @@ mod tests {
 
     fn node() -> Harness {
         let mut h = Harness::new(16, MmeConfig::default());
+        // Sections restored one by one: not a recording's calls.
+        h.stop_recording();
         h.hss.add(&subscriber(IMSI)).unwrap();
         assert!(matches!(
             h.enb_setup(1, 1, 1),

@@ -33,6 +33,7 @@ use std::sync::Arc;
 
 mod iot;
 mod sessions;
+mod tap;
 mod ue_snapshot;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -260,6 +261,8 @@ pub struct ControlPlane {
     /// UE slot. Empty unless UEs came from another slice.
     exc_teid: Map<u32, u32>,
     exc_ip: Map<u32, u32>,
+    /// Counter reads: live, or kept / given back for a recording of the MME.
+    tap: tap::Tap,
 }
 
 /// What [`ControlPlane::restore_ue`] did.
@@ -327,6 +330,7 @@ impl ControlPlane {
             paging: Map::default(),
             exc_teid: Map::default(),
             exc_ip: Map::default(),
+            tap: Default::default(),
             cfg,
         }
     }
@@ -790,10 +794,6 @@ impl ControlPlane {
         }
     }
 
-    fn bearer_usage(&self, bearer_slot: u32) -> Usage {
-        self.counters.bearer_usage(bearer_slot)
-    }
-
     /// A bearer's per-rule volumes (UL, DL bytes of each pair), as counted so far.
     pub fn rule_volumes(
         &self,
@@ -806,10 +806,12 @@ impl ControlPlane {
             .ok_or(CtrlError::NoSuchBearer { ue_slot, ebi })?;
         let rc = &self.counters.bearer_rules[b.slot as usize];
         Ok(std::array::from_fn(|k| {
-            (
-                rc.ul_bytes[k].load(std::sync::atomic::Ordering::Relaxed),
-                rc.dl_bytes[k].load(std::sync::atomic::Ordering::Relaxed),
-            )
+            self.tapped_pair(|| {
+                (
+                    rc.ul_bytes[k].load(std::sync::atomic::Ordering::Relaxed),
+                    rc.dl_bytes[k].load(std::sync::atomic::Ordering::Relaxed),
+                )
+            })
         }))
     }
 
@@ -819,6 +821,6 @@ impl ControlPlane {
         let b = ue
             .bearer(ebi)
             .ok_or(CtrlError::NoSuchBearer { ue_slot, ebi })?;
-        Ok(self.counters.bearer_usage(b.slot))
+        Ok(self.bearer_usage(b.slot))
     }
 }

@@ -1,0 +1,306 @@
+//! Replaying a recording: a fresh MME and slice control plane built from its start
+//! record, the same calls at the same times with the same counter values, and every
+//! output compared byte for byte with the recorded one.
+
+use super::{codec, Call, CallRecord, Header, Record, RecordError, Records};
+use crate::mme::{Mme, Output};
+use pepc_slice::control::ControlPlane;
+use pepc_slice::datapath::DataPlane;
+use pepc_slice::slice::{build, SliceConfig};
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// The first place where a replay differs from its recording.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    /// Index of the call (0: the first after the start record).
+    pub call: u64,
+    /// The call, briefly (its kind and identifiers, never key material).
+    pub what: String,
+    /// What differs: an output (its index), the result, the number of outputs or
+    /// of counter reads.
+    pub detail: String,
+    /// Recorded and replayed bytes (hex, the first 96 bytes from where they differ).
+    pub expected: String,
+    pub got: String,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "call {} ({}): {}\n  recorded: {}\n  replayed: {}",
+            self.call, self.what, self.detail, self.expected, self.got
+        )
+    }
+}
+
+/// How a replay went.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplayReport {
+    /// The recorded slice (index, count).
+    pub slice: (usize, usize),
+    pub calls: u64,
+    pub outputs: u64,
+    /// `None`: every output and result came out byte-identical.
+    pub mismatch: Option<Mismatch>,
+}
+
+/// A recorded MME rebuilt and driven call by call.
+pub struct Replayer {
+    pub mme: Mme,
+    pub cp: ControlPlane,
+    dp: DataPlane,
+    epoch: Instant,
+    out: Vec<Output>,
+    buf: Vec<u8>,
+}
+
+impl Replayer {
+    /// The MME and slice control plane of `h`, as they were built.
+    pub fn new(h: &Header) -> Replayer {
+        let mut sc = SliceConfig::for_users(h.slice.ue_slots);
+        sc.slice = h.slice.slice;
+        sc.layout = h.slice.layout;
+        sc.iot = h.slice.iot;
+        sc.ue_slots = h.slice.ue_slots;
+        sc.bearer_slots = h.slice.bearer_slots;
+        sc.default_rule_set = h.slice.default_rule_set;
+        sc.s1u_addr = h.mme.s1u_addr;
+        let (mut cp, dp) = build(&sc);
+        let epoch = Instant::now();
+        let mut mme = Mme::new(h.mme.clone(), epoch);
+        mme.set_role(h.role);
+        cp.replay_counter_reads(&[]);
+        Replayer {
+            mme,
+            cp,
+            dp,
+            epoch,
+            out: Vec::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Make the recorded call `c` again; `None` if its outputs, result and counter
+    /// reads are the recorded ones, else what differs.
+    pub fn step(&mut self, index: u64, c: CallRecord<'_>) -> Option<Mismatch> {
+        let CallRecord {
+            at_ns,
+            call,
+            counter_reads,
+            result,
+            outputs,
+        } = c;
+        let now = self.epoch + Duration::from_nanos(at_ns);
+        let what = describe(&call);
+        self.cp.replay_counter_reads(&counter_reads);
+        self.out.clear();
+        let (mme, cp, out) = (&mut self.mme, &mut self.cp, &mut self.out);
+        let got_result = match call {
+            Call::Handle(i) => {
+                mme.handle(now, i, cp, out);
+                "()".to_string()
+            }
+            Call::S1ap {
+                assoc,
+                stream,
+                bytes,
+            } => {
+                mme.handle_s1ap(now, assoc, stream, &bytes, cp, out);
+                "()".to_string()
+            }
+            Call::Timeout => {
+                mme.handle_timeout(now, cp, out);
+                "()".to_string()
+            }
+            Call::DetachUe { imsi } => format!("{:?}", mme.detach_ue(now, imsi, cp, out)),
+            Call::ReallocateGuti { imsi } => {
+                format!("{:?}", mme.reallocate_guti(now, imsi, cp, out))
+            }
+            Call::ReapplyPolicy { imsi, decisions } => {
+                format!(
+                    "{:?}",
+                    mme.apply_policy_decisions(now, imsi, decisions, cp, out)
+                )
+            }
+            Call::BeginRestore { items } => {
+                mme.begin_restore(items, now);
+                "()".to_string()
+            }
+            Call::RestoreSome { max } => format!(
+                "{:?}",
+                mme.restore_some(cp, now, usize::try_from(max).unwrap_or(usize::MAX), out)
+            ),
+            Call::Import { bytes, checkpoint } => {
+                let r = if checkpoint {
+                    crate::snapshot::restore_checkpoint(mme, cp, &bytes, now)
+                } else {
+                    crate::snapshot::restore_whole_ue(mme, cp, &bytes, now)
+                };
+                format!("{r:?}")
+            }
+            Call::RemoveMigrated { key } => {
+                mme.now = now;
+                format!("{:?}", mme.remove_migrated_ue(key, cp))
+            }
+        };
+        // The data thread takes the control plane's updates (nothing else of it is
+        // replayed: no packets).
+        while self.cp.in_flight() > 0 {
+            self.cp.flush();
+            self.dp.sync(0);
+        }
+        let mismatch = |detail: String, expected: &[u8], got: &[u8]| {
+            let from = expected
+                .iter()
+                .zip(got)
+                .position(|(a, b)| a != b)
+                .unwrap_or(expected.len().min(got.len()));
+            Some(Mismatch {
+                call: index,
+                what: what.clone(),
+                detail,
+                expected: hex_from(expected, from),
+                got: hex_from(got, from),
+            })
+        };
+        for (k, o) in self.out.iter().enumerate() {
+            self.buf.clear();
+            codec::put_output(&mut codec::W(&mut self.buf), o);
+            match outputs.get(k) {
+                Some(e) if *e == self.buf.as_slice() => {}
+                Some(e) => {
+                    return mismatch(format!("output {k} ({})", kind(o)), e, &self.buf);
+                }
+                None => {
+                    return mismatch(
+                        format!("output {k} ({}) was not recorded", kind(o)),
+                        &[],
+                        &self.buf,
+                    );
+                }
+            }
+        }
+        if outputs.len() > self.out.len() {
+            let k = self.out.len();
+            return mismatch(
+                format!("recorded output {k} was not produced"),
+                outputs[k],
+                &[],
+            );
+        }
+        if got_result != result {
+            return mismatch("result".into(), result.as_bytes(), got_result.as_bytes());
+        }
+        let (left, short) = self.cp.replay_counter_balance();
+        if left != 0 || short != 0 {
+            return Some(Mismatch {
+                call: index,
+                what,
+                detail: format!(
+                    "counter reads: {left} recorded values not read, {short} reads beyond them"
+                ),
+                expected: String::new(),
+                got: String::new(),
+            });
+        }
+        None
+    }
+}
+
+/// Replay a whole recording from its start.
+pub fn replay(bytes: &[u8]) -> Result<ReplayReport, RecordError> {
+    let mut records = Records::new(bytes)?;
+    let Some(first) = records.next() else {
+        return Err(RecordError::NoStart);
+    };
+    let Record::Start(h) = first? else {
+        return Err(RecordError::NoStart);
+    };
+    let mut r = Replayer::new(&h);
+    let mut report = ReplayReport {
+        slice: (h.role.index, h.role.count),
+        ..ReplayReport::default()
+    };
+    for rec in records {
+        match rec? {
+            Record::Start(_) => return Err(RecordError::Invalid("second start record")),
+            Record::Call(c) => {
+                report.outputs += c.outputs.len() as u64;
+                let i = report.calls;
+                report.calls += 1;
+                if let Some(m) = r.step(i, *c) {
+                    report.mismatch = Some(m);
+                    return Ok(report);
+                }
+            }
+        }
+    }
+    Ok(report)
+}
+
+fn kind(o: &Output) -> &'static str {
+    match o {
+        Output::S1ap { .. } => "S1AP",
+        Output::CloseAssoc { .. } => "close association",
+        Output::Page { .. } => "paging",
+        Output::ResetDone { .. } => "reset done",
+        Output::ClaimImsi { .. } => "IMSI claim",
+        Output::ReleaseImsi { .. } => "IMSI release",
+        Output::Hss(_) => "HSS request",
+        Output::Checkpoint { .. } => "checkpoint",
+        Output::Forget { .. } => "forget",
+        Output::Congestion { .. } => "congestion",
+        Output::Pcrf(_) => "PCRF request",
+        Output::UsageRecord(_) => "usage record",
+    }
+}
+
+/// A call, briefly: its kind and identifiers (no key material, no IMSI beyond the
+/// call's own argument).
+fn describe(c: &Call) -> String {
+    use crate::mme::Input;
+    match c {
+        Call::Handle(i) => match i {
+            Input::S1ap { assoc, stream, .. } => format!("S1AP on assoc {assoc} stream {stream}"),
+            Input::Hss(a) => format!("HSS answer for MME UE S1AP ID {}", a.r.mme_ue_id),
+            Input::Pcrf(a) => format!("PCRF answer for MME UE S1AP ID {}", a.r.mme_ue_id),
+            other => {
+                let s = format!("{other:?}");
+                s.split([' ', '(', '{'])
+                    .next()
+                    .unwrap_or("input")
+                    .to_string()
+            }
+        },
+        Call::S1ap { assoc, stream, .. } => format!("S1AP on assoc {assoc} stream {stream}"),
+        Call::Timeout => "timeout".into(),
+        Call::DetachUe { .. } => "operator detach".into(),
+        Call::ReallocateGuti { .. } => "operator GUTI reallocation".into(),
+        Call::ReapplyPolicy { .. } => "policy push".into(),
+        Call::BeginRestore { items } => format!("restore of {} checkpoints", items.len()),
+        Call::RestoreSome { max } => format!("restore of up to {max}"),
+        Call::Import { checkpoint, .. } => if *checkpoint {
+            "checkpoint restore"
+        } else {
+            "snapshot import"
+        }
+        .into(),
+        Call::RemoveMigrated { .. } => "removal of a migrated UE".into(),
+    }
+}
+
+fn hex_from(b: &[u8], from: usize) -> String {
+    let mut s = String::new();
+    if from > 0 {
+        let _ = write!(s, "[{from} bytes alike] ");
+    }
+    for x in b.iter().skip(from).take(96) {
+        let _ = write!(s, "{x:02x}");
+    }
+    if b.len() > from + 96 {
+        let _ = write!(s, "... ({} bytes in all)", b.len());
+    }
+    s
+}
