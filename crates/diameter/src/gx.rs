@@ -16,12 +16,12 @@
 use crate::base::{self, Client, Event, RequestError, ResultCode};
 use crate::codec::{self, flags, AvpView, AvpWriter, DecodeError, MessageView};
 use crate::dict::{app, avp, avp3, cmd, result, VENDOR_3GPP};
-use pepc_mme::pcrf::{
+use pepc_seams::pcrf::{
     FlowDirection, FlowFilter, PccRule, PcrfAnswer, PcrfFailure, PcrfRequest, PolicyDecision,
     PolicySession, UsageGrant, UsageReport, MAX_FLOWS_PER_RULE, MAX_MONITORING_KEYS,
     MAX_RULES_PER_SESSION,
 };
-use pepc_mme::HssRef;
+use pepc_seams::HssRef;
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
@@ -126,7 +126,7 @@ pub fn ccr(
     kind: u32,
     number: u32,
     session: &PolicySession,
-    subscribed: Option<&pepc_mme::pcrf::SessionQos>,
+    subscribed: Option<&pepc_seams::SessionQos>,
     usage: &[UsageReport],
 ) {
     codec::begin(

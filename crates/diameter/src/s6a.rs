@@ -5,9 +5,9 @@
 use crate::base::{self, Client, Event, RequestError, ResultCode};
 use crate::codec::{self, flags, AvpView, AvpWriter, DecodeError, MessageView};
 use crate::dict::{app, avp, avp3, cmd, exp, result, VENDOR_3GPP};
-use pepc_hss::PdnType;
-use pepc_mme::hss::{DefaultApn, HssData, SubscriptionData, SubscriptionUpdate};
-use pepc_mme::{HssAnswer, HssFailure, HssRef, HssRequest};
+use pepc_seams::hss::{DefaultApn, HssData, SubscriptionData, SubscriptionUpdate};
+use pepc_seams::PdnType;
+use pepc_seams::{HssAnswer, HssFailure, HssRef, HssRequest};
 use pepc_security::{AuthVector, Key256};
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
