@@ -661,7 +661,7 @@ pub fn fuzz_decode(bytes: &[u8]) -> usize {
     }
     // The Gx Flow-Description (IPFilterRule) parser on the bytes as text.
     if let Ok(t) = std::str::from_utf8(bytes) {
-        let _ = pepc_mme::pcrf::FlowFilter::parse(t, pepc_mme::pcrf::FlowDirection::Both);
+        let _ = pepc_seams::FlowFilter::parse(t, pepc_seams::FlowDirection::Both);
     }
     walk(AvpIter::new(bytes), 0, &mut n);
     n

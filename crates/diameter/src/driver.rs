@@ -11,7 +11,7 @@
 use crate::base::{self, Action, Client};
 use crate::gx::{GxClient, GxConfig, GxEvent};
 use crate::s6a::{S6aClient, S6aConfig, S6aEvent};
-use pepc_mme::{HssAnswer, HssRequest, PcrfAnswer, PcrfRequest};
+use pepc_seams::{HssAnswer, HssRequest, PcrfAnswer, PcrfRequest};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};

@@ -16,12 +16,12 @@
 use crate::base::{self, Client, Event, RequestError, ResultCode};
 use crate::codec::{self, flags, AvpView, AvpWriter, DecodeError, MessageView};
 use crate::dict::{app, avp, avp3, cmd, result, VENDOR_3GPP};
-use pepc_mme::pcrf::{
+use pepc_seams::pcrf::{
     FlowDirection, FlowFilter, PccRule, PcrfAnswer, PcrfFailure, PcrfRequest, PolicyDecision,
     PolicySession, UsageGrant, UsageReport, MAX_FLOWS_PER_RULE, MAX_MONITORING_KEYS,
     MAX_RULES_PER_SESSION,
 };
-use pepc_mme::HssRef;
+use pepc_seams::HssRef;
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
@@ -126,7 +126,7 @@ pub fn ccr(
     kind: u32,
     number: u32,
     session: &PolicySession,
-    subscribed: Option<&pepc_mme::pcrf::SessionQos>,
+    subscribed: Option<&pepc_seams::SessionQos>,
     usage: &[UsageReport],
 ) {
     codec::begin(
@@ -161,23 +161,26 @@ pub fn ccr(
         w.u32(avp3::NETWORK_REQUEST_SUPPORT, V, true, 1); // NETWORK_REQUEST_SUPPORTED
         w.octets(avp::FRAMED_IP_ADDRESS, 0, true, &session.ue_ip.octets());
         w.u32(avp3::IP_CAN_TYPE, V, true, 5); // 3GPP-EPS
-        w.u32(avp3::RAT_TYPE, V, true, 1004); // EUTRAN
+
+        // V, not M (TS 29.212 Table 5.3.1), as every AVP marked false below: a
+        // receiver that does not know one may ignore it (tests/avp_flags.rs).
+        w.u32(avp3::RAT_TYPE, V, false, 1004); // EUTRAN
         if let Some(q) = subscribed {
             w.grouped(avp3::QOS_INFORMATION, V, true, |w| {
                 w.u32(
                     avp3::APN_AGGREGATE_MAX_BITRATE_UL,
                     V,
-                    true,
+                    false,
                     clamp32(q.ambr_ul),
                 );
                 w.u32(
                     avp3::APN_AGGREGATE_MAX_BITRATE_DL,
                     V,
-                    true,
+                    false,
                     clamp32(q.ambr_dl),
                 );
             });
-            w.grouped(avp3::DEFAULT_EPS_BEARER_QOS, V, true, |w| {
+            w.grouped(avp3::DEFAULT_EPS_BEARER_QOS, V, false, |w| {
                 w.u32(avp3::QOS_CLASS_IDENTIFIER, V, true, u32::from(q.qci));
                 arp(w, q.arp_priority);
             });
@@ -191,14 +194,14 @@ pub fn ccr(
         w.u32(avp3::EVENT_TRIGGER, V, true, USAGE_REPORT);
     }
     for u in usage {
-        w.grouped(avp3::USAGE_MONITORING_INFORMATION, V, true, |w| {
-            w.octets(avp3::MONITORING_KEY, V, true, u.key.as_bytes());
+        w.grouped(avp3::USAGE_MONITORING_INFORMATION, V, false, |w| {
+            w.octets(avp3::MONITORING_KEY, V, false, u.key.as_bytes());
             w.grouped(avp::USED_SERVICE_UNIT, 0, true, |w| {
                 w.u64(avp::CC_TOTAL_OCTETS, 0, true, u.ul_bytes + u.dl_bytes);
                 w.u64(avp::CC_INPUT_OCTETS, 0, true, u.ul_bytes);
                 w.u64(avp::CC_OUTPUT_OCTETS, 0, true, u.dl_bytes);
             });
-            w.u32(avp3::USAGE_MONITORING_LEVEL, V, true, 0); // SESSION_LEVEL
+            w.u32(avp3::USAGE_MONITORING_LEVEL, V, false, 0); // SESSION_LEVEL
         });
     }
     codec::finish(buf);

@@ -5,9 +5,9 @@
 use crate::base::{self, Client, Event, RequestError, ResultCode};
 use crate::codec::{self, flags, AvpView, AvpWriter, DecodeError, MessageView};
 use crate::dict::{app, avp, avp3, cmd, exp, result, VENDOR_3GPP};
-use pepc_hss::PdnType;
-use pepc_mme::hss::{DefaultApn, HssData, SubscriptionData, SubscriptionUpdate};
-use pepc_mme::{HssAnswer, HssFailure, HssRef, HssRequest};
+use pepc_seams::hss::{DefaultApn, HssData, SubscriptionData, SubscriptionUpdate};
+use pepc_seams::PdnType;
+use pepc_seams::{HssAnswer, HssFailure, HssRef, HssRequest};
 use pepc_security::{AuthVector, Key256};
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
@@ -137,7 +137,8 @@ pub fn air(buf: &mut Vec<u8>, h: &Head<'_>, plmn: [u8; 3], resync: Option<(&[u8;
 pub fn ulr(buf: &mut Vec<u8>, h: &Head<'_>, plmn: [u8; 3]) {
     begin_request(buf, cmd::UPDATE_LOCATION, h);
     let mut w = AvpWriter::new(buf);
-    w.i32(avp3::RAT_TYPE, V, true, 1004); // EUTRAN
+    // V, not M (TS 29.272 Table 7.3.1/2, from TS 29.212; tests/avp_flags.rs).
+    w.i32(avp3::RAT_TYPE, V, false, 1004); // EUTRAN
     w.u32(avp3::ULR_FLAGS, V, true, 1 << 1); // S6a/S6d-Indicator: S6a
     w.octets(avp3::VISITED_PLMN_ID, V, true, &plmn);
     codec::finish(buf);

@@ -9,8 +9,8 @@ use common::{free_port, temp_dir, TestHss};
 use pepc_diameter::base;
 use pepc_diameter::driver::{DriverConfig, S6aDriver};
 use pepc_diameter::s6a::S6aConfig;
-use pepc_mme::hss::HssData;
-use pepc_mme::{HssAnswer, HssFailure, HssRef, HssRequest};
+use pepc_seams::hss::HssData;
+use pepc_seams::{HssAnswer, HssFailure, HssRef, HssRequest};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -219,7 +219,7 @@ fn s6a_through_a_freediameter_relay_by_realm() {
 fn gx_through_a_freediameter_relay_with_a_rar_back() {
     use pepc_diameter::driver::GxDriver;
     use pepc_diameter::gx::{GxConfig, GxEvent};
-    use pepc_mme::pcrf::{PcrfRequest, PolicySession, SessionQos};
+    use pepc_seams::pcrf::{PcrfRequest, PolicySession, SessionQos};
     need_pycrate!();
     if !have_fd() {
         return;

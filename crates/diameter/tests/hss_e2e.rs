@@ -9,9 +9,9 @@ use common::{free_port, temp_dir, TestHss};
 use pepc_diameter::base;
 use pepc_diameter::driver::{DriverConfig, S6aDriver};
 use pepc_diameter::s6a::{S6aConfig, S6aEvent};
-use pepc_hss::PdnType;
-use pepc_mme::hss::{HssData, SubscriptionUpdate};
-use pepc_mme::{HssAnswer, HssFailure, HssRef, HssRequest};
+use pepc_seams::hss::{HssData, SubscriptionUpdate};
+use pepc_seams::PdnType;
+use pepc_seams::{HssAnswer, HssFailure, HssRef, HssRequest};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 

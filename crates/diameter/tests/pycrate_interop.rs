@@ -9,9 +9,9 @@ use pepc_diameter::base::{self, Action, Client, PeerState};
 use pepc_diameter::codec::{AvpData, AvpRepr, MessageRepr, MessageView};
 use pepc_diameter::dict::{app, avp as a, avp3, cmd, VENDOR_3GPP as V};
 use pepc_diameter::s6a::{S6aClient, S6aConfig, S6aEvent};
-use pepc_hss::PdnType;
-use pepc_mme::hss::{HssData, SubscriptionData, SubscriptionUpdate};
-use pepc_mme::{HssFailure, HssRef, HssRequest};
+use pepc_seams::hss::{HssData, SubscriptionData, SubscriptionUpdate};
+use pepc_seams::PdnType;
+use pepc_seams::{HssFailure, HssRef, HssRequest};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@ use pepc_diameter::base::{self, Action, Client};
 use pepc_diameter::codec::{self, AvpWriter, MessageView};
 use pepc_diameter::dict::{avp, avp3, VENDOR_3GPP as V};
 use pepc_diameter::s6a::{S6aClient, S6aConfig};
-use pepc_mme::{HssRef, HssRequest};
+use pepc_seams::{HssRef, HssRequest};
 use std::time::{Duration, Instant};
 
 fn answer(req: &[u8], body: impl FnOnce(&mut AvpWriter<'_>)) -> Vec<u8> {

@@ -10,7 +10,7 @@ use pepc_diameter::base::{self, Action, Client};
 use pepc_diameter::codec::{flags, AvpData as D, AvpRepr, MessageRepr, MessageView};
 use pepc_diameter::dict::{app, avp as a, avp3, cmd, VENDOR_3GPP as V};
 use pepc_diameter::s6a::{S6aClient, S6aConfig};
-use pepc_mme::{HssRef, HssRequest};
+use pepc_seams::{HssRef, HssRequest};
 use pepc_wire::pcap::{tshark_check, PcapWriter};
 use std::time::{Duration, Instant};
 
@@ -209,7 +209,7 @@ fn have_tshark() -> bool {
 #[test]
 fn our_gx_exchange_is_clean_in_tshark() {
     use pepc_diameter::gx::{GxClient, GxConfig};
-    use pepc_mme::pcrf::{PcrfRequest, PolicySession, SessionQos, UsageReport};
+    use pepc_seams::pcrf::{PcrfRequest, PolicySession, SessionQos, UsageReport};
     use serde_json::json;
     need_pycrate!();
     if !have_tshark() {

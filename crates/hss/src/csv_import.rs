@@ -95,7 +95,7 @@ pub fn parse(input: impl Read) -> Result<Vec<Subscriber>, HssError> {
         }
         let pdn_type: PdnType = or(8, "ipv4")
             .parse()
-            .map_err(|e: String| err(line, "pdn_type", e))?;
+            .map_err(|e: pepc_types::PdnTypeError| err(line, "pdn_type", e.to_string()))?;
         let s = Subscriber {
             imsi,
             k,

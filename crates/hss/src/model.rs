@@ -22,23 +22,27 @@ impl core::fmt::Debug for OpKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PdnType {
-    Ipv4,
-    Ipv6,
-    Ipv4v6,
-}
+/// Defined with the plain types so the S6a seam and the MME share it; stored under
+/// its lowercase name, as the derive of its old home here did.
+pub use pepc_types::PdnType;
 
-impl core::str::FromStr for PdnType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "ipv4" => Ok(PdnType::Ipv4),
-            "ipv6" => Ok(PdnType::Ipv6),
-            "ipv4v6" => Ok(PdnType::Ipv4v6),
-            _ => Err(format!("pdn_type must be ipv4, ipv6 or ipv4v6, got {s:?}")),
-        }
+mod pdn_type_name {
+    use super::PdnType;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    const NAMES: &[&str] = &["ipv4", "ipv6", "ipv4v6"];
+
+    pub fn serialize<S: Serializer>(t: &PdnType, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(t.as_str())
+    }
+
+    /// Exact lowercase names only, as before (files written by older versions read back).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PdnType, D::Error> {
+        let s = String::deserialize(d)?;
+        [PdnType::Ipv4, PdnType::Ipv6, PdnType::Ipv4v6]
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| D::Error::unknown_variant(&s, NAMES))
     }
 }
 
@@ -55,6 +59,7 @@ pub struct Subscriber {
     pub sqn: u64,
     pub msisdn: String,
     pub apn: String,
+    #[serde(with = "pdn_type_name")]
     pub pdn_type: PdnType,
     pub qci: u8,
     pub arp_priority: u8,

@@ -1,6 +1,8 @@
 //! NAS cause values the MME sends and reads: EMM causes (TS 24.301 §9.9.3.9) and ESM
 //! causes (§9.9.4.4). S1AP causes are [`pepc_s1ap::Cause`].
 
+use pepc_seams::HssFailure;
+
 /// One enum per cause IE: the variants with their wire values and texts, `u8` from the
 /// variant (`as u8` or `From`), the variant from a `u8` (`TryFrom`, `Err` gives the value
 /// back), and `Display` as "#value text".
@@ -149,6 +151,33 @@ cause_enum! {
     }
 }
 
+/// The EMM cause an HSS failure makes: the seam's [`HssFailure`] knows no MME types,
+/// so the mapping is the MME's, as a method for the procedures' convenience.
+pub trait HssFailureCause {
+    /// The EMM cause of the Attach Reject this failure makes (TS 29.272 Annex A):
+    /// unknown subscriber #8 (as before the seam), no EPS subscription #15, an HSS that
+    /// cannot answer #17 (a transient failure: the UE retries, TS 24.301 §5.5.1.2.6),
+    /// roaming not allowed #11 (PLMN not allowed: Annex A lists #11, #13 and #15 for
+    /// it; without the ODB Error-Diagnostic the whole PLMN is barred, which is #11),
+    /// RAT not allowed #15 (the UE may find another RAT in this tracking area).
+    /// [`HssFailure::ResyncRefused`] ends in an Authentication Reject instead.
+    fn emm_cause(&self) -> EmmCause;
+}
+
+impl HssFailureCause for HssFailure {
+    fn emm_cause(&self) -> EmmCause {
+        match self {
+            HssFailure::UnknownSubscriber => EmmCause::EpsAndNonEpsServicesNotAllowed,
+            HssFailure::NoEpsSubscription | HssFailure::RatNotAllowed => {
+                EmmCause::NoSuitableCellsInTrackingArea
+            }
+            HssFailure::RoamingNotAllowed => EmmCause::PlmnNotAllowed,
+            HssFailure::ResyncRefused => EmmCause::IllegalUe,
+            HssFailure::Unavailable(_) | HssFailure::Timeout => EmmCause::NetworkFailure,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +199,34 @@ mod tests {
             EsmCause::MissingOrUnknownApn.to_string(),
             "#27 Missing or unknown APN"
         );
+    }
+
+    #[test]
+    fn hss_failures_map_to_emm_causes() {
+        assert_eq!(
+            HssFailure::UnknownSubscriber.emm_cause(),
+            EmmCause::EpsAndNonEpsServicesNotAllowed
+        );
+        assert_eq!(
+            HssFailure::Unavailable("SQN exhausted".into()).emm_cause(),
+            EmmCause::NetworkFailure
+        );
+        assert_eq!(HssFailure::Timeout.emm_cause(), EmmCause::NetworkFailure);
+        assert_eq!(HssFailure::ResyncRefused.emm_cause(), EmmCause::IllegalUe);
+        assert_eq!(
+            HssFailure::NoEpsSubscription.emm_cause(),
+            EmmCause::NoSuitableCellsInTrackingArea
+        );
+        // TS 29.272 Annex A: 5004 -> #11, 5421 -> #15.
+        assert_eq!(
+            HssFailure::RoamingNotAllowed.emm_cause(),
+            EmmCause::PlmnNotAllowed
+        );
+        assert_eq!(
+            HssFailure::RatNotAllowed.emm_cause(),
+            EmmCause::NoSuitableCellsInTrackingArea
+        );
+        assert_eq!(u8::from(EmmCause::PlmnNotAllowed), 11);
+        assert_eq!(u8::from(EmmCause::NoSuitableCellsInTrackingArea), 15);
     }
 }

@@ -11,217 +11,27 @@
 //! vector of the serving PLMN; [`HssRequest::Resync`] the same with
 //! Re-Synchronization-Info (RAND + AUTS, §7.3.15).
 
-use crate::cause::EmmCause;
 use crate::mme::{Input, Mme, Output};
-use pepc_hss::{Hss, HssError, ImsiKey, PdnType};
-use pepc_security::AuthVector;
+use pepc_hss::{Hss, HssError, ImsiKey};
 use pepc_slice::control::ControlPlane;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Which request an answer belongs to: the MME UE S1AP ID of the context that asked
-/// (it carries the slice, so a node routes the answer by it) and the MME's sequence
-/// number of the request. An answer whose context is gone, or which no longer waits
-/// for that sequence number (superseded, restarted, timed out), is dropped and
-/// counted ([`crate::MmeStats::hss_late_answers`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct HssRef {
-    pub mme_ue_id: u32,
-    pub seq: u32,
-}
+// The seam's types (requests, answers, the reference) live below the MME and the
+// S6a client alike; here under their old paths.
+pub use pepc_seams::hss::{
+    CancellationType, DefaultApn, HssAnswer, HssData, HssFailure, HssRef, HssRequest,
+    SubscriptionData, SubscriptionUpdate,
+};
 
-impl HssRef {
-    /// The reference of a request no answer comes back for ([`HssRequest::Purge`]):
-    /// MME UE S1AP ID 0 is never a context's.
-    pub const NONE: HssRef = HssRef {
-        mme_ue_id: 0,
-        seq: 0,
-    };
-}
-
-/// A request of the MME to the HSS. Never contains key material.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HssRequest {
-    /// The subscription data of `imsi` (S6a ULR/ULA).
-    Profile { r: HssRef, imsi: u64 },
-    /// One E-UTRAN authentication vector for the serving `plmn` (S6a AIR/AIA).
-    Vector { r: HssRef, imsi: u64, plmn: [u8; 3] },
-    /// Re-synchronise the subscriber's SQN with the UE's AUTS for `rand`, then one
-    /// fresh vector (S6a AIR with Re-Synchronization-Info).
-    Resync {
-        r: HssRef,
-        imsi: u64,
-        plmn: [u8; 3],
-        rand: [u8; 16],
-        auts: [u8; 14],
-    },
-    /// The MME deleted `imsi`'s subscription data for good (S6a PUR, TS 29.272
-    /// §5.2.1.3): sent at implicit detach and, if configured, after a UE-initiated
-    /// detach. Nothing comes back to the MME ([`HssRef::NONE`]).
-    Purge { imsi: u64 },
-}
-
-impl HssRequest {
-    pub fn reference(&self) -> HssRef {
-        match self {
-            HssRequest::Profile { r, .. }
-            | HssRequest::Vector { r, .. }
-            | HssRequest::Resync { r, .. } => *r,
-            HssRequest::Purge { .. } => HssRef::NONE,
-        }
+/// What the embedded HSS's error is as an answer's failure: an unknown IMSI or an AUTS
+/// that does not verify are the subscriber's; anything else is the HSS's own trouble.
+pub fn failure_of(e: HssError) -> HssFailure {
+    match e {
+        HssError::UnknownImsi(_) => HssFailure::UnknownSubscriber,
+        HssError::ResyncMacFailure(_) => HssFailure::ResyncRefused,
+        other => HssFailure::Unavailable(other.to_string()),
     }
-
-    pub fn imsi(&self) -> u64 {
-        match self {
-            HssRequest::Profile { imsi, .. }
-            | HssRequest::Vector { imsi, .. }
-            | HssRequest::Resync { imsi, .. }
-            | HssRequest::Purge { imsi } => *imsi,
-        }
-    }
-}
-
-/// What the MME keeps of a subscription (the APN configuration profile's default
-/// APN, its QoS and the UE-AMBR of S6a Subscription-Data).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SubscriptionData {
-    pub msisdn: String,
-    /// The subscribed (default) APN.
-    pub apn: String,
-    pub pdn_type: PdnType,
-    pub qci: u8,
-    pub arp_priority: u8,
-    /// UE-AMBR (bit/s); 0 when the subscription has none.
-    pub ambr_ul_bps: u64,
-    pub ambr_dl_bps: u64,
-}
-
-/// Cancellation-Type of a CLR (TS 29.272 §7.3.24).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CancellationType {
-    /// The UE moved to another MME (0), an SGSN (1) or via an IWF (3): it is served
-    /// elsewhere now.
-    MmeUpdate,
-    SgsnUpdate,
-    UpdateIwf,
-    /// The subscription was withdrawn (2): detach the UE.
-    SubscriptionWithdrawal,
-    /// The UE attached at another MME (4).
-    InitialAttach,
-    /// A value this release does not know.
-    Other(u32),
-}
-
-impl From<u32> for CancellationType {
-    fn from(v: u32) -> Self {
-        match v {
-            0 => CancellationType::MmeUpdate,
-            1 => CancellationType::SgsnUpdate,
-            2 => CancellationType::SubscriptionWithdrawal,
-            3 => CancellationType::UpdateIwf,
-            4 => CancellationType::InitialAttach,
-            v => CancellationType::Other(v),
-        }
-    }
-}
-
-/// What an S6a Insert Subscriber Data changes: its Subscription-Data may carry only
-/// what changed (TS 29.272 §5.2.2.1), so each part is optional.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SubscriptionUpdate {
-    /// UE-AMBR (bit/s, UL and DL).
-    pub ambr: Option<(u64, u64)>,
-    /// The default APN and its QoS, when an APN-Configuration-Profile came.
-    pub default_apn: Option<DefaultApn>,
-}
-
-/// The default APN configuration of a subscription.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DefaultApn {
-    pub apn: String,
-    pub pdn_type: PdnType,
-    pub qci: u8,
-    pub arp_priority: u8,
-}
-
-/// What a successful answer carries.
-#[derive(Debug)]
-pub enum HssData {
-    Profile(SubscriptionData),
-    /// Boxed: the UE context keeps it boxed while it waits for the response.
-    Vector(Box<AuthVector>),
-}
-
-/// Why the HSS did not serve a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HssFailure {
-    /// DIAMETER_ERROR_USER_UNKNOWN: the HSS has no such subscriber.
-    UnknownSubscriber,
-    /// DIAMETER_ERROR_UNKNOWN_EPS_SUBSCRIPTION (not produced by the embedded HSS).
-    NoEpsSubscription,
-    /// The AUTS did not verify (MAC-S): the resynchronisation is refused.
-    ResyncRefused,
-    /// The HSS could not serve the request (its database, SQN space, a Diameter
-    /// DIAMETER_UNABLE_TO_COMPLY); what went wrong, without key material.
-    Unavailable(String),
-    /// No answer in time (an asynchronous backend's own timer).
-    Timeout,
-    /// DIAMETER_ERROR_ROAMING_NOT_ALLOWED (5004): not allowed in our (visited) PLMN.
-    RoamingNotAllowed,
-    /// DIAMETER_ERROR_RAT_NOT_ALLOWED (5421): E-UTRAN is not allowed to the subscriber.
-    RatNotAllowed,
-}
-
-impl HssFailure {
-    /// The EMM cause of the Attach Reject this failure makes (TS 29.272 Annex A):
-    /// unknown subscriber #8 (as before the seam), no EPS subscription #15, an HSS that
-    /// cannot answer #17 (a transient failure: the UE retries, TS 24.301 §5.5.1.2.6),
-    /// roaming not allowed #11 (PLMN not allowed: Annex A lists #11, #13 and #15 for
-    /// it; without the ODB Error-Diagnostic the whole PLMN is barred, which is #11),
-    /// RAT not allowed #15 (the UE may find another RAT in this tracking area).
-    /// [`HssFailure::ResyncRefused`] ends in an Authentication Reject instead.
-    pub fn emm_cause(&self) -> EmmCause {
-        match self {
-            HssFailure::UnknownSubscriber => EmmCause::EpsAndNonEpsServicesNotAllowed,
-            HssFailure::NoEpsSubscription | HssFailure::RatNotAllowed => {
-                EmmCause::NoSuitableCellsInTrackingArea
-            }
-            HssFailure::RoamingNotAllowed => EmmCause::PlmnNotAllowed,
-            HssFailure::ResyncRefused => EmmCause::IllegalUe,
-            HssFailure::Unavailable(_) | HssFailure::Timeout => EmmCause::NetworkFailure,
-        }
-    }
-}
-
-impl std::fmt::Display for HssFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HssFailure::UnknownSubscriber => f.write_str("unknown subscriber"),
-            HssFailure::NoEpsSubscription => f.write_str("no EPS subscription"),
-            HssFailure::ResyncRefused => f.write_str("resynchronisation refused (MAC-S)"),
-            HssFailure::Unavailable(w) => write!(f, "HSS unavailable: {w}"),
-            HssFailure::Timeout => f.write_str("no answer in time"),
-            HssFailure::RoamingNotAllowed => f.write_str("roaming not allowed"),
-            HssFailure::RatNotAllowed => f.write_str("RAT (E-UTRAN) not allowed"),
-        }
-    }
-}
-
-impl From<HssError> for HssFailure {
-    fn from(e: HssError) -> Self {
-        match e {
-            HssError::UnknownImsi(_) => HssFailure::UnknownSubscriber,
-            HssError::ResyncMacFailure(_) => HssFailure::ResyncRefused,
-            other => HssFailure::Unavailable(other.to_string()),
-        }
-    }
-}
-
-/// The answer to the request [`HssAnswer::r`].
-#[derive(Debug)]
-pub struct HssAnswer {
-    pub r: HssRef,
-    pub result: Result<HssData, HssFailure>,
 }
 
 /// The proxy's core over the embedded HSS: a request in, its answer out. It owns the
@@ -269,7 +79,7 @@ impl HssProxy {
                 ..
             } => ImsiKey::fifteen_digits(imsi)
                 .ok_or(HssFailure::UnknownSubscriber)
-                .and_then(|k| Ok(self.hss.resync(&k.digits(), rand, auts)?))
+                .and_then(|k| self.hss.resync(&k.digits(), rand, auts).map_err(failure_of))
                 .and_then(|()| self.vector(imsi, plmn)),
         };
         Some(HssAnswer { r, result })
@@ -279,7 +89,8 @@ impl HssProxy {
         let key = ImsiKey::fifteen_digits(imsi).ok_or(HssFailure::UnknownSubscriber)?;
         let s = self
             .hss
-            .profile_of(key)?
+            .profile_of(key)
+            .map_err(failure_of)?
             .ok_or(HssFailure::UnknownSubscriber)?;
         Ok(SubscriptionData {
             msisdn: s.msisdn.clone(),
@@ -294,7 +105,10 @@ impl HssProxy {
 
     fn vector(&mut self, imsi: u64, plmn: [u8; 3]) -> Result<HssData, HssFailure> {
         let key = ImsiKey::fifteen_digits(imsi).ok_or(HssFailure::UnknownSubscriber)?;
-        let v = self.hss.next_vector_of(key, plmn, &mut self.rand)?;
+        let v = self
+            .hss
+            .next_vector_of(key, plmn, &mut self.rand)
+            .map_err(failure_of)?;
         Ok(HssData::Vector(Box::new(v)))
     }
 
@@ -617,31 +431,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn failures_map_to_emm_causes() {
-        let f = HssFailure::from(HssError::UnknownImsi("1".into()));
+    fn embedded_hss_errors_become_failures() {
+        let f = failure_of(HssError::UnknownImsi("1".into()));
         assert_eq!(f, HssFailure::UnknownSubscriber);
-        assert_eq!(f.emm_cause(), EmmCause::EpsAndNonEpsServicesNotAllowed);
-        let f = HssFailure::from(HssError::ResyncMacFailure("1".into()));
+        let f = failure_of(HssError::ResyncMacFailure("1".into()));
         assert_eq!(f, HssFailure::ResyncRefused);
-        let f = HssFailure::from(HssError::SqnExhausted("1".into()));
+        let f = failure_of(HssError::SqnExhausted("1".into()));
         assert!(matches!(f, HssFailure::Unavailable(_)));
-        assert_eq!(f.emm_cause(), EmmCause::NetworkFailure);
-        assert_eq!(HssFailure::Timeout.emm_cause(), EmmCause::NetworkFailure);
-        assert_eq!(
-            HssFailure::NoEpsSubscription.emm_cause(),
-            EmmCause::NoSuitableCellsInTrackingArea
-        );
-        // TS 29.272 Annex A: 5004 -> #11, 5421 -> #15.
-        assert_eq!(
-            HssFailure::RoamingNotAllowed.emm_cause(),
-            EmmCause::PlmnNotAllowed
-        );
-        assert_eq!(
-            HssFailure::RatNotAllowed.emm_cause(),
-            EmmCause::NoSuitableCellsInTrackingArea
-        );
-        assert_eq!(u8::from(EmmCause::PlmnNotAllowed), 11);
-        assert_eq!(u8::from(EmmCause::NoSuitableCellsInTrackingArea), 15);
         assert_eq!(HssRequest::Purge { imsi: 1 }.reference(), HssRef::NONE);
     }
 

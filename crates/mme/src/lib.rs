@@ -61,7 +61,7 @@ mod prelude;
 pub mod restoring;
 mod s1ap;
 
-pub use cause::{EmmCause, EsmCause};
+pub use cause::{EmmCause, EsmCause, HssFailureCause};
 pub use config::MmeConfig;
 pub use endpoint::{EnbView, EndpointOut, EndpointStats, S1apEndpoint, SlicePolicy, SliceRole};
 pub use hss::{CancellationType, HssAnswer, HssFailure, HssProxy, HssRef, HssRequest};

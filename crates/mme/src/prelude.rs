@@ -1,7 +1,7 @@
 //! What the MME's modules share: its own types and helpers, and the codec, S1AP, security
 //! and slice types the procedures take.
 
-pub(crate) use crate::cause::{EmmCause, EsmCause};
+pub(crate) use crate::cause::{EmmCause, EsmCause, HssFailureCause};
 pub(crate) use crate::config::MmeConfig;
 pub(crate) use crate::esm::{free_ebi, release_unlisted};
 pub(crate) use crate::mme::{
@@ -12,6 +12,7 @@ pub(crate) use crate::nasx::{
     self, Direction, Identity, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, SecCtx,
     UnprotectError,
 };
+pub(crate) use crate::pcrf::PcefRule;
 pub(crate) use pepc_s1ap::msg::*;
 pub(crate) use pepc_s1ap::{
     Cause, Ecgi, GlobalEnbId, Key256 as S1Key, SecurityContext, Tai, UeS1apIds,

@@ -151,6 +151,49 @@ impl Default for Arp {
     }
 }
 
+/// The PDN type of a subscription's APN (TS 29.272 §7.3.62), the same for the HSS that
+/// stores it, the S6a client that reads it and the MME that gets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PdnType {
+    Ipv4,
+    Ipv6,
+    Ipv4v6,
+}
+
+impl PdnType {
+    /// The name written in files and the API (`ipv4`, `ipv6`, `ipv4v6`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PdnType::Ipv4 => "ipv4",
+            PdnType::Ipv6 => "ipv6",
+            PdnType::Ipv4v6 => "ipv4v6",
+        }
+    }
+}
+
+/// A PDN type name that is none of `ipv4`, `ipv6`, `ipv4v6`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PdnTypeError(pub String);
+
+impl fmt::Display for PdnTypeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "pdn_type must be ipv4, ipv6 or ipv4v6, got {:?}", self.0)
+    }
+}
+
+impl std::error::Error for PdnTypeError {}
+
+impl core::str::FromStr for PdnType {
+    type Err = PdnTypeError;
+    /// Any case (`IPv4` too).
+    fn from_str(s: &str) -> Result<Self, PdnTypeError> {
+        [PdnType::Ipv4, PdnType::Ipv6, PdnType::Ipv4v6]
+            .into_iter()
+            .find(|t| t.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| PdnTypeError(s.to_string()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,5 +223,18 @@ mod tests {
         let a = Arp::default();
         assert_eq!(a.priority_level, 9);
         assert!(!a.pre_emption_capability && a.pre_emption_vulnerability);
+    }
+
+    #[test]
+    fn pdn_type_names_round_trip() {
+        for t in [PdnType::Ipv4, PdnType::Ipv6, PdnType::Ipv4v6] {
+            assert_eq!(t.as_str().parse::<PdnType>(), Ok(t));
+        }
+        assert_eq!("IPv4v6".parse::<PdnType>(), Ok(PdnType::Ipv4v6));
+        let e = "ipv5".parse::<PdnType>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "pdn_type must be ipv4, ipv6 or ipv4v6, got \"ipv5\""
+        );
     }
 }
