@@ -21,6 +21,8 @@ pub struct SliceState {
     pub cdr: Option<crate::charging::CdrSink>,
     /// (IMSI, snapshot) to restore at start; handed to the MME when the slice starts.
     pub restore: Vec<(u64, Vec<u8>)>,
+    /// `[debug] record`: the slice's MME is recorded into this file from its start.
+    pub record: Option<std::fs::File>,
 }
 
 impl SliceState {

@@ -11,6 +11,7 @@ pub mod io;
 pub mod node;
 pub mod proxy;
 pub mod queues;
+pub mod record;
 pub mod ring;
 pub mod runtime;
 pub mod s1mme;

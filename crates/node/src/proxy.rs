@@ -386,15 +386,17 @@ pub(crate) mod tests {
         let mut out = vec![];
         let now = Instant::now();
         mme.handle_s1ap(now, 1, 1, &bytes, &mut cp, &mut out);
+        // Authentication first (TS 23.401 §5.3.2.1): the vector is asked, not the
+        // subscription data, which waits for the UE to be authenticated.
         assert!(matches!(
             out.last(),
-            Some(Output::Hss(HssRequest::Profile { .. }))
+            Some(Output::Hss(HssRequest::Vector { .. }))
         ));
         p.serve(&mut mme, now, &mut cp, &mut out, 0);
-        // Profile, then vector: both answered at once, the challenge is out.
+        // The vector, answered at once: the challenge is out.
         assert_eq!(
             (p.stats.requests, p.stats.answers, p.stats.initiated),
-            (2, 2, 0)
+            (1, 1, 0)
         );
         // The one vector request was timed.
         assert_eq!(p.stats.vector_latency.count(), 1);
@@ -428,7 +430,7 @@ pub(crate) mod tests {
         }
         assert_eq!(
             (p.stats.requests, p.stats.answers, p.stats.initiated),
-            (2, 2, 0)
+            (1, 1, 0)
         );
         // The one vector request was timed.
         assert_eq!(p.stats.vector_latency.count(), 1);

@@ -444,6 +444,8 @@ pub struct MmeDriver {
     mgmt: MgmtInbox,
     /// The node's state store, if it has one.
     pub state: SliceState,
+    /// `[debug] record`: the MME's recording on its way to its file.
+    recording: Option<crate::record::RecordFile>,
 }
 
 impl MmeDriver {
@@ -462,6 +464,7 @@ impl MmeDriver {
             gauges,
             mgmt,
             state: SliceState::default(),
+            recording: None,
         }
     }
 
@@ -505,6 +508,9 @@ impl MmeDriver {
 
 impl Drop for MmeDriver {
     fn drop(&mut self) {
+        if let Some(r) = self.recording.as_mut() {
+            r.finish(&mut self.mme);
+        }
         let c = self.wire.shutdown();
         if let Ok(mut s) = self.gauges.final_sctp.lock() {
             *s = c;
@@ -520,6 +526,9 @@ impl Drop for MmeDriver {
 
 impl Drop for SliceMme {
     fn drop(&mut self) {
+        if let Some(r) = self.recording.as_mut() {
+            r.finish(&mut self.mme);
+        }
         if let Ok(mut s) = self.gauges.final_stats.lock() {
             *s = Some(self.mme.stats.clone());
         }
@@ -533,6 +542,9 @@ impl ControlDriver for MmeDriver {
     }
 
     fn start(&mut self, cp: &mut ControlPlane) {
+        if let Some(f) = self.state.record.take() {
+            self.recording = Some(crate::record::RecordFile::start(f, &mut self.mme, cp));
+        }
         let now = Instant::now();
         self.mme
             .begin_restore(std::mem::take(&mut self.state.restore), now);
@@ -582,6 +594,9 @@ impl ControlDriver for MmeDriver {
             .sessions
             .store(cp.ue_count() as u64, Ordering::Relaxed);
         self.gauges.publish(&self.mme, &self.hss.stats, now);
+        if let Some(r) = self.recording.as_mut() {
+            r.pump(&mut self.mme);
+        }
         busy
     }
 
@@ -691,6 +706,8 @@ pub struct SliceMme {
     mgmt: MgmtInbox,
     /// The node's state store, if it has one.
     pub state: SliceState,
+    /// `[debug] record`: the MME's recording on its way to its file.
+    recording: Option<crate::record::RecordFile>,
 }
 
 impl SliceMme {
@@ -732,7 +749,9 @@ impl ControlDriver for SliceMme {
     }
 
     fn start(&mut self, cp: &mut ControlPlane) {
-        let _ = cp;
+        if let Some(f) = self.state.record.take() {
+            self.recording = Some(crate::record::RecordFile::start(f, &mut self.mme, cp));
+        }
         self.mme
             .begin_restore(std::mem::take(&mut self.state.restore), Instant::now());
     }
@@ -787,6 +806,9 @@ impl ControlDriver for SliceMme {
             .sessions
             .store(cp.ue_count() as u64, Ordering::Relaxed);
         self.gauges.publish(&self.mme, &self.hss.stats, now);
+        if let Some(r) = self.recording.as_mut() {
+            r.pump(&mut self.mme);
+        }
         busy
     }
 
@@ -860,6 +882,7 @@ pub fn start_signaling(
             gauges,
             mgmt,
             state: SliceState::default(),
+            recording: None,
         });
     }
     let stop = Arc::new(AtomicBool::new(false));

@@ -102,6 +102,26 @@ pub fn start_node(ports: &DemoPorts, ues: u32, slices: usize) -> Result<Epc, Str
     start_node_with(ports, ues, slices, "")
 }
 
+/// [`start_node`], recording each slice's MME (`[debug] record`) when asked.
+pub fn start_node_recorded(
+    ports: &DemoPorts,
+    ues: u32,
+    slices: usize,
+    record: Option<&std::path::Path>,
+) -> Result<Epc, String> {
+    let mut cfg = ports.config_with((ues as usize).max(1024) * 2, ues as usize, slices, "")?;
+    cfg.record = record.map(|p| p.to_path_buf());
+    start_provisioned(&cfg, ues)
+}
+
+/// Start a node of `cfg` with the emulator's first `ues` subscribers provisioned.
+fn start_provisioned(cfg: &EpcConfig, ues: u32) -> Result<Epc, String> {
+    let hss = crate::epc::open_hss(&cfg.hss)?;
+    let subs = emulator_subscribers(&SubscriberKeys::default(), ues)?;
+    hss.add_many(&subs).map_err(|e| e.to_string())?;
+    Epc::start(cfg, hss)
+}
+
 /// [`start_node`] with `hss` keys in the `[hss]` section.
 pub fn start_node_with(
     ports: &DemoPorts,
@@ -112,10 +132,7 @@ pub fn start_node_with(
     // Sized for the UEs it will serve, as an operator expecting them would: each
     // slice for all of them (the policy spreads them, not evenly to the unit).
     let cfg = ports.config_with((ues as usize).max(1024) * 2, ues as usize, slices, hss)?;
-    let hss = crate::epc::open_hss(&cfg.hss)?;
-    let subs = emulator_subscribers(&SubscriberKeys::default(), ues)?;
-    hss.add_many(&subs).map_err(|e| e.to_string())?;
-    Epc::start(&cfg, hss)
+    start_provisioned(&cfg, ues)
 }
 
 /// The demo's scenario knobs.
@@ -129,6 +146,8 @@ pub struct DemoOpts {
     pub pps: f64,
     pub progress: bool,
     pub slices: usize,
+    /// `[debug] record`: each slice's MME recording to `<record>.<slice>`.
+    pub record: Option<std::path::PathBuf>,
 }
 
 /// One slice's share of the demo.
@@ -156,7 +175,7 @@ pub fn run_with(
     o: &DemoOpts,
     done: &mut dyn FnMut(&Report, &[SliceFigures]),
 ) -> Result<(Report, Vec<SliceFigures>), String> {
-    let epc = start_node(ports, o.ues, o.slices)?;
+    let epc = start_node_recorded(ports, o.ues, o.slices, o.record.as_deref())?;
     if o.progress {
         eprintln!(
             "pepc demo: node up (S1-MME SCTP/UDP {}, S1-U {}, SGi {}); starting the emulator",

@@ -92,6 +92,17 @@ struct SignalingSections {
     api: ApiSection,
     pcrf: crate::policy::PcrfSection,
     charging: crate::policy::ChargingSection,
+    debug: DebugSection,
+}
+
+/// `[debug]`: tools for developers and for reproducing a fault.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct DebugSection {
+    /// Record every input each slice's MME takes, with its time, and every output, to
+    /// `<record>.<slice>` (mode 0600: it holds keys); `pepc replay <record>` runs
+    /// them again and checks every output is byte-identical. "" = off.
+    pub record: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -310,6 +321,8 @@ pub struct EpcConfig {
     pub state: StateStoreConfig,
     /// The PCRF (embedded or Gx) and the usage records (see `crate::policy`).
     pub policy: crate::policy::PolicySetup,
+    /// `[debug] record`: where each slice's MME recording goes (`<path>.<slice>`).
+    pub record: Option<PathBuf>,
 }
 
 /// Parse PLMN digits ("00101", "310410") into the TBCD octets of TS 24.008 10.5.1.13.
@@ -531,6 +544,7 @@ impl EpcConfig {
             m
         });
         let hss_mode = hss_mode(&sig.hss, mme.as_ref())?;
+        let mme_enabled_for_record = mme.as_ref().map(|_| ());
         Ok(EpcConfig {
             node,
             mme,
@@ -558,6 +572,17 @@ impl EpcConfig {
             slice_policy,
             state,
             policy,
+            record: match sig.debug.record.trim() {
+                "" => None,
+                p => {
+                    if mme_enabled_for_record.is_none() {
+                        return Err(
+                            "config key `debug.record`: set, but the MME is disabled (`mme.enabled = false`): there is nothing to record".into(),
+                        );
+                    }
+                    Some(PathBuf::from(p))
+                }
+            },
         })
     }
 
@@ -847,10 +872,29 @@ impl Epc {
                 );
             }
             let cdr_sink = cdr.as_ref().map(|w| w.sink());
+            // Every slice's recording file is created now: one that cannot be is a
+            // start failure, not a silent gap.
+            let mut records = (0..n)
+                .map(|s| {
+                    cfg.record
+                        .as_ref()
+                        .map(|base| {
+                            let p = pepc_node::record::slice_path(base, s);
+                            pepc_node::record::create(&p).map_err(|e| {
+                                format!(
+                                    "config key `debug.record`: cannot create {}: {e}",
+                                    p.display()
+                                )
+                            })
+                        })
+                        .transpose()
+                })
+                .collect::<Result<Vec<_>, String>>()?;
             let mut state = |s: usize| SliceState {
                 sink: ck.as_ref().map(|c| c.sink()),
                 cdr: cdr_sink.clone(),
                 restore: std::mem::take(&mut restore[s]),
+                record: records[s].take(),
             };
             // Policy: the embedded PCRF (its table shared with the API), or one Gx
             // client for the node.

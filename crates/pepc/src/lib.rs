@@ -10,4 +10,5 @@ pub mod logging;
 pub mod metrics;
 pub mod policy;
 mod policy_api;
+pub mod replay;
 pub mod subscriber;

@@ -33,6 +33,15 @@ enum Cmd {
     /// Operate a running node through its management API (UEs, eNBs, slices,
     /// subscribers, detach); tables, or --json.
     Ctl(pepc::ctl::CtlArgs),
+    /// Run a `[debug] record` recording again (FILE, or the slices' FILE.0, FILE.1,
+    /// ...): exits 0 only if every output comes out byte-identical, else names the
+    /// first difference.
+    Replay {
+        file: std::path::PathBuf,
+        /// Print the reports as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Benchmarks (use a release build).
     Bench {
         #[command(subcommand)]
@@ -79,6 +88,9 @@ struct DemoArgs {
     /// Keep the node up after the report (metrics stay served) until Ctrl-C.
     #[arg(long)]
     hold: bool,
+    /// Record each slice's MME to FILE.<slice> (`[debug] record`; `pepc replay FILE`).
+    #[arg(long, value_name = "FILE")]
+    record: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -373,6 +385,7 @@ fn main() -> ExitCode {
             .map_err(|e| format!("ran: {e}")),
         Cmd::Subscriber(a) => pepc::subscriber::run(&a).map(|s| println!("{s}")),
         Cmd::Ctl(a) => pepc::ctl::run(&a).map(|s| println!("{s}")),
+        Cmd::Replay { file, json } => replay(&file, json),
         Cmd::Bench { what } => match what {
             BenchCmd::Dataplane(a) => bench_dataplane(&a),
             BenchCmd::Attach(a) => bench_attach(&a),
@@ -706,6 +719,35 @@ fn stop_on_signals() {
     }
 }
 
+fn replay(file: &std::path::Path, json: bool) -> Result<(), String> {
+    let done = pepc::replay::run(file).map_err(|e| format!("replay: {e}"))?;
+    for (path, r) in done {
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "file": path.display().to_string(),
+                    "slice": r.slice.0,
+                    "slices": r.slice.1,
+                    "calls": r.calls,
+                    "outputs": r.outputs,
+                    "identical": true,
+                })
+            );
+        } else {
+            println!(
+                "{}: slice {} of {}: {} calls, {} outputs, all byte-identical",
+                path.display(),
+                r.slice.0,
+                r.slice.1,
+                r.calls,
+                r.outputs
+            );
+        }
+    }
+    Ok(())
+}
+
 fn demo(a: &DemoArgs) -> Result<(), String> {
     let o = pepc::demo::DemoOpts {
         ues: a.ues,
@@ -716,6 +758,7 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
         pps: a.pps,
         progress: !a.json,
         slices: a.slices,
+        record: a.record.clone(),
     };
     let json = a.json;
     let mut show = |report: &pepc_emulator::Report, slices: &[pepc::demo::SliceFigures]| {
