@@ -396,11 +396,39 @@ fn a_restored_ue_never_keeps_a_rule_set_id_of_another_registry() {
     assert!(set >= 64, "the UE has a policy rule set ({set})");
     let mut bytes = vec![];
     snapshot_whole_ue(&h.mme, &h.cp, UeKey::Imsi(IMSI_N), h.now, &mut bytes).unwrap();
-    let mut h2 = harness(MmeConfig::default(), None);
+    // Another MME whose registry already gave its first set to a UE of other rules:
+    // the restored UE's rules (its snapshot's PCC section) get a set of this registry
+    // by their content, never the old id that names the other UE's set here.
+    let other = PolicyEntry {
+        rules: vec![rule("video", 2, 4002)],
+        ..Default::default()
+    };
+    let mut h2 = harness(MmeConfig::default(), Some(other));
+    let mut ue2 = SimUe::new("001010000000002", 20);
+    h2.hss.add(&subscriber("001010000000002")).unwrap();
+    attach(&mut h2, &mut ue2, 1).unwrap();
+    // Both MMEs gave their first M-TMSI: the other UE takes the next one here.
+    let mut out = vec![];
+    let now = h2.now;
+    h2.mme
+        .reallocate_guti(now, 1010000000002, &mut h2.cp, &mut out)
+        .unwrap();
+    let r: Vec<_> = out
+        .into_iter()
+        .filter_map(|o| match o {
+            pepc_mme::mme::Output::S1ap { assoc, bytes, .. } => {
+                Some((assoc, S1apMessage::decode(&bytes).unwrap()))
+            }
+            _ => None,
+        })
+        .collect();
+    pump(&mut h2, &mut ue2, 1, r).unwrap();
+    let (_, other_slot) = h2.cp.find_imsi(1010000000002).unwrap();
+    let other_set = h2.cp.ue(other_slot).unwrap().rule_set;
+    assert_eq!(other_set, set, "both registries start from the same id");
     let r = restore_whole_ue(&mut h2.mme, &mut h2.cp, &bytes, h2.now).unwrap();
     let slot2 = r.slice.unwrap().ue_slot;
-    assert_eq!(
-        h2.cp.ue(slot2).unwrap().rule_set,
-        h2.cp.config().default_rule_set
-    );
+    let set2 = h2.cp.ue(slot2).unwrap().rule_set;
+    assert!(set2 >= 64 && set2 != other_set, "{set2}");
+    assert_eq!(h2.mme.policy_rule_sets(), 2);
 }

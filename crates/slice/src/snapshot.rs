@@ -16,7 +16,9 @@
 //! 5       B     sections: tag u8 | length u16 LE | bytes
 //! 5+B     4     check, u32 LE: a multiply-xorshift hash of bytes 0..5+B
 //! ```
-//! Sections: `0x01` slice (once), `0x02` mme (once, opaque); at least one of them. A
+//! Sections: `0x01` slice (once), `0x02` mme (once, opaque), `0x81` pcc (once, opaque:
+//! the MME's policy and charging state of the UE, optional to readers); at least one of
+//! the first two. A
 //! snapshot without a slice section is that of a UE the slice holds nothing of yet (in
 //! the middle of attach, before its session): the MME section alone. Tags
 //! `0x80..=0xFF` are optional to readers (skipped when unknown); an unknown tag below
@@ -59,7 +61,9 @@ pub const VERSION_MIN: u8 = 1;
 const HEADER: usize = 5;
 const CHECK: usize = 4;
 /// Upper bound of a body; a longer one is an error (before anything is read).
-pub const MAX_BODY: usize = 8192;
+pub const MAX_BODY: usize = 16384;
+/// Upper bound of the PCC section (16 rules of 8 flows, 8 monitoring keys, per PDN).
+pub const MAX_PCC_SECTION: usize = 12288;
 /// Upper bound of the MME section.
 pub const MAX_MME_SECTION: usize = 2048;
 /// Longest APN (TS 23.003 §9.1: 100 octets).
@@ -69,6 +73,9 @@ pub const TAG_SLICE: u8 = 0x01;
 pub const TAG_MME: u8 = 0x02;
 /// Tags from here up may be skipped by readers that do not know them.
 pub const TAG_OPTIONAL: u8 = 0x80;
+/// The MME's PCC state of the UE (opaque here); a reader without it restores the UE
+/// under the slice's default rules.
+pub const TAG_PCC: u8 = 0x81;
 
 /// What was wrong with a snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -542,6 +549,7 @@ pub struct SnapshotView<'a> {
     version: u8,
     slice: Option<&'a [u8]>,
     mme: Option<&'a [u8]>,
+    pcc: Option<&'a [u8]>,
 }
 
 impl std::fmt::Debug for SnapshotView<'_> {
@@ -593,7 +601,7 @@ impl<'a> SnapshotView<'a> {
             return Err(SnapshotError::BadCheck { stored, computed });
         }
         let mut r = Reader::new(&buf[HEADER..end]);
-        let (mut slice, mut mme) = (None, None);
+        let (mut slice, mut mme, mut pcc) = (None, None, None);
         while r.remaining() > 0 {
             let tag = r.u8()?;
             let len = r.u16()? as usize;
@@ -610,6 +618,7 @@ impl<'a> SnapshotView<'a> {
                     }
                     mme.replace(body).is_some()
                 }
+                TAG_PCC => pcc.replace(body).is_some(),
                 t if t >= TAG_OPTIONAL => false,
                 t => return Err(SnapshotError::UnknownSection(t)),
             };
@@ -624,7 +633,13 @@ impl<'a> SnapshotView<'a> {
             version,
             slice,
             mme,
+            pcc,
         })
+    }
+
+    /// The PCC section's bytes, if the snapshot has one (opaque here).
+    pub fn pcc(&self) -> Option<&'a [u8]> {
+        self.pcc
     }
 
     /// The slice section's bytes (empty when there is none: see [`Self::has_slice`]).
@@ -672,6 +687,25 @@ pub fn encode_parts(
     mme: Option<&[u8]>,
     out: &mut Vec<u8>,
 ) -> Result<usize, SnapshotError> {
+    encode_sections(slice, mme, None, out)
+}
+
+/// [`encode_parts`] with the MME's PCC section, if the UE has policy state.
+pub fn encode_sections(
+    slice: Option<&UeSliceSnapshot>,
+    mme: Option<&[u8]>,
+    pcc: Option<&[u8]>,
+    out: &mut Vec<u8>,
+) -> Result<usize, SnapshotError> {
+    if let Some(p) = pcc {
+        if p.len() > MAX_PCC_SECTION {
+            return Err(SnapshotError::TooLong {
+                what: "PCC section",
+                len: p.len(),
+                max: MAX_PCC_SECTION,
+            });
+        }
+    }
     if let Some(s) = slice {
         s.validate()?;
     } else if mme.is_none() {
@@ -704,6 +738,11 @@ pub fn encode_parts(
         w.u8(TAG_MME);
         w.u16(m.len() as u16);
         w.bytes(m);
+    }
+    if let Some(p) = pcc {
+        w.u8(TAG_PCC);
+        w.u16(p.len() as u16);
+        w.bytes(p);
     }
     let body_len = out.len() - start - HEADER;
     if body_len > MAX_BODY {

@@ -40,7 +40,7 @@ impl Mme {
         };
         let u = self.ue_mut(cp, id).expect("present");
         u.slot = Some(att.ue_slot);
-        self.schedule_interim(now, id);
+        self.schedule_interim(cp, now, id);
         let u = self.ue(cp, id).expect("present");
         let session = PolicySession {
             imsi: u.imsi.unwrap_or(0),

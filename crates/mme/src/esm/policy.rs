@@ -64,6 +64,8 @@ pub(crate) struct UePolicy {
     pub(crate) sessions: Vec<SessionPolicy>,
     /// Its PCEF rule set on the data path (`None`: the slice's default).
     pub(crate) rule_set: Option<u16>,
+    /// When its next interim usage records are due (its entry in `Mme::interims`).
+    pub(crate) interim_due: Option<Instant>,
 }
 
 /// Rule sets the MME gave the data path: by content, with a count of the UEs on
@@ -623,7 +625,8 @@ impl Mme {
                         bound[i].counter = assign_counter(cp, slot, ebi, &bound[..i]);
                     }
                     rules.extend(bound);
-                    self.session_of(cp, id, pdn_ebi, |s| s.bearers.push((ebi, now, 0)));
+                    // `dedicated` noted the bearer in the session (once: a second
+                    // entry made its usage record twice at the session's end).
                 }
                 Err(e) => {
                     self.stats.pcc_rule_failures += bound.len() as u64;
@@ -667,7 +670,11 @@ impl Mme {
             self.rule_sets.release(o);
         }
         let set = new.unwrap_or(cp.config().default_rule_set);
-        warn_cp(id, "rule set", cp.set_rule_set(slot, set));
+        // Published only if it changes (each publication is an update of the UE on
+        // the data path).
+        if cp.ue(slot).map(|c| c.rule_set) != Some(set) {
+            warn_cp(id, "rule set", cp.set_rule_set(slot, set));
+        }
         if let Some(p) = self.ue_mut(cp, id).and_then(|u| u.policy.as_mut()) {
             p.rule_set = new;
         }
@@ -896,6 +903,14 @@ impl Mme {
                 }
             }
             self.interims.push_back((now + every, id));
+            self.set_interim_due(cp, id, now + every);
+        }
+    }
+
+    fn set_interim_due(&mut self, cp: &mut ControlPlane, id: u32, at: Instant) {
+        // Scheduled with the UE's first session, before its policy state exists.
+        if let Some(u) = self.ue_mut(cp, id) {
+            u.policy.get_or_insert_with(Default::default).interim_due = Some(at);
         }
     }
 
@@ -1045,9 +1060,10 @@ impl Mme {
     }
 
     /// A UE's first session: its interim records start.
-    pub(crate) fn schedule_interim(&mut self, now: Instant, id: u32) {
+    pub(crate) fn schedule_interim(&mut self, cp: &mut ControlPlane, now: Instant, id: u32) {
         if let Some(every) = self.cfg.policy.interim {
             self.interims.push_back((now + every, id));
+            self.set_interim_due(cp, id, now + every);
         }
     }
 

@@ -538,6 +538,93 @@ fn get_hss_answer(r: &mut R<'_>) -> Result<HssAnswer, RecordError> {
     Ok(HssAnswer { r: rf, result })
 }
 
+/// A PCC rule, field by field (also the snapshot's PCC section's).
+pub(crate) fn put_rule(w: &mut W<'_>, rule: &PccRule) {
+    let PccRule {
+        name,
+        precedence,
+        qci,
+        arp_priority,
+        mbr,
+        gbr,
+        rating_group,
+        monitoring_key,
+        flows,
+    } = rule;
+    w.str(name);
+    w.uv(u64::from(*precedence));
+    w.u8(*qci);
+    w.u8(*arp_priority);
+    w.pair(*mbr);
+    w.pair(*gbr);
+    w.opt(rating_group, |w, g| w.uv(u64::from(*g)));
+    w.opt(monitoring_key, |w, k| w.str(k));
+    w.uv(flows.len() as u64);
+    for f in flows {
+        let FlowFilter {
+            direction,
+            protocol,
+            remote,
+            remote_len,
+            remote_ports,
+            ue_ports,
+        } = f;
+        w.u8(match direction {
+            FlowDirection::Downlink => 0,
+            FlowDirection::Uplink => 1,
+            FlowDirection::Both => 2,
+        });
+        w.opt(protocol, |w, p| w.u8(*p));
+        w.ip(*remote);
+        w.u8(*remote_len);
+        for (a, b) in [remote_ports, ue_ports] {
+            w.uv(u64::from(*a));
+            w.uv(u64::from(*b));
+        }
+    }
+}
+
+/// What [`put_rule`] wrote.
+pub(crate) fn get_rule(r: &mut R<'_>) -> Result<PccRule, RecordError> {
+    let name = r.str()?;
+    let precedence = r.u32()?;
+    let qci = r.u8()?;
+    let arp_priority = r.u8()?;
+    let mbr = r.pair()?;
+    let gbr = r.pair()?;
+    let rating_group = r.opt(|r| r.u32())?;
+    let monitoring_key = r.opt(|r| r.str())?;
+    let nf = r.count()?;
+    let mut flows = Vec::with_capacity(nf);
+    for _ in 0..nf {
+        let direction = match r.u8()? {
+            0 => FlowDirection::Downlink,
+            1 => FlowDirection::Uplink,
+            2 => FlowDirection::Both,
+            _ => return Err(RecordError::Invalid("flow direction")),
+        };
+        flows.push(FlowFilter {
+            direction,
+            protocol: r.opt(|r| r.u8())?,
+            remote: r.ip()?,
+            remote_len: r.u8()?,
+            remote_ports: (r.u16()?, r.u16()?),
+            ue_ports: (r.u16()?, r.u16()?),
+        });
+    }
+    Ok(PccRule {
+        name,
+        precedence,
+        qci,
+        arp_priority,
+        mbr,
+        gbr,
+        rating_group,
+        monitoring_key,
+        flows,
+    })
+}
+
 pub(crate) fn put_decision(w: &mut W<'_>, d: &PolicyDecision) {
     let PolicyDecision {
         default_qos,
@@ -553,48 +640,7 @@ pub(crate) fn put_decision(w: &mut W<'_>, d: &PolicyDecision) {
     w.opt(ambr, |w, a| w.pair(*a));
     w.uv(install.len() as u64);
     for rule in install {
-        let PccRule {
-            name,
-            precedence,
-            qci,
-            arp_priority,
-            mbr,
-            gbr,
-            rating_group,
-            monitoring_key,
-            flows,
-        } = rule;
-        w.str(name);
-        w.uv(u64::from(*precedence));
-        w.u8(*qci);
-        w.u8(*arp_priority);
-        w.pair(*mbr);
-        w.pair(*gbr);
-        w.opt(rating_group, |w, g| w.uv(u64::from(*g)));
-        w.opt(monitoring_key, |w, k| w.str(k));
-        w.uv(flows.len() as u64);
-        for f in flows {
-            let FlowFilter {
-                direction,
-                protocol,
-                remote,
-                remote_len,
-                remote_ports,
-                ue_ports,
-            } = f;
-            w.u8(match direction {
-                FlowDirection::Downlink => 0,
-                FlowDirection::Uplink => 1,
-                FlowDirection::Both => 2,
-            });
-            w.opt(protocol, |w, p| w.u8(*p));
-            w.ip(*remote);
-            w.u8(*remote_len);
-            for (a, b) in [remote_ports, ue_ports] {
-                w.uv(u64::from(*a));
-                w.uv(u64::from(*b));
-            }
-        }
+        put_rule(w, rule);
     }
     w.uv(remove.len() as u64);
     for n in remove {
@@ -612,46 +658,7 @@ pub(crate) fn get_decision(r: &mut R<'_>) -> Result<PolicyDecision, RecordError>
     let default_qos = r.opt(|r| Ok((r.u8()?, r.u8()?)))?;
     let ambr = r.opt(|r| r.pair())?;
     let n = r.count()?;
-    let mut install = Vec::with_capacity(n);
-    for _ in 0..n {
-        let name = r.str()?;
-        let precedence = r.u32()?;
-        let qci = r.u8()?;
-        let arp_priority = r.u8()?;
-        let mbr = r.pair()?;
-        let gbr = r.pair()?;
-        let rating_group = r.opt(|r| r.u32())?;
-        let monitoring_key = r.opt(|r| r.str())?;
-        let nf = r.count()?;
-        let mut flows = Vec::with_capacity(nf);
-        for _ in 0..nf {
-            let direction = match r.u8()? {
-                0 => FlowDirection::Downlink,
-                1 => FlowDirection::Uplink,
-                2 => FlowDirection::Both,
-                _ => return Err(RecordError::Invalid("flow direction")),
-            };
-            flows.push(FlowFilter {
-                direction,
-                protocol: r.opt(|r| r.u8())?,
-                remote: r.ip()?,
-                remote_len: r.u8()?,
-                remote_ports: (r.u16()?, r.u16()?),
-                ue_ports: (r.u16()?, r.u16()?),
-            });
-        }
-        install.push(PccRule {
-            name,
-            precedence,
-            qci,
-            arp_priority,
-            mbr,
-            gbr,
-            rating_group,
-            monitoring_key,
-            flows,
-        });
-    }
+    let install = (0..n).map(|_| get_rule(r)).collect::<Result<_, _>>()?;
     let n = r.count()?;
     let remove = (0..n).map(|_| r.str()).collect::<Result<_, _>>()?;
     let n = r.count()?;

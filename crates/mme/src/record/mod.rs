@@ -27,7 +27,7 @@
 //! of the call and its outputs into a buffer that the driver writes out between
 //! calls ([`Mme::take_recorded`]).
 
-mod codec;
+pub(crate) mod codec;
 mod header;
 pub mod replay;
 

@@ -58,6 +58,9 @@
 //! 14 ExpectHssVector; F_RESYNC_DONE only with 2 and 14. The
 //! parts a state holds appear with it and with no other state.
 //!
+//! The UE's PCC state (rules and their bearers, monitoring grants, charging figures)
+//! is the container's PCC section (`pcc.rs`), not this one.
+//!
 //! Not carried: the slice's UE slot (local to a slice; the restoring caller gives the
 //! one [`ControlPlane::restore_ue`] chose, F_SLOT records that there was one), the
 //! timer generation (local to the timer heap), and parked contexts (those of detached
@@ -79,6 +82,7 @@ use std::cmp::Reverse;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
+mod pcc;
 mod section;
 
 use section::*;
@@ -451,6 +455,7 @@ pub fn snapshot_whole_ue(
 pub struct Scratch {
     slice: container::UeSliceSnapshot,
     mme: Vec<u8>,
+    pcc: Vec<u8>,
 }
 
 impl std::fmt::Debug for Scratch {
@@ -481,16 +486,92 @@ pub fn snapshot_whole_ue_with(
     scratch.mme.fill(0);
     scratch.mme.clear();
     mme.snapshot_ue(cp, key, now, &mut scratch.mme)?;
-    let slice = match mme.ue_slot_of(cp, key) {
+    let slot = mme.ue_slot_of(cp, key);
+    let slice = match slot {
         Some(slot) => {
             cp.snapshot_ue_into(slot, &mut scratch.slice)?;
             Some(&scratch.slice)
         }
         None => None,
     };
-    let n = container::encode_parts(slice, Some(&scratch.mme), out)?;
+    // The PCC section, if the UE has policy state (sessions, or an interim schedule).
+    scratch.pcc.clear();
+    let policy = mme
+        .id_of(key)
+        .and_then(|id| mme.ue(cp, id))
+        .and_then(|u| u.policy.as_deref())
+        .filter(|p| !p.sessions.is_empty());
+    if let Some(p) = policy {
+        pcc::write(p, p.interim_due, cp, slot, now, &mut scratch.pcc);
+    }
+    let pcc = (!scratch.pcc.is_empty()).then_some(scratch.pcc.as_slice());
+    let n = container::encode_sections(slice, Some(&scratch.mme), pcc, out)?;
     scratch.mme.fill(0);
     Ok(n)
+}
+
+/// Why a UE cannot be exported now.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExportError {
+    #[error("no UE {0:?} in this MME")]
+    UnknownUe(UeKey),
+    /// A procedure awaits a message (named): the UE moves at its next boundary.
+    #[error("the UE is in a procedure ({0}): it can be exported once that ends")]
+    Busy(&'static str),
+    #[error("snapshot: {0}")]
+    Snapshot(SnapshotError),
+}
+
+impl Mme {
+    /// What keeps UE `key` from being exported now: the EMM procedure it is in (an
+    /// HSS or PCRF answer awaited included), an S1 handover, an ESM procedure (bearers
+    /// awaiting the UE's answer) or a NAS message under retransmission. `None`: it is
+    /// between two procedures.
+    pub fn busy(&self, cp: &ControlPlane, key: UeKey) -> Result<Option<&'static str>, ExportError> {
+        let u = self
+            .id_of(key)
+            .and_then(|id| self.ue(cp, id))
+            .ok_or(ExportError::UnknownUe(key))?;
+        Ok(if !matches!(u.proc, Procedure::Idle) {
+            Some(u.proc.name())
+        } else if u.handover.is_some() {
+            Some("S1 handover")
+        } else if !u.pending_bearers.is_empty() {
+            Some("ESM bearer procedure")
+        } else if u.retx.is_some() {
+            Some("NAS retransmission")
+        } else {
+            None
+        })
+    }
+
+    /// Export UE `key` between two of its procedures: its whole snapshot (the slice's
+    /// part with its counters, the MME's, the PCC section) appended to `out`, for
+    /// [`Mme::import`] elsewhere; returns its length. Refused while a procedure awaits
+    /// a message ([`ExportError::Busy`]). The UE stays here until the caller removes
+    /// it ([`Mme::remove_migrated_ue`]) once the other side has it.
+    pub fn export(
+        &self,
+        cp: &ControlPlane,
+        key: UeKey,
+        now: Instant,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, ExportError> {
+        if let Some(p) = self.busy(cp, key)? {
+            return Err(ExportError::Busy(p));
+        }
+        snapshot_whole_ue(self, cp, key, now, out).map_err(ExportError::Snapshot)
+    }
+
+    /// Import a UE exported by [`Mme::export`] (another slice's, node's or process's).
+    pub fn import(
+        &mut self,
+        cp: &mut ControlPlane,
+        bytes: &[u8],
+        now: Instant,
+    ) -> Result<WholeRestored, SnapshotError> {
+        restore_whole_ue(self, cp, bytes, now)
+    }
 }
 
 /// Restore a whole-UE snapshot: the slice's part with [`ControlPlane::restore_ue`],
@@ -520,11 +601,13 @@ fn restore_whole_ue_adjusted(
     let section = view
         .mme()
         .ok_or(container::SnapshotError::MissingSection("mme"))?;
+    // Read before anything changes: a bad PCC section refuses the whole restore.
+    let pcc = view.pcc().map(|b| pcc::read(b, now)).transpose()?;
     let slice = if view.has_slice() {
         let mut s = view.decode_slice()?;
-        // A PCC rule set id is an index into the registry of the MME that gave it,
-        // and the rules are not in the snapshot (yet): the UE starts on the slice's
-        // default set, never on another UE's set of the same id.
+        // A PCC rule set id is an index into the registry of the MME that gave it:
+        // the UE starts on the slice's default set, never on another UE's set of the
+        // same id, and gets its own from its rules (the PCC section) once restored.
         if s.rule_set >= crate::esm::policy::FIRST_POLICY_SET {
             s.rule_set = cp.config().default_rule_set;
         }
@@ -534,7 +617,12 @@ fn restore_whole_ue_adjusted(
         None
     };
     match mme.restore_ue(cp, section.bytes(), slice.map(|r| r.ue_slot), now) {
-        Ok(m) => Ok(WholeRestored { mme: m, slice }),
+        Ok(m) => {
+            if let Some(d) = pcc {
+                mme.restore_pcc(cp, m.mme_ue_id, d, now);
+            }
+            Ok(WholeRestored { mme: m, slice })
+        }
         Err(e) => {
             if let Some(r) = slice {
                 // The slot was created just above: its removal cannot find it gone.

@@ -186,8 +186,7 @@ pub(super) fn write_ue(
         subscribed_apn,
         // Derived on restore from the EMM state and the procedure.
         hss_location: _,
-        // PCC rules and Gx sessions are not in the snapshot (yet): a restored UE
-        // keeps its bearers under the slice's default rule set.
+        // In the snapshot's PCC section (pcc.rs), not the MME section.
         policy: _,
     } = u;
     // The parts of the procedure's state, each in its own field of the record.
