@@ -55,6 +55,8 @@ pub struct AttachOpts {
     /// Checkpoint every registered UE at the end of each procedure into an embedded
     /// state store (a temporary file), as `pepc run` does by default.
     pub checkpoint: bool,
+    /// Record each MME (`[debug] record`) into a temporary file, as a node does.
+    pub record: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -113,6 +115,9 @@ pub struct AttachResult {
     /// The HSS over Diameter S6a (`--hss diameter`): the proxy's cost.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub diameter: Option<DiameterFigures>,
+    /// Recording on (`--record`, inprocess): bytes of recording per attach.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record_bytes_per_attach: Option<f64>,
 }
 
 /// The S6a proxy's figures of an attach run over Diameter.
@@ -234,6 +239,8 @@ struct MmeRun {
     faults: u64,
     /// System CPU time over busy and waiting time alike.
     sys_s: f64,
+    /// Bytes of recording written (with a recording file).
+    recorded: u64,
 }
 
 /// The MME thread: decode, run procedures, encode; nothing else.
@@ -256,7 +263,16 @@ fn mme_thread(
     rx: mpsc::Receiver<Hop>,
     tx: mpsc::Sender<Back>,
     sink: Option<pepc_store::CheckpointSink>,
+    record: Option<std::fs::File>,
 ) -> MmeRun {
+    use std::io::Write;
+    // As a node's slice driver with `[debug] record`: the recording goes to its file
+    // after each round.
+    let mut record = record.map(|f| {
+        mme.start_recording(&mut cp);
+        (std::io::BufWriter::with_capacity(1 << 16, f), Vec::new())
+    });
+    let mut recorded = 0u64;
     let mut waited = 0.0;
     let mut cpu0 = thread_cpu_s();
     let (mut faults0, mut sys0) = thread_faults_sys();
@@ -303,6 +319,14 @@ fn mme_thread(
             mme.handle_s1ap(now, ASSOC, 1, bytes, &mut cp, &mut outs);
             proxy.serve(&mut mme, now, &mut cp, &mut outs, from);
         }
+        if let Some((w, buf)) = record.as_mut() {
+            mme.take_recorded(buf);
+            recorded += buf.len() as u64;
+            if w.write_all(buf).is_err() {
+                mme.stop_recording();
+            }
+            buf.clear();
+        }
         // As a node's slice driver does: checkpoints to the store's thread.
         if let Some(s) = &sink {
             outs.retain_mut(|o| match o {
@@ -328,12 +352,16 @@ fn mme_thread(
     }
     let cpu = thread_cpu_s() - cpu0;
     let (faults, sys) = thread_faults_sys();
+    if let Some((mut w, _)) = record {
+        let _ = w.flush();
+    }
     MmeRun {
         busy_cpu_s: cpu - waited,
         wait_cpu_s: waited,
         msgs,
         faults: faults - faults0,
         sys_s: sys - sys0,
+        recorded,
     }
 }
 
@@ -801,6 +829,7 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
     };
 
     let stop = Arc::new(AtomicBool::new(false));
+    let mut rec_paths = Vec::new();
     let mut datas = Vec::new();
     let mut mmes = Vec::new();
     let mut to_slices = Vec::new();
@@ -832,6 +861,16 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         to_slices.push(to_mme);
         let tx = back_tx.clone();
         let sink = checkpointer.as_ref().map(|c| c.sink());
+        let rec_path = std::env::temp_dir().join(format!(
+            "pepc-bench-record-{}-{sl}",
+            std::process::id()
+        ));
+        let rec_file = if o.record {
+            Some(std::fs::File::create(&rec_path).map_err(|e| e.to_string())?)
+        } else {
+            None
+        };
+        rec_paths.push(rec_path);
         // Each slice's share of the UEs, as a node sizes `node.prewarm_users`.
         let share = (n as usize).div_ceil(slices) + 64;
         mmes.push(
@@ -846,7 +885,7 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
                         mme.prewarm(share);
                         cp.prewarm(share);
                     }
-                    mme_thread(sl, mme, proxy, cp, mme_rx, tx, sink)
+                    mme_thread(sl, mme, proxy, cp, mme_rx, tx, sink, rec_file)
                 })
                 .map_err(|e| e.to_string())?,
         );
@@ -883,6 +922,9 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
     stop.store(true, Ordering::Relaxed);
     for d in datas {
         let _ = d.join();
+    }
+    for p in &rec_paths {
+        let _ = std::fs::remove_file(p);
     }
     let checkpoint = checkpointer.map(|c| {
         let st = c.stop();
@@ -941,6 +983,9 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         attaches_per_signaling_core_s: None,
         checkpoint,
         diameter: None,
+        record_bytes_per_attach: o
+            .record
+            .then(|| runs.iter().map(|r| r.recorded).sum::<u64>() as f64 / n as f64),
     })
 }
 
@@ -958,6 +1003,7 @@ mod tests {
             no_prewarm: true,
             slices: 2,
             checkpoint: true,
+            record: false,
         })
         .unwrap();
         assert_eq!((r.attaches, r.failed), (300, 0));
@@ -977,6 +1023,7 @@ mod tests {
             shuffle: false,
             no_prewarm: false,
             checkpoint: false,
+            record: false,
             reattach: false,
             attaches: 50,
             window: 8,
@@ -997,6 +1044,7 @@ mod tests {
             shuffle: true,
             no_prewarm: false,
             checkpoint: false,
+            record: false,
             reattach: true,
             attaches: 60,
             window: 8,
@@ -1014,6 +1062,8 @@ mod tests {
             shuffle: true,
             no_prewarm: true,
             checkpoint: false,
+            // Recorded too, as with `--record`: the recording takes every call.
+            record: true,
             reattach: true,
             attaches: 40,
             window: 8,
@@ -1022,6 +1072,9 @@ mod tests {
         .unwrap();
         assert_eq!(r.state.as_deref(), Some("reattach-shuffled"));
         assert_eq!(r.attaches, 40, "{r:?}");
+        // Both passes' calls, their outputs and the HSS vectors' keys: a few KB each.
+        let b = r.record_bytes_per_attach.unwrap();
+        assert!(b > 1000.0 && b < 20_000.0, "{r:?}");
         assert_eq!(r.failed, 0);
         // Counted from the marker: the re-attaches only (5 S1AP messages each), not
         // the first attaches, detaches and releases before it.

@@ -437,5 +437,6 @@ pub fn bench_attach_udp_hss(
             requests_per_proxy_core_s: requests as f64 / px_cpu.max(1e-9),
             proxy_us_per_attach: px_cpu * 1e6 / ok.max(1) as f64,
         }),
+        record_bytes_per_attach: None,
     })
 }

@@ -228,6 +228,10 @@ struct AttachArgs {
     /// run` does by default), alternating with runs without, to measure their cost.
     #[arg(long)]
     checkpoint: bool,
+    /// inprocess: also run with each MME recorded (`[debug] record`) into a file,
+    /// alternating with runs without, to measure the recording's cost.
+    #[arg(long)]
+    record: bool,
     /// Run each transport this many times and report the median run (by attaches
     /// per MME core-second), with every run's figure in `per_core_runs`.
     #[arg(long, default_value_t = 1)]
@@ -585,15 +589,17 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
         } else {
             &[false]
         };
-        let configs: Vec<(usize, bool)> = a
+        let rec: &[bool] = if a.record { &[false, true] } else { &[false] };
+        let configs: Vec<(usize, bool, bool)> = a
             .slices
             .iter()
             .flat_map(|&s| ck.iter().map(move |&c| (s, c)))
+            .flat_map(|(s, c)| rec.iter().map(move |&r| (s, c, r)))
             .collect();
         results.extend(median_of_each(
             a.repeat,
             &configs,
-            |(slices, checkpoint)| {
+            |(slices, checkpoint, record)| {
                 pepc_bench::attach::run_inprocess(&AttachOpts {
                     attaches: a.attaches,
                     window: a.window,
@@ -602,6 +608,7 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
                     no_prewarm: a.no_prewarm,
                     slices,
                     checkpoint,
+                    record,
                 })
             },
         )?);
