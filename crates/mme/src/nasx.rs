@@ -22,19 +22,25 @@ pub fn parse_identity(v: &[u8]) -> Identity {
     match first & 0x07 {
         1 => {
             // IMSI: first digit in the high nibble of octet 1, then BCD.
+            // The digits are folded as they come (no buffer): at most 15, each 0-9.
             let odd = first & 0x08 != 0;
-            let mut digits: Vec<u8> = vec![first >> 4];
+            let (mut n, mut imsi, mut bad) = (1usize, u64::from(first >> 4), first >> 4 > 9);
+            let mut digit = |d: u8| {
+                n += 1;
+                bad |= d > 9;
+                imsi = imsi.wrapping_mul(10).wrapping_add(u64::from(d));
+            };
             for (i, b) in v[1..].iter().enumerate() {
-                digits.push(b & 0x0f);
+                digit(b & 0x0f);
                 let last = i == v.len() - 2;
                 if !last || odd {
-                    digits.push(b >> 4);
+                    digit(b >> 4);
                 }
             }
-            if digits.len() > 15 || digits.iter().any(|d| *d > 9) {
+            if n > 15 || bad {
                 return Identity::Other;
             }
-            Identity::Imsi(digits.iter().fold(0u64, |a, d| a * 10 + *d as u64))
+            Identity::Imsi(imsi)
         }
         6 if v.len() >= 11 => Identity::Guti(
             [v[1], v[2], v[3]],
@@ -790,5 +796,61 @@ mod tests {
         few.push([1; 5]);
         few.push([2; 5]);
         assert_eq!(few.oldest_first().map(|t| t[0]).collect::<Vec<_>>(), [1, 2]);
+    }
+
+    /// The digit-buffer form `parse_identity` had (kept here as the reference).
+    fn imsi_by_buffer(v: &[u8]) -> Option<u64> {
+        let first = *v.first()?;
+        let odd = first & 0x08 != 0;
+        let mut digits: Vec<u8> = vec![first >> 4];
+        for (i, b) in v[1..].iter().enumerate() {
+            digits.push(b & 0x0f);
+            if i != v.len() - 2 || odd {
+                digits.push(b >> 4);
+            }
+        }
+        (digits.len() <= 15 && digits.iter().all(|d| *d <= 9))
+            .then(|| digits.iter().fold(0u64, |a, d| a * 10 + *d as u64))
+    }
+
+    #[test]
+    fn imsi_parse_equals_the_digit_buffer_form() {
+        let mut cases: Vec<Vec<u8>> = vec![
+            vec![0x01],
+            vec![0x09],
+            vec![0xf9],
+            imsi_value("001010000000001"),
+            imsi_value("99999999999999"),
+            imsi_value("1234567890123456"),
+        ];
+        // Every length up to 10 octets, odd and even, with a pseudo-random fill that
+        // mixes valid digits, fillers and invalid nibbles.
+        let mut x = 0x1234_5678u32;
+        for len in 1..=10usize {
+            for round in 0..400 {
+                let mut v: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 17;
+                        x ^= x << 5;
+                        let (lo, hi) = ((x % 10) as u8, ((x >> 8) % 10) as u8);
+                        match (x >> 16) % 8 {
+                            0 => (x >> 20) as u8,
+                            1 => 0xf0 | lo,
+                            _ => hi << 4 | lo,
+                        }
+                    })
+                    .collect();
+                v[0] = (v[0] & 0xf0) | if round % 2 == 0 { 0x09 } else { 0x01 };
+                cases.push(v);
+            }
+        }
+        for v in &cases {
+            let ours = match parse_identity(v) {
+                Identity::Imsi(i) => Some(i),
+                _ => None,
+            };
+            assert_eq!(ours, imsi_by_buffer(v), "{v:02x?}");
+        }
     }
 }

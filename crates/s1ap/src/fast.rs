@@ -96,12 +96,15 @@ fn ie(
 }
 
 /// A ProtocolIE-Field holding a wide constrained INTEGER (UE S1AP IDs).
+/// Written as one fixed-size copy (id, criticality, the open type's one-octet length,
+/// the value's at most 5 octets) cut back to its length: a copy of `n` octets would
+/// be a call to memcpy.
 fn ie_id(out: &mut Vec<u8>, id: u16, criticality: u8, v: u32) -> Option<()> {
     let (b, n) = wide_integer(v);
-    ie(out, id, criticality, |o| {
-        o.extend_from_slice(&b[..n]);
-        Some(())
-    })
+    let [i0, i1] = id.to_be_bytes();
+    out.extend_from_slice(&[i0, i1, criticality, n as u8, b[0], b[1], b[2], b[3], b[4]]);
+    out.truncate(out.len() - (b.len() - n));
+    Some(())
 }
 
 /// MSB-first bit writer over the end of a buffer, with octet alignment, for the few

@@ -138,9 +138,9 @@ impl Mme {
         let Some(slot) = self.ue(cp, id).and_then(|u| u.slot) else {
             return;
         };
-        let mut erabs = Vec::new();
         let Some(ctx) = cp.ue(slot) else { return };
-        for (i, b) in ctx.bearers.iter().enumerate() {
+        let (mut erabs, mut nas) = (Vec::with_capacity(ctx.bearers.len()), nas);
+        for b in ctx.bearers.iter() {
             erabs.push(pepc_s1ap::ERab {
                 id: b.ebi,
                 qci: b.qci,
@@ -148,7 +148,8 @@ impl Mme {
                 gbr: gbr_of(b),
                 transport: self.cfg.s1u_addr,
                 teid: b.teid_ul,
-                nas_pdu: if i == 0 { nas.clone() } else { None },
+                // The NAS PDU rides on the first bearer only (moved, not copied).
+                nas_pdu: nas.take(),
             });
         }
         let Some(u) = self.ue_mut(cp, id) else {
