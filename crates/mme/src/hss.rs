@@ -145,6 +145,9 @@ pub enum Proxied {
     Pcrf(crate::pcrf::PcrfRequest),
 }
 
+/// Outputs after `from` up to which requests are taken out in place.
+const SHORT_TAIL: usize = 32;
+
 /// Takes every [`Output::Hss`] and [`Output::Pcrf`] out of `out[from..]`, in order,
 /// to `answer`, which may append outputs (what the answer led to) to the vector it
 /// is given: those are scanned in turn after the rest, as if appended to `out`. The
@@ -155,12 +158,33 @@ pub fn serve_requests(
     from: usize,
     mut answer: impl FnMut(Proxied, &mut Vec<Output>),
 ) {
-    if !out.get(from..).is_some_and(|t| {
-        t.iter()
-            .any(|o| matches!(o, Output::Hss(_) | Output::Pcrf(_)))
-    }) {
+    let is_request = |o: &Output| matches!(o, Output::Hss(_) | Output::Pcrf(_));
+    let Some(first) = out.get(from..).and_then(|t| t.iter().position(is_request)) else {
+        return;
+    };
+    // A short tail (one message's outputs): each request is taken out in place and
+    // its answer's outputs appended, then scanned from where it was; no allocation.
+    if out.len() - from <= SHORT_TAIL {
+        let mut i = from + first;
+        while i < out.len() {
+            if !is_request(&out[i]) {
+                i += 1;
+                continue;
+            }
+            match out.remove(i) {
+                Output::Hss(req) => answer(Proxied::Hss(req), out),
+                Output::Pcrf(req) => answer(Proxied::Pcrf(req), out),
+                // Checked above: never taken.
+                o => {
+                    out.insert(i, o);
+                    i += 1;
+                }
+            }
+        }
         return;
     }
+    // A whole batch's: once through a queue (each removal in place would shift the
+    // rest of the batch).
     let mut queue: std::collections::VecDeque<Output> = out.drain(from..).collect();
     let mut fresh = Vec::new();
     while let Some(o) = queue.pop_front() {

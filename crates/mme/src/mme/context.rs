@@ -158,10 +158,15 @@ impl Procedure {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A UE's timers: one deadline of each kind at most (`Ue::timer`), and an entry in the
+/// MME's timer heap per arming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum TimerKind {
+    /// The NAS procedure's retransmission timer (T3450, T3460, T3470, T3422).
     Nas,
+    /// T3413, the paging retransmission timer.
     Paging,
+    /// The mobile reachable timer (implicit detach when it expires).
     Reachable,
     /// The release guard, or the lifetime of a context without security.
     Guard,
@@ -225,7 +230,6 @@ pub(crate) struct Ue {
     /// runs [`CHECKPOINT_DL_LEASE`] past it, so a restart can resume above any count
     /// the dead process used.
     pub(crate) ckpt_dl: u32,
-    pub(crate) gen: u64,
     /// The S1 handover under way (TS 36.413 §8.4), beside any EMM procedure. Boxed,
     /// like `retx`: held only during the procedure, and out of line the context that
     /// stays per UE is smaller.
@@ -267,17 +271,35 @@ pub(crate) struct Ue {
 }
 
 impl Ue {
-    /// The UE's live timers with their kind codes (0 NAS, 1 paging, 2 reachability,
-    /// 3 guard), as the timer heap holds them.
-    pub(crate) fn timers(&self) -> impl Iterator<Item = (Instant, u8)> {
+    /// The deadline of the UE's timer of `kind`, if it runs.
+    pub(crate) fn timer(&self, kind: TimerKind) -> Option<Instant> {
+        match kind {
+            TimerKind::Nas => self.nas_timer,
+            TimerKind::Paging => self.paging_timer,
+            TimerKind::Reachable => self.reach_timer,
+            TimerKind::Guard => self.guard_timer,
+        }
+    }
+
+    pub(crate) fn timer_mut(&mut self, kind: TimerKind) -> &mut Option<Instant> {
+        match kind {
+            TimerKind::Nas => &mut self.nas_timer,
+            TimerKind::Paging => &mut self.paging_timer,
+            TimerKind::Reachable => &mut self.reach_timer,
+            TimerKind::Guard => &mut self.guard_timer,
+        }
+    }
+
+    /// The UE's running timers, as the timer heap holds them.
+    pub(crate) fn timers(&self) -> impl Iterator<Item = (Instant, TimerKind)> + '_ {
         [
-            (self.nas_timer, 0u8),
-            (self.paging_timer, 1),
-            (self.reach_timer, 2),
-            (self.guard_timer, 3),
+            TimerKind::Nas,
+            TimerKind::Paging,
+            TimerKind::Reachable,
+            TimerKind::Guard,
         ]
         .into_iter()
-        .filter_map(|(t, k)| t.map(|t| (t, k)))
+        .filter_map(|k| self.timer(k).map(|t| (t, k)))
     }
 }
 

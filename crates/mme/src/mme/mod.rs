@@ -71,7 +71,9 @@ pub struct Mme {
     pub(crate) by_tmsi: Map<u32, u32>,
     pub(crate) next_id: u32,
     pub(crate) next_tmsi: u32,
-    pub(crate) timers: BinaryHeap<Reverse<(Instant, u32, u64, u8)>>,
+    /// UE timers by deadline: (deadline, MME UE S1AP ID, kind). Ties go by ID and
+    /// kind, never by anything hashed.
+    pub(crate) timers: BinaryHeap<Reverse<(Instant, u32, TimerKind)>>,
     /// The time of the input being handled: every entry point sets it first (time
     /// comes in with the input; the MME never reads a clock).
     pub(crate) now: Instant,
@@ -296,8 +298,8 @@ impl Mme {
 
     pub fn next_timeout(&mut self, cp: &ControlPlane) -> Option<Instant> {
         let mut next = None;
-        while let Some(Reverse((t, id, gen, _))) = self.timers.peek().copied() {
-            if self.ue(cp, id).is_some_and(|u| u.gen == gen) {
+        while let Some(Reverse((t, id, kind))) = self.timers.peek().copied() {
+            if self.ue(cp, id).is_some_and(|u| u.timer(kind) == Some(t)) {
                 next = Some(t);
                 break;
             }
@@ -330,18 +332,10 @@ impl Mme {
         let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
-        match kind {
-            TimerKind::Nas => u.nas_timer = Some(at),
-            TimerKind::Paging => u.paging_timer = Some(at),
-            TimerKind::Reachable => u.reach_timer = Some(at),
-            TimerKind::Guard => u.guard_timer = Some(at),
-        }
-        u.gen += 1;
-        let gen = u.gen;
-        // Re-push every live timer of the UE under the new generation (at most 4).
-        for (t, k) in u.timers() {
-            self.timers.push(Reverse((t, id, gen, k)));
-        }
+        *u.timer_mut(kind) = Some(at);
+        // One entry: an entry is live while the UE's deadline of its kind is its
+        // time (a re-armed or stopped timer leaves a stale one, dropped when met).
+        self.timers.push(Reverse((at, id, kind)));
     }
 
     pub fn handle_timeout(&mut self, now: Instant, cp: &mut ControlPlane, out: &mut Vec<Output>) {
@@ -357,7 +351,7 @@ impl Mme {
         self.expire_hss_requests(now, cp, out);
         self.check_usage(now, cp, out);
         self.interim_records(now, cp);
-        while let Some(Reverse((t, id, gen, kind))) = self.timers.peek().copied() {
+        while let Some(Reverse((t, id, kind))) = self.timers.peek().copied() {
             if t > now {
                 break;
             }
@@ -365,31 +359,21 @@ impl Mme {
             let Some(u) = self.ue_mut(cp, id) else {
                 continue;
             };
-            if u.gen != gen {
-                continue;
+            if u.timer(kind) != Some(t) {
+                continue; // stale: stopped or armed again since
             }
+            *u.timer_mut(kind) = None;
             let _span = ue_span(id, u.conn.map(|c| c.1), u.proc.name()).entered();
             match kind {
-                0 if u.nas_timer == Some(t) => {
-                    u.nas_timer = None;
-                    self.nas_timer_expired(now, id, cp, out);
-                }
-                1 if u.paging_timer == Some(t) => {
-                    u.paging_timer = None;
-                    self.paging_expired(now, id, cp, out);
-                }
-                2 if u.reach_timer == Some(t) => {
-                    u.reach_timer = None;
+                TimerKind::Nas => self.nas_timer_expired(now, id, cp, out),
+                TimerKind::Paging => self.paging_expired(now, id, cp, out),
+                TimerKind::Reachable => {
                     self.stats.implicit_detaches += 1;
                     tracing::info!("implicit detach of UE {id}");
                     // The context goes with its subscription data: Purge UE.
                     self.remove_ue(id, false, cp);
                 }
-                3 if u.guard_timer == Some(t) => {
-                    u.guard_timer = None;
-                    self.guard_expired(id, cp, out);
-                }
-                _ => {}
+                TimerKind::Guard => self.guard_expired(id, cp, out),
             }
         }
         self.compact(cp);
@@ -432,11 +416,11 @@ impl Mme {
         let live = self.by_id.len();
         if self.timers.len() > 4 * live + 1024 {
             let by_id = &self.by_id;
-            self.timers.retain(|Reverse((_, id, gen, _))| {
+            self.timers.retain(|Reverse((t, id, kind))| {
                 by_id
                     .get(id)
                     .and_then(|s| cp.signaling::<Ue>(*s))
-                    .is_some_and(|u| u.gen == *gen)
+                    .is_some_and(|u| u.timer(*kind) == Some(*t))
             });
             self.timers.shrink_to_fit();
         } else if self.timers.capacity() > 4096 && self.timers.len() * 8 < self.timers.capacity() {
@@ -536,6 +520,15 @@ impl Mme {
     }
 
     pub(crate) fn flush_released(&mut self, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+        // Most inputs leave nothing here: one test for them.
+        if self.records.is_empty()
+            && self.released.is_empty()
+            && self.forgotten.is_empty()
+            && self.dirty.is_empty()
+            && self.crowded.is_some() == self.crowded_told
+        {
+            return;
+        }
         out.append(&mut self.records);
         let crowded = self.crowded.is_some();
         if crowded != self.crowded_told {
@@ -940,7 +933,6 @@ impl Mme {
             unauth_on: unauth.then_some(assoc),
             started: None,
             ckpt_dl: 0,
-            gen: 0,
             handover: None,
             old_conn: None,
             x2_source: None,

@@ -418,10 +418,8 @@ impl Mme {
         let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
-        u.gen += 1;
-        let gen = u.gen;
         for (t, k) in u.timers() {
-            self.timers.push(Reverse((t, id, gen, k)));
+            self.timers.push(Reverse((t, id, k)));
         }
     }
 }

@@ -170,7 +170,6 @@ pub(super) fn write_ue(
         // A latency measurement does not survive a move: not state of the UE.
         started: _,
         ckpt_dl: _,
-        gen: _,
         handover: ho,
         old_conn,
         x2_source,
@@ -677,7 +676,6 @@ pub(super) fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError
             unauth_on: None,
             started: None,
             ckpt_dl: 0,
-            gen: 0,
             handover: ho,
             old_conn,
             x2_source,
