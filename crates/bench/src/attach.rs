@@ -861,10 +861,8 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         to_slices.push(to_mme);
         let tx = back_tx.clone();
         let sink = checkpointer.as_ref().map(|c| c.sink());
-        let rec_path = std::env::temp_dir().join(format!(
-            "pepc-bench-record-{}-{sl}",
-            std::process::id()
-        ));
+        let rec_path =
+            std::env::temp_dir().join(format!("pepc-bench-record-{}-{sl}", std::process::id()));
         let rec_file = if o.record {
             Some(std::fs::File::create(&rec_path).map_err(|e| e.to_string())?)
         } else {

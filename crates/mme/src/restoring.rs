@@ -87,7 +87,7 @@ impl Mme {
         }
         let rec = self.begin_call(now, None, 0, crate::record::put::begin_restore(&items));
         self.start_restoring(items, now);
-        self.close_call(rec, Vec::new(), &[], &());
+        self.close_call(rec, Vec::new(), &[], None);
     }
 
     fn start_restoring(&mut self, items: Vec<(u64, Vec<u8>)>, now: Instant) {
@@ -120,7 +120,7 @@ impl Mme {
             crate::record::put::restore_some(max),
         );
         let r = self.restore_next(cp, now, max, out);
-        self.end_call(rec, cp, out, &r);
+        self.end_call(rec, cp, out, Some(&r));
         r
     }
 

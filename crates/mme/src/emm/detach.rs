@@ -53,7 +53,7 @@ impl Mme {
             crate::record::put::detach_ue(imsi),
         );
         let r = self.operator_detach(now, imsi, cp, out);
-        self.end_call(rec, cp, out, &r);
+        self.end_call(rec, cp, out, Some(&r));
         r
     }
 

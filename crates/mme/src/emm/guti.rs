@@ -66,7 +66,7 @@ impl Mme {
             crate::record::put::reallocate_guti(imsi),
         );
         let r = self.operator_guti_reallocation(now, imsi, cp, out);
-        self.end_call(rec, cp, out, &r);
+        self.end_call(rec, cp, out, Some(&r));
         r
     }
 

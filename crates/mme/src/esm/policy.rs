@@ -773,7 +773,7 @@ impl Mme {
             d.install.retain(|r| !current.contains(r));
             self.policy_update(now, imsi, Some(ebi), d, cp, out);
         }
-        self.end_call(rec, cp, out, &known);
+        self.end_call(rec, cp, out, Some(&known));
         known
     }
 

@@ -341,7 +341,7 @@ impl Mme {
     pub fn handle_timeout(&mut self, now: Instant, cp: &mut ControlPlane, out: &mut Vec<Output>) {
         let rec = self.begin_call(now, Some(cp), out.len(), crate::record::put::timeout);
         self.on_timeout(now, cp, out);
-        self.end_call(rec, cp, out, &());
+        self.end_call(rec, cp, out, None);
     }
 
     fn on_timeout(&mut self, now: Instant, cp: &mut ControlPlane, out: &mut Vec<Output>) {
@@ -516,7 +516,7 @@ impl Mme {
         self.now = now;
         self.on_s1ap(now, assoc, stream, bytes, cp, out);
         self.flush_released(cp, out);
-        self.end_call(rec, cp, out, &());
+        self.end_call(rec, cp, out, None);
     }
 
     pub(crate) fn flush_released(&mut self, cp: &mut ControlPlane, out: &mut Vec<Output>) {
@@ -621,7 +621,7 @@ impl Mme {
     ) {
         let rec = self.begin_call(now, Some(cp), out.len(), crate::record::put::handle(&input));
         self.on_input(now, input, cp, out);
-        self.end_call(rec, cp, out, &());
+        self.end_call(rec, cp, out, None);
     }
 
     fn on_input(

@@ -681,57 +681,235 @@ pub(crate) fn get_decision(r: &mut R<'_>) -> Result<PolicyDecision, RecordError>
 
 // ---- outputs -----------------------------------------------------------------------
 
-/// An output in canonical form, for comparison only: S1AP and snapshot bytes as they
-/// are, anything else as its `Debug` text (every field, in declaration order: no
-/// output carries a map or a clock reading).
+/// An output in canonical form, for comparison only: `kind u8 | length u32 LE | body`,
+/// every field of the output in the body (no `Debug` text: formatting cost the
+/// recording more than the rest of it).
 pub(crate) fn put_output(w: &mut W<'_>, o: &Output) {
+    use crate::hss::HssRequest;
+    use crate::pcrf::{PcrfRequest, PolicySession, UsageReport};
+    let kind = match o {
+        Output::S1ap { .. } => 0,
+        Output::Checkpoint { .. } => 1,
+        Output::Page { .. } => 2,
+        Output::CloseAssoc { .. } => 3,
+        Output::ResetDone { .. } => 4,
+        Output::ClaimImsi { .. } => 5,
+        Output::ReleaseImsi { .. } => 6,
+        Output::Hss(_) => 7,
+        Output::Forget { .. } => 8,
+        Output::Congestion { .. } => 9,
+        Output::Pcrf(_) => 10,
+        Output::UsageRecord(_) => 11,
+    };
+    w.u8(kind);
+    let at = w.0.len();
+    w.0.extend_from_slice(&[0; 4]);
+    let session = |w: &mut W<'_>, s: &PolicySession| {
+        let PolicySession {
+            imsi,
+            apn,
+            ebi,
+            ue_ip,
+        } = s;
+        w.uv(*imsi);
+        w.str(apn);
+        w.u8(*ebi);
+        w.ip(*ue_ip);
+    };
+    let reports = |w: &mut W<'_>, u: &[UsageReport]| {
+        w.uv(u.len() as u64);
+        for UsageReport {
+            key,
+            ul_bytes,
+            dl_bytes,
+        } in u
+        {
+            w.str(key);
+            w.uv(*ul_bytes);
+            w.uv(*dl_bytes);
+        }
+    };
     match o {
         Output::S1ap {
             assoc,
             stream,
             bytes,
         } => {
-            w.u8(0);
             w.uv(*assoc);
             w.uv(u64::from(*stream));
             w.bytes(bytes);
         }
         Output::Checkpoint { imsi, snapshot } => {
-            w.u8(1);
             w.uv(*imsi);
             w.bytes(&snapshot.0);
         }
         Output::Page { tais, bytes } => {
-            w.u8(2);
-            w.str(&format!("{tais:?}"));
+            w.uv(tais.len() as u64);
+            for t in tais {
+                w.0.extend_from_slice(&t.plmn.0);
+                w.uv(u64::from(t.tac));
+            }
             w.bytes(bytes);
         }
-        other => {
-            w.u8(3);
-            w.str(&format!("{other:?}"));
+        Output::CloseAssoc { assoc } => w.uv(*assoc),
+        Output::ResetDone { token } => w.uv(*token),
+        Output::ClaimImsi { imsi } | Output::ReleaseImsi { imsi } | Output::Forget { imsi } => {
+            w.uv(*imsi)
         }
+        Output::Congestion { on } => w.bool(*on),
+        Output::Hss(h) => match h {
+            HssRequest::Profile { r, imsi } => {
+                w.u8(0);
+                put_ref(w, r);
+                w.uv(*imsi);
+            }
+            HssRequest::Vector { r, imsi, plmn } => {
+                w.u8(1);
+                put_ref(w, r);
+                w.uv(*imsi);
+                w.0.extend_from_slice(plmn);
+            }
+            HssRequest::Resync {
+                r,
+                imsi,
+                plmn,
+                rand,
+                auts,
+            } => {
+                w.u8(2);
+                put_ref(w, r);
+                w.uv(*imsi);
+                w.0.extend_from_slice(plmn);
+                w.0.extend_from_slice(rand);
+                w.0.extend_from_slice(auts);
+            }
+            HssRequest::Purge { imsi } => {
+                w.u8(3);
+                w.uv(*imsi);
+            }
+        },
+        Output::Pcrf(p) => match p {
+            PcrfRequest::Establish {
+                r,
+                session: s,
+                subscribed,
+            } => {
+                w.u8(0);
+                put_ref(w, r);
+                session(w, s);
+                let crate::pcrf::SessionQos {
+                    qci,
+                    arp_priority,
+                    ambr_ul,
+                    ambr_dl,
+                } = subscribed;
+                w.u8(*qci);
+                w.u8(*arp_priority);
+                w.pair((*ambr_ul, *ambr_dl));
+            }
+            PcrfRequest::Report {
+                r,
+                session: s,
+                usage,
+            } => {
+                w.u8(1);
+                put_ref(w, r);
+                session(w, s);
+                reports(w, usage);
+            }
+            PcrfRequest::Terminate { session: s, usage } => {
+                w.u8(2);
+                session(w, s);
+                reports(w, usage);
+            }
+        },
+        Output::UsageRecord(u) => {
+            let crate::pcrf::UsageRecord {
+                imsi,
+                apn,
+                ue_ip,
+                ebi,
+                default_ebi,
+                qci,
+                rules,
+                usage,
+                duration,
+                cause,
+                sequence,
+            } = &**u;
+            w.uv(*imsi);
+            w.str(apn);
+            w.ip(*ue_ip);
+            w.u8(*ebi);
+            w.u8(*default_ebi);
+            w.u8(*qci);
+            w.uv(rules.len() as u64);
+            for crate::pcrf::RuleUsage {
+                name,
+                rating_group,
+                ul_bytes,
+                dl_bytes,
+            } in rules
+            {
+                w.str(name);
+                w.opt(rating_group, |w, g| w.uv(u64::from(*g)));
+                w.opt(ul_bytes, |w, b| w.uv(*b));
+                w.opt(dl_bytes, |w, b| w.uv(*b));
+            }
+            let pepc_slice::counters::Usage {
+                ul_packets,
+                ul_bytes,
+                dl_packets,
+                dl_bytes,
+                ul_dropped,
+                dl_dropped,
+            } = usage;
+            for v in [
+                ul_packets, ul_bytes, dl_packets, dl_bytes, ul_dropped, dl_dropped,
+            ] {
+                w.uv(*v);
+            }
+            w.uv(duration.as_nanos() as u64);
+            w.str(cause.as_str());
+            w.uv(u64::from(*sequence));
+        }
+    }
+    let len = (w.0.len() - at - 4) as u32;
+    w.0[at..at + 4].copy_from_slice(&len.to_le_bytes());
+}
+
+/// The kind of an output as [`put_output`] numbers it, for reports.
+pub(crate) fn output_kind(code: u8) -> &'static str {
+    match code {
+        0 => "S1AP",
+        1 => "checkpoint",
+        2 => "paging",
+        3 => "close association",
+        4 => "reset done",
+        5 => "IMSI claim",
+        6 => "IMSI release",
+        7 => "HSS request",
+        8 => "forget",
+        9 => "congestion",
+        10 => "PCRF request",
+        11 => "usage record",
+        _ => "output",
     }
 }
 
-/// What [`put_output`] wrote, read back for a report: its kind and its bytes.
+/// What [`put_output`] wrote, read back for a report: its kind and its body.
 pub(crate) fn get_output<'a>(r: &mut R<'a>) -> Result<(&'static str, &'a [u8]), RecordError> {
-    Ok(match r.u8()? {
-        0 => {
-            r.uv()?;
-            r.uv()?;
-            ("S1AP", r.bytes()?)
-        }
-        1 => {
-            r.uv()?;
-            ("checkpoint", r.bytes()?)
-        }
-        2 => {
-            r.bytes()?;
-            ("paging", r.bytes()?)
-        }
-        3 => ("output", r.bytes()?),
-        _ => return Err(RecordError::Invalid("output kind")),
-    })
+    let kind = r.u8()?;
+    if kind > 11 {
+        return Err(RecordError::Invalid("output kind"));
+    }
+    let len = u32::from_le_bytes(r.array::<4>()?) as usize;
+    if len > r.b.len() {
+        return Err(RecordError::Truncated);
+    }
+    let (body, rest) = r.b.split_at(len);
+    r.b = rest;
+    Ok((output_kind(kind), body))
 }
 
 #[cfg(test)]

@@ -180,14 +180,15 @@ impl Mme {
         Some(OpenCall { rec, from })
     }
 
-    /// The call begun by [`Mme::begin_call`] ended with `result`, having produced
+    /// The call begun by [`Mme::begin_call`] ended with `result` (`None`: it returns
+    /// nothing), having produced
     /// `out[from..]`; calls made meanwhile were part of it (not recorded apart).
     pub(crate) fn end_call(
         &mut self,
         open: Option<OpenCall>,
         cp: &mut ControlPlane,
         out: &[Output],
-        result: &dyn std::fmt::Debug,
+        result: Option<&dyn std::fmt::Debug>,
     ) {
         if open.is_some() {
             let reads = cp.take_counter_reads();
@@ -201,7 +202,7 @@ impl Mme {
         open: Option<OpenCall>,
         reads: Vec<u64>,
         out: &[Output],
-        result: &dyn std::fmt::Debug,
+        result: Option<&dyn std::fmt::Debug>,
     ) {
         let Some(OpenCall { mut rec, from }) = open else {
             return;
@@ -213,7 +214,11 @@ impl Mme {
             for v in reads {
                 w.uv(v);
             }
-            w.str(&format!("{result:?}"));
+            // A call that returns nothing records an empty result (no formatting).
+            match result {
+                Some(r) => w.str(&format!("{r:?}")),
+                None => w.str(""),
+            }
             let outs = out.get(from..).unwrap_or_default();
             w.uv(outs.len() as u64);
             for o in outs {

@@ -100,7 +100,7 @@ impl Replayer {
         let got_result = match call {
             Call::Handle(i) => {
                 mme.handle(now, i, cp, out);
-                "()".to_string()
+                String::new()
             }
             Call::S1ap {
                 assoc,
@@ -108,11 +108,11 @@ impl Replayer {
                 bytes,
             } => {
                 mme.handle_s1ap(now, assoc, stream, &bytes, cp, out);
-                "()".to_string()
+                String::new()
             }
             Call::Timeout => {
                 mme.handle_timeout(now, cp, out);
-                "()".to_string()
+                String::new()
             }
             Call::DetachUe { imsi } => format!("{:?}", mme.detach_ue(now, imsi, cp, out)),
             Call::ReallocateGuti { imsi } => {
@@ -126,7 +126,7 @@ impl Replayer {
             }
             Call::BeginRestore { items } => {
                 mme.begin_restore(items, now);
-                "()".to_string()
+                String::new()
             }
             Call::RestoreSome { max } => format!(
                 "{:?}",

@@ -399,7 +399,7 @@ impl Mme {
             crate::record::put::remove_migrated(key),
         );
         let r = self.remove_migrated(key, cp);
-        self.end_call(rec, cp, &[], &r);
+        self.end_call(rec, cp, &[], Some(&r));
         r
     }
 
@@ -583,7 +583,7 @@ pub fn restore_whole_ue(
 ) -> Result<WholeRestored, SnapshotError> {
     let rec = mme.begin_call(now, Some(cp), 0, crate::record::put::import(bytes, false));
     let r = restore_whole_ue_adjusted(mme, cp, bytes, now, |_| {});
-    mme.end_call(rec, cp, &[], &r);
+    mme.end_call(rec, cp, &[], Some(&r));
     r
 }
 
@@ -684,7 +684,7 @@ pub fn restore_checkpoint(
 ) -> Result<WholeRestored, SnapshotError> {
     let rec = mme.begin_call(now, Some(cp), 0, crate::record::put::import(bytes, true));
     let r = restore_checkpoint_now(mme, cp, bytes, now);
-    mme.end_call(rec, cp, &[], &r);
+    mme.end_call(rec, cp, &[], Some(&r));
     r
 }
 
