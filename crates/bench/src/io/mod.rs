@@ -443,7 +443,8 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
                 addr.parse().map_err(|_| "bad pool address")?,
                 len.parse().map_err(|_| "bad pool length")?,
             );
-            let layout = pepc_slice::ids::IdLayout::new(slices, addr, len)?;
+            let layout =
+                pepc_slice::ids::IdLayout::new(slices, addr, len).map_err(|e| e.to_string())?;
             Some(steering(&targets, &layout, queues, o.steer))
         }
     };
