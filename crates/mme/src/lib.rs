@@ -63,7 +63,9 @@ mod s1ap;
 
 pub use cause::{EmmCause, EsmCause, HssFailureCause};
 pub use config::MmeConfig;
-pub use endpoint::{EnbView, EndpointOut, EndpointStats, S1apEndpoint, SlicePolicy, SliceRole};
+pub use endpoint::{
+    EnbView, EndpointOut, EndpointStats, S1apEndpoint, SlicePolicy, SliceRole, UnknownSlicePolicy,
+};
 pub use hss::{CancellationType, HssAnswer, HssFailure, HssProxy, HssRef, HssRequest};
 pub use mme::{AssocId, Input, Mme, MmeError, MmeStats, Output, SnapshotBytes};
 pub use overload::{OverloadConfig, OverloadControl, OverloadStats};

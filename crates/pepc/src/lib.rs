@@ -6,6 +6,7 @@ pub mod api;
 pub mod ctl;
 pub mod demo;
 pub mod epc;
+pub mod error;
 pub mod logging;
 pub mod metrics;
 pub mod policy;

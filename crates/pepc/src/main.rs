@@ -383,8 +383,12 @@ fn main() -> ExitCode {
         Cmd::Ran(a) => pepc_emulator::ran_command(&a)
             .map(|_| ())
             .map_err(|e| format!("ran: {e}")),
-        Cmd::Subscriber(a) => pepc::subscriber::run(&a).map(|s| println!("{s}")),
-        Cmd::Ctl(a) => pepc::ctl::run(&a).map(|s| println!("{s}")),
+        Cmd::Subscriber(a) => pepc::subscriber::run(&a)
+            .map(|s| println!("{s}"))
+            .map_err(|e| e.to_string()),
+        Cmd::Ctl(a) => pepc::ctl::run(&a)
+            .map(|s| println!("{s}"))
+            .map_err(|e| e.to_string()),
         Cmd::Replay { file, json } => replay(&file, json),
         Cmd::Bench { what } => match what {
             BenchCmd::Dataplane(a) => bench_dataplane(&a),
@@ -571,7 +575,7 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
         }
         ("diameter", Some(p)) => Some(p.clone()),
         ("diameter", None) => {
-            let h = pepc::demo::TestHss::start()?;
+            let h = pepc::demo::TestHss::start().map_err(|e| e.to_string())?;
             let p = h.peer.clone();
             test_hss = Some(h);
             Some(p)
@@ -615,6 +619,7 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
                 slices,
                 peer.as_deref(),
             )
+            .map_err(|e| e.to_string())
         })?);
     }
     drop(test_hss);
@@ -641,17 +646,17 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
 fn run_node(a: &RunArgs) -> Result<(), String> {
     use pepc::epc::{open_hss, Epc, EpcConfig, HssMode, HssStore};
     let cfg = match &a.config {
-        Some(p) => EpcConfig::load(p)?,
+        Some(p) => EpcConfig::load(p).map_err(|e| e.to_string())?,
         None => EpcConfig::default_config(),
     };
     pepc::logging::init(&cfg.log);
     // An external HSS serves the subscribers: no database file is opened then.
     let hss = match &cfg.hss_mode {
-        HssMode::Embedded => open_hss(&cfg.hss)?,
-        HssMode::Diameter(_) => open_hss(&HssStore::Memory)?,
+        HssMode::Embedded => open_hss(&cfg.hss).map_err(|e| e.to_string())?,
+        HssMode::Diameter(_) => open_hss(&HssStore::Memory).map_err(|e| e.to_string())?,
     };
     let subscribers = hss.list().map_err(|e| e.to_string())?.len();
-    let epc = Epc::start(&cfg, hss)?;
+    let epc = Epc::start(&cfg, hss).map_err(|e| e.to_string())?;
     let v = &cfg.node;
     let hss_desc = match (&cfg.hss_mode, &cfg.hss) {
         (HssMode::Diameter(d), _) => format!(
@@ -789,6 +794,7 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
             }
         }
     };
-    pepc::demo::run_with(&pepc::demo::DemoPorts::default(), &o, &mut show)?;
+    pepc::demo::run_with(&pepc::demo::DemoPorts::default(), &o, &mut show)
+        .map_err(|e| e.to_string())?;
     Ok(())
 }

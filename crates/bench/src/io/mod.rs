@@ -401,7 +401,9 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
             o.tun_queue_len
         ),
     };
-    let v = NodeConfig::parse(&config)?.validate()?;
+    let v = NodeConfig::parse(&config)
+        .and_then(|c| c.validate())
+        .map_err(|e| e.to_string())?;
     let (tx, rx) = mpsc::channel();
     let users = o.users;
     let ns = ns_node.clone();
@@ -420,6 +422,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
                 attached: false,
             }) as Box<dyn ControlDriver>)
         })
+        .map_err(|e| e.to_string())
     })
     .join()
     .map_err(|_| "the node's start panicked".to_string())??;
