@@ -35,6 +35,7 @@
 //! * [`snapshot`]: a UE's MME context as the `mme` section of a UE snapshot, and whole-UE
 //!   snapshot/restore with the slice's section.
 //! * [`sim`]: a scripted eNB + UE (full AKA and NAS security) for tests and benchmarks.
+#![forbid(unsafe_code)]
 
 pub mod cause;
 pub mod config;

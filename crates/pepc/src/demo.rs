@@ -322,6 +322,7 @@ impl TestHss {
 }
 
 /// CPU seconds used so far by this process's threads named `name` (from /proc).
+#[allow(unsafe_code)] // clock_gettime on a thread's CPU clock
 pub fn thread_cpu_by_name(name: &str) -> f64 {
     let mut total = 0.0;
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {

@@ -1,4 +1,7 @@
 //! `pepc`: run a node, drive it with the emulator, manage subscribers, benchmark.
+// Unsafe only where marked `#[allow(unsafe_code)]`: the allocator option and the
+// signal handlers.
+#![deny(unsafe_code)]
 
 use clap::{Args, Parser, Subcommand};
 use pepc_bench::dataplane::{self, DataplaneOpts, Design};
@@ -365,6 +368,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// returning it (madvise) costs a TLB shootdown that interrupts every core the
 /// process runs on, data threads included, and a page fault again on reuse. What a
 /// node holds is bounded by its configured UEs (`node.max_users`).
+#[allow(unsafe_code)]
 fn keep_freed_memory() {
     // SAFETY: sets a process-wide allocator option; read by mimalloc when it purges.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
@@ -714,6 +718,7 @@ extern "C" fn on_stop_signal(_: libc::c_int) {
     STOP.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
+#[allow(unsafe_code)]
 fn stop_on_signals() {
     let handler = on_stop_signal as extern "C" fn(libc::c_int);
     for sig in [libc::SIGTERM, libc::SIGINT] {
