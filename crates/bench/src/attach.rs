@@ -812,7 +812,8 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         None
     };
     let endpoint = S1apEndpoint::new(cfg.clone(), slices, SlicePolicy::ConsistentHash);
-    let layout = pepc_slice::ids::IdLayout::new(slices, std::net::Ipv4Addr::new(10, 0, 0, 0), 8)?;
+    let layout = pepc_slice::ids::IdLayout::new(slices, std::net::Ipv4Addr::new(10, 0, 0, 0), 8)
+        .map_err(|e| e.to_string())?;
     let prewarm = !o.no_prewarm;
 
     // Each MME gets a core of its own where there are enough; the RAN and the data

@@ -408,11 +408,10 @@ impl PepcRig {
         syn_cfg.seed = o.seed;
         let mut cfg = SliceConfig::for_users(o.users as usize + syn_cfg.churn_users as usize);
         if iot_users > 0 {
-            cfg.iot = Some(IotPool::new(
-                0xC000_0000,
-                Ipv4Addr::new(100, 64, 0, 0),
-                iot_users,
-            )?);
+            cfg.iot = Some(
+                IotPool::new(0xC000_0000, Ipv4Addr::new(100, 64, 0, 0), iot_users)
+                    .map_err(|e| e.to_string())?,
+            );
         }
         let (mut cp, mut dp) = build(&cfg);
         let mut syn = Synthetic::new(syn_cfg);

@@ -8,10 +8,14 @@
 //! - [`driver`]: the socket loop; [`run`] is the blocking entry point.
 //! - [`report`]: measures and the final [`Report`].
 //! - [`ran`]: the `pepc ran` command ([`RanArgs`], [`ran_main`]).
+// Unsafe only in the modules marked `#[allow(unsafe_code)]` below (system calls,
+// shared memory), each block with its SAFETY comment.
+#![deny(unsafe_code)]
 
 pub mod config;
 pub mod driver;
 pub mod enb;
+#[allow(unsafe_code)]
 pub mod io;
 pub mod ran;
 pub mod report;

@@ -37,6 +37,7 @@
 //! was ~230 µs on disk (an fsync per vector). `next_vectors(n = 32)` needs a durable
 //! extension per call: ~32 µs per vector on disk. Crypto alone (Milenage + KASME)
 //! ~0.38 µs.
+#![forbid(unsafe_code)]
 
 mod csv_import;
 /// Subscribers from CSV (the import's format), checked, nothing stored.

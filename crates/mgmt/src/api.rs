@@ -81,14 +81,19 @@ pub trait ApiBackend: Send + Sync + 'static {
 
 /// The API's listening address is acceptable with this token: loopback always,
 /// anything else only with a token (the node refuses to start otherwise).
-pub fn check_listen(listen: SocketAddr, token: Option<&str>) -> Result<(), String> {
+pub fn check_listen(listen: SocketAddr, token: Option<&str>) -> Result<(), NeedsToken> {
     if listen.ip().is_loopback() || token.is_some_and(|t| !t.is_empty()) {
         Ok(())
     } else {
-        Err(format!(
-            "config key `api.token` is missing: the API listens on {listen}, not a loopback address, so every request must carry a bearer token"
-        ))
+        Err(NeedsToken { listen })
     }
+}
+
+/// The API would listen on a non-loopback address without a bearer token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("config key `api.token` is missing: the API listens on {listen}, not a loopback address, so every request must carry a bearer token")]
+pub struct NeedsToken {
+    pub listen: SocketAddr,
 }
 
 struct Ctx {
@@ -189,7 +194,7 @@ pub fn start(
     token: Option<String>,
     backend: Arc<dyn ApiBackend>,
 ) -> Result<HttpServer, String> {
-    check_listen(listen, token.as_deref())?;
+    check_listen(listen, token.as_deref()).map_err(|e| e.to_string())?;
     let ctx = Arc::new(Ctx {
         backend,
         token: token.filter(|t| !t.is_empty()),

@@ -6,6 +6,7 @@
 //! a slice's threads. What it exposes comes from a [`MetricsSource`] that reads, at
 //! each scrape, counters their single writers publish (atomics of the data threads,
 //! snapshots the control threads refresh): a scrape takes no lock on the data path.
+#![forbid(unsafe_code)]
 
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;

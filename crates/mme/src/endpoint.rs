@@ -42,14 +42,17 @@ pub enum SlicePolicy {
     Modulo,
 }
 
+/// A slice policy name that is none of ours.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown slice policy {0:?} (\"consistent-hash\" or \"modulo\")")]
+pub struct UnknownSlicePolicy(pub String);
+
 impl SlicePolicy {
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, UnknownSlicePolicy> {
         match s {
             "consistent-hash" | "hash" => Ok(SlicePolicy::ConsistentHash),
             "modulo" => Ok(SlicePolicy::Modulo),
-            o => Err(format!(
-                "unknown slice policy {o:?} (\"consistent-hash\" or \"modulo\")"
-            )),
+            o => Err(UnknownSlicePolicy(o.to_string())),
         }
     }
 

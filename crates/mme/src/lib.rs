@@ -35,6 +35,7 @@
 //! * [`snapshot`]: a UE's MME context as the `mme` section of a UE snapshot, and whole-UE
 //!   snapshot/restore with the slice's section.
 //! * [`sim`]: a scripted eNB + UE (full AKA and NAS security) for tests and benchmarks.
+#![forbid(unsafe_code)]
 
 pub mod cause;
 pub mod config;
@@ -63,7 +64,9 @@ mod s1ap;
 
 pub use cause::{EmmCause, EsmCause, HssFailureCause};
 pub use config::MmeConfig;
-pub use endpoint::{EnbView, EndpointOut, EndpointStats, S1apEndpoint, SlicePolicy, SliceRole};
+pub use endpoint::{
+    EnbView, EndpointOut, EndpointStats, S1apEndpoint, SlicePolicy, SliceRole, UnknownSlicePolicy,
+};
 pub use hss::{CancellationType, HssAnswer, HssFailure, HssProxy, HssRef, HssRequest};
 pub use mme::{AssocId, Input, Mme, MmeError, MmeStats, Output, SnapshotBytes};
 pub use overload::{OverloadConfig, OverloadControl, OverloadStats};

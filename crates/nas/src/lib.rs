@@ -3,6 +3,7 @@
 //! [`msg`] has plain EMM/ESM messages over `oxirush-nas`'s framing; [`ie`] the plain IE
 //! types; [`security`] the protection of NAS messages (§4.4, §9.1) with pepc-security's
 //! EIA/EEA.
+#![forbid(unsafe_code)]
 
 pub mod ie;
 pub mod msg;

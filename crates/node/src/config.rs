@@ -66,8 +66,48 @@
 //! ```
 
 use crate::io::afxdp::{XdpMode, XskConfig, ZeroCopy};
+use pepc_slice::ids::LayoutError;
 use serde::Deserialize;
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+
+/// What is wrong with a node configuration. Every message names the file or the key
+/// (`config key `node.slices`: ...`), as operators and the tests read them.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("config {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not TOML, an unknown key or a value of the wrong type (toml names the line).
+    #[error("config: {0}")]
+    Toml(#[from] toml::de::Error),
+    /// A key's value is out of its range or not one of its choices.
+    #[error("config key `{key}`: {reason}")]
+    Invalid { key: String, reason: String },
+    /// The UE pool (`node.ue_pool`, `node.slices`) or the PDN pools do not make a layout.
+    #[error("config key `{key}`: {source}")]
+    Layout {
+        key: &'static str,
+        #[source]
+        source: LayoutError,
+    },
+}
+
+/// `ConfigError::Invalid` for key `$key` (a format string: `"{sec}.queue"`), the reason
+/// formatted from the rest.
+macro_rules! invalid {
+    ($key:literal, $($reason:tt)+) => {
+        $crate::config::ConfigError::Invalid {
+            key: format!($key),
+            reason: format!($($reason)+),
+        }
+    };
+}
+pub(crate) use invalid;
 
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -203,15 +243,17 @@ fn xdp_port(
     queue: u32,
     (xdp_mode, zero_copy): (&str, &str),
     ring_size: u32,
-) -> Result<XdpPort, String> {
+) -> Result<XdpPort, ConfigError> {
     if !ring_size.is_power_of_two() || !(64..=32768).contains(&ring_size) {
-        return Err(format!(
-            "config key `{sec}.ring_size`: must be a power of two in 64..=32768, got {ring_size}"
+        return Err(invalid!(
+            "{sec}.ring_size",
+            "must be a power of two in 64..=32768, got {ring_size}"
         ));
     }
     if interface.is_empty() {
-        return Err(format!(
-            "config key `{sec}.interface`: io = \"afxdp\" needs the interface to bind to"
+        return Err(invalid!(
+            "{sec}.interface",
+            "io = \"afxdp\" needs the interface to bind to"
         ));
     }
     let xdp_mode = match xdp_mode {
@@ -219,8 +261,9 @@ fn xdp_port(
         "drv" => XdpMode::Drv,
         "skb" => XdpMode::Skb,
         m => {
-            return Err(format!(
-                "config key `{sec}.xdp_mode`: {m:?} is not one of auto, drv, skb"
+            return Err(invalid!(
+                "{sec}.xdp_mode",
+                "{m:?} is not one of auto, drv, skb"
             ))
         }
     };
@@ -229,8 +272,9 @@ fn xdp_port(
         "on" => ZeroCopy::On,
         "off" => ZeroCopy::Off,
         m => {
-            return Err(format!(
-                "config key `{sec}.zero_copy`: {m:?} is not one of auto, on, off"
+            return Err(invalid!(
+                "{sec}.zero_copy",
+                "{m:?} is not one of auto, on, off"
             ))
         }
     };
@@ -302,74 +346,88 @@ pub enum SgiMode {
     Udp,
 }
 
-fn addr(key: &str, v: &str) -> Result<SocketAddrV4, String> {
+fn addr(key: &str, v: &str) -> Result<SocketAddrV4, ConfigError> {
     v.parse().map_err(|_| {
-        format!("config key `{key}`: {v:?} is not an IPv4 socket address like 127.0.0.1:2152")
+        invalid!(
+            "{key}",
+            "{v:?} is not an IPv4 socket address like 127.0.0.1:2152"
+        )
     })
 }
 
 impl NodeConfig {
     /// Parse TOML text; errors carry the line and the offending key.
-    pub fn parse(text: &str) -> Result<NodeConfig, String> {
-        toml::from_str(text).map_err(|e| format!("config: {e}"))
+    pub fn parse(text: &str) -> Result<NodeConfig, ConfigError> {
+        Ok(toml::from_str(text)?)
     }
 
-    pub fn load(path: &std::path::Path) -> Result<NodeConfig, String> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("config {}: {e}", path.display()))?;
+    pub fn load(path: &std::path::Path) -> Result<NodeConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Self::parse(&text)
     }
 
-    pub fn validate(&self) -> Result<Validated, String> {
+    pub fn validate(&self) -> Result<Validated, ConfigError> {
         let n = &self.node;
         if n.slices == 0 || n.slices > 64 {
-            return Err(format!(
-                "config key `node.slices`: must be 1..=64, got {}",
-                n.slices
-            ));
+            return Err(invalid!("node.slices", "must be 1..=64, got {}", n.slices));
         }
         let (ip, len) = n
             .ue_pool
             .split_once('/')
             .and_then(|(a, l)| Some((a.parse::<Ipv4Addr>().ok()?, l.parse::<u8>().ok()?)))
             .ok_or_else(|| {
-                format!(
-                    "config key `node.ue_pool`: {:?} is not a prefix like 10.0.0.0/8",
+                invalid!(
+                    "node.ue_pool",
+                    "{:?} is not a prefix like 10.0.0.0/8",
                     n.ue_pool
                 )
             })?;
-        let layout = pepc_slice::ids::IdLayout::new(n.slices, ip, len)
-            .map_err(|e| format!("config key `node.ue_pool`: {e}"))?;
+        let layout = pepc_slice::ids::IdLayout::new(n.slices, ip, len).map_err(|source| {
+            ConfigError::Layout {
+                key: "node.ue_pool",
+                source,
+            }
+        })?;
         let mut pdn_pools = Vec::with_capacity(n.pdn_pools.len());
         for p in &n.pdn_pools {
             let (a, l) = p
                 .split_once('/')
                 .and_then(|(a, l)| Some((a.parse::<Ipv4Addr>().ok()?, l.parse::<u8>().ok()?)))
                 .ok_or_else(|| {
-                    format!("config key `node.pdn_pools`: {p:?} is not a prefix like 10.64.0.0/10")
+                    invalid!("node.pdn_pools", "{p:?} is not a prefix like 10.64.0.0/10")
                 })?;
             if l != len {
-                return Err(format!(
-                    "config key `node.pdn_pools`: {p} must have the prefix length of node.ue_pool (/{len})"
+                return Err(invalid!(
+                    "node.pdn_pools",
+                    "{p} must have the prefix length of node.ue_pool (/{len})"
                 ));
             }
             pdn_pools.push(a);
         }
         layout
             .with_pdn_pools(&pdn_pools)
-            .map_err(|e| format!("config key `node.pdn_pools`: {e}"))?;
+            .map_err(|source| ConfigError::Layout {
+                key: "node.pdn_pools",
+                source,
+            })?;
         if n.max_users == 0 {
-            return Err("config key `node.max_users`: must be > 0".into());
+            return Err(invalid!("node.max_users", "must be > 0"));
         }
         if n.prewarm_users > n.max_users {
-            return Err(format!(
-                "config key `node.prewarm_users`: {} is more than node.max_users ({})",
-                n.prewarm_users, n.max_users
+            return Err(invalid!(
+                "node.prewarm_users",
+                "{} is more than node.max_users ({})",
+                n.prewarm_users,
+                n.max_users
             ));
         }
         if !(16..=65536).contains(&self.sgi.tun_queue_len) {
-            return Err(format!(
-                "config key `sgi.tun_queue_len`: must be in 16..=65536, got {}",
+            return Err(invalid!(
+                "sgi.tun_queue_len",
+                "must be in 16..=65536, got {}",
                 self.sgi.tun_queue_len
             ));
         }
@@ -377,11 +435,7 @@ impl NodeConfig {
             "auto" => SgiMode::Auto,
             "tun" => SgiMode::Tun,
             "udp" => SgiMode::Udp,
-            m => {
-                return Err(format!(
-                    "config key `sgi.mode`: {m:?} is not one of auto, tun, udp"
-                ))
-            }
+            m => return Err(invalid!("sgi.mode", "{m:?} is not one of auto, tun, udp")),
         };
         let demux = match (n.demux.as_str(), n.slices) {
             ("auto", 1) | ("none", 1) => DemuxMode::None,
@@ -390,19 +444,22 @@ impl NodeConfig {
             ("thread", _) => DemuxMode::Thread,
             ("queues", _) => DemuxMode::Queues,
             ("none", k) => {
-                return Err(format!(
-                    "config key `node.demux`: \"none\" needs slices = 1 (got {k}); use \"thread\" or \"auto\""
+                return Err(invalid!(
+                    "node.demux",
+                    "\"none\" needs slices = 1 (got {k}); use \"thread\" or \"auto\""
                 ))
             }
             (m, _) => {
-                return Err(format!(
-                    "config key `node.demux`: {m:?} is not one of auto, thread, none, queues"
+                return Err(invalid!(
+                    "node.demux",
+                    "{m:?} is not one of auto, thread, none, queues"
                 ))
             }
         };
         if n.ring_batches == 0 || n.ring_batches > 1 << 16 {
-            return Err(format!(
-                "config key `node.ring_batches`: must be 1..=65536, got {}",
+            return Err(invalid!(
+                "node.ring_batches",
+                "must be 1..=65536, got {}",
                 n.ring_batches
             ));
         }
@@ -412,8 +469,9 @@ impl NodeConfig {
             "udp" => None,
             "afxdp" => {
                 if s1u_bind.ip().is_unspecified() || s1u_bind.port() == 0 {
-                    return Err(format!(
-                        "config key `s1u.bind`: io = \"afxdp\" needs a concrete address and port (got {s1u_bind})"
+                    return Err(invalid!(
+                        "s1u.bind",
+                        "io = \"afxdp\" needs a concrete address and port (got {s1u_bind})"
                     ));
                 }
                 Some(xdp_port(
@@ -424,11 +482,7 @@ impl NodeConfig {
                     s1.ring_size,
                 )?)
             }
-            m => {
-                return Err(format!(
-                    "config key `s1u.io`: {m:?} is not one of udp, afxdp"
-                ))
-            }
+            m => return Err(invalid!("s1u.io", "{m:?} is not one of udp, afxdp")),
         };
         let g = &self.sgi;
         let sgi_xdp = match g.io.as_str() {
@@ -443,19 +497,12 @@ impl NodeConfig {
                 )?;
                 if !g.next_hop.is_empty() {
                     p.next_hop = Some(g.next_hop.parse().map_err(|_| {
-                        format!(
-                            "config key `sgi.next_hop`: {:?} is not an IPv4 address",
-                            g.next_hop
-                        )
+                        invalid!("sgi.next_hop", "{:?} is not an IPv4 address", g.next_hop)
                     })?);
                 }
                 Some(p)
             }
-            m => {
-                return Err(format!(
-                    "config key `sgi.io`: {m:?} is not one of kernel, afxdp"
-                ))
-            }
+            m => return Err(invalid!("sgi.io", "{m:?} is not one of kernel, afxdp")),
         };
         // Several slices on kernel sockets: a socket (TUN queue) each, which the kernel
         // steers by slice, so no thread carries every packet; AF_XDP takes the demux
@@ -539,7 +586,7 @@ mod tests {
                 "sgi.ring_size",
             ),
         ] {
-            let e = NodeConfig::parse(text).unwrap().validate().unwrap_err();
+            let e = NodeConfig::parse(text).unwrap().validate().unwrap_err().to_string();
             assert!(e.contains(key), "{text}: {e}");
         }
     }
@@ -557,7 +604,8 @@ mod tests {
             let e = NodeConfig::parse(&format!("[sgi]\ntun_queue_len = {bad}\n"))
                 .unwrap()
                 .validate()
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains("sgi.tun_queue_len") && e.contains(&bad.to_string()),
                 "{e}"
@@ -575,11 +623,11 @@ mod tests {
         let v = NodeConfig::parse("[node]\npdn_pools = [\"172.16.0.0/10\"]\n")
             .unwrap()
             .validate();
-        assert!(v.unwrap_err().contains("node.pdn_pools"));
+        assert!(v.unwrap_err().to_string().contains("node.pdn_pools"));
         let v = NodeConfig::parse("[node]\nue_pool = \"10.0.0.0/12\"\npdn_pools = [\"172.16.0.0/12\", \"192.168.0.0/12\"]\n")
             .unwrap()
             .validate();
-        let e = v.unwrap_err();
+        let e = v.unwrap_err().to_string();
         assert!(
             e.contains("node.pdn_pools") && e.contains("host bits"),
             "{e}"
@@ -603,7 +651,8 @@ mod tests {
         let e = NodeConfig::parse("[node]\nmax_users = 1000\nprewarm_users = 1001\n")
             .unwrap()
             .validate()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("node.prewarm_users") && e.contains("1001"),
             "{e}"
@@ -643,7 +692,9 @@ mod tests {
             v("[node]\ndemux = \"thread\"\n").unwrap().demux,
             DemuxMode::Thread
         );
-        let e = v("[node]\nslices = 2\ndemux = \"none\"\n").unwrap_err();
+        let e = v("[node]\nslices = 2\ndemux = \"none\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("node.demux") && e.contains("slices = 1"), "{e}");
         // Kernel sockets take queue mode too (a socket or TUN queue per slice).
         assert_eq!(
@@ -653,32 +704,39 @@ mod tests {
         let q = v("[node]\nslices = 2\ndemux = \"queues\"\n[s1u]\nbind = \"10.0.0.1:2152\"\nio = \"afxdp\"\ninterface = \"eth0\"\n[sgi]\nio = \"afxdp\"\ninterface = \"eth1\"\n")
             .unwrap();
         assert_eq!(q.demux, DemuxMode::Queues);
-        let e = v("[node]\ndemux = \"maybe\"\n").unwrap_err();
+        let e = v("[node]\ndemux = \"maybe\"\n").unwrap_err().to_string();
         assert!(e.contains("node.demux"), "{e}");
-        let e = v("[node]\nring_batches = 0\n").unwrap_err();
+        let e = v("[node]\nring_batches = 0\n").unwrap_err().to_string();
         assert!(e.contains("node.ring_batches"), "{e}");
     }
 
     #[test]
     fn errors_name_the_key() {
-        let e = NodeConfig::parse("[node]\nslicez = 2\n").unwrap_err();
+        let e = NodeConfig::parse("[node]\nslicez = 2\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("slicez"), "{e}");
         let e = NodeConfig::parse("[s1u]\nbind = \"nope\"\n")
             .unwrap()
             .validate()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("s1u.bind"), "{e}");
         let e = NodeConfig::parse("[node]\nue_pool = \"10.0.0.1/8\"\n")
             .unwrap()
             .validate()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("node.ue_pool") && e.contains("host bits"), "{e}");
-        let e = NodeConfig::parse("[node]\nslices = \"two\"\n").unwrap_err();
+        let e = NodeConfig::parse("[node]\nslices = \"two\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("slices"), "{e}");
         let e = NodeConfig::parse("[sgi]\nmode = \"tap\"\n")
             .unwrap()
             .validate()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("sgi.mode"), "{e}");
     }
 }

@@ -96,6 +96,15 @@ pub struct DemuxStage {
     counters: Arc<DemuxCounters>,
 }
 
+/// [`DemuxStage::new`] was given rings for another number of slices than the demux has.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("demux: {slices} slices but {uplink} uplink and {downlink} downlink rings")]
+pub struct RingsMismatch {
+    pub slices: usize,
+    pub uplink: usize,
+    pub downlink: usize,
+}
+
 impl DemuxStage {
     /// `ul[s]`/`dl[s]`: slice `s`'s rings; both must have `demux.slices()` entries.
     pub fn new(
@@ -104,14 +113,14 @@ impl DemuxStage {
         sgi: Box<dyn PacketIo>,
         ul: Vec<Feeder>,
         dl: Vec<Feeder>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, RingsMismatch> {
         let n = demux.slices();
         if ul.len() != n || dl.len() != n {
-            return Err(format!(
-                "demux: {n} slices but {} uplink and {} downlink rings",
-                ul.len(),
-                dl.len()
-            ));
+            return Err(RingsMismatch {
+                slices: n,
+                uplink: ul.len(),
+                downlink: dl.len(),
+            });
         }
         Ok(DemuxStage {
             s1u,

@@ -9,9 +9,9 @@
 //! by slice) and hands other slices' packets on ([`crate::queues`]).
 
 use crate::config::XdpPort;
-use crate::config::{DemuxMode, SgiMode, Validated};
+use crate::config::{invalid, ConfigError, DemuxMode, SgiMode, Validated};
 use crate::demux::Demux;
-use crate::dispatch::{demux_loop, DemuxStage};
+use crate::dispatch::{demux_loop, DemuxStage, RingsMismatch};
 use crate::io::afxdp::{AfXdpConfig, AfXdpPort, Role};
 use crate::io::steer::{attach_reuseport, Payload, SliceField};
 use crate::io::{open_sgi, PacketIo, PortInfo, SgiConfig, SocketDropsProbe, UdpPort, UdpSinkPort};
@@ -80,6 +80,60 @@ type Ports = (
     Option<SocketAddrV4>,
 );
 
+/// Why [`Node::start`] refused or failed; nothing it started is left running.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A key the validated configuration could not judge alone (the layout, or what the
+    /// control driver serves).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// `sgi.mode = "tun"` but no TUN device could be had (says why).
+    #[error("config key `sgi.mode` = \"tun\": {0}")]
+    NoTun(String),
+    /// A port (named by its key and address, or its role) could not be opened or shared.
+    #[error("{what}: {source}")]
+    Port {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A thread of the node (a slice's, the demux's) could not be spawned.
+    #[error("starting {what}: {source}")]
+    Thread {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Slice `slice`'s synthetic users could not be set up in its control plane.
+    #[error("slice {slice}: synthetic users: {source}")]
+    Synthetic {
+        slice: usize,
+        #[source]
+        source: pepc_slice::control::CtrlError,
+    },
+    /// Queue mode: the slices' doorbells (eventfds) could not be made.
+    #[error("queue mode: the slices' doorbells: {0}")]
+    Doorbells(#[source] std::io::Error),
+    #[error(transparent)]
+    Rings(#[from] RingsMismatch),
+}
+
+impl StartError {
+    fn port(what: impl Into<String>, source: std::io::Error) -> Self {
+        StartError::Port {
+            what: what.into(),
+            source,
+        }
+    }
+
+    fn thread(what: impl Into<String>, source: std::io::Error) -> Self {
+        StartError::Thread {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
 fn xdp_config(p: &XdpPort, role: Role) -> AfXdpConfig {
     AfXdpConfig {
         interface: p.interface.clone(),
@@ -91,12 +145,12 @@ fn xdp_config(p: &XdpPort, role: Role) -> AfXdpConfig {
     }
 }
 
-fn open_s1u_xdp(v: &Validated, p: &XdpPort) -> Result<AfXdpPort, String> {
+fn open_s1u_xdp(v: &Validated, p: &XdpPort) -> Result<AfXdpPort, StartError> {
     AfXdpPort::open(&xdp_config(p, Role::S1u { addr: v.s1u_bind }))
-        .map_err(|e| format!("s1u (io = \"afxdp\"): {e}"))
+        .map_err(|e| StartError::port("s1u (io = \"afxdp\")", e))
 }
 
-fn open_sgi_xdp(v: &Validated, layout: &IdLayout, p: &XdpPort) -> Result<AfXdpPort, String> {
+fn open_sgi_xdp(v: &Validated, layout: &IdLayout, p: &XdpPort) -> Result<AfXdpPort, StartError> {
     let len = v.ue_pool.1;
     let pools = layout.pdn_pools[..layout.pdn_count.max(1) as usize]
         .iter()
@@ -109,7 +163,7 @@ fn open_sgi_xdp(v: &Validated, layout: &IdLayout, p: &XdpPort) -> Result<AfXdpPo
             next_hop: p.next_hop,
         },
     ))
-    .map_err(|e| format!("sgi (io = \"afxdp\"): {e}"))
+    .map_err(|e| StartError::port("sgi (io = \"afxdp\")", e))
 }
 
 /// A slice's S1-U and SGi ports in queue mode.
@@ -137,12 +191,12 @@ fn xdp_queues(
     queue: u32,
     slices: usize,
     port: &str,
-) -> Result<Vec<Box<dyn PacketIo>>, String> {
+) -> Result<Vec<Box<dyn PacketIo>>, StartError> {
     let mut ports: Vec<Box<dyn PacketIo>> = Vec::with_capacity(slices);
     for k in 1..slices as u32 {
         let q = first
             .open_queue(queue + k)
-            .map_err(|e| format!("{port} (io = \"afxdp\"), slice {k}: {e}"))?;
+            .map_err(|e| StartError::port(format!("{port} (io = \"afxdp\"), slice {k}"), e))?;
         ports.push(Box::new(q));
     }
     ports.insert(0, Box::new(first));
@@ -151,7 +205,10 @@ fn xdp_queues(
 
 /// Queue mode, S1-U: slice k's socket on the AF_XDP port's queue + k, or slice k's UDP
 /// socket of a reuseport group the kernel steers by TEID.
-fn open_s1u_queues(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, PerSlice), String> {
+fn open_s1u_queues(
+    v: &Validated,
+    layout: &IdLayout,
+) -> Result<(SocketAddrV4, PerSlice), StartError> {
     if let Some(s) = &v.s1u_xdp {
         let first = open_s1u_xdp(v, s)?;
         let mut info = first.info();
@@ -165,7 +222,7 @@ fn open_s1u_queues(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, Pe
         return Ok((v.s1u_bind, PerSlice { info, ports }));
     }
     let mut group = UdpPort::bind_group(v.s1u_bind, v.slices)
-        .map_err(|e| format!("s1u.bind {}: {e}", v.s1u_bind))?;
+        .map_err(|e| StartError::port(format!("s1u.bind {}", v.s1u_bind), e))?;
     // Every socket of the group told (`all` would stop at the first refusal).
     let mut gro = true;
     for p in &mut group {
@@ -173,7 +230,7 @@ fn open_s1u_queues(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, Pe
     }
     if v.slices > 1 {
         attach_reuseport(&group[0], Payload::GtpU, SliceField::of_teid(layout))
-            .map_err(|e| format!("s1u.bind {}: {e}", v.s1u_bind))?;
+            .map_err(|e| StartError::port(format!("s1u.bind {}", v.s1u_bind), e))?;
     }
     let a = group[0].local_addr();
     let info = PortInfo::kernel(
@@ -197,7 +254,7 @@ fn open_s1u_queues(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, Pe
 fn open_sgi_queues_of(
     v: &Validated,
     layout: &IdLayout,
-) -> Result<(PerSlice, Option<SocketAddrV4>), String> {
+) -> Result<(PerSlice, Option<SocketAddrV4>), StartError> {
     if let Some(g) = &v.sgi_xdp {
         let first = open_sgi_xdp(v, layout, g)?;
         let mut info = first.info();
@@ -208,7 +265,8 @@ fn open_sgi_queues_of(
     }
     let cfg = sgi_config(v);
     let by = SliceField::of_ue_addr(layout);
-    let ports = crate::io::open_sgi_queues(&cfg, v.slices, by).map_err(|e| format!("sgi: {e}"))?;
+    let ports =
+        crate::io::open_sgi_queues(&cfg, v.slices, by).map_err(|e| StartError::port("sgi", e))?;
     let first = &ports[0];
     let local = sgi_opened_as_asked(v, first)?;
     let mut info = first.info();
@@ -232,9 +290,9 @@ fn open_sgi_queues_of(
 fn sgi_opened_as_asked(
     v: &Validated,
     p: &crate::io::SgiPort,
-) -> Result<Option<SocketAddrV4>, String> {
+) -> Result<Option<SocketAddrV4>, StartError> {
     if v.sgi_mode == SgiMode::Tun && p.backend() != crate::io::SgiBackend::Tun {
-        return Err(format!("config key `sgi.mode` = \"tun\": {}", p.describe()));
+        return Err(StartError::NoTun(p.describe()));
     }
     Ok(match p {
         crate::io::SgiPort::UdpSink { port, .. } => Some(port.local_addr()),
@@ -259,7 +317,10 @@ fn sgi_config(v: &Validated) -> SgiConfig {
 }
 
 /// Open S1-U and SGi as configured; also says what S1-U runs on.
-fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, PortInfo, Ports), String> {
+fn open_ports(
+    v: &Validated,
+    layout: &IdLayout,
+) -> Result<(SocketAddrV4, PortInfo, Ports), StartError> {
     let (s1u, s1u_addr, s1u_io): (Box<dyn PacketIo>, SocketAddrV4, PortInfo) = match &v.s1u_xdp {
         Some(p) => {
             let port = open_s1u_xdp(v, p)?;
@@ -268,8 +329,8 @@ fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, PortInf
             (Box::new(port), v.s1u_bind, info)
         }
         None => {
-            let mut s1u =
-                UdpPort::bind(v.s1u_bind).map_err(|e| format!("s1u.bind {}: {e}", v.s1u_bind))?;
+            let mut s1u = UdpPort::bind(v.s1u_bind)
+                .map_err(|e| StartError::port(format!("s1u.bind {}", v.s1u_bind), e))?;
             let a = s1u.local_addr();
             let gro = if s1u.set_gro(v.s1u_gro) {
                 " with GRO"
@@ -289,7 +350,7 @@ fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, PortInf
         match v.sgi_mode {
             SgiMode::Udp => {
                 let mut p = UdpSinkPort::bind(v.sink_local, v.sink_peer)
-                    .map_err(|e| format!("sgi.sink_local {}: {e}", v.sink_local))?;
+                    .map_err(|e| StartError::port(format!("sgi.sink_local {}", v.sink_local), e))?;
                 let gro = if p.set_gro(v.sgi_gro) {
                     " with GRO"
                 } else {
@@ -304,7 +365,7 @@ fn open_ports(v: &Validated, layout: &IdLayout) -> Result<(SocketAddrV4, PortInf
                 (Box::new(p), info, local)
             }
             SgiMode::Auto | SgiMode::Tun => {
-                let p = open_sgi(&sgi_config(v)).map_err(|e| format!("sgi: {e}"))?;
+                let p = open_sgi(&sgi_config(v)).map_err(|e| StartError::port("sgi", e))?;
                 let local = sgi_opened_as_asked(v, &p)?;
                 let info = p.info();
                 (Box::new(p), info, local)
@@ -333,19 +394,23 @@ impl Node {
     pub fn start(
         v: &Validated,
         make_driver: &mut dyn FnMut(usize) -> Option<Box<dyn ControlDriver>>,
-    ) -> Result<Node, String> {
+    ) -> Result<Node, StartError> {
         let n = v.slices;
-        let mut layout = IdLayout::new(n, v.ue_pool.0, v.ue_pool.1)
-            .map_err(|e| format!("config key `node.slices`/`node.ue_pool`: {e}"))?;
+        let mut layout =
+            IdLayout::new(n, v.ue_pool.0, v.ue_pool.1).map_err(|source| ConfigError::Layout {
+                key: "node.slices`/`node.ue_pool",
+                source,
+            })?;
         if !v.pdn_pools.is_empty() {
             layout = layout
                 .with_pdn_pools(&v.pdn_pools)
-                .map_err(|e| format!("config key `node.pdn_pools`: {e}"))?;
+                .map_err(|source| ConfigError::Layout {
+                    key: "node.pdn_pools",
+                    source,
+                })?;
         }
         if v.demux == DemuxMode::None && n != 1 {
-            return Err(format!(
-                "config key `node.demux`: \"none\" needs slices = 1 (got {n})"
-            ));
+            return Err(invalid!("node.demux", "\"none\" needs slices = 1 (got {n})").into());
         }
         let (s1u_addr, s1u_io, sgi_io, sgi_local, opened) = if v.demux == DemuxMode::Queues {
             let (addr, s1u) = open_s1u_queues(v, &layout)?;
@@ -379,15 +444,18 @@ impl Node {
                     let mut syn = Synthetic::new(synthetic_share(v, s));
                     // Updates beyond the ring wait in the control plane's backlog and
                     // are flushed by the control thread once the data thread runs.
-                    syn.setup(&mut cp, |_| {}).map_err(|e| e.to_string())?;
+                    syn.setup(&mut cp, |_| {})
+                        .map_err(|source| StartError::Synthetic { slice: s, source })?;
                     Box::new(SyntheticDriver::new(syn))
                 }
             };
             if let Some(max) = driver.max_slices() {
                 if n > max {
-                    return Err(format!(
-                        "config key `node.slices`: this control driver serves at most {max} slice(s) (slices = {n})"
-                    ));
+                    return Err(invalid!(
+                        "node.slices",
+                        "this control driver serves at most {max} slice(s) (slices = {n})"
+                    )
+                    .into());
                 }
             }
             built.push((cp, dp, driver));
@@ -422,13 +490,24 @@ impl Node {
 
         match (mode, opened) {
             (_, Opened::Queues(ports)) => {
-                let mut s1u_rings = crate::queues::mesh(n, v.ring_batches).into_iter();
-                let mut sgi_rings = crate::queues::mesh(n, v.ring_batches).into_iter();
-                let bells = Doorbell::for_slices(n).map_err(|e| e.to_string())?;
+                let (s1u_rings, sgi_rings) = (
+                    crate::queues::mesh(n, v.ring_batches),
+                    crate::queues::mesh(n, v.ring_batches),
+                );
+                if s1u_rings.len() != n || sgi_rings.len() != n {
+                    return Err(RingsMismatch {
+                        slices: n,
+                        uplink: s1u_rings.len(),
+                        downlink: sgi_rings.len(),
+                    }
+                    .into());
+                }
+                let (mut s1u_rings, mut sgi_rings) = (s1u_rings.into_iter(), sgi_rings.into_iter());
+                let bells = Doorbell::for_slices(n).map_err(StartError::Doorbells)?;
                 for (s, ((cp, dp, driver), (a, b))) in built.into_iter().zip(ports).enumerate() {
                     let pc = &port_counters[s];
                     let (Some(ra), Some(rb)) = (s1u_rings.next(), sgi_rings.next()) else {
-                        return Err("queue mode: fewer rings than slices".into());
+                        unreachable!("one ring of each mesh per slice, checked above");
                     };
                     socket_probes.extend(probes_of(&*a, &*b, SocketOwner::Slice(s)));
                     let (d, bl) = (&demux, &bells);
@@ -445,7 +524,7 @@ impl Node {
                             for t in slices {
                                 t.join();
                             }
-                            return Err(format!("starting slice {s}: {e}"));
+                            return Err(StartError::thread(format!("slice {s}"), e));
                         }
                     }
                 }
@@ -458,7 +537,7 @@ impl Node {
                 let b: Box<dyn PacketIo> = Box::new(CountedPort::new(sgi, pc[1].clone()));
                 slices.push(
                     spawn_slice(cp, dp, a, b, driver, start(0, 0))
-                        .map_err(|e| format!("starting slice 0: {e}"))?,
+                        .map_err(|e| StartError::thread("slice 0", e))?,
                 );
             }
             (_, Opened::Shared(s1u, sgi)) => {
@@ -470,10 +549,10 @@ impl Node {
                     let (df, dd) = batch_ring(v.ring_batches);
                     let s1u_tx = s1u
                         .try_clone_sender()
-                        .map_err(|e| format!("s1u: sharing the socket with a slice: {e}"))?;
+                        .map_err(|e| StartError::port("s1u: sharing the socket with a slice", e))?;
                     let sgi_tx = sgi
                         .try_clone_sender()
-                        .map_err(|e| format!("sgi: sharing the port with a slice: {e}"))?;
+                        .map_err(|e| StartError::port("sgi: sharing the port with a slice", e))?;
                     // AF_XDP: the slice's own sending sockets (a UDP clone shares the
                     // demux's socket, and its counts).
                     socket_probes.extend(probes_of(&*s1u_tx, &*sgi_tx, SocketOwner::Slice(s)));
@@ -491,7 +570,7 @@ impl Node {
                     let c = first + 2 * s;
                     slices.push(
                         spawn_slice(cp, dp, Box::new(a), Box::new(b), driver, start(s, c))
-                            .map_err(|e| format!("starting slice {s}: {e}"))?,
+                            .map_err(|e| StartError::thread(format!("slice {s}"), e))?,
                     );
                 }
                 let stop = demux_stop.clone();
@@ -510,7 +589,7 @@ impl Node {
                         for t in slices {
                             t.join();
                         }
-                        return Err(format!("starting the demux thread: {e}"));
+                        return Err(StartError::thread("the demux thread", e));
                     }
                 }
             }

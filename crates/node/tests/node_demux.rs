@@ -369,7 +369,8 @@ fn single_slice_driver_refuses_more_slices() {
         Some(Box::new(OneSlice) as Box<dyn ControlDriver>)
     })
     .err()
-    .expect("refused");
+    .expect("refused")
+    .to_string();
     assert!(
         e.contains("node.slices") && e.contains("at most 1 slice"),
         "{e}"

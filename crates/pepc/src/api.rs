@@ -98,9 +98,37 @@ fn default_ambr() -> u64 {
     100_000_000
 }
 
+/// What is wrong with a request's body or query (answered with 400 and this text).
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    #[error("field `k` is missing (32 hex digits)")]
+    NoK,
+    #[error("field `apn`: {0:?} is not an APN (1-100 letters, digits, '.', '-')")]
+    Apn(String),
+    #[error("fields `ambr_ul`/`ambr_dl`: at most {MAX_AMBR} bit/s")]
+    Ambr,
+    #[error("field `qci`: {0} is not a standardised QCI 1-9")]
+    Qci(u8),
+    /// The CLI's checks (`pepc subscriber add`), its flags named as the JSON fields.
+    #[error("{}", as_fields(.0))]
+    Checks(crate::subscriber::SubscriberError),
+    #[error("query parameter `{key}`: {value:?} is not a number")]
+    Query { key: &'static str, value: String },
+}
+
+/// A CLI flag's message with the flag named as the body's field.
+fn as_fields(e: &crate::subscriber::SubscriberError) -> String {
+    e.to_string()
+        .replace("--pdn-type", "field `pdn_type`")
+        .replace("--", "field ")
+}
+
 impl SubscriberIn {
     /// The subscriber; on a replace, `current` gives the keys the body leaves out.
-    fn build(self, current: Option<&pepc_hss::Subscriber>) -> Result<pepc_hss::Subscriber, String> {
+    fn build(
+        self,
+        current: Option<&pepc_hss::Subscriber>,
+    ) -> Result<pepc_hss::Subscriber, BodyError> {
         let (k, opc, op) = match (&self.k, &self.opc, &self.op, current) {
             (None, None, None, Some(c)) => {
                 let mut s = self.build_with("0".repeat(32), Some("0".repeat(32)), None)?;
@@ -109,7 +137,7 @@ impl SubscriberIn {
                 return Ok(s);
             }
             (Some(k), opc, op, _) => (k.clone(), opc.clone(), op.clone()),
-            (None, ..) => return Err("field `k` is missing (32 hex digits)".into()),
+            (None, ..) => return Err(BodyError::NoK),
         };
         self.build_with(k, opc, op)
     }
@@ -119,7 +147,7 @@ impl SubscriberIn {
         k: String,
         opc: Option<String>,
         op: Option<String>,
-    ) -> Result<pepc_hss::Subscriber, String> {
+    ) -> Result<pepc_hss::Subscriber, BodyError> {
         // An APN network identifier: labels of letters, digits, hyphens (TS 23.003 §9.1).
         let apn_ok = self.apn.len() <= 100
             && self
@@ -132,22 +160,14 @@ impl SubscriberIn {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
         if !apn_ok {
-            return Err(format!(
-                "field `apn`: {:?} is not an APN (1-100 letters, digits, '.', '-')",
-                self.apn
-            ));
+            return Err(BodyError::Apn(self.apn.clone()));
         }
         if self.ambr_ul > MAX_AMBR || self.ambr_dl > MAX_AMBR {
-            return Err(format!(
-                "fields `ambr_ul`/`ambr_dl`: at most {MAX_AMBR} bit/s"
-            ));
+            return Err(BodyError::Ambr);
         }
         // The default bearer's QCI: a standardised one (TS 23.203 Table 6.1.7).
         if !(1..=9).contains(&self.qci) {
-            return Err(format!(
-                "field `qci`: {} is not a standardised QCI 1-9",
-                self.qci
-            ));
+            return Err(BodyError::Qci(self.qci));
         }
         let a = AddArgs {
             imsi: self.imsi.clone().unwrap_or_default(),
@@ -165,19 +185,17 @@ impl SubscriberIn {
             ambr_dl: self.ambr_dl,
         };
         // The CLI's checks, its flags named as the JSON fields.
-        a.subscriber().map_err(|e| {
-            e.replace("--pdn-type", "field `pdn_type`")
-                .replace("--", "field ")
-        })
+        a.subscriber().map_err(BodyError::Checks)
     }
 }
 
-fn query_u64(q: &str, key: &str, default: u64) -> Result<u64, String> {
+fn query_u64(q: &str, key: &'static str, default: u64) -> Result<u64, BodyError> {
     for kv in q.split('&') {
         if let Some(v) = kv.strip_prefix(key).and_then(|r| r.strip_prefix('=')) {
-            return v
-                .parse()
-                .map_err(|_| format!("query parameter `{key}`: {v:?} is not a number"));
+            return v.parse().map_err(|_| BodyError::Query {
+                key,
+                value: v.to_string(),
+            });
         }
     }
     Ok(default)
@@ -225,8 +243,8 @@ fn parse_imsi(s: &str) -> Result<u64, ApiResponse> {
 
 /// `offset` and `limit` of a listing (limit 1..=max, 100 by default).
 pub(crate) fn page(query: &str, max: usize) -> Result<(usize, usize), ApiResponse> {
-    let o = query_u64(query, "offset", 0).map_err(|e| ApiResponse::error(400, e))?;
-    let l = query_u64(query, "limit", 100).map_err(|e| ApiResponse::error(400, e))?;
+    let o = query_u64(query, "offset", 0).map_err(|e| ApiResponse::error(400, e.to_string()))?;
+    let l = query_u64(query, "limit", 100).map_err(|e| ApiResponse::error(400, e.to_string()))?;
     if o > u64::from(u32::MAX) {
         return Err(ApiResponse::error(
             400,
@@ -438,9 +456,10 @@ impl NodeApi {
     }
 
     fn create(&self, r: &ApiRequest) -> ApiResponse {
-        let s = match Self::body(r)
-            .and_then(|b| b.build(None).map_err(|e| ApiResponse::error(400, e)))
-        {
+        let s = match Self::body(r).and_then(|b| {
+            b.build(None)
+                .map_err(|e| ApiResponse::error(400, e.to_string()))
+        }) {
             Ok(s) => s,
             Err(e) => return e,
         };
@@ -482,7 +501,7 @@ impl NodeApi {
         b.imsi = Some(imsi.to_string());
         let mut s = match b.build(Some(&current)) {
             Ok(s) => s,
-            Err(e) => return ApiResponse::error(400, e),
+            Err(e) => return ApiResponse::error(400, e.to_string()),
         };
         // The live SQN never goes back (vectors already issued stay fresh).
         s.sqn = s.sqn.max(current.sqn);

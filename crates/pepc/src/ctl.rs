@@ -77,13 +77,37 @@ struct Client {
     token: Option<String>,
 }
 
+/// Why a `pepc ctl` command failed: its arguments, the HTTP exchange, or the node's
+/// answer (its status and error message).
+#[derive(Debug, thiserror::Error)]
+pub enum CtlError {
+    #[error(transparent)]
+    Args(#[from] crate::subscriber::SubscriberError),
+    #[error("{0} without a body")]
+    NoBody(String),
+    #[error("{url}: {source}")]
+    Http {
+        url: String,
+        #[source]
+        source: ureq::Error,
+    },
+    #[error("{status}: {message}")]
+    Refused { status: u16, message: String },
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 impl Client {
     fn call(
         &self,
         method: &str,
         path: &str,
         body: Option<(&str, String)>,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, CtlError> {
         let url = format!("{}/api/v1{path}", self.base.trim_end_matches('/'));
         let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
         let r = match (method, body) {
@@ -108,21 +132,30 @@ impl Client {
                 }
                 q.send(b)
             }
-            (m, None) => return Err(format!("{m} without a body")),
+            (m, None) => return Err(CtlError::NoBody(m.to_string())),
         };
-        let mut r = r.map_err(|e| format!("{url}: {e}"))?;
+        let mut r = r.map_err(|source| CtlError::Http {
+            url: url.clone(),
+            source,
+        })?;
         let status = r.status().as_u16();
         let text = r
             .body_mut()
             .read_to_string()
-            .map_err(|e| format!("{url}: {e}"))?;
+            .map_err(|source| CtlError::Http {
+                url: url.clone(),
+                source,
+            })?;
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         if status >= 400 {
             let msg = v["error"]
                 .as_str()
                 .map(str::to_string)
                 .unwrap_or(v.to_string());
-            return Err(format!("{status}: {msg}"));
+            return Err(CtlError::Refused {
+                status,
+                message: msg,
+            });
         }
         Ok(v)
     }
@@ -195,7 +228,7 @@ const UE_COLS: &[(&str, &str)] = &[
 ];
 
 /// Runs one command; returns what to print.
-pub fn run(a: &CtlArgs) -> Result<String, String> {
+pub fn run(a: &CtlArgs) -> Result<String, CtlError> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(std::time::Duration::from_secs(10)))
@@ -378,8 +411,10 @@ pub fn run(a: &CtlArgs) -> Result<String, String> {
                     Box::new(|v| format!("removed {}", cell(&v["removed"]))),
                 ),
                 CtlSubscriber::Import { file } => {
-                    let csv = std::fs::read_to_string(file)
-                        .map_err(|e| format!("{}: {e}", file.display()))?;
+                    let csv = std::fs::read_to_string(file).map_err(|source| CtlError::Read {
+                        path: file.clone(),
+                        source,
+                    })?;
                     (
                         c.call("POST", "/subscribers/import", Some(("text/csv", csv)))?,
                         Box::new(|v| format!("imported {} subscriber(s)", cell(&v["imported"]))),

@@ -3,6 +3,7 @@
 //! loopback) driven by the eNB/UE emulator; returns the emulator's report.
 
 use crate::epc::{Epc, EpcConfig};
+use crate::error::{ConfigError, StartError};
 use pepc_emulator::config::{SubscriberKeys, Traffic, TrafficProfile};
 use pepc_emulator::{EmulatorConfig, Report, Scenario};
 use pepc_hss::Subscriber;
@@ -33,6 +34,32 @@ impl Default for DemoPorts {
     }
 }
 
+/// Why a demo node, its subscribers, the emulator or the test HSS failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error("emulator IMSI range exhausted at UE {0}")]
+    ImsiExhausted(u32),
+    /// The emulator's `K` or `OPc` is not 32 hex digits.
+    #[error("emulator subscriber {0} is not 32 hex digits")]
+    BadKey(&'static str),
+    #[error("provisioning the emulator's subscribers: {0}")]
+    Provision(#[source] pepc_hss::HssError),
+    #[error("emulator: {0}")]
+    Emulator(#[from] pepc_emulator::EmuError),
+    #[error("the test HSS ({0}) is not here: give --hss-peer host:port")]
+    NoTestHss(&'static str),
+    #[error("a loopback port for the test HSS: {0}")]
+    TestHss(#[source] std::io::Error),
+    #[error("python3 for the test HSS: {0}")]
+    Python(#[source] std::io::Error),
+    #[error("the test HSS did not start (python3 with pycrate_diameter and cryptography: scripts/test.sh installs them)")]
+    TestHssDown,
+}
+
 impl DemoPorts {
     /// The node's configuration for these ports (in-memory HSS, UDP-encapsulated SCTP),
     /// with memory for `prewarm_users` UEs faulted in at start.
@@ -41,7 +68,7 @@ impl DemoPorts {
         max_users: usize,
         prewarm_users: usize,
         slices: usize,
-    ) -> Result<EpcConfig, String> {
+    ) -> Result<EpcConfig, ConfigError> {
         self.config_with(max_users, prewarm_users, slices, "")
     }
 
@@ -52,7 +79,7 @@ impl DemoPorts {
         prewarm_users: usize,
         slices: usize,
         hss: &str,
-    ) -> Result<EpcConfig, String> {
+    ) -> Result<EpcConfig, ConfigError> {
         EpcConfig::parse(&format!(
             "[node]\nmax_users = {max_users}\nprewarm_users = {prewarm_users}\nslices = {slices}\n\
              [s1u]\nbind = \"{}:2152\"\n\
@@ -76,18 +103,14 @@ impl DemoPorts {
 }
 
 /// The emulator's subscribers as HSS records (same K/OPc/IMSI range).
-pub fn emulator_subscribers(keys: &SubscriberKeys, n: u32) -> Result<Vec<Subscriber>, String> {
+pub fn emulator_subscribers(keys: &SubscriberKeys, n: u32) -> Result<Vec<Subscriber>, DemoError> {
     (0..n)
         .map(|i| {
-            let imsi = keys
-                .imsi(i)
-                .ok_or_else(|| format!("emulator IMSI range exhausted at UE {i}"))?;
+            let imsi = keys.imsi(i).ok_or(DemoError::ImsiExhausted(i))?;
             let mut s = pepc_mme::sim::subscriber(&imsi);
-            s.k = pepc_security::Key128::from_hex(&keys.k)
-                .map_err(|_| "emulator subscriber K is not 32 hex digits".to_string())?;
+            s.k = pepc_security::Key128::from_hex(&keys.k).map_err(|_| DemoError::BadKey("K"))?;
             let mut opc = [0u8; 16];
-            hex::decode_to_slice(&keys.opc, &mut opc)
-                .map_err(|_| "emulator subscriber OPc is not 32 hex digits".to_string())?;
+            hex::decode_to_slice(&keys.opc, &mut opc).map_err(|_| DemoError::BadKey("OPc"))?;
             s.op_kind = pepc_hss::OpKind::Opc(opc);
             // Above the emulator USIM's initial SQN so its first AUTN is fresh.
             s.sqn = 32;
@@ -98,7 +121,7 @@ pub fn emulator_subscribers(keys: &SubscriberKeys, n: u32) -> Result<Vec<Subscri
 
 /// Start a demo node of `slices` slices with the emulator's first `ues` subscribers
 /// provisioned.
-pub fn start_node(ports: &DemoPorts, ues: u32, slices: usize) -> Result<Epc, String> {
+pub fn start_node(ports: &DemoPorts, ues: u32, slices: usize) -> Result<Epc, DemoError> {
     start_node_with(ports, ues, slices, "")
 }
 
@@ -108,18 +131,18 @@ pub fn start_node_recorded(
     ues: u32,
     slices: usize,
     record: Option<&std::path::Path>,
-) -> Result<Epc, String> {
+) -> Result<Epc, DemoError> {
     let mut cfg = ports.config_with((ues as usize).max(1024) * 2, ues as usize, slices, "")?;
     cfg.record = record.map(|p| p.to_path_buf());
     start_provisioned(&cfg, ues)
 }
 
 /// Start a node of `cfg` with the emulator's first `ues` subscribers provisioned.
-fn start_provisioned(cfg: &EpcConfig, ues: u32) -> Result<Epc, String> {
+fn start_provisioned(cfg: &EpcConfig, ues: u32) -> Result<Epc, DemoError> {
     let hss = crate::epc::open_hss(&cfg.hss)?;
     let subs = emulator_subscribers(&SubscriberKeys::default(), ues)?;
-    hss.add_many(&subs).map_err(|e| e.to_string())?;
-    Epc::start(cfg, hss)
+    hss.add_many(&subs).map_err(DemoError::Provision)?;
+    Ok(Epc::start(cfg, hss)?)
 }
 
 /// [`start_node`] with `hss` keys in the `[hss]` section.
@@ -128,7 +151,7 @@ pub fn start_node_with(
     ues: u32,
     slices: usize,
     hss: &str,
-) -> Result<Epc, String> {
+) -> Result<Epc, DemoError> {
     // Sized for the UEs it will serve, as an operator expecting them would: each
     // slice for all of them (the policy spreads them, not evenly to the unit).
     let cfg = ports.config_with((ues as usize).max(1024) * 2, ues as usize, slices, hss)?;
@@ -164,7 +187,7 @@ pub struct SliceFigures {
 }
 
 /// Node + emulator; the node is stopped before returning.
-pub fn run(ports: &DemoPorts, o: &DemoOpts) -> Result<(Report, Vec<SliceFigures>), String> {
+pub fn run(ports: &DemoPorts, o: &DemoOpts) -> Result<(Report, Vec<SliceFigures>), DemoError> {
     run_with(ports, o, &mut |_, _| {})
 }
 
@@ -174,7 +197,7 @@ pub fn run_with(
     ports: &DemoPorts,
     o: &DemoOpts,
     done: &mut dyn FnMut(&Report, &[SliceFigures]),
-) -> Result<(Report, Vec<SliceFigures>), String> {
+) -> Result<(Report, Vec<SliceFigures>), DemoError> {
     let epc = start_node_recorded(ports, o.ues, o.slices, o.record.as_deref())?;
     if o.progress {
         eprintln!(
@@ -229,8 +252,7 @@ pub fn run_with(
                 dl_forwarded: 0,
             })
             .collect();
-    })
-    .map_err(|e| format!("emulator: {e}"));
+    });
     for (f, s) in figures.iter_mut().zip(epc.node.stats().slices) {
         f.ul_forwarded = s.ul_forwarded;
         f.dl_forwarded = s.dl_forwarded;
@@ -263,17 +285,15 @@ impl Drop for TestHss {
 }
 
 impl TestHss {
-    pub fn start() -> Result<TestHss, String> {
+    pub fn start() -> Result<TestHss, DemoError> {
         use std::io::Read;
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../diameter/tests/py/diam.py");
         if !std::path::Path::new(script).exists() {
-            return Err(format!(
-                "the test HSS ({script}) is not here: give --hss-peer host:port"
-            ));
+            return Err(DemoError::NoTestHss(script));
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
-            .map_err(|e| e.to_string())?
+            .map_err(DemoError::TestHss)?
             .port();
         let log = std::env::temp_dir().join(format!("pepc-bench-hss-{}.log", std::process::id()));
         let mut child = std::process::Command::new("python3")
@@ -284,7 +304,7 @@ impl TestHss {
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
-            .map_err(|e| format!("python3 for the test HSS: {e}"))?;
+            .map_err(DemoError::Python)?;
         let mut ready = [0u8; 6];
         let ok = child
             .stdout
@@ -295,13 +315,14 @@ impl TestHss {
             peer: format!("127.0.0.1:{port}"),
         };
         if !ok {
-            return Err("the test HSS did not start (python3 with pycrate_diameter and cryptography: scripts/test.sh installs them)".into());
+            return Err(DemoError::TestHssDown);
         }
         Ok(h)
     }
 }
 
 /// CPU seconds used so far by this process's threads named `name` (from /proc).
+#[allow(unsafe_code)] // clock_gettime on a thread's CPU clock
 pub fn thread_cpu_by_name(name: &str) -> f64 {
     let mut total = 0.0;
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
@@ -346,7 +367,7 @@ pub fn bench_attach_udp(
     attaches: u32,
     rate: f64,
     slices: usize,
-) -> Result<pepc_bench::attach::AttachResult, String> {
+) -> Result<pepc_bench::attach::AttachResult, DemoError> {
     bench_attach_udp_hss(ports, attaches, rate, slices, None)
 }
 
@@ -358,7 +379,7 @@ pub fn bench_attach_udp_hss(
     rate: f64,
     slices: usize,
     hss_peer: Option<&str>,
-) -> Result<pepc_bench::attach::AttachResult, String> {
+) -> Result<pepc_bench::attach::AttachResult, DemoError> {
     let hss = match hss_peer {
         None => String::new(),
         // Each UE's attach asks the HSS twice (ULR, AIR): a timeout well above a
@@ -391,7 +412,7 @@ pub fn bench_attach_udp_hss(
         },
         ..Default::default()
     };
-    let report = pepc_emulator::run(ecfg, scen).map_err(|e| format!("emulator: {e}"));
+    let report = pepc_emulator::run(ecfg, scen);
     let cpu = thread_cpu_by_name("pepc-control") - cpu0;
     let ep_cpu = thread_cpu_by_name("pepc-s1ap") - ep0;
     let px_cpu = thread_cpu_by_name("pepc-s6a") - px0;

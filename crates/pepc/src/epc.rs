@@ -58,6 +58,7 @@
 //!
 //! `[log]` (level, format) is in `crate::logging`.
 
+use crate::error::{invalid, ConfigError, PlmnParseError, StartError};
 use pepc_diameter::driver::DriverConfig;
 use pepc_hss::Hss;
 use pepc_mme::{Mme, MmeConfig, S1apEndpoint, SlicePolicy};
@@ -326,13 +327,16 @@ pub struct EpcConfig {
 }
 
 /// Parse PLMN digits ("00101", "310410") into the TBCD octets of TS 24.008 10.5.1.13.
-pub fn parse_plmn(s: &str) -> Result<Plmn, String> {
+pub fn parse_plmn(s: &str) -> Result<Plmn, PlmnParseError> {
     if !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("{s:?} must be digits only"));
+        return Err(PlmnParseError::NotDigits(s.to_string()));
     }
     match s.len() {
-        5 | 6 => Plmn::from_mcc_mnc(&s[..3], &s[3..]).map_err(|e| e.0),
-        n => Err(format!("{s:?} must be 5 or 6 digits (MCC + MNC), got {n}")),
+        5 | 6 => Ok(Plmn::from_mcc_mnc(&s[..3], &s[3..])?),
+        len => Err(PlmnParseError::Length {
+            digits: s.to_string(),
+            len,
+        }),
     }
 }
 
@@ -340,17 +344,15 @@ fn parse_alg<T>(
     key: &str,
     names: &[String],
     parse: fn(&str) -> Option<T>,
-) -> Result<Vec<T>, String> {
+) -> Result<Vec<T>, ConfigError> {
     if names.is_empty() {
-        return Err(format!(
-            "config key `{key}`: must list at least one algorithm"
-        ));
+        return Err(invalid!("{key}", "must list at least one algorithm"));
     }
     names
         .iter()
         .map(|n| {
             parse(&n.to_ascii_lowercase())
-                .ok_or_else(|| format!("config key `{key}`: unknown algorithm {n:?}"))
+                .ok_or_else(|| invalid!("{key}", "unknown algorithm {n:?}"))
         })
         .collect()
 }
@@ -376,8 +378,8 @@ fn eia_of(s: &str) -> Option<Eia> {
 
 impl EpcConfig {
     /// Parse and validate a whole configuration file; errors name the key.
-    pub fn parse(text: &str) -> Result<EpcConfig, String> {
-        let mut table: toml::Table = toml::from_str(text).map_err(|e| format!("config: {e}"))?;
+    pub fn parse(text: &str) -> Result<EpcConfig, ConfigError> {
+        let mut table: toml::Table = toml::from_str(text)?;
         // Split our sections off so the node keeps rejecting unknown keys in its own.
         let mut ours = toml::Table::new();
         for k in [
@@ -387,55 +389,61 @@ impl EpcConfig {
                 ours.insert(k.into(), v);
             }
         }
-        let sig: SignalingSections = ours
-            .try_into()
-            .map_err(|e: toml::de::Error| format!("config: {e}"))?;
-        let node_text = toml::to_string(&table).map_err(|e| format!("config: {e}"))?;
+        let sig: SignalingSections = ours.try_into()?;
+        let node_text = toml::to_string(&table)?;
         let node = NodeConfig::parse(&node_text)?.validate()?;
         Self::from_parts(node, &sig)
     }
 
-    pub fn load(path: &std::path::Path) -> Result<EpcConfig, String> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("config {}: {e}", path.display()))?;
+    pub fn load(path: &std::path::Path) -> Result<EpcConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| {
+            pepc_node::config::ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
         Self::parse(&text)
     }
 
-    fn from_parts(node: Validated, sig: &SignalingSections) -> Result<EpcConfig, String> {
+    fn from_parts(node: Validated, sig: &SignalingSections) -> Result<EpcConfig, ConfigError> {
         let m = &sig.mme;
         let s = &sig.s1mme;
         let mme = if m.enabled {
             if node.synthetic_users > 0 || node.synthetic_rate > 0 {
-                return Err("config key `synthetic.users`: synthetic events and the MME cannot share a slice's control thread; set `mme.enabled = false` to run synthetic events".into());
+                return Err(invalid!("synthetic.users", "synthetic events and the MME cannot share a slice's control thread; set `mme.enabled = false` to run synthetic events"));
             }
             if m.tacs.is_empty() {
-                return Err("config key `mme.tacs`: must list at least one TAC".into());
+                return Err(invalid!("mme.tacs", "must list at least one TAC"));
             }
             if m.t3412_s == 0 || m.t3412_s > 186 * 60 {
-                return Err(format!(
-                    "config key `mme.t3412_s`: must be 1..=11160 s (GPRS timer 3 range used here), got {}",
+                return Err(invalid!(
+                    "mme.t3412_s",
+                    "must be 1..=11160 s (GPRS timer 3 range used here), got {}",
                     m.t3412_s
                 ));
             }
             if m.t3413_s == 0 {
-                return Err("config key `mme.t3413_s`: must be > 0".into());
+                return Err(invalid!("mme.t3413_s", "must be > 0"));
             }
             if m.hss_timeout_ms == 0 {
-                return Err("config key `mme.hss_timeout_ms`: must be > 0".into());
+                return Err(invalid!("mme.hss_timeout_ms", "must be > 0"));
             }
             if m.mme_group_id == 0 {
-                return Err("config key `mme.mme_group_id`: must be > 0".into());
+                return Err(invalid!("mme.mme_group_id", "must be > 0"));
             }
             let t3412 = Duration::from_secs(m.t3412_s);
             if m.overload_high > 0 && m.overload_low >= m.overload_high {
-                return Err(format!(
-                    "config key `mme.overload_low`: must be below `mme.overload_high` ({} >= {})",
-                    m.overload_low, m.overload_high
+                return Err(invalid!(
+                    "mme.overload_low",
+                    "must be below `mme.overload_high` ({} >= {})",
+                    m.overload_low,
+                    m.overload_high
                 ));
             }
             if !(2..=11160).contains(&m.t3346_s) {
-                return Err(format!(
-                    "config key `mme.t3346_s`: must be 2..=11160 s (GPRS timer 2), got {}",
+                return Err(invalid!(
+                    "mme.t3346_s",
+                    "must be 2..=11160 s (GPRS timer 2), got {}",
                     m.t3346_s
                 ));
             }
@@ -447,8 +455,8 @@ impl EpcConfig {
                 "reject-mo-data" => A::RejectNonEmergencyMoDt,
                 "reject-delay-tolerant" => A::RejectDelayTolerantAccess,
                 other => {
-                    return Err(format!(
-                        "config key `mme.overload_action`: must be permit-emergency-and-mt, permit-high-priority-and-mt, reject-signalling, reject-mo-data or reject-delay-tolerant, got {other:?}"
+                    return Err(invalid!(
+                        "mme.overload_action", "must be permit-emergency-and-mt, permit-high-priority-and-mt, reject-signalling, reject-mo-data or reject-delay-tolerant, got {other:?}"
                     ))
                 }
             };
@@ -460,7 +468,7 @@ impl EpcConfig {
                 ..pepc_mme::OverloadConfig::default()
             };
             Some(MmeConfig {
-                plmn: parse_plmn(&m.plmn).map_err(|e| format!("config key `mme.plmn`: {e}"))?,
+                plmn: parse_plmn(&m.plmn)?,
                 mme_group_id: m.mme_group_id,
                 mme_code: m.mme_code,
                 mme_name: (!m.name.is_empty()).then(|| m.name.clone()),
@@ -489,14 +497,16 @@ impl EpcConfig {
             "kernel" => Backend::Kernel,
             "udp" => Backend::Udp,
             other => {
-                return Err(format!(
-                    "config key `s1mme.transport`: must be auto, kernel or udp, got {other:?}"
+                return Err(invalid!(
+                    "s1mme.transport",
+                    "must be auto, kernel or udp, got {other:?}"
                 ))
             }
         };
         let ip: IpAddr = s.bind.parse().map_err(|_| {
-            format!(
-                "config key `s1mme.bind`: {:?} is not an IP address like 127.0.0.1",
+            invalid!(
+                "s1mme.bind",
+                "{:?} is not an IP address like 127.0.0.1",
                 s.bind
             )
         })?;
@@ -508,12 +518,11 @@ impl EpcConfig {
             ..Default::default()
         };
         let hss = match sig.hss.db.as_str() {
-            "" => return Err("config key `hss.db`: must be a file path or \":memory:\"".into()),
+            "" => return Err(invalid!("hss.db", "must be a file path or \":memory:\"")),
             ":memory:" => HssStore::Memory,
             p => HssStore::File(PathBuf::from(p)),
         };
-        let slice_policy = SlicePolicy::parse(&m.slice_policy)
-            .map_err(|e| format!("config key `mme.slice_policy`: {e}"))?;
+        let slice_policy = SlicePolicy::parse(&m.slice_policy)?;
         let state = match (sig.state.store.as_str(), &hss) {
             ("none", _) | ("embedded", HssStore::Memory) if sig.state.path.is_empty() => {
                 StateStoreConfig::None
@@ -525,11 +534,12 @@ impl EpcConfig {
                 StateStoreConfig::Embedded(p.with_extension("state.redb"))
             }
             ("none", _) => {
-                return Err("config key `state.path`: set, but `state.store` is \"none\"".into())
+                return Err(invalid!("state.path", "set, but `state.store` is \"none\""))
             }
             (other, _) => {
-                return Err(format!(
-                    "config key `state.store`: must be embedded or none, got {other:?}"
+                return Err(invalid!(
+                    "state.store",
+                    "must be embedded or none, got {other:?}"
                 ))
             }
         };
@@ -555,9 +565,12 @@ impl EpcConfig {
             api: match sig.api.listen.trim() {
                 "" => None,
                 a => {
-                    let listen: std::net::SocketAddr = a.parse().map_err(|e| {
-                        format!("config key `api.listen`: {a:?} is not an address:port ({e})")
-                    })?;
+                    let listen: std::net::SocketAddr =
+                        a.parse().map_err(|source| ConfigError::Listen {
+                            key: "api.listen",
+                            value: a.to_string(),
+                            source,
+                        })?;
                     let token = (!sig.api.token.is_empty()).then(|| sig.api.token.clone());
                     pepc_mgmt::api::check_listen(listen, token.as_deref())?;
                     Some(ApiConfig { listen, token })
@@ -565,8 +578,10 @@ impl EpcConfig {
             },
             metrics: match sig.metrics.listen.trim() {
                 "" => None,
-                a => Some(a.parse().map_err(|e| {
-                    format!("config key `metrics.listen`: {a:?} is not an address:port ({e})")
+                a => Some(a.parse().map_err(|source| ConfigError::Listen {
+                    key: "metrics.listen",
+                    value: a.to_string(),
+                    source,
                 })?),
             },
             slice_policy,
@@ -577,7 +592,7 @@ impl EpcConfig {
                 p => {
                     if mme_enabled_for_record.is_none() {
                         return Err(
-                            "config key `debug.record`: set, but the MME is disabled (`mme.enabled = false`): there is nothing to record".into(),
+                            invalid!("debug.record", "set, but the MME is disabled (`mme.enabled = false`): there is nothing to record"),
                         );
                     }
                     Some(PathBuf::from(p))
@@ -593,13 +608,14 @@ impl EpcConfig {
 }
 
 /// The `[hss]` section's backend; `mme` (when enabled) for the timer check.
-fn hss_mode(h: &HssSection, mme: Option<&MmeConfig>) -> Result<HssMode, String> {
+fn hss_mode(h: &HssSection, mme: Option<&MmeConfig>) -> Result<HssMode, ConfigError> {
     match h.mode.as_str() {
         "embedded" => return Ok(HssMode::Embedded),
         "diameter" => {}
         other => {
-            return Err(format!(
-                "config key `hss.mode`: must be embedded or diameter, got {other:?}"
+            return Err(invalid!(
+                "hss.mode",
+                "must be embedded or diameter, got {other:?}"
             ))
         }
     }
@@ -618,8 +634,8 @@ fn hss_mode(h: &HssSection, mme: Option<&MmeConfig>) -> Result<HssMode, String> 
     )?;
     if let Some(m) = mme {
         if m.hss_timeout <= 2 * base.request_timeout {
-            return Err(format!(
-                "config key `mme.hss_timeout_ms`: must exceed twice `hss.request_timeout_ms` ({} ms > 2 x {} ms): a request that fails over to a second peer may take two request timeouts, and the MME must not give up on an answer still coming",
+            return Err(invalid!(
+                "mme.hss_timeout_ms", "must exceed twice `hss.request_timeout_ms` ({} ms > 2 x {} ms): a request that fails over to a second peer may take two request timeouts, and the MME must not give up on an answer still coming",
                 m.hss_timeout.as_millis(),
                 h.request_timeout_ms
             ));
@@ -654,10 +670,11 @@ pub(crate) fn diameter_base(
     sec: &str,
     h: &DiameterPeers<'_>,
     app: u32,
-) -> Result<pepc_diameter::base::Config, String> {
+) -> Result<pepc_diameter::base::Config, ConfigError> {
     if h.peers.is_empty() {
-        return Err(format!(
-            "config key `{sec}.peers`: diameter mode needs at least one \"host:port\""
+        return Err(invalid!(
+            "{sec}.peers",
+            "diameter mode needs at least one \"host:port\""
         ));
     }
     for p in h.peers {
@@ -665,8 +682,9 @@ pub(crate) fn diameter_base(
             !host.is_empty() && port.parse::<u16>().is_ok_and(|n| n > 0)
         });
         if !port_ok {
-            return Err(format!(
-                "config key `{sec}.peers`: {p:?} is not \"host:port\" (e.g. \"127.0.0.1:3868\")"
+            return Err(invalid!(
+                "{sec}.peers",
+                "{p:?} is not \"host:port\" (e.g. \"127.0.0.1:3868\")"
             ));
         }
     }
@@ -676,25 +694,25 @@ pub(crate) fn diameter_base(
         ("destination_realm", h.destination_realm),
     ] {
         if v.is_empty() || v.contains(char::is_whitespace) {
-            return Err(format!(
-                "config key `{sec}.{key}`: must be a Diameter identity (a non-empty FQDN), got {v:?}"
+            return Err(invalid!(
+                "{sec}.{key}",
+                "must be a Diameter identity (a non-empty FQDN), got {v:?}"
             ));
         }
     }
     if h.watchdog_s < 6 {
         // RFC 3539 §3.4.1: Tw must not be set below 6 s.
-        return Err(format!(
-            "config key `{sec}.watchdog_s`: RFC 3539 allows no less than 6 s, got {}",
+        return Err(invalid!(
+            "{sec}.watchdog_s",
+            "RFC 3539 allows no less than 6 s, got {}",
             h.watchdog_s
         ));
     }
     if h.request_timeout_ms == 0 {
-        return Err(format!(
-            "config key `{sec}.request_timeout_ms`: must be > 0"
-        ));
+        return Err(invalid!("{sec}.request_timeout_ms", "must be > 0"));
     }
     if h.reconnect_s == 0 {
-        return Err(format!("config key `{sec}.reconnect_s`: must be > 0"));
+        return Err(invalid!("{sec}.reconnect_s", "must be > 0"));
     }
     let mut base = pepc_diameter::base::Config::new(h.origin_host, h.origin_realm);
     base.applications = vec![app];
@@ -705,14 +723,17 @@ pub(crate) fn diameter_base(
 }
 
 /// Open the configured HSS.
-pub fn open_hss(store: &HssStore) -> Result<Arc<Hss>, String> {
+pub fn open_hss(store: &HssStore) -> Result<Arc<Hss>, StartError> {
     let h = match store {
         HssStore::Memory => Hss::in_memory(),
         HssStore::File(p) => Hss::open(p),
     };
-    h.map(Arc::new).map_err(|e| match store {
-        HssStore::File(p) => format!("hss.db {}: {e}", p.display()),
-        HssStore::Memory => format!("in-memory HSS: {e}"),
+    h.map(Arc::new).map_err(|source| StartError::Hss {
+        path: match store {
+            HssStore::File(p) => Some(p.clone()),
+            HssStore::Memory => None,
+        },
+        source,
     })
 }
 
@@ -783,15 +804,15 @@ fn open_state(
     cfg: &StateStoreConfig,
     ep: &S1apEndpoint,
     slices: usize,
-) -> Result<(Option<Checkpointer>, Vec<Checkpoints>, usize), String> {
+) -> Result<(Option<Checkpointer>, Vec<Checkpoints>, usize), StartError> {
     let mut per_slice = vec![Vec::new(); slices];
     let StateStoreConfig::Embedded(path) = cfg else {
         return Ok((None, per_slice, 0));
     };
     let t = std::time::Instant::now();
-    let store = EmbeddedStore::open(path).map_err(|e| e.to_string())?;
+    let store = EmbeddedStore::open(path)?;
     let opened = t.elapsed();
-    let records = store.load_all().map_err(|e| e.to_string())?;
+    let records = store.load_all()?;
     let found = records.len();
     if found > 0 {
         tracing::info!(
@@ -810,7 +831,7 @@ fn open_state(
         per_slice[s].push((imsi, bytes));
     }
     let c = Checkpointer::start(Box::new(store))
-        .map_err(|e| format!("starting the checkpoint thread: {e}"))?;
+        .map_err(StartError::spawn("starting the checkpoint thread"))?;
     Ok((Some(c), per_slice, found))
 }
 
@@ -819,7 +840,7 @@ impl Epc {
     /// the MME on the S1-MME transport; with N the endpoint has a thread of its own
     /// and steers each UE's signaling to the MME in its slice's control thread (or
     /// the slices run synthetic events when the MME is disabled).
-    pub fn start(cfg: &EpcConfig, hss: Arc<Hss>) -> Result<Epc, String> {
+    pub fn start(cfg: &EpcConfig, hss: Arc<Hss>) -> Result<Epc, StartError> {
         let mut drivers: Vec<Option<Box<dyn ControlDriver>>> = Vec::new();
         let mut gauges = Vec::new();
         let mut s1mme = None;
@@ -829,14 +850,12 @@ impl Epc {
         let mut cdr = None;
         let mut embedded_pcrf = None;
         if let Some(mcfg) = &cfg.mme {
-            let transport = open_server(&cfg.transport).map_err(|e| {
-                format!(
-                    "S1-MME listener ({:?} on {} SCTP port {} / UDP port {}): {e}",
-                    cfg.transport.backend,
-                    cfg.transport.ip,
-                    cfg.transport.sctp_port,
-                    cfg.transport.udp_port
-                )
+            let transport = open_server(&cfg.transport).map_err(|source| StartError::S1mme {
+                backend: cfg.transport.backend,
+                ip: cfg.transport.ip,
+                sctp_port: cfg.transport.sctp_port,
+                udp_port: cfg.transport.udp_port,
+                source,
             })?;
             s1mme = Some(format!(
                 "{} ({:?} backend requested)",
@@ -860,15 +879,14 @@ impl Epc {
                         Err(e) => tracing::warn!("HSS preload: {e}"),
                     }
                 })
-                .map_err(|e| format!("HSS preload thread: {e}"))?;
+                .map_err(StartError::spawn("HSS preload thread"))?;
             let n = cfg.node.slices;
             let ep = S1apEndpoint::new(mcfg.clone(), n, cfg.slice_policy);
             let (ck, mut restore, found) = open_state(&cfg.state, &ep, n)?;
             checkpoints_found = found;
             if let Some(c) = &cfg.policy.cdr {
                 cdr = Some(
-                    pepc_node::charging::CdrWriter::start(c.clone())
-                        .map_err(|e| format!("usage records (`charging.cdr_path`): {e}"))?,
+                    pepc_node::charging::CdrWriter::start(c.clone()).map_err(StartError::Cdr)?,
                 );
             }
             let cdr_sink = cdr.as_ref().map(|w| w.sink());
@@ -880,16 +898,12 @@ impl Epc {
                         .as_ref()
                         .map(|base| {
                             let p = pepc_node::record::slice_path(base, s);
-                            pepc_node::record::create(&p).map_err(|e| {
-                                format!(
-                                    "config key `debug.record`: cannot create {}: {e}",
-                                    p.display()
-                                )
-                            })
+                            pepc_node::record::create(&p)
+                                .map_err(|source| StartError::Record { path: p, source })
                         })
                         .transpose()
                 })
-                .collect::<Result<Vec<_>, String>>()?;
+                .collect::<Result<Vec<_>, StartError>>()?;
             let mut state = |s: usize| SliceState {
                 sink: ck.as_ref().map(|c| c.sink()),
                 cdr: cdr_sink.clone(),
@@ -908,7 +922,7 @@ impl Epc {
                     let ids = pepc_slice::ids::SignalingIds::new(n);
                     let route = Box::new(move |id| ids.slice_of(id));
                     pepc_node::gx::GxBackend::start_routed((**d).clone(), n, route)
-                        .map_err(|e| format!("starting the Gx client: {e}"))?
+                        .map_err(StartError::spawn("starting the Gx client"))?
                         .into_iter()
                         .map(|b| Box::new(b) as _)
                         .collect()
@@ -925,7 +939,7 @@ impl Epc {
                     let ids = pepc_slice::ids::SignalingIds::new(n);
                     let route = Box::new(move |id| ids.slice_of(id));
                     S6aBackend::start_routed((**d).clone(), n, route)
-                        .map_err(|e| format!("starting the S6a client: {e}"))?
+                        .map_err(StartError::spawn("starting the S6a client"))?
                         .into_iter()
                         .map(|b| Proxy::new(Box::new(b)))
                         .collect()
@@ -950,7 +964,7 @@ impl Epc {
                     .map(|p| (Mme::new(mcfg.clone(), std::time::Instant::now()), p))
                     .collect();
                 let (t, slices) = start_signaling(transport, ep, mmes, None)
-                    .map_err(|e| format!("starting the S1AP endpoint thread: {e}"))?;
+                    .map_err(StartError::spawn("starting the S1AP endpoint thread"))?;
                 endpoint = Some(t);
                 for (s, mut d) in slices.into_iter().enumerate() {
                     d.state = state(s);
@@ -1181,19 +1195,33 @@ mod tests {
 
     #[test]
     fn errors_name_the_key() {
-        let e = EpcConfig::parse("[mme]\nplmn = \"12\"\n").unwrap_err();
+        let e = EpcConfig::parse("[mme]\nplmn = \"12\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("mme.plmn"), "{e}");
-        let e = EpcConfig::parse("[mme]\neea = [\"eea9\"]\n").unwrap_err();
+        let e = EpcConfig::parse("[mme]\neea = [\"eea9\"]\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("mme.eea") && e.contains("eea9"), "{e}");
-        let e = EpcConfig::parse("[mme]\nbogus = 1\n").unwrap_err();
+        let e = EpcConfig::parse("[mme]\nbogus = 1\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("bogus"), "{e}");
-        let e = EpcConfig::parse("[s1mme]\ntransport = \"tcp\"\n").unwrap_err();
+        let e = EpcConfig::parse("[s1mme]\ntransport = \"tcp\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("s1mme.transport"), "{e}");
-        let e = EpcConfig::parse("[s1u]\nbind = \"nowhere\"\n").unwrap_err();
+        let e = EpcConfig::parse("[s1u]\nbind = \"nowhere\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("s1u.bind"), "{e}");
-        let e = EpcConfig::parse("[synthetic]\nusers = 10\n").unwrap_err();
+        let e = EpcConfig::parse("[synthetic]\nusers = 10\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("mme.enabled"), "{e}");
-        let e = EpcConfig::parse("[hss]\ndb = \"\"\n").unwrap_err();
+        let e = EpcConfig::parse("[hss]\ndb = \"\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("hss.db"), "{e}");
     }
 
@@ -1223,13 +1251,19 @@ mod tests {
             ("request_timeout_ms = 0\n", "hss.request_timeout_ms"),
             ("reconnect_s = 0\n", "hss.reconnect_s"),
         ] {
-            let e = EpcConfig::parse(&format!("{d}{extra}")).unwrap_err();
+            let e = EpcConfig::parse(&format!("{d}{extra}"))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(key), "{extra}: {e}");
         }
-        let e = EpcConfig::parse("[hss]\nmode = \"s6a\"\n").unwrap_err();
+        let e = EpcConfig::parse("[hss]\nmode = \"s6a\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("hss.mode"), "{e}");
         // 2 x 3000 ms is not below the MME's 5000 ms: refused, and said why.
-        let e = EpcConfig::parse(&format!("{d}request_timeout_ms = 3000\n")).unwrap_err();
+        let e = EpcConfig::parse(&format!("{d}request_timeout_ms = 3000\n"))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("mme.hss_timeout_ms") && e.contains("twice"),
             "{e}"

@@ -53,19 +53,23 @@ impl Default for LogConfig {
 }
 
 impl LogSection {
-    pub fn validate(&self) -> Result<LogConfig, String> {
+    pub fn validate(&self) -> Result<LogConfig, crate::error::ConfigError> {
         let format = match self.format.as_str() {
             "text" => LogFormat::Text,
             "json" => LogFormat::Json,
             other => {
-                return Err(format!(
-                    "config key `log.format`: must be text or json, got {other:?}"
+                return Err(crate::error::invalid!(
+                    "log.format",
+                    "must be text or json, got {other:?}"
                 ))
             }
         };
-        EnvFilter::builder()
-            .parse(&self.level)
-            .map_err(|e| format!("config key `log.level`: {:?}: {e}", self.level))?;
+        EnvFilter::builder().parse(&self.level).map_err(|source| {
+            crate::error::ConfigError::LogLevel {
+                level: self.level.clone(),
+                source,
+            }
+        })?;
         Ok(LogConfig {
             filter: self.level.clone(),
             format,

@@ -1,4 +1,7 @@
 //! `pepc`: run a node, drive it with the emulator, manage subscribers, benchmark.
+// Unsafe only where marked `#[allow(unsafe_code)]`: the allocator option and the
+// signal handlers.
+#![deny(unsafe_code)]
 
 use clap::{Args, Parser, Subcommand};
 use pepc_bench::dataplane::{self, DataplaneOpts, Design};
@@ -369,6 +372,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// returning it (madvise) costs a TLB shootdown that interrupts every core the
 /// process runs on, data threads included, and a page fault again on reuse. What a
 /// node holds is bounded by its configured UEs (`node.max_users`).
+#[allow(unsafe_code)]
 fn keep_freed_memory() {
     // SAFETY: sets a process-wide allocator option; read by mimalloc when it purges.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
@@ -387,8 +391,12 @@ fn main() -> ExitCode {
         Cmd::Ran(a) => pepc_emulator::ran_command(&a)
             .map(|_| ())
             .map_err(|e| format!("ran: {e}")),
-        Cmd::Subscriber(a) => pepc::subscriber::run(&a).map(|s| println!("{s}")),
-        Cmd::Ctl(a) => pepc::ctl::run(&a).map(|s| println!("{s}")),
+        Cmd::Subscriber(a) => pepc::subscriber::run(&a)
+            .map(|s| println!("{s}"))
+            .map_err(|e| e.to_string()),
+        Cmd::Ctl(a) => pepc::ctl::run(&a)
+            .map(|s| println!("{s}"))
+            .map_err(|e| e.to_string()),
         Cmd::Replay { file, json } => replay(&file, json),
         Cmd::Bench { what } => match what {
             BenchCmd::Dataplane(a) => bench_dataplane(&a),
@@ -575,7 +583,7 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
         }
         ("diameter", Some(p)) => Some(p.clone()),
         ("diameter", None) => {
-            let h = pepc::demo::TestHss::start()?;
+            let h = pepc::demo::TestHss::start().map_err(|e| e.to_string())?;
             let p = h.peer.clone();
             test_hss = Some(h);
             Some(p)
@@ -622,6 +630,7 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
                 slices,
                 peer.as_deref(),
             )
+            .map_err(|e| e.to_string())
         })?);
     }
     drop(test_hss);
@@ -648,17 +657,17 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
 fn run_node(a: &RunArgs) -> Result<(), String> {
     use pepc::epc::{open_hss, Epc, EpcConfig, HssMode, HssStore};
     let cfg = match &a.config {
-        Some(p) => EpcConfig::load(p)?,
+        Some(p) => EpcConfig::load(p).map_err(|e| e.to_string())?,
         None => EpcConfig::default_config(),
     };
     pepc::logging::init(&cfg.log);
     // An external HSS serves the subscribers: no database file is opened then.
     let hss = match &cfg.hss_mode {
-        HssMode::Embedded => open_hss(&cfg.hss)?,
-        HssMode::Diameter(_) => open_hss(&HssStore::Memory)?,
+        HssMode::Embedded => open_hss(&cfg.hss).map_err(|e| e.to_string())?,
+        HssMode::Diameter(_) => open_hss(&HssStore::Memory).map_err(|e| e.to_string())?,
     };
     let subscribers = hss.list().map_err(|e| e.to_string())?.len();
-    let epc = Epc::start(&cfg, hss)?;
+    let epc = Epc::start(&cfg, hss).map_err(|e| e.to_string())?;
     let v = &cfg.node;
     let hss_desc = match (&cfg.hss_mode, &cfg.hss) {
         (HssMode::Diameter(d), _) => format!(
@@ -716,6 +725,7 @@ extern "C" fn on_stop_signal(_: libc::c_int) {
     STOP.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
+#[allow(unsafe_code)]
 fn stop_on_signals() {
     let handler = on_stop_signal as extern "C" fn(libc::c_int);
     for sig in [libc::SIGTERM, libc::SIGINT] {
@@ -796,6 +806,7 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
             }
         }
     };
-    pepc::demo::run_with(&pepc::demo::DemoPorts::default(), &o, &mut show)?;
+    pepc::demo::run_with(&pepc::demo::DemoPorts::default(), &o, &mut show)
+        .map_err(|e| e.to_string())?;
     Ok(())
 }

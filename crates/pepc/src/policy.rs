@@ -37,6 +37,7 @@
 //! interim_s = 3600            # interim records of long sessions (0 = at release only)
 //! ```
 
+use crate::error::{invalid, ConfigError};
 use pepc_diameter::driver::DriverConfig;
 use pepc_diameter::gx::GxConfig;
 use pepc_mme::pcrf::{
@@ -159,18 +160,16 @@ enum Owner {
     Imsi(u64),
 }
 
-fn owner(what: &str, apn: &str, imsi: &str) -> Result<Owner, String> {
+fn owner(what: &str, apn: &str, imsi: &str) -> Result<Owner, ConfigError> {
     match (apn.is_empty(), imsi.is_empty()) {
         (false, true) => Ok(Owner::Apn(apn.to_ascii_lowercase())),
         (true, false) => {
             if imsi.len() < 6 || imsi.len() > 15 || !imsi.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(format!("config key `{what}.imsi`: {imsi:?} is not an IMSI"));
+                return Err(invalid!("{what}.imsi", "{imsi:?} is not an IMSI"));
             }
             Ok(Owner::Imsi(imsi.parse().expect("digits")))
         }
-        _ => Err(format!(
-            "config key `{what}`: give exactly one of `apn` and `imsi`"
-        )),
+        _ => Err(invalid!("{what}", "give exactly one of `apn` and `imsi`")),
     }
 }
 
@@ -182,16 +181,17 @@ fn entry(t: &mut PolicyTable, o: Owner) -> &mut PolicyEntry {
 }
 
 /// A `[[pcrf.rule]]` as a PCC rule (errors name the rule).
-pub fn rule_of(r: &RuleSection) -> Result<PccRule, String> {
+pub fn rule_of(r: &RuleSection) -> Result<PccRule, ConfigError> {
     let direction = match r.direction.as_str() {
         "" | "both" => FlowDirection::Both,
         "downlink" => FlowDirection::Downlink,
         "uplink" => FlowDirection::Uplink,
         d => {
-            return Err(format!(
-            "config key `pcrf.rule.direction` of {:?}: must be both, downlink or uplink, got {d:?}",
-            r.name
-        ))
+            return Err(ConfigError::Rule {
+                key: "pcrf.rule.direction",
+                rule: r.name.clone(),
+                reason: format!("must be both, downlink or uplink, got {d:?}"),
+            })
         }
     };
     let flows = r
@@ -199,7 +199,10 @@ pub fn rule_of(r: &RuleSection) -> Result<PccRule, String> {
         .iter()
         .map(|f| FlowFilter::parse(f, direction))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("config key `pcrf.rule.flows` of {:?}: {e}", r.name))?;
+        .map_err(|source| ConfigError::Flows {
+            rule: r.name.clone(),
+            source,
+        })?;
     let rule = PccRule {
         name: r.name.clone(),
         precedence: r.precedence,
@@ -211,8 +214,10 @@ pub fn rule_of(r: &RuleSection) -> Result<PccRule, String> {
         monitoring_key: (!r.monitoring_key.is_empty()).then(|| r.monitoring_key.clone()),
         flows,
     };
-    rule.validate()
-        .map_err(|e| format!("config key `pcrf.rule`: {e}"))?;
+    rule.validate().map_err(|source| ConfigError::Policy {
+        key: "pcrf.rule",
+        source,
+    })?;
     Ok(rule)
 }
 
@@ -221,18 +226,22 @@ pub fn setup(
     p: &PcrfSection,
     c: &ChargingSection,
     hss_db: Option<&std::path::Path>,
-) -> Result<PolicySetup, String> {
+) -> Result<PolicySetup, ConfigError> {
     let continue_on_failure = match p.failure_handling.as_str() {
         "terminate" => false,
         "continue" => true,
         o => {
-            return Err(format!(
-                "config key `pcrf.failure_handling`: must be terminate or continue, got {o:?}"
+            return Err(invalid!(
+                "pcrf.failure_handling",
+                "must be terminate or continue, got {o:?}"
             ))
         }
     };
     if p.timeout_ms == 0 || p.usage_check_ms == 0 {
-        return Err("config keys `pcrf.timeout_ms` and `pcrf.usage_check_ms`: must be > 0".into());
+        return Err(ConfigError::Keys {
+            keys: "`pcrf.timeout_ms` and `pcrf.usage_check_ms`",
+            reason: "must be > 0",
+        });
     }
     let mme = PolicyConfig {
         enabled: p.mode != "off",
@@ -252,9 +261,10 @@ pub fn setup(
             }
             for m in &p.monitoring {
                 if m.key.is_empty() || m.octets == 0 {
-                    return Err(
-                        "config key `pcrf.monitoring`: a `key` and `octets` > 0 are needed".into(),
-                    );
+                    return Err(invalid!(
+                        "pcrf.monitoring",
+                        "a `key` and `octets` > 0 are needed"
+                    ));
                 }
                 entry(&mut t, owner("pcrf.monitoring", &m.apn, &m.imsi)?)
                     .monitoring
@@ -264,13 +274,19 @@ pub fn setup(
                     });
             }
             for e in t.by_apn.values().chain(t.by_imsi.values()) {
-                PolicyTable::validate(e).map_err(|e| format!("config key `pcrf`: {e}"))?;
+                PolicyTable::validate(e).map_err(|source| ConfigError::Policy {
+                    key: "pcrf",
+                    source,
+                })?;
             }
             PcrfMode::Embedded(t)
         }
         "diameter" => {
             if !p.rule.is_empty() || !p.monitoring.is_empty() {
-                return Err("config keys `pcrf.rule` / `pcrf.monitoring`: the embedded PCRF's; with `pcrf.mode = \"diameter\"` the PCRF gives the rules".into());
+                return Err(ConfigError::Keys {
+                    keys: "`pcrf.rule` / `pcrf.monitoring`",
+                    reason: "the embedded PCRF's; with `pcrf.mode = \"diameter\"` the PCRF gives the rules",
+                });
             }
             let base = crate::epc::diameter_base(
                 "pcrf",
@@ -286,8 +302,8 @@ pub fn setup(
                 pepc_diameter::dict::app::GX,
             )?;
             if mme.timeout <= 2 * base.request_timeout {
-                return Err(format!(
-                    "config key `pcrf.timeout_ms`: must exceed twice `pcrf.request_timeout_ms` ({} ms > 2 x {} ms): a request may fail over once",
+                return Err(invalid!(
+                    "pcrf.timeout_ms", "must exceed twice `pcrf.request_timeout_ms` ({} ms > 2 x {} ms): a request may fail over once",
                     p.timeout_ms, p.request_timeout_ms
                 ));
             }
@@ -304,13 +320,17 @@ pub fn setup(
             }))
         }
         o => {
-            return Err(format!(
-                "config key `pcrf.mode`: must be embedded, diameter or off, got {o:?}"
+            return Err(invalid!(
+                "pcrf.mode",
+                "must be embedded, diameter or off, got {o:?}"
             ))
         }
     };
     if c.rotate_mb == 0 || c.keep == 0 {
-        return Err("config keys `charging.rotate_mb` and `charging.keep`: must be > 0".into());
+        return Err(ConfigError::Keys {
+            keys: "`charging.rotate_mb` and `charging.keep`",
+            reason: "must be > 0",
+        });
     }
     let path = match (c.cdr_path.as_str(), hss_db) {
         ("", Some(db)) => Some(db.with_extension("cdr.jsonl")),
@@ -332,14 +352,14 @@ pub fn setup(
 mod tests {
     use super::*;
 
-    fn parse(t: &str) -> Result<PolicySetup, String> {
+    fn parse(t: &str) -> Result<PolicySetup, ConfigError> {
         #[derive(Deserialize, Default)]
         #[serde(default)]
         struct S {
             pcrf: PcrfSection,
             charging: ChargingSection,
         }
-        let s: S = toml::from_str(t).map_err(|e| e.to_string())?;
+        let s: S = toml::from_str(t)?;
         setup(
             &s.pcrf,
             &s.charging,
@@ -386,7 +406,7 @@ octets = 1000
             ("[pcrf]\nmode = \"diameter\"\ntimeout_ms = 1000", "pcrf.timeout_ms"),
             ("[pcrf]\nmode = \"diameter\"\npeers = [\"nope\"]", "pcrf.peers"),
         ] {
-            let e = parse(t).err().unwrap_or_default();
+            let e = parse(t).err().map(|e| e.to_string()).unwrap_or_default();
             assert!(e.contains(want), "{t}: {e}");
         }
         let s = parse("[pcrf]\nmode = \"diameter\"\nfailure_handling = \"continue\"").unwrap();

@@ -73,29 +73,59 @@ pub struct AddArgs {
     pub ambr_dl: u64,
 }
 
-fn hex16(flag: &str, v: &str) -> Result<[u8; 16], String> {
+/// A subscriber the flags do not make, or an HSS database that refused (names the
+/// flag, the file or the IMSI; never echoes a key: it is a secret).
+#[derive(Debug, thiserror::Error)]
+pub enum SubscriberError {
+    #[error("--{flag}: expected 32 hex digits, got {len}")]
+    HexLength { flag: &'static str, len: usize },
+    #[error("--{0}: not hexadecimal")]
+    NotHex(&'static str),
+    #[error("give exactly one of --opc or --op")]
+    OpOrOpc,
+    #[error("--amf: expected 4 hex digits, got {0:?}")]
+    AmfLength(String),
+    #[error("--amf: {0:?} is not hexadecimal")]
+    AmfNotHex(String),
+    #[error("--pdn-type: {0}")]
+    PdnType(#[source] <PdnType as std::str::FromStr>::Err),
+    /// The subscriber is refused by the HSS's checks, or the database failed.
+    #[error(transparent)]
+    Hss(#[from] pepc_hss::HssError),
+    /// The HSS database or the CSV file to import.
+    #[error("{}: {source}", path.display())]
+    File {
+        path: std::path::PathBuf,
+        #[source]
+        source: pepc_hss::HssError,
+    },
+    #[error("no subscriber with IMSI {0}")]
+    NoSuch(String),
+}
+
+fn hex16(flag: &'static str, v: &str) -> Result<[u8; 16], SubscriberError> {
     let mut out = [0u8; 16];
     if v.len() != 32 {
-        return Err(format!("--{flag}: expected 32 hex digits, got {}", v.len()));
+        return Err(SubscriberError::HexLength { flag, len: v.len() });
     }
     // The message never echoes the value: it is a secret.
-    hex::decode_to_slice(v, &mut out).map_err(|_| format!("--{flag}: not hexadecimal"))?;
+    hex::decode_to_slice(v, &mut out).map_err(|_| SubscriberError::NotHex(flag))?;
     Ok(out)
 }
 
 impl AddArgs {
-    pub fn subscriber(&self) -> Result<Subscriber, String> {
+    pub fn subscriber(&self) -> Result<Subscriber, SubscriberError> {
         let op_kind = match (&self.opc, &self.op) {
             (Some(opc), None) => OpKind::Opc(hex16("opc", opc)?),
             (None, Some(op)) => OpKind::Op(hex16("op", op)?),
-            _ => return Err("give exactly one of --opc or --op".into()),
+            _ => return Err(SubscriberError::OpOrOpc),
         };
         let mut amf = [0u8; 2];
         if self.amf.len() != 4 {
-            return Err(format!("--amf: expected 4 hex digits, got {:?}", self.amf));
+            return Err(SubscriberError::AmfLength(self.amf.clone()));
         }
         hex::decode_to_slice(&self.amf, &mut amf)
-            .map_err(|_| format!("--amf: {:?} is not hexadecimal", self.amf))?;
+            .map_err(|_| SubscriberError::AmfNotHex(self.amf.clone()))?;
         let s = Subscriber {
             imsi: self.imsi.clone(),
             k: Key128::from(hex16("k", &self.k)?),
@@ -107,13 +137,13 @@ impl AddArgs {
             pdn_type: self
                 .pdn_type
                 .parse::<PdnType>()
-                .map_err(|e| format!("--pdn-type: {e}"))?,
+                .map_err(SubscriberError::PdnType)?,
             qci: self.qci,
             arp_priority: self.arp,
             ambr_ul_bps: self.ambr_ul,
             ambr_dl_bps: self.ambr_dl,
         };
-        s.validate().map_err(|e| format!("{e}"))?;
+        s.validate()?;
         Ok(s)
     }
 }
@@ -155,16 +185,19 @@ pub fn to_json(s: &Subscriber) -> serde_json::Value {
 }
 
 /// Run one subscriber command; returns what to print.
-pub fn run(a: &SubscriberArgs) -> Result<String, String> {
-    let hss = Hss::open(&a.db).map_err(|e| format!("{}: {e}", a.db.display()))?;
+pub fn run(a: &SubscriberArgs) -> Result<String, SubscriberError> {
+    let hss = Hss::open(&a.db).map_err(|source| SubscriberError::File {
+        path: a.db.clone(),
+        source,
+    })?;
     match &a.cmd {
         SubscriberCmd::Add(add) => {
             let s = add.subscriber()?;
-            hss.add(&s).map_err(|e| e.to_string())?;
+            hss.add(&s)?;
             Ok(format!("added {}", s.imsi))
         }
         SubscriberCmd::List { json } => {
-            let subs = hss.list().map_err(|e| e.to_string())?;
+            let subs = hss.list()?;
             let mut out = String::new();
             for s in &subs {
                 if *json {
@@ -179,21 +212,24 @@ pub fn run(a: &SubscriberArgs) -> Result<String, String> {
             }
             Ok(out.trim_end().to_string())
         }
-        SubscriberCmd::Show { imsi } => match hss.get(imsi).map_err(|e| e.to_string())? {
+        SubscriberCmd::Show { imsi } => match hss.get(imsi)? {
             Some(s) => Ok(describe(&s)),
-            None => Err(format!("no subscriber with IMSI {imsi}")),
+            None => Err(SubscriberError::NoSuch(imsi.clone())),
         },
         SubscriberCmd::Remove { imsi } => {
-            if hss.remove(imsi).map_err(|e| e.to_string())? {
+            if hss.remove(imsi)? {
                 Ok(format!("removed {imsi}"))
             } else {
-                Err(format!("no subscriber with IMSI {imsi}"))
+                Err(SubscriberError::NoSuch(imsi.clone()))
             }
         }
         SubscriberCmd::Import { file } => {
             let n = hss
                 .import_csv(file)
-                .map_err(|e| format!("{}: {e}", file.display()))?;
+                .map_err(|source| SubscriberError::File {
+                    path: file.clone(),
+                    source,
+                })?;
             Ok(format!(
                 "imported {n} subscriber(s) from {}",
                 file.display()

@@ -261,7 +261,9 @@ fn a_subscriber_made_over_the_api_attaches_and_bad_input_changes_nothing() {
 
 #[test]
 fn off_loopback_a_token_is_required() {
-    let e = EpcConfig::parse("[api]\nlisten = \"0.0.0.0:18080\"\n").unwrap_err();
+    let e = EpcConfig::parse("[api]\nlisten = \"0.0.0.0:18080\"\n")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("api.token"), "{e}");
     let n = 52u8;
     let epc = node(

@@ -5,6 +5,7 @@
 //! MME and the eNB exchange, with builders (`to_pdu`/`encode`) and extractors
 //! (`TryFrom<&S1apPdu>`), plus [`msg::S1apMessage`] over all of them. Callers never
 //! name the underlying crate's types, so it can be replaced.
+#![forbid(unsafe_code)]
 
 pub mod container;
 mod enums;

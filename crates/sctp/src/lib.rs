@@ -4,9 +4,13 @@
 //! - [`assoc`]: sans-IO association state machine.
 //! - [`transport`]: the [`S1Transport`] interface and its UDP / kernel backends.
 //! - [`endpoint`]: sans-IO endpoint (stateless cookie, many associations).
+// Unsafe only in the modules marked `#[allow(unsafe_code)]` below (system calls,
+// shared memory), each block with its SAFETY comment.
+#![deny(unsafe_code)]
 
 pub mod assoc;
 pub mod endpoint;
+#[allow(unsafe_code)]
 pub mod transport;
 pub mod wire;
 

@@ -3,6 +3,7 @@
 //! A thin, stable API over `oxirush-security` (which does the cryptography,
 //! wipes keys and runs in constant time). Keys are [`Key128`] / [`Key256`]:
 //! zeroized on drop and printed as `Key128(<redacted>)`.
+#![forbid(unsafe_code)]
 
 mod aka;
 mod alg;

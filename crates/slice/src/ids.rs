@@ -115,26 +115,51 @@ pub struct IdLayout {
     pub pdn_count: u8,
 }
 
+/// Why an [`IdLayout`] or an [`IotPool`] cannot be built (the texts are what the
+/// node's configuration errors show after the key).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    #[error("slices must be 1..=64, got {0}")]
+    Slices(usize),
+    #[error("ue pool prefix length must be 8..=30, got {0}")]
+    PrefixLen(u8),
+    #[error("ue pool /{len} is too small for {slices} slices (needs > {needs} host bits)")]
+    PoolTooSmall { len: u8, slices: usize, needs: u32 },
+    #[error("ue pool {pool}/{len} has host bits set")]
+    HostBits { pool: Ipv4Addr, len: u8 },
+    #[error("at most {max} extra PDN pools, got {0}", max = MAX_PDNS - 1)]
+    TooManyPdnPools(usize),
+    #[error("PDN pool {pool}/{len} has host bits set")]
+    PdnHostBits { pool: Ipv4Addr, len: u8 },
+    #[error("PDN pool {pool}/{len} is used twice")]
+    PdnTwice { pool: Ipv4Addr, len: u8 },
+    #[error("iot teid_base {0:#x} must have bit 31 set")]
+    IotTeidBase(u32),
+    #[error("iot pool overflows the TEID or address space")]
+    IotOverflow,
+}
+
 impl IdLayout {
     /// Layout for `slices` slices (1..=64) over the UE pool `pool/len` (len 8..=30).
-    pub fn new(slices: usize, pool: Ipv4Addr, len: u8) -> Result<Self, String> {
+    pub fn new(slices: usize, pool: Ipv4Addr, len: u8) -> Result<Self, LayoutError> {
         if slices == 0 || slices > 64 {
-            return Err(format!("slices must be 1..=64, got {slices}"));
+            return Err(LayoutError::Slices(slices));
         }
         if !(8..=30).contains(&len) {
-            return Err(format!("ue pool prefix length must be 8..=30, got {len}"));
+            return Err(LayoutError::PrefixLen(len));
         }
         let slice_bits = usize::BITS - (slices - 1).leading_zeros();
         let host_bits = 32 - len as u32;
         if host_bits <= slice_bits + 1 {
-            return Err(format!(
-                "ue pool /{len} is too small for {slices} slices (needs > {} host bits)",
-                slice_bits + 1
-            ));
+            return Err(LayoutError::PoolTooSmall {
+                len,
+                slices,
+                needs: slice_bits + 1,
+            });
         }
         let mask = u32::MAX << host_bits;
         if u32::from(pool) & !mask != 0 {
-            return Err(format!("ue pool {pool}/{len} has host bits set"));
+            return Err(LayoutError::HostBits { pool, len });
         }
         // Default extra pools: the prefixes right after the UE pool, while they fit.
         let mut pdn_pools = [pool; MAX_PDNS];
@@ -163,26 +188,25 @@ impl IdLayout {
 
     /// Replace the extra PDN pools (PDN indexes 1..): each a prefix of the UE pool's
     /// length, host bits clear, distinct from each other and from the UE pool.
-    pub fn with_pdn_pools(mut self, extra: &[Ipv4Addr]) -> Result<Self, String> {
+    pub fn with_pdn_pools(mut self, extra: &[Ipv4Addr]) -> Result<Self, LayoutError> {
         if extra.len() > MAX_PDNS - 1 {
-            return Err(format!(
-                "at most {} extra PDN pools, got {}",
-                MAX_PDNS - 1,
-                extra.len()
-            ));
+            return Err(LayoutError::TooManyPdnPools(extra.len()));
         }
         let host_bits = self.ip_host_bits();
         let mask = u32::MAX << host_bits;
         let mut pools = [self.ue_pool; MAX_PDNS];
         for (i, p) in extra.iter().enumerate() {
             if u32::from(*p) & !mask != 0 {
-                return Err(format!(
-                    "PDN pool {p}/{} has host bits set",
-                    self.ue_pool_len
-                ));
+                return Err(LayoutError::PdnHostBits {
+                    pool: *p,
+                    len: self.ue_pool_len,
+                });
             }
             if pools[..=i].contains(p) {
-                return Err(format!("PDN pool {p}/{} is used twice", self.ue_pool_len));
+                return Err(LayoutError::PdnTwice {
+                    pool: *p,
+                    len: self.ue_pool_len,
+                });
             }
             pools[i + 1] = *p;
         }
@@ -438,12 +462,12 @@ pub struct IotPool {
 }
 
 impl IotPool {
-    pub fn new(teid_base: u32, ip_base: Ipv4Addr, size: u32) -> Result<Self, String> {
+    pub fn new(teid_base: u32, ip_base: Ipv4Addr, size: u32) -> Result<Self, LayoutError> {
         if teid_base & POOL_BIT == 0 {
-            return Err(format!("iot teid_base {teid_base:#x} must have bit 31 set"));
+            return Err(LayoutError::IotTeidBase(teid_base));
         }
         if teid_base.checked_add(size).is_none() || u32::from(ip_base).checked_add(size).is_none() {
-            return Err("iot pool overflows the TEID or address space".into());
+            return Err(LayoutError::IotOverflow);
         }
         Ok(IotPool {
             teid_base,

@@ -7,18 +7,25 @@
 //! * [`datapath`]: the data thread's primary table and packet pipeline.
 //! * [`spsc`], [`update`]: the only channel between the two threads.
 //! * [`snapshot`]: a UE's state as versioned bytes, restored in another slice.
+// Unsafe only in the modules marked `#[allow(unsafe_code)]` below (system calls,
+// shared memory), each block with its SAFETY comment.
+#![deny(unsafe_code)]
 
 pub mod context;
 pub mod control;
 pub mod counters;
+#[allow(unsafe_code)]
 pub mod datapath;
 pub mod ids;
+#[allow(unsafe_code)]
 pub mod mem;
 pub mod packets;
 pub mod pcef;
 pub mod qos;
+#[allow(unsafe_code)]
 pub mod slice;
 pub mod snapshot;
+#[allow(unsafe_code)]
 pub mod spsc;
 pub mod synthetic;
 pub mod update;

@@ -13,6 +13,7 @@
 //!
 //! Records carry key material (a snapshot is a UE's security context): nothing here
 //! logs their bytes, and the file is created readable by its owner only.
+#![forbid(unsafe_code)]
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};

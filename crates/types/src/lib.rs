@@ -4,6 +4,7 @@
 //! hands the same values to the slice's UE context: no crate has its own copy and no
 //! caller converts between copies. Wire encodings live with the codecs (`pepc-s1ap`,
 //! `pepc-nas`); this crate has no dependencies.
+#![forbid(unsafe_code)]
 
 use core::fmt;
 

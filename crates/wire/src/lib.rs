@@ -11,6 +11,7 @@
 //!
 //! Decoders never panic: every malformed input yields a [`WireError`] naming what was
 //! wrong.
+#![forbid(unsafe_code)]
 
 pub mod buf;
 pub mod checksum;

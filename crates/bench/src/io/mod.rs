@@ -401,7 +401,9 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
             o.tun_queue_len
         ),
     };
-    let v = NodeConfig::parse(&config)?.validate()?;
+    let v = NodeConfig::parse(&config)
+        .and_then(|c| c.validate())
+        .map_err(|e| e.to_string())?;
     let (tx, rx) = mpsc::channel();
     let users = o.users;
     let ns = ns_node.clone();
@@ -420,6 +422,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
                 attached: false,
             }) as Box<dyn ControlDriver>)
         })
+        .map_err(|e| e.to_string())
     })
     .join()
     .map_err(|_| "the node's start panicked".to_string())??;
@@ -443,7 +446,8 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
                 addr.parse().map_err(|_| "bad pool address")?,
                 len.parse().map_err(|_| "bad pool length")?,
             );
-            let layout = pepc_slice::ids::IdLayout::new(slices, addr, len)?;
+            let layout =
+                pepc_slice::ids::IdLayout::new(slices, addr, len).map_err(|e| e.to_string())?;
             Some(steering(&targets, &layout, queues, o.steer))
         }
     };

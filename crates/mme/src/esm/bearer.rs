@@ -77,9 +77,7 @@ impl Mme {
             gbr_dl: gbr.1,
             charging_key: 0,
         };
-        let teid = cp
-            .add_bearer(slot, p)
-            .map_err(|e| MmeError::Control(e.to_string()))?;
+        let teid = cp.add_bearer(slot, p).map_err(MmeError::Control)?;
         let g = (qci <= 4).then_some((mbr.0, mbr.1, gbr.0, gbr.1));
         let req = nasx::NasActivateDedicatedEpsBearerContextRequest::new(
             nasx::NasLinkedEpsBearerIdentity::new(linked),
@@ -93,7 +91,7 @@ impl Mme {
                 format_args!("rollback of bearer {ebi}"),
                 cp.remove_bearer(slot, ebi),
             );
-            return Err(MmeError::Codec("NAS".into()));
+            return Err(MmeError::NasEncode);
         };
         self.ue_mut(cp, id)
             .expect("present")
@@ -147,7 +145,7 @@ impl Mme {
         )));
         let nas = self
             .nas_bytes(cp, id, &NasEpsMessage::new_esm(req, ebi, 0), false)
-            .ok_or(MmeError::Codec("NAS".into()))?;
+            .ok_or(MmeError::NasEncode)?;
         let arp = cp
             .ue(slot)
             .and_then(|c| c.bearer(ebi))
@@ -216,7 +214,7 @@ impl Mme {
         req.tft = Some(nasx::NasTrafficFlowTemplate::new(tft));
         let nas = self
             .nas_bytes(cp, id, &NasEpsMessage::new_esm(req, ebi, 0), false)
-            .ok_or(MmeError::Codec("NAS".into()))?;
+            .ok_or(MmeError::NasEncode)?;
         self.ue_mut(cp, id)
             .expect("present")
             .pending_bearers
@@ -267,7 +265,7 @@ impl Mme {
         ));
         let nas = self
             .nas_bytes(cp, id, &NasEpsMessage::new_esm(req, ebi, pti), false)
-            .ok_or(MmeError::Codec("NAS".into()))?;
+            .ok_or(MmeError::NasEncode)?;
         self.end_bearer(cp, id, ebi);
         warn_cp(
             id,

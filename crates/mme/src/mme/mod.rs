@@ -27,22 +27,26 @@ pub(crate) use context::*;
 pub use events::*;
 pub use stats::*;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why an operator's or the PCRF's request on a UE (detach, GUTI reallocation, bearer
+/// activation/modification) was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MmeError {
+    #[error("no such UE")]
     UnknownUe,
+    #[error("the UE is not connected (ECM-IDLE or no S1 connection)")]
     NotConnected,
+    #[error("no free EPS bearer identity (the UE has the maximum of bearers)")]
     Busy,
+    #[error("no EPS bearer {0}")]
     NoBearer(u8),
-    Control(String),
-    Codec(String),
+    /// The slice's control plane refused the change.
+    #[error("slice control plane: {0}")]
+    Control(#[from] pepc_slice::control::CtrlError),
+    /// The downlink NAS message could not be encoded or security-protected (no
+    /// security context on the connection, or the encoder refused the message).
+    #[error("the downlink NAS message could not be encoded or protected")]
+    NasEncode,
 }
-
-impl std::fmt::Display for MmeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{self:?}")
-    }
-}
-impl std::error::Error for MmeError {}
 
 pub(crate) struct Enb {
     pub(crate) out_streams: u16,
