@@ -720,15 +720,14 @@ impl S1apEndpoint {
                 }
             }
             Output::ResetDone { token } => {
-                let done = match self.resets.get_mut(&token) {
-                    Some(r) => {
-                        r.waiting = r.waiting.saturating_sub(1);
-                        r.waiting == 0
-                    }
-                    None => false,
+                let Some(r) = self.resets.get_mut(&token) else {
+                    return;
                 };
-                if done {
-                    let r = self.resets.remove(&token).expect("present");
+                r.waiting = r.waiting.saturating_sub(1);
+                if r.waiting != 0 {
+                    return;
+                }
+                if let Some(r) = self.resets.remove(&token) {
                     if !r.ours && self.enbs.contains_key(&r.assoc) {
                         let ack = ResetAcknowledge {
                             connections: r.connections,

@@ -15,6 +15,17 @@ impl Mme {
         new_ctx: bool,
     ) -> Option<Vec<u8>> {
         let u = self.ue_mut(cp, id)?;
+        self.nas_bytes_ue(u, id, msg, new_ctx)
+    }
+
+    /// [`Mme::nas_bytes`] on UE `id`'s context `u`, already looked up.
+    pub(crate) fn nas_bytes_ue(
+        &mut self,
+        u: &mut Ue,
+        id: u32,
+        msg: &NasEpsMessage,
+        new_ctx: bool,
+    ) -> Option<Vec<u8>> {
         let r = if new_ctx {
             // The context being established: the Security Mode Command's.
             let Procedure::ExpectSmcComplete { sec, .. } = &mut u.proc else {
@@ -50,10 +61,25 @@ impl Mme {
         timer: Option<std::time::Duration>,
         out: &mut Vec<Output>,
     ) {
-        let Some(bytes) = self.nas_bytes(cp, id, &msg, new_ctx) else {
-            return;
-        };
-        let Some(u) = self.ue_mut(cp, id) else {
+        if let Some(u) = self.ue_mut(cp, id) {
+            self.send_nas_ue(u, now, id, msg, new_ctx, timer, out);
+        }
+    }
+
+    /// [`Mme::send_nas`] to UE `id`, whose context `u` is at hand.
+    // As `send_nas`, with the UE's context in place of the slice.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn send_nas_ue(
+        &mut self,
+        u: &mut Ue,
+        now: Instant,
+        id: u32,
+        msg: NasEpsMessage,
+        new_ctx: bool,
+        timer: Option<std::time::Duration>,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(bytes) = self.nas_bytes_ue(u, id, &msg, new_ctx) else {
             return;
         };
         let Some((assoc, enb_ue_id)) = u.conn else {
@@ -62,7 +88,7 @@ impl Mme {
         if let Some(d) = timer {
             u.retx = Some(Box::new((msg, new_ctx)));
             u.retx_count = 0;
-            self.arm(cp, id, TimerKind::Nas, now + d);
+            self.arm_ue(u, id, TimerKind::Nas, now + d);
         }
         self.send(
             assoc,
@@ -79,8 +105,7 @@ impl Mme {
 
     pub(crate) fn stop_nas_timer(&mut self, cp: &mut ControlPlane, id: u32) {
         if let Some(u) = self.ue_mut(cp, id) {
-            u.nas_timer = None;
-            u.retx = None;
+            u.stop_nas_timer();
         }
     }
 
@@ -103,7 +128,12 @@ impl Mme {
         }
         u.retx_count += 1;
         // Retransmit on the first four expiries; abort on the fifth (TS 24.301 §5.4, §5.5).
-        if u.retx_count >= 5 || u.retx.is_none() {
+        let retx = if u.retx_count >= 5 {
+            None
+        } else {
+            u.retx.clone()
+        };
+        let Some(retx) = retx else {
             self.stats.procedure_timeouts += 1;
             tracing::warn!("UE {id}: NAS procedure {} timed out", u.proc.name());
             u.retx = None;
@@ -125,9 +155,8 @@ impl Mme {
                 self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
             }
             return;
-        }
-        let (msg, new_ctx) = *u.retx.clone().expect("checked");
-        let n = u.retx_count;
+        };
+        let (msg, new_ctx) = *retx;
         let d = match u.proc {
             Procedure::ExpectIdentity => self.cfg.t3470,
             Procedure::ExpectAuthResponse { .. } | Procedure::ExpectSmcComplete { .. } => {
@@ -138,8 +167,8 @@ impl Mme {
         };
         self.stats.retransmissions += 1;
         // Protected messages are re-protected: a repeated COUNT would be a replay.
-        if let Some(bytes) = self.nas_bytes(cp, id, &msg, new_ctx) {
-            if let Some((assoc, enb_ue_id)) = self.ue(cp, id).expect("present").conn {
+        if let Some(bytes) = self.nas_bytes_ue(u, id, &msg, new_ctx) {
+            if let Some((assoc, enb_ue_id)) = u.conn {
                 self.send(
                     assoc,
                     Some(id),
@@ -153,10 +182,7 @@ impl Mme {
                 );
             }
         }
-        self.arm(cp, id, TimerKind::Nas, now + d);
-        if let Some(u) = self.ue_mut(cp, id) {
-            u.retx_count = n;
-        }
+        self.arm_ue(u, id, TimerKind::Nas, now + d);
     }
 
     /// Decode an uplink NAS PDU, verifying its MAC first when a context exists.
@@ -241,7 +267,7 @@ impl Mme {
         let Some((msg, verified)) = self.uplink_nas(cp, id, bytes) else {
             return;
         };
-        let Some(u) = self.ue(cp, id) else {
+        let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
         let sec = if u.sec.is_none() {
@@ -255,7 +281,11 @@ impl Mme {
         let verdict = gate::gate(sec, kind, verified);
         tracing::debug!(?kind, ?sec, verified, ?verdict, "uplink NAS");
         match verdict {
-            Verdict::Process => self.dispatch(now, id, msg, verified, loc, cp, out),
+            Verdict::Process => {
+                if self.admit(u, id, &msg, verified, loc) {
+                    self.serve(now, id, msg, verified, cp, out);
+                }
+            }
             Verdict::Discard => self.gate_discard(id, kind, sec),
             Verdict::Authenticate => match kind {
                 // A new attach by a UE whose context cannot check it: it runs on a
@@ -323,6 +353,21 @@ impl Mme {
         let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
+        if self.admit(u, id, &msg, verified, loc) {
+            self.serve(now, id, msg, verified, cp, out);
+        }
+    }
+
+    /// What a message the gate let through does to UE `id`'s context `u` before it
+    /// is served; false if it is not served (the HSS is being asked).
+    fn admit(
+        &mut self,
+        u: &mut Ue,
+        id: u32,
+        msg: &NasEpsMessage,
+        verified: bool,
+        loc: Option<(Tai, Ecgi)>,
+    ) -> bool {
         // A verified message establishes the secure exchange on this connection; the
         // eNB's location counts once the message is one we take.
         if verified {
@@ -344,8 +389,21 @@ impl Mme {
             // Half-built context: nothing else is served until the HSS has answered.
             self.stats.nas_dropped_awaiting_hss += 1;
             tracing::debug!("UE {id}: NAS message while the HSS is asked, dropped");
-            return;
+            return false;
         }
+        true
+    }
+
+    /// Serve an admitted NAS message: EMM or ESM.
+    fn serve(
+        &mut self,
+        now: Instant,
+        id: u32,
+        msg: NasEpsMessage,
+        verified: bool,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         match msg {
             NasEpsMessage::Emm(_, e) => self.emm(now, id, e, verified, cp, out),
             NasEpsMessage::Esm(h, e) => self.esm(

@@ -16,7 +16,10 @@ impl Mme {
             cp.paging_failed(_slot);
             return;
         };
-        let u = self.ue_mut(cp, id).expect("present");
+        let Some(u) = self.ue_mut(cp, id) else {
+            cp.paging_failed(_slot);
+            return;
+        };
         if u.conn.is_some() {
             // Downlink for a UE on an S1 connection without user plane: its tunnels
             // went with a release under way, or it is in a procedure that sets none
@@ -29,8 +32,8 @@ impl Mme {
         if u.paging_timer.is_some() {
             return;
         }
-        self.ue_mut(cp, id).expect("present").paging_left = self.cfg.paging_attempts;
-        self.send_paging(cp, now, id, out);
+        u.paging_left = self.cfg.paging_attempts;
+        self.send_paging_ue(u, now, id, out);
     }
 
     pub(crate) fn send_paging(
@@ -40,7 +43,13 @@ impl Mme {
         id: u32,
         out: &mut Vec<Output>,
     ) {
-        let u = self.ue_mut(cp, id).expect("present");
+        if let Some(u) = self.ue_mut(cp, id) {
+            self.send_paging_ue(u, now, id, out);
+        }
+    }
+
+    /// [`Mme::send_paging`] for UE `id`, whose context `u` is at hand.
+    fn send_paging_ue(&mut self, u: &mut Ue, now: Instant, id: u32, out: &mut Vec<Output>) {
         u.paging_left = u.paging_left.saturating_sub(1);
         let imsi = u.imsi.unwrap_or(0);
         let tais: Vec<Tai> = self
@@ -68,7 +77,7 @@ impl Mme {
             Err(e) => tracing::warn!("cannot encode Paging: {e}"),
         }
         let t = self.cfg.t3413;
-        self.arm(cp, id, TimerKind::Paging, now + t);
+        self.arm_ue(u, id, TimerKind::Paging, now + t);
     }
 
     pub(crate) fn paging_expired(
@@ -78,12 +87,14 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        let u = self.ue(cp, id).expect("present");
+        let Some(u) = self.ue_mut(cp, id) else {
+            return;
+        };
         if u.conn.is_some() {
             return;
         }
         if u.paging_left > 0 {
-            self.send_paging(cp, now, id, out);
+            self.send_paging_ue(u, now, id, out);
         } else {
             self.stats.paging_failures += 1;
             if let Some(s) = u.slot {

@@ -228,19 +228,17 @@ impl Mme {
     ) {
         self.now = now;
         use S1apMessage as M;
-        if self.ue(cp, id).is_some_and(|u| u.superseded)
-            && !matches!(msg, M::UeContextReleaseComplete(_))
-        {
+        let pair = msg.enb_ue_id().map(|e| (assoc, e));
+        let (superseded, from_x2_source) = self.ue(cp, id).map_or((false, false), |u| {
+            let x2 = pair.is_some() && u.conn != pair && u.x2_source.map(|(c, _)| c) == pair;
+            (u.superseded, x2)
+        });
+        if superseded && !matches!(msg, M::UeContextReleaseComplete(_)) {
             // The context only waits for its release: whatever crossed our command
             // (NAS, a Release Request, responses) has nobody to go to.
             tracing::debug!("UE {id} superseded: ignoring {}", msg.name());
             return;
         }
-        let enb_id = msg.enb_ue_id();
-        let from_x2_source = self.ue(cp, id).is_some_and(|u| {
-            let pair = enb_id.map(|e| (assoc, e));
-            pair.is_some() && u.conn != pair && u.x2_source.map(|(c, _)| c) == pair
-        });
         if from_x2_source {
             return self.x2_source_message(now, id, msg, cp, out);
         }
@@ -249,12 +247,21 @@ impl Mme {
                 self.nas_in(now, id, &m.nas_pdu, Some((m.tai, m.ecgi)), cp, out)
             }
             M::InitialContextSetupResponse(m) => {
-                let u = self.ue_mut(cp, id).expect("present");
+                let Some(u) = self.ue_mut(cp, id) else {
+                    return;
+                };
                 // The user plane is up: buffered downlink flows, nothing to page for.
                 u.page_after_release = false;
                 let attach = matches!(u.proc, Procedure::ExpectIcsResponse { attach: true });
-                let slot = u.slot;
-                if let Some(s) = slot {
+                u.paging_timer = None;
+                u.proc = if attach {
+                    Procedure::ExpectAttachComplete
+                } else {
+                    Procedure::Idle
+                };
+                // A Service Request (or active-flag TAU) is done: connected.
+                let started = if attach { None } else { u.started.take() };
+                if let Some(s) = u.slot {
                     for t in &m.erabs {
                         warn_cp(
                             id,
@@ -263,16 +270,8 @@ impl Mme {
                         );
                     }
                 }
-                let u = self.ue_mut(cp, id).expect("present");
-                u.paging_timer = None;
-                u.proc = if attach {
-                    Procedure::ExpectAttachComplete
-                } else {
-                    Procedure::Idle
-                };
                 if !attach {
-                    // A Service Request (or active-flag TAU) is done: connected.
-                    if let Some(t0) = u.started.take() {
+                    if let Some(t0) = started {
                         self.stats
                             .service_request_latency
                             .observe(now.saturating_duration_since(t0));
@@ -283,11 +282,10 @@ impl Mme {
                 }
             }
             M::InitialContextSetupFailure(_) => {
-                let attach = matches!(
-                    self.ue(cp, id).expect("present").proc,
-                    Procedure::ExpectIcsResponse { attach: true }
-                );
-                if attach {
+                let Some(u) = self.ue(cp, id) else {
+                    return;
+                };
+                if matches!(u.proc, Procedure::ExpectIcsResponse { attach: true }) {
                     self.drop_session(cp, id);
                     self.stop_nas_timer(cp, id);
                     self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
@@ -299,13 +297,15 @@ impl Mme {
             // command in flight answers it; a second one would be answered with a
             // second Release Complete for an already removed context.
             M::UeContextReleaseRequest(_)
-                if matches!(
-                    self.ue(cp, id).expect("present").proc,
-                    Procedure::ExpectReleaseComplete { .. }
-                ) => {}
+                if self
+                    .ue(cp, id)
+                    .is_some_and(|u| matches!(u.proc, Procedure::ExpectReleaseComplete { .. })) => {
+            }
             M::UeContextReleaseRequest(m) => self.release_connection(id, m.cause, cp, out),
             M::UeContextReleaseComplete(m) => {
-                let u = self.ue_mut(cp, id).expect("present");
+                let Some(u) = self.ue_mut(cp, id) else {
+                    return;
+                };
                 if u.old_conn == Some((assoc, m.enb_ue_id)) {
                     // The source side of a finished handover.
                     u.old_conn = None;
@@ -330,7 +330,7 @@ impl Mme {
                 );
             }
             M::ERabSetupResponse(m) => {
-                if let Some(s) = self.ue(cp, id).expect("present").slot {
+                if let Some(s) = self.ue(cp, id).and_then(|u| u.slot) {
                     for t in &m.setup {
                         warn_cp(
                             id,
@@ -351,8 +351,8 @@ impl Mme {
             M::PathSwitchRequest(m) => self.path_switch(assoc, m, cp, out),
             M::HandoverRequired(m) => self.ho_required(assoc, m, cp, out),
             M::HandoverCancel(m) => {
-                let u = self.ue_mut(cp, id).expect("present");
-                if let Some(h) = u.handover.take() {
+                let handover = self.ue_mut(cp, id).and_then(|u| u.handover.take());
+                if let Some(h) = handover {
                     if let Some(t) = h.target_enb_ue_id {
                         self.send(
                             h.target_assoc,
@@ -381,7 +381,7 @@ impl Mme {
                 );
             }
             M::EnbStatusTransfer(m) => {
-                if let Some(h) = self.ue(cp, id).expect("present").handover.as_ref() {
+                if let Some(h) = self.ue(cp, id).and_then(|u| u.handover.as_ref()) {
                     if let Some(t) = h.target_enb_ue_id {
                         let ta = h.target_assoc;
                         self.send(

@@ -15,7 +15,9 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let digest = attach_digest(&r);
-        let u = self.ue_mut(cp, id).expect("present");
+        let Some(u) = self.ue_mut(cp, id) else {
+            return;
+        };
         if u.proc.awaits_hss() && u.proc.hss_attach() == digest {
             // The same Attach Request again while the HSS is asked: the attach goes on
             // and this one is not treated further (TS 24.301 §5.5.1.2.7 e). A
@@ -29,7 +31,6 @@ impl Mme {
         }
         self.stats.attach_requests += 1;
         let esm = r.esm_message_container.decode_as_esm_message().ok();
-        let u = self.ue_mut(cp, id).expect("present");
         u.started = Some(now);
         u.ue_net_cap = r.ue_network_capability.value.to_vec();
         u.emm = Emm_::Deregistered;
@@ -52,7 +53,6 @@ impl Mme {
         }
         // Verified with a parked context: the subscriber is known and the UE holds the
         // keys, so identity, AKA and SMC are skipped (TS 24.301 §5.5.1.2.3).
-        let u = self.ue_mut(cp, id).expect("present");
         if std::mem::take(&mut u.resumed) {
             if let (true, Some(imsi)) = (_verified, u.imsi) {
                 self.stats.parked_contexts_reused += 1;
@@ -78,19 +78,14 @@ impl Mme {
                     // A GUTI we allocated: re-authenticate the known subscriber.
                     Some(imsi) => self.start_auth(now, id, imsi, digest, false, cp, out),
                     None => {
-                        let u = self.ue_mut(cp, id).expect("present");
+                        let Some(u) = self.ue_mut(cp, id) else {
+                            return;
+                        };
                         u.proc = Procedure::ExpectIdentity;
                         let req = nasx::NasIdentityRequest::new(nasx::NasIdentityType2::new(1));
                         let t = self.cfg.t3470;
-                        self.send_nas(
-                            cp,
-                            now,
-                            id,
-                            NasEpsMessage::new_emm(req),
-                            false,
-                            Some(t),
-                            out,
-                        );
+                        let msg = NasEpsMessage::new_emm(req);
+                        self.send_nas_ue(u, now, id, msg, false, Some(t), out);
                     }
                 }
             }

@@ -54,17 +54,7 @@ impl Mme {
         };
         // The challenge goes protected when a context is in use (re-authentication).
         let t = self.cfg.t3460;
-        let ksi_store = ksi;
-        self.send_nas(
-            cp,
-            now,
-            id,
-            NasEpsMessage::new_emm(req),
-            false,
-            Some(t),
-            out,
-        );
-        self.ue_mut(cp, id).expect("present").next_ksi = (ksi_store + 1) % 7;
+        self.send_nas_ue(u, now, id, NasEpsMessage::new_emm(req), false, Some(t), out);
     }
 
     pub(crate) fn auth_response(
@@ -75,7 +65,9 @@ impl Mme {
         res: &[u8],
         out: &mut Vec<Output>,
     ) {
-        let u = self.ue_mut(cp, id).expect("present");
+        let Some(u) = self.ue_mut(cp, id) else {
+            return;
+        };
         let (v, then) = match std::mem::replace(&mut u.proc, Procedure::Idle) {
             Procedure::ExpectAuthResponse { vector, then, .. } => (vector, then),
             other => {
@@ -83,8 +75,7 @@ impl Mme {
                 return;
             }
         };
-        u.nas_timer = None;
-        u.retx = None;
+        u.stop_nas_timer();
         let ok = res.len() == v.xres.len()
             && res
                 .iter()
@@ -93,15 +84,8 @@ impl Mme {
                 == 0;
         if !ok {
             self.stats.auth_rejects += 1;
-            self.send_nas(
-                cp,
-                now,
-                id,
-                NasEpsMessage::new_emm(nasx::NasAuthenticationReject::new()),
-                false,
-                None,
-                out,
-            );
+            let rej = NasEpsMessage::new_emm(nasx::NasAuthenticationReject::new());
+            self.send_nas_ue(u, now, id, rej, false, None, out);
             self.release(cp, id, Cause::NAS_AUTHENTICATION_FAILURE, true, out);
             return;
         }
@@ -148,7 +132,7 @@ impl Mme {
             nasx::NasUeSecurityCapability::new(replay),
         );
         let t = self.cfg.t3460;
-        self.send_nas(cp, now, id, NasEpsMessage::new_emm(smc), true, Some(t), out);
+        self.send_nas_ue(u, now, id, NasEpsMessage::new_emm(smc), true, Some(t), out);
     }
 
     pub(crate) fn auth_failure(
@@ -160,7 +144,9 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        let u = self.ue_mut(cp, id).expect("present");
+        let Some(u) = self.ue(cp, id) else {
+            return;
+        };
         let imsi = u.imsi;
         let (rand, resynced, then) = match &u.proc {
             Procedure::ExpectAuthResponse {

@@ -67,24 +67,19 @@ impl Mme {
         self.now = now;
         self.restore_imsi_first(cp, imsi, out);
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
-        if self.ue(cp, id).expect("present").conn.is_none() {
+        let Some(u) = self.ue_mut(cp, id) else {
+            return Err(MmeError::UnknownUe);
+        };
+        if u.conn.is_none() {
             self.stats.detaches += 1;
             self.remove_ue(id, false, cp);
             self.flush_released(cp, out);
             return Ok(());
         }
-        self.ue_mut(cp, id).expect("present").proc = Procedure::ExpectDetachAccept;
+        u.proc = Procedure::ExpectDetachAccept;
         let req = nasx::NasDetachRequestUeTerminated::new(nasx::NasDetachType::new(1));
         let t = self.cfg.t3422;
-        self.send_nas(
-            cp,
-            now,
-            id,
-            NasEpsMessage::new_emm(req),
-            false,
-            Some(t),
-            out,
-        );
+        self.send_nas_ue(u, now, id, NasEpsMessage::new_emm(req), false, Some(t), out);
         self.flush_released(cp, out);
         Ok(())
     }

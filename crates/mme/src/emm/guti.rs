@@ -80,7 +80,10 @@ impl Mme {
         self.now = now;
         self.restore_imsi_first(cp, imsi, out);
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
-        if self.ue(cp, id).expect("present").conn.is_none() {
+        let Some(u) = self.ue_mut(cp, id) else {
+            return Err(MmeError::UnknownUe);
+        };
+        if u.conn.is_none() {
             return Err(MmeError::NotConnected);
         }
         let t = self.alloc_tmsi();
@@ -88,7 +91,6 @@ impl Mme {
         let cmd = nasx::NasGutiReallocationCommand::new(nasx::NasEpsMobileIdentity::new(
             nasx::guti_value(plmn, self.cfg.mme_group_id, self.cfg.mme_code, t),
         ));
-        let u = self.ue_mut(cp, id).expect("present");
         u.proc = Procedure::ExpectGutiReallocComplete { m_tmsi: t };
         // Old and new GUTI are both valid until the UE confirms (TS 24.301 §5.4.1.4),
         // and a checkpoint keeps the new one: a UE that took it finds its context
@@ -96,15 +98,7 @@ impl Mme {
         self.by_tmsi.insert(t, id);
         self.procedure_done(id);
         let d = self.cfg.t3450;
-        self.send_nas(
-            cp,
-            now,
-            id,
-            NasEpsMessage::new_emm(cmd),
-            false,
-            Some(d),
-            out,
-        );
+        self.send_nas_ue(u, now, id, NasEpsMessage::new_emm(cmd), false, Some(d), out);
         self.flush_released(cp, out);
         Ok(t)
     }

@@ -68,19 +68,11 @@ impl Mme {
         if withdrawn && registered && connected {
             // §5.5.2.3.1: detach type 1 "re-attach required", 2 "re-attach not required".
             let detach_type = if reattach_required { 1 } else { 2 };
-            self.ue_mut(cp, id).expect("present").proc = Procedure::ExpectDetachAccept;
+            u.proc = Procedure::ExpectDetachAccept;
             let req =
                 nasx::NasDetachRequestUeTerminated::new(nasx::NasDetachType::new(detach_type));
             let t = self.cfg.t3422;
-            self.send_nas(
-                cp,
-                now,
-                id,
-                NasEpsMessage::new_emm(req),
-                false,
-                Some(t),
-                out,
-            );
+            self.send_nas_ue(u, now, id, NasEpsMessage::new_emm(req), false, Some(t), out);
             return;
         }
         // Served elsewhere now, idle, or not registered yet: the context goes here,

@@ -23,16 +23,18 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        // The message came on UE `id`'s connection: the arms that look at its context
+        // take it once (a handler they call looks it up itself).
         match e {
             Emm::AttachRequest(r) => self.attach_request(now, id, *r, verified, cp, out),
             Emm::IdentityResponse(r) => {
-                if !matches!(
-                    self.ue(cp, id).expect("present").proc,
-                    Procedure::ExpectIdentity
-                ) {
+                let Some(u) = self.ue_mut(cp, id) else {
+                    return;
+                };
+                if !matches!(u.proc, Procedure::ExpectIdentity) {
                     return;
                 }
-                self.stop_nas_timer(cp, id);
+                u.stop_nas_timer();
                 match nasx::parse_identity(&r.mobile_identity.value) {
                     Identity::Imsi(imsi) => {
                         // The Attach Request's digest is not kept past the
@@ -47,13 +49,13 @@ impl Mme {
                 self.auth_response(cp, now, id, &r.authentication_response_parameter.value, out)
             }
             Emm::AuthenticationFailure(f) => {
-                if !matches!(
-                    self.ue(cp, id).expect("present").proc,
-                    Procedure::ExpectAuthResponse { .. }
-                ) {
+                let Some(u) = self.ue_mut(cp, id) else {
+                    return;
+                };
+                if !matches!(u.proc, Procedure::ExpectAuthResponse { .. }) {
                     return;
                 }
-                self.stop_nas_timer(cp, id);
+                u.stop_nas_timer();
                 let cause = f.emm_cause.value;
                 let auts = f
                     .authentication_failure_parameter
@@ -66,14 +68,13 @@ impl Mme {
             // It carries the Activate Default EPS Bearer Context Accept, which needs
             // nothing more: the bearer was set up with the Initial Context Setup.
             Emm::AttachComplete(_) => {
-                if !matches!(
-                    self.ue(cp, id).expect("present").proc,
-                    Procedure::ExpectAttachComplete
-                ) {
+                let Some(u) = self.ue_mut(cp, id) else {
+                    return;
+                };
+                if !matches!(u.proc, Procedure::ExpectAttachComplete) {
                     return;
                 }
-                self.stop_nas_timer(cp, id);
-                let u = self.ue_mut(cp, id).expect("present");
+                u.stop_nas_timer();
                 u.proc = Procedure::Idle;
                 u.emm = Emm_::Registered;
                 if let Some(t0) = u.started.take() {
@@ -95,21 +96,26 @@ impl Mme {
             Emm::DetachRequestUeOriginating(d) => {
                 self.ue_detach(id, d.detach_type.value & 0x08 != 0, cp, out, now)
             }
-            Emm::DetachAccept(_)
-                if matches!(
-                    self.ue(cp, id).expect("present").proc,
-                    Procedure::ExpectDetachAccept
-                ) =>
-            {
-                self.stop_nas_timer(cp, id);
+            Emm::DetachAccept(_) => {
+                let Some(u) = self.ue_mut(cp, id) else {
+                    return;
+                };
+                if !matches!(u.proc, Procedure::ExpectDetachAccept) {
+                    return;
+                }
+                u.stop_nas_timer();
                 self.stats.detaches += 1;
                 self.drop_session(cp, id);
-                self.ue_mut(cp, id).expect("present").emm = Emm_::Deregistered;
+                if let Some(u) = self.ue_mut(cp, id) {
+                    u.emm = Emm_::Deregistered;
+                }
                 self.release(cp, id, Cause::NAS_DETACH, true, out);
             }
             Emm::TrackingAreaUpdateRequest(t) => self.tau(now, id, *t, verified, cp, out),
             Emm::TrackingAreaUpdateComplete(_) | Emm::GutiReallocationComplete(_) => {
-                let u = self.ue_mut(cp, id).expect("present");
+                let Some(u) = self.ue_mut(cp, id) else {
+                    return;
+                };
                 let Procedure::ExpectGutiReallocComplete { m_tmsi: t } = u.proc else {
                     return;
                 };
@@ -117,7 +123,7 @@ impl Mme {
                 self.by_tmsi.remove(&u.m_tmsi);
                 u.m_tmsi = t;
                 self.by_tmsi.insert(t, id);
-                self.stop_nas_timer(cp, id);
+                u.stop_nas_timer();
                 self.procedure_done(id);
             }
             Emm::EmmStatus(_) => {}

@@ -11,7 +11,9 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        let u = self.ue_mut(cp, id).expect("present");
+        let Some(u) = self.ue_mut(cp, id) else {
+            return;
+        };
         let (sec, then) = match std::mem::replace(&mut u.proc, Procedure::Idle) {
             Procedure::ExpectSmcComplete { sec, then } => (sec, then),
             other => {
@@ -19,11 +21,10 @@ impl Mme {
                 return;
             }
         };
-        u.nas_timer = None;
-        u.retx = None;
+        u.stop_nas_timer();
         u.sec = Some(sec);
         u.nas_secured = true;
-        self.authenticated(cp, id);
+        self.authenticated_ue(u);
         self.security_established(now, id, then, cp, out);
     }
 
@@ -58,17 +59,22 @@ impl Mme {
             Resume::Tau { active } => return self.tau_accept(now, id, active, cp, out),
             Resume::Detach => return self.ue_detach(id, false, cp, out, now),
         }
-        let u = self.ue_mut(cp, id).expect("present");
+        let Some(u) = self.ue_mut(cp, id) else {
+            return;
+        };
         let want_info = self.cfg.esm_info_request || std::mem::take(&mut u.esm_info_flag);
         if want_info {
             u.proc = Procedure::ExpectEsmInfo;
             let pti = u.pti;
             let msg = NasEpsMessage::new_esm(nasx::NasEsmInformationRequest::new(), 0, pti);
             let t = self.cfg.t3460;
-            self.send_nas(cp, now, id, msg, false, Some(t), out);
+            self.send_nas_ue(u, now, id, msg, false, Some(t), out);
             return;
         }
-        self.update_location(now, id, cp, out);
+        // Update Location, as `update_location` asks it.
+        if let Some(imsi) = u.imsi {
+            self.ask_profile(cp, now, id, imsi, out);
+        }
     }
 
     /// The authenticated attach asks the HSS for the subscription data (S6a ULR,

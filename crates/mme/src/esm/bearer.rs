@@ -29,7 +29,7 @@ impl Mme {
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
         let slot = self
             .ue(cp, id)
-            .expect("present")
+            .ok_or(MmeError::UnknownUe)?
             .slot
             .ok_or(MmeError::NotConnected)?;
         let linked = cp.ue(slot).ok_or(MmeError::UnknownUe)?.default_ebi;
@@ -57,7 +57,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) -> Result<u8, MmeError> {
         let DedicatedQos { qci, arp, mbr, gbr } = qos;
-        let u = self.ue(cp, id).expect("present");
+        let u = self.ue(cp, id).ok_or(MmeError::UnknownUe)?;
         let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
         };
@@ -93,10 +93,9 @@ impl Mme {
             );
             return Err(MmeError::NasEncode);
         };
-        self.ue_mut(cp, id)
-            .expect("present")
-            .pending_bearers
-            .push(ebi);
+        if let Some(u) = self.ue_mut(cp, id) {
+            u.pending_bearers.push(ebi);
+        }
         self.note_bearer(cp, id, linked, ebi);
         let erab = pepc_s1ap::ERab {
             id: ebi,
@@ -133,7 +132,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) -> Result<(), MmeError> {
         let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
-        let u = self.ue(cp, id).expect("present");
+        let u = self.ue(cp, id).ok_or(MmeError::UnknownUe)?;
         let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
         };
@@ -215,10 +214,9 @@ impl Mme {
         let nas = self
             .nas_bytes(cp, id, &NasEpsMessage::new_esm(req, ebi, 0), false)
             .ok_or(MmeError::NasEncode)?;
-        self.ue_mut(cp, id)
-            .expect("present")
-            .pending_bearers
-            .push(ebi);
+        if let Some(u) = self.ue_mut(cp, id) {
+            u.pending_bearers.push(ebi);
+        }
         let m = pepc_s1ap::ERabModify {
             id: ebi,
             qci,
@@ -252,7 +250,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), MmeError> {
-        let u = self.ue(cp, id).expect("present");
+        let u = self.ue(cp, id).ok_or(MmeError::UnknownUe)?;
         let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
         };
@@ -301,7 +299,9 @@ impl Mme {
         pti: u8,
     ) -> Result<u32, EsmCause> {
         self.stats.bearer_resource_allocations += 1;
-        let u = self.ue(cp, id).expect("present");
+        let u = self
+            .ue(cp, id)
+            .ok_or(EsmCause::RequestRejectedUnspecified)?;
         let (Some(slot), Some(_)) = (u.slot, u.conn) else {
             return Err(EsmCause::RequestRejectedUnspecified);
         };

@@ -34,14 +34,13 @@ impl Mme {
         }
         match e {
             Esm::EsmInformationResponse(r) => {
-                if !matches!(
-                    self.ue(cp, id).expect("present").proc,
-                    Procedure::ExpectEsmInfo
-                ) {
+                let Some(u) = self.ue_mut(cp, id) else {
+                    return;
+                };
+                if !matches!(u.proc, Procedure::ExpectEsmInfo) {
                     return;
                 }
-                self.stop_nas_timer(cp, id);
-                let u = self.ue_mut(cp, id).expect("present");
+                u.stop_nas_timer();
                 if let Some(a) = r.access_point_name.as_ref() {
                     u.apn = nasx::apn_string(&a.value);
                 }
@@ -89,7 +88,9 @@ impl Mme {
                 }
             }
             Esm::ActivateDefaultEpsBearerContextAccept(_) => {
-                let u = self.ue_mut(cp, id).expect("present");
+                let Some(u) = self.ue_mut(cp, id) else {
+                    return;
+                };
                 if u.pending_bearers.contains(&ebi) {
                     u.pending_bearers.retain(|b| *b != ebi);
                     self.stats.pdn_connects += 1;
@@ -97,7 +98,9 @@ impl Mme {
             }
             Esm::ActivateDefaultEpsBearerContextReject(_) => {
                 // The UE refused the new PDN connection: release it (never the last).
-                let u = self.ue_mut(cp, id).expect("present");
+                let Some(u) = self.ue_mut(cp, id) else {
+                    return;
+                };
                 if u.pending_bearers.contains(&ebi) {
                     u.pending_bearers.retain(|b| *b != ebi);
                     if let Some(s) = u.slot {
@@ -111,14 +114,17 @@ impl Mme {
             }
             Esm::ActivateDedicatedEpsBearerContextAccept(_)
             | Esm::ModifyEpsBearerContextAccept(_) => {
-                self.ue_mut(cp, id)
-                    .expect("present")
-                    .pending_bearers
-                    .retain(|b| *b != ebi);
+                if let Some(u) = self.ue_mut(cp, id) {
+                    u.pending_bearers.retain(|b| *b != ebi);
+                }
             }
             Esm::ActivateDedicatedEpsBearerContextReject(_)
             | Esm::DeactivateEpsBearerContextAccept(_) => {
-                if let Some(s) = self.ue(cp, id).expect("present").slot {
+                let Some(u) = self.ue_mut(cp, id) else {
+                    return;
+                };
+                u.pending_bearers.retain(|b| *b != ebi);
+                if let Some(s) = u.slot {
                     // Debug: the accept of our own deactivation finds the bearer gone.
                     log_cp(
                         tracing::Level::DEBUG,
@@ -127,10 +133,6 @@ impl Mme {
                         cp.remove_bearer(s, ebi),
                     );
                 }
-                self.ue_mut(cp, id)
-                    .expect("present")
-                    .pending_bearers
-                    .retain(|b| *b != ebi);
             }
             _ => {}
         }

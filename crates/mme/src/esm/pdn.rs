@@ -14,11 +14,12 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        let u = self.ue_mut(cp, id).expect("present");
+        let Some(u) = self.ue_mut(cp, id) else {
+            return;
+        };
         if u.apn.is_empty() {
             u.apn = self.cfg.default_apn.clone();
         }
-        let u = self.ue(cp, id).expect("present");
         let mut p = AttachParams::new(u.imsi.unwrap_or(0));
         p.apn = u.apn.clone();
         // The session goes into the UE's entry, beside this signaling part.
@@ -38,10 +39,11 @@ impl Mme {
                 return;
             }
         };
-        let u = self.ue_mut(cp, id).expect("present");
+        let Some(u) = self.ue_mut(cp, id) else {
+            return;
+        };
         u.slot = Some(att.ue_slot);
-        self.schedule_interim(cp, now, id);
-        let u = self.ue(cp, id).expect("present");
+        self.schedule_interim(u, now, id);
         let session = PolicySession {
             imsi: u.imsi.unwrap_or(0),
             apn: u.apn.clone(),
@@ -58,8 +60,8 @@ impl Mme {
             // The Attach Accept waits for the PCRF's policy (CCR-I/CCA-I).
             self.ask_policy(cp, now, id, session, subscribed, true, out);
         } else {
-            self.open_session(cp, now, id, session);
-            self.accept_attach(now, id, cp, out);
+            crate::esm::policy::open_session_ue(u, now, session);
+            self.accept_attach_at(now, id, att.ue_slot, att.ue_ip, cp, out);
         }
     }
 
@@ -79,8 +81,23 @@ impl Mme {
         let Some(ue_ip) = cp.ue(slot).map(|c| c.ue_ip) else {
             return;
         };
+        self.accept_attach_at(now, id, slot, ue_ip, cp, out);
+    }
+
+    /// [`Mme::accept_attach`] for the default bearer's session in UE `slot`, at `ue_ip`.
+    fn accept_attach_at(
+        &mut self,
+        now: Instant,
+        id: u32,
+        slot: u32,
+        ue_ip: std::net::Ipv4Addr,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         let tmsi = self.alloc_tmsi();
-        let u = self.ue_mut(cp, id).expect("present");
+        let Some(u) = self.ue_mut(cp, id) else {
+            return;
+        };
         self.by_tmsi.insert(tmsi, id);
         u.m_tmsi = tmsi;
         if u.apn.is_empty() {
@@ -115,15 +132,14 @@ impl Mme {
         )));
         let msg = NasEpsMessage::new_emm(acc);
         u.proc = Procedure::ExpectIcsResponse { attach: true };
-        let Some(nas) = self.nas_bytes(cp, id, &msg, false) else {
+        let Some(nas) = self.nas_bytes_ue(u, id, &msg, false) else {
             return;
         };
-        let u = self.ue_mut(cp, id).expect("present");
         u.retx = Some(Box::new((msg, false)));
         u.retx_count = 0;
         let t = self.cfg.t3450;
-        self.arm(cp, id, TimerKind::Nas, now + t);
-        self.send_ics(id, Some(nas), cp, out);
+        self.arm_ue(u, id, TimerKind::Nas, now + t);
+        self.send_ics_at(id, slot, Some(nas), cp, out);
     }
 
     /// Initial Context Setup for all the UE's bearers, with a fresh KeNB from the
@@ -138,6 +154,18 @@ impl Mme {
         let Some(slot) = self.ue(cp, id).and_then(|u| u.slot) else {
             return;
         };
+        self.send_ics_at(id, slot, nas, cp, out);
+    }
+
+    /// [`Mme::send_ics`] for UE `id`, whose bearers are in UE `slot`.
+    fn send_ics_at(
+        &mut self,
+        id: u32,
+        slot: u32,
+        nas: Option<Vec<u8>>,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+    ) {
         let Some(ctx) = cp.ue(slot) else { return };
         let (mut erabs, mut nas) = (Vec::with_capacity(ctx.bearers.len()), nas);
         for b in ctx.bearers.iter() {
@@ -191,7 +219,9 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), EsmCause> {
-        let u = self.ue(cp, id).expect("present");
+        let u = self
+            .ue(cp, id)
+            .ok_or(EsmCause::RequestRejectedUnspecified)?;
         let (Some(slot), Some((assoc, enb_ue_id)), Some(_)) = (u.slot, u.conn, u.imsi) else {
             return Err(EsmCause::RequestRejectedUnspecified);
         };
@@ -273,10 +303,9 @@ impl Mme {
             );
             return Err(EsmCause::RequestRejectedUnspecified);
         };
-        self.ue_mut(cp, id)
-            .expect("present")
-            .pending_bearers
-            .push(ebi);
+        if let Some(u) = self.ue_mut(cp, id) {
+            u.pending_bearers.push(ebi);
+        }
         let session = PolicySession {
             imsi: self.ue(cp, id).and_then(|u| u.imsi).unwrap_or(0),
             apn: apn.clone(),
@@ -337,7 +366,9 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), EsmCause> {
-        let u = self.ue(cp, id).expect("present");
+        let u = self
+            .ue(cp, id)
+            .ok_or(EsmCause::RequestRejectedUnspecified)?;
         let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
             return Err(EsmCause::RequestRejectedUnspecified);
         };
@@ -362,10 +393,9 @@ impl Mme {
             .remove_pdn(slot, linked)
             .map_err(|_| EsmCause::RequestRejectedUnspecified)?;
         self.stats.pdn_disconnects += 1;
-        self.ue_mut(cp, id)
-            .expect("present")
-            .pending_bearers
-            .retain(|b| !ebis.contains(b));
+        if let Some(u) = self.ue_mut(cp, id) {
+            u.pending_bearers.retain(|b| !ebis.contains(b));
+        }
         self.send(
             assoc,
             Some(id),

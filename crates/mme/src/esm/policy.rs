@@ -119,13 +119,15 @@ impl RuleSets {
         let Some(key) = self.key_of.get(&id) else {
             return;
         };
-        if let Some((_, n)) = self.by_key.get_mut(key) {
-            *n -= 1;
-            if *n == 0 {
-                let key = self.key_of.remove(&id).expect("present");
+        let Some((_, n)) = self.by_key.get_mut(key) else {
+            return;
+        };
+        *n -= 1;
+        if *n == 0 {
+            if let Some(key) = self.key_of.remove(&id) {
                 self.by_key.remove(&key);
-                self.free.push(id);
             }
+            self.free.push(id);
         }
     }
 
@@ -147,21 +149,9 @@ impl Mme {
         id: u32,
         session: PolicySession,
     ) {
-        let Some(u) = self.ue_mut(cp, id) else {
-            return;
-        };
-        let pol = u.policy.get_or_insert_with(Default::default);
-        pol.sessions.retain(|s| s.ebi != session.ebi);
-        pol.sessions.push(SessionPolicy {
-            ebi: session.ebi,
-            apn: session.apn.clone(),
-            ue_ip: session.ue_ip,
-            gx: false,
-            rules: Vec::new(),
-            monitors: Vec::new(),
-            bearers: vec![(session.ebi, now, 0)],
-            pending: None,
-        });
+        if let Some(u) = self.ue_mut(cp, id) {
+            open_session_ue(u, now, session);
+        }
     }
 
     /// The PDN connection of default bearer `session.ebi` of UE `id` asks the PCRF
@@ -908,9 +898,8 @@ impl Mme {
     }
 
     fn set_interim_due(&mut self, cp: &mut ControlPlane, id: u32, at: Instant) {
-        // Scheduled with the UE's first session, before its policy state exists.
         if let Some(u) = self.ue_mut(cp, id) {
-            u.policy.get_or_insert_with(Default::default).interim_due = Some(at);
+            set_interim_due_ue(u, at);
         }
     }
 
@@ -1060,10 +1049,10 @@ impl Mme {
     }
 
     /// A UE's first session: its interim records start.
-    pub(crate) fn schedule_interim(&mut self, cp: &mut ControlPlane, now: Instant, id: u32) {
+    pub(crate) fn schedule_interim(&mut self, u: &mut Ue, now: Instant, id: u32) {
         if let Some(every) = self.cfg.policy.interim {
             self.interims.push_back((now + every, id));
-            self.set_interim_due(cp, id, now + every);
+            set_interim_due_ue(u, now + every);
         }
     }
 
@@ -1162,4 +1151,26 @@ fn precedences(rules: &[Bound], n: usize) -> Vec<u8> {
         .flat_map(|b| b.filters.iter().map(|f| f.1))
         .collect();
     (16..=255u8).filter(|p| !used.contains(p)).take(n).collect()
+}
+
+/// The policy state of UE `u`'s new PDN connection (no Gx session yet).
+pub(crate) fn open_session_ue(u: &mut Ue, now: Instant, session: PolicySession) {
+    let pol = u.policy.get_or_insert_with(Default::default);
+    pol.sessions.retain(|s| s.ebi != session.ebi);
+    pol.sessions.push(SessionPolicy {
+        ebi: session.ebi,
+        apn: session.apn.clone(),
+        ue_ip: session.ue_ip,
+        gx: false,
+        rules: Vec::new(),
+        monitors: Vec::new(),
+        bearers: vec![(session.ebi, now, 0)],
+        pending: None,
+    });
+}
+
+/// The due time of UE `u`'s next interim record.
+fn set_interim_due_ue(u: &mut Ue, at: Instant) {
+    // Scheduled with the UE's first session, before its policy state exists.
+    u.policy.get_or_insert_with(Default::default).interim_due = Some(at);
 }

@@ -34,7 +34,9 @@ impl Mme {
         let Some(target) = target else {
             return prep_fail(self, out, Cause::UNKNOWN_TARGET_ID);
         };
-        let u = self.ue(cp, id).expect("present");
+        let Some(u) = self.ue(cp, id) else {
+            return prep_fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID);
+        };
         let (Some(slot), true) = (u.slot, u.sec.is_some()) else {
             return prep_fail(self, out, Cause::RADIO_UNSPECIFIED);
         };
@@ -72,7 +74,10 @@ impl Mme {
             ue_security_capabilities: caps,
             security_context: sc,
         };
-        self.ue_mut(cp, id).expect("present").handover = Some(Box::new(HoState {
+        let Some(u) = self.ue_mut(cp, id) else {
+            return prep_fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID);
+        };
+        u.handover = Some(Box::new(HoState {
             target_assoc: target,
             target_enb_ue_id: None,
             admitted: vec![],
@@ -161,10 +166,12 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let id = m.mme_ue_id;
-        let Some(h) = self.ue_mut(cp, id).and_then(|u| u.handover.take()) else {
+        let Some((h, slot)) = self
+            .ue_mut(cp, id)
+            .and_then(|u| Some((u.handover.take()?, u.slot)))
+        else {
             return;
         };
-        let slot = self.ue(cp, id).expect("present").slot;
         if let Some(s) = slot {
             for a in &h.admitted {
                 warn_cp(
@@ -180,7 +187,9 @@ impl Mme {
                 tracing::warn!("UE {id}: target admitted no default bearer");
             }
         }
-        let u = self.ue_mut(cp, id).expect("present");
+        let Some(u) = self.ue_mut(cp, id) else {
+            return;
+        };
         u.conn = Some((assoc, m.enb_ue_id));
         u.old_conn = Some(h.source);
         u.tai = m.tai;

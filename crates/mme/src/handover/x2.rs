@@ -23,7 +23,7 @@ impl Mme {
             // Bearers the source set up keep the tunnel the Path Switch gave them (or
             // stay released); those it failed to set up are gone.
             M::ERabSetupResponse(m) => {
-                if let Some(s) = self.ue(cp, id).expect("present").slot {
+                if let Some(s) = self.ue(cp, id).and_then(|u| u.slot) {
                     for f in &m.failed {
                         // Debug: the Path Switch may have released the bearer already.
                         log_cp(
@@ -84,11 +84,11 @@ impl Mme {
             return fail(self, out, Cause::RADIO_UNSPECIFIED);
         };
         // A late accept of a released bearer (through the source) completes nothing.
-        self.ue_mut(cp, id)
-            .expect("present")
-            .pending_bearers
-            .retain(|b| !released.contains(b));
-        let old = self.ue(cp, id).expect("present").conn;
+        let Some(u) = self.ue_mut(cp, id) else {
+            return fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID);
+        };
+        u.pending_bearers.retain(|b| !released.contains(b));
+        let old = u.conn;
         if let Some(c) = old {
             self.by_conn.remove(&c);
         }
@@ -96,7 +96,9 @@ impl Mme {
         // Not in `by_conn`: the source frees its eNB UE S1AP ID at the X2 release and
         // may give it to a new UE; late messages carry our MME UE S1AP ID anyway.
         let now = self.now;
-        let u = self.ue_mut(cp, id).expect("present");
+        let Some(u) = self.ue_mut(cp, id) else {
+            return fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID);
+        };
         u.x2_source = old
             .filter(|c| *c != (assoc, m.enb_ue_id))
             .map(|c| (c, now + X2_SOURCE_GRACE));

@@ -271,6 +271,12 @@ pub(crate) struct Ue {
 }
 
 impl Ue {
+    /// Stop T3450/T3460/T3470/T3422 and forget the message they would retransmit.
+    pub(crate) fn stop_nas_timer(&mut self) {
+        self.nas_timer = None;
+        self.retx = None;
+    }
+
     /// The deadline of the UE's timer of `kind`, if it runs.
     pub(crate) fn timer(&self, kind: TimerKind) -> Option<Instant> {
         match kind {

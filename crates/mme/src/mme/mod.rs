@@ -333,9 +333,13 @@ impl Mme {
     }
 
     pub(crate) fn arm(&mut self, cp: &mut ControlPlane, id: u32, kind: TimerKind, at: Instant) {
-        let Some(u) = self.ue_mut(cp, id) else {
-            return;
-        };
+        if let Some(u) = self.ue_mut(cp, id) {
+            self.arm_ue(u, id, kind, at);
+        }
+    }
+
+    /// [`Mme::arm`] on UE `id`'s context `u`, already looked up.
+    pub(crate) fn arm_ue(&mut self, u: &mut Ue, id: u32, kind: TimerKind, at: Instant) {
         *u.timer_mut(kind) = Some(at);
         // One entry: an entry is live while the UE's deadline of its kind is its
         // time (a re-armed or stopped timer leaves a stale one, dropped when met).
@@ -459,13 +463,17 @@ impl Mme {
 
     /// UE `id` has a security context now: it no longer counts as unauthenticated.
     pub(crate) fn authenticated(&mut self, cp: &mut ControlPlane, id: u32) {
-        let Some(a) = self.ue_mut(cp, id).and_then(|u| {
-            u.guard_timer = None;
-            u.unauth_on.take()
-        }) else {
-            return;
-        };
-        self.uncount_unauth(a);
+        if let Some(u) = self.ue_mut(cp, id) {
+            self.authenticated_ue(u);
+        }
+    }
+
+    /// [`Mme::authenticated`] on the UE's context `u`, already looked up.
+    pub(crate) fn authenticated_ue(&mut self, u: &mut Ue) {
+        u.guard_timer = None;
+        if let Some(a) = u.unauth_on.take() {
+            self.uncount_unauth(a);
+        }
     }
 
     fn uncount_unauth(&mut self, assoc: AssocId) {
