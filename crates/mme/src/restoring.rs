@@ -113,15 +113,10 @@ impl Mme {
         out: &mut Vec<Output>,
     ) -> Option<RestoreReport> {
         self.restoring.as_ref()?;
-        let rec = self.begin_call(
-            now,
-            Some(cp),
-            out.len(),
-            crate::record::put::restore_some(max),
-        );
-        let r = self.restore_next(cp, now, max, out);
-        self.end_call(rec, cp, out, Some(&r));
-        r
+        let call = crate::record::put::restore_some(max);
+        self.run_recorded(now, cp, out, call, |m, cp, out| {
+            m.restore_next(cp, now, max, out)
+        })
     }
 
     fn restore_next(

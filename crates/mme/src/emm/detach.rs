@@ -46,15 +46,10 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), MmeError> {
-        let rec = self.begin_call(
-            now,
-            Some(cp),
-            out.len(),
-            crate::record::put::detach_ue(imsi),
-        );
-        let r = self.operator_detach(now, imsi, cp, out);
-        self.end_call(rec, cp, out, Some(&r));
-        r
+        let call = crate::record::put::detach_ue(imsi);
+        self.run_recorded(now, cp, out, call, |m, cp, out| {
+            m.operator_detach(now, imsi, cp, out)
+        })
     }
 
     fn operator_detach(

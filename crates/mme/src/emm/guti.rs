@@ -59,15 +59,10 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<u32, MmeError> {
-        let rec = self.begin_call(
-            now,
-            Some(cp),
-            out.len(),
-            crate::record::put::reallocate_guti(imsi),
-        );
-        let r = self.operator_guti_reallocation(now, imsi, cp, out);
-        self.end_call(rec, cp, out, Some(&r));
-        r
+        let call = crate::record::put::reallocate_guti(imsi);
+        self.run_recorded(now, cp, out, call, |m, cp, out| {
+            m.operator_guti_reallocation(now, imsi, cp, out)
+        })
     }
 
     fn operator_guti_reallocation(

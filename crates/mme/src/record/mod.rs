@@ -158,6 +158,22 @@ impl Mme {
         }
     }
 
+    /// Run `f`, a public entry point's body, as the call `call` at `now`: recorded
+    /// with its counter reads, result and outputs when recording is on.
+    pub(crate) fn run_recorded<T: std::fmt::Debug>(
+        &mut self,
+        now: Instant,
+        cp: &mut ControlPlane,
+        out: &mut Vec<Output>,
+        call: impl FnOnce(&mut codec::W<'_>),
+        f: impl FnOnce(&mut Mme, &mut ControlPlane, &mut Vec<Output>) -> T,
+    ) -> T {
+        let rec = self.begin_call(now, Some(cp), out.len(), call);
+        let r = f(self, cp, out);
+        self.end_call(rec, cp, out, Some(&r));
+        r
+    }
+
     /// A call at `now` begins (its arguments written by `call`; `from`: the length of
     /// its output vector now). `None` when not recording: one branch per call.
     pub(crate) fn begin_call(
