@@ -54,6 +54,9 @@
 //!                             # procedure, so a restart (even kill -9) loses none of them
 //! path = ""                   # "" = beside hss.db (pepc-hss.redb -> pepc-hss.state.redb);
 //!                             # with an in-memory HSS there is nothing to restart from: none
+//! [debug]
+//! record = ""                 # "" = off; else every slice's MME inputs and outputs go to
+//!                             # <record>.<slice> (mode 0600, holds keys): `pepc replay <record>`
 //! ```
 //!
 //! `[log]` (level, format) is in `crate::logging`.
@@ -383,7 +386,7 @@ impl EpcConfig {
         // Split our sections off so the node keeps rejecting unknown keys in its own.
         let mut ours = toml::Table::new();
         for k in [
-            "mme", "s1mme", "hss", "state", "log", "metrics", "api", "pcrf", "charging",
+            "mme", "s1mme", "hss", "state", "log", "metrics", "api", "pcrf", "charging", "debug",
         ] {
             if let Some(v) = table.remove(k) {
                 ours.insert(k.into(), v);
@@ -1281,6 +1284,19 @@ mod tests {
             .unwrap();
         assert!(c.mme.is_none());
         assert_eq!(c.node.synthetic_users, 10);
+    }
+
+    #[test]
+    fn debug_record_names_a_path_and_needs_the_mme() {
+        let c = EpcConfig::parse("[debug]\nrecord = \"/tmp/pepc.rec\"\n").unwrap();
+        assert_eq!(c.record, Some(PathBuf::from("/tmp/pepc.rec")));
+        assert_eq!(EpcConfig::parse("").unwrap().record, None);
+        let e = EpcConfig::parse(
+            "[mme]\nenabled = false\n[synthetic]\nusers = 10\nrate = 5\n[debug]\nrecord = \"x\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("debug.record"), "{e}");
     }
 
     #[test]
