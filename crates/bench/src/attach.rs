@@ -323,7 +323,7 @@ fn mme_thread(
             mme.take_recorded(buf);
             recorded += buf.len() as u64;
             if w.write_all(buf).is_err() {
-                mme.stop_recording();
+                mme.stop_recording(&mut cp);
             }
             buf.clear();
         }

@@ -42,13 +42,13 @@ impl RecordFile {
             buf: Vec::new(),
             bytes: 0,
         };
-        r.pump(mme);
+        r.pump(mme, cp);
         r
     }
 
     /// Write what was recorded since the last call. A failed write stops the
     /// recording (logged once): the node goes on serving.
-    pub fn pump(&mut self, mme: &mut Mme) {
+    pub fn pump(&mut self, mme: &mut Mme, cp: &mut ControlPlane) {
         if !mme.is_recording() {
             return;
         }
@@ -61,7 +61,7 @@ impl RecordFile {
                 "[debug] record: writing the recording failed after {} bytes ({e}); recording stopped",
                 self.bytes
             );
-            mme.stop_recording();
+            mme.stop_recording(cp);
         }
         self.bytes += self.buf.len() as u64;
         self.buf.clear();
@@ -69,7 +69,13 @@ impl RecordFile {
 
     /// Write the rest and flush (the driver stops).
     pub fn finish(&mut self, mme: &mut Mme) {
-        self.pump(mme);
+        if mme.is_recording() {
+            mme.take_recorded(&mut self.buf);
+            if let Err(e) = self.w.write_all(&self.buf) {
+                tracing::error!("[debug] record: writing the recording's end failed: {e}");
+            }
+            self.buf.clear();
+        }
         if let Err(e) = self.w.flush() {
             tracing::error!("[debug] record: flushing the recording failed: {e}");
         }

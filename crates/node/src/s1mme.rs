@@ -595,7 +595,7 @@ impl ControlDriver for MmeDriver {
             .store(cp.ue_count() as u64, Ordering::Relaxed);
         self.gauges.publish(&self.mme, &self.hss.stats, now);
         if let Some(r) = self.recording.as_mut() {
-            r.pump(&mut self.mme);
+            r.pump(&mut self.mme, cp);
         }
         busy
     }
@@ -807,7 +807,7 @@ impl ControlDriver for SliceMme {
             .store(cp.ue_count() as u64, Ordering::Relaxed);
         self.gauges.publish(&self.mme, &self.hss.stats, now);
         if let Some(r) = self.recording.as_mut() {
-            r.pump(&mut self.mme);
+            r.pump(&mut self.mme, cp);
         }
         busy
     }

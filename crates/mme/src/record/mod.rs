@@ -140,9 +140,11 @@ impl Mme {
         self.recording.is_some()
     }
 
-    /// Stop recording (what was recorded and not taken is dropped).
-    pub fn stop_recording(&mut self) {
+    /// Stop recording (what was recorded and not taken is dropped); `cp`'s counter
+    /// reads are no longer kept either.
+    pub fn stop_recording(&mut self, cp: &mut ControlPlane) {
         self.recording = None;
+        cp.live_counter_reads();
     }
 
     /// The recorded bytes not taken yet (the whole recording if none were taken).

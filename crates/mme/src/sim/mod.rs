@@ -403,7 +403,8 @@ impl Harness {
     /// Stop recording (a benchmark or a storm: nothing to replay).
     pub fn stop_recording(&mut self) {
         for s in 0..self.slices() {
-            self.slice(s).0.stop_recording();
+            let (mme, cp, _) = self.slice(s);
+            mme.stop_recording(cp);
         }
     }
 

@@ -53,6 +53,12 @@ impl ControlPlane {
         *self.tap.get_mut() = CounterTap::Record(Vec::new());
     }
 
+    /// Counter reads come from the data thread again, nothing kept (a recording
+    /// stopped).
+    pub fn live_counter_reads(&mut self) {
+        *self.tap.get_mut() = CounterTap::Live;
+    }
+
     /// The counter values read since the last call (recording), in order.
     pub fn take_counter_reads(&mut self) -> Vec<u64> {
         match self.tap.get_mut() {
@@ -113,5 +119,33 @@ impl ControlPlane {
             [a, b]
         });
         (a, b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_are_kept_given_back_and_counted_when_short() {
+        let mut t = CounterTap::Record(Vec::new());
+        assert_eq!(t.words(|| [1, 2]), [1, 2]);
+        assert_eq!(t.words(|| [3]), [3]);
+        let CounterTap::Record(kept) = &t else {
+            panic!("recording")
+        };
+        assert_eq!(kept, &[1, 2, 3]);
+        // Replayed: the recorded values, whatever the data thread says now.
+        let mut t = CounterTap::Replay {
+            words: [1, 2, 3].into(),
+            short: 0,
+        };
+        assert_eq!(t.words(|| [9, 9]), [1, 2]);
+        assert_eq!(t.words(|| [9, 9]), [3, 0]);
+        assert!(matches!(t, CounterTap::Replay { short: 1, .. }));
+        // Live: nothing kept.
+        let mut t = CounterTap::Live;
+        assert_eq!(t.words(|| [7]), [7]);
+        assert!(matches!(t, CounterTap::Live));
     }
 }
