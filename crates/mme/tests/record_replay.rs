@@ -9,7 +9,7 @@ use pepc_mme::sim::*;
 use pepc_mme::MmeConfig;
 use pepc_s1ap::msg::*;
 use pepc_s1ap::Cause;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const SLICES: usize = 2;
 
@@ -62,7 +62,7 @@ fn recorded_run() -> Vec<Vec<u8>> {
 #[test]
 fn a_recorded_run_replays_byte_identical() {
     for (s, bytes) in recorded_run().iter().enumerate() {
-        let r = replay(bytes).unwrap();
+        let r = replay(bytes, Instant::now()).unwrap();
         assert_eq!(r.mismatch, None, "slice {s}");
         assert_eq!(r.slice, (s, SLICES));
         assert!(r.calls > 10 && r.outputs > 10, "slice {s}: {r:?}");
@@ -106,7 +106,7 @@ fn a_changed_output_is_named_with_its_call() {
     assert_eq!(seen, 1);
     let mut bad = bytes.clone();
     bad[at] ^= 0x01;
-    let r = replay(&bad).unwrap();
+    let r = replay(&bad, Instant::now()).unwrap();
     let m = r.mismatch.expect("a difference");
     assert_eq!(m.call, last as u64, "{m}");
     assert!(m.detail.starts_with("output"), "{m}");
@@ -117,16 +117,19 @@ fn a_changed_output_is_named_with_its_call() {
 fn broken_recordings_are_errors_not_panics() {
     let runs = recorded_run();
     let bytes = &runs[1];
-    assert_eq!(replay(b"nonsense").unwrap_err(), RecordError::Magic);
     assert_eq!(
-        replay(pepc_mme::record::MAGIC).unwrap_err(),
+        replay(b"nonsense", Instant::now()).unwrap_err(),
+        RecordError::Magic
+    );
+    assert_eq!(
+        replay(pepc_mme::record::MAGIC, Instant::now()).unwrap_err(),
         RecordError::NoStart
     );
     // Cut anywhere inside a record: an error, never a panic.
     for cut in (pepc_mme::record::MAGIC.len()..bytes.len()).step_by(97) {
-        let _ = replay(&bytes[..cut]);
+        let _ = replay(&bytes[..cut], Instant::now());
     }
-    assert!(replay(&bytes[..bytes.len() - 1]).is_err());
+    assert!(replay(&bytes[..bytes.len() - 1], Instant::now()).is_err());
 }
 
 fn leb128(b: &[u8]) -> (usize, usize) {

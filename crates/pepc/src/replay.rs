@@ -44,7 +44,8 @@ pub fn run(path: &Path) -> Result<Vec<(PathBuf, ReplayReport)>, ReplayError> {
     let mut done = Vec::new();
     for f in files {
         let bytes = std::fs::read(&f).map_err(|e| ReplayError::Read(f.clone(), e))?;
-        let r = replay(&bytes).map_err(|e| ReplayError::Bad(f.clone(), e))?;
+        let r = replay(&bytes, std::time::Instant::now())
+            .map_err(|e| ReplayError::Bad(f.clone(), e))?;
         if let Some(m) = r.mismatch.clone() {
             return Err(ReplayError::Differs {
                 path: f,

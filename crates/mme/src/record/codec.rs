@@ -202,12 +202,7 @@ pub(crate) fn put_input(w: &mut W<'_>, i: &Input) {
             assoc,
             stream,
             bytes,
-        } => {
-            w.u8(6);
-            w.uv(*assoc);
-            w.uv(u64::from(*stream));
-            w.bytes(bytes);
-        }
+        } => put_s1ap_input(w, *assoc, *stream, bytes),
         Input::Control(e) => {
             w.u8(7);
             match e {
@@ -293,6 +288,15 @@ pub(crate) fn put_input(w: &mut W<'_>, i: &Input) {
             put_decision(w, decision);
         }
     }
+}
+
+/// `Input::S1ap` as [`put_input`] writes it, from a PDU the caller keeps
+/// (`Mme::handle_s1ap`).
+pub(crate) fn put_s1ap_input(w: &mut W<'_>, assoc: u64, stream: u16, bytes: &[u8]) {
+    w.u8(6);
+    w.uv(assoc);
+    w.uv(u64::from(stream));
+    w.bytes(bytes);
 }
 
 pub(crate) fn get_input(r: &mut R<'_>) -> Result<Input, RecordError> {

@@ -60,12 +60,9 @@ pub enum RecordError {
 /// One call of a public entry point of the MME, as recorded.
 #[derive(Debug)]
 pub enum Call {
+    /// An input; `Mme::handle_s1ap` (a PDU the driver keeps) is recorded as
+    /// `Input::S1ap`, the same call.
     Handle(Input),
-    S1ap {
-        assoc: u64,
-        stream: u16,
-        bytes: Vec<u8>,
-    },
     Timeout,
     DetachUe {
         imsi: u64,
@@ -272,10 +269,8 @@ pub(crate) mod put {
     }
     pub(crate) fn s1ap(assoc: u64, stream: u16, bytes: &[u8]) -> impl FnOnce(&mut W<'_>) + '_ {
         move |w| {
-            w.u8(1);
-            w.uv(assoc);
-            w.uv(u64::from(stream));
-            w.bytes(bytes);
+            w.u8(0);
+            codec::put_s1ap_input(w, assoc, stream, bytes);
         }
     }
     pub(crate) fn timeout(w: &mut W<'_>) {
@@ -351,11 +346,7 @@ pub(crate) mod put {
 fn get_call(r: &mut codec::R<'_>) -> Result<Call, RecordError> {
     Ok(match r.u8()? {
         0 => Call::Handle(codec::get_input(r)?),
-        1 => Call::S1ap {
-            assoc: r.uv()?,
-            stream: u16::try_from(r.uv()?).map_err(|_| RecordError::Invalid("stream"))?,
-            bytes: r.bytes()?.to_vec(),
-        },
+        // 1: unused (a kept S1AP PDU is recorded as an input, 0).
         2 => Call::Timeout,
         3 => Call::DetachUe { imsi: r.uv()? },
         4 => Call::ReallocateGuti { imsi: r.uv()? },

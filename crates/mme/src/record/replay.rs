@@ -57,8 +57,9 @@ pub struct Replayer {
 }
 
 impl Replayer {
-    /// The MME and slice control plane of `h`, as they were built.
-    pub fn new(h: &Header) -> Replayer {
+    /// The MME and slice control plane of `h`, as they were built, at `epoch` (the
+    /// driver's clock: only times relative to it matter).
+    pub fn new(h: &Header, epoch: Instant) -> Replayer {
         let mut sc = SliceConfig::for_users(h.slice.ue_slots);
         sc.slice = h.slice.slice;
         sc.layout = h.slice.layout;
@@ -68,7 +69,6 @@ impl Replayer {
         sc.default_rule_set = h.slice.default_rule_set;
         sc.s1u_addr = h.mme.s1u_addr;
         let (mut cp, dp) = build(&sc);
-        let epoch = Instant::now();
         let mut mme = Mme::new(h.mme.clone(), epoch);
         mme.set_role(h.role);
         cp.replay_counter_reads(&[]);
@@ -100,14 +100,6 @@ impl Replayer {
         let got_result = match call {
             Call::Handle(i) => {
                 mme.handle(now, i, cp, out);
-                String::new()
-            }
-            Call::S1ap {
-                assoc,
-                stream,
-                bytes,
-            } => {
-                mme.handle_s1ap(now, assoc, stream, &bytes, cp, out);
                 String::new()
             }
             Call::Timeout => {
@@ -209,8 +201,9 @@ impl Replayer {
     }
 }
 
-/// Replay a whole recording from its start.
-pub fn replay(bytes: &[u8]) -> Result<ReplayReport, RecordError> {
+/// Replay a whole recording from its start; `epoch` stands for the recorded MME's
+/// construction (the driver's clock, read outside the MME).
+pub fn replay(bytes: &[u8], epoch: Instant) -> Result<ReplayReport, RecordError> {
     let mut records = Records::new(bytes)?;
     let Some(first) = records.next() else {
         return Err(RecordError::NoStart);
@@ -218,7 +211,7 @@ pub fn replay(bytes: &[u8]) -> Result<ReplayReport, RecordError> {
     let Record::Start(h) = first? else {
         return Err(RecordError::NoStart);
     };
-    let mut r = Replayer::new(&h);
+    let mut r = Replayer::new(&h, epoch);
     let mut report = ReplayReport {
         slice: (h.role.index, h.role.count),
         ..ReplayReport::default()
@@ -274,7 +267,6 @@ fn describe(c: &Call) -> String {
                     .to_string()
             }
         },
-        Call::S1ap { assoc, stream, .. } => format!("S1AP on assoc {assoc} stream {stream}"),
         Call::Timeout => "timeout".into(),
         Call::DetachUe { .. } => "operator detach".into(),
         Call::ReallocateGuti { .. } => "operator GUTI reallocation".into(),

@@ -395,7 +395,10 @@ impl Harness {
         (0..self.slices())
             .filter_map(|s| {
                 let bytes = self.slice(s).0.recorded()?;
-                Some(crate::record::replay::replay(bytes).expect("a readable recording"))
+                Some(
+                    crate::record::replay::replay(bytes, Instant::now())
+                        .expect("a readable recording"),
+                )
             })
             .collect()
     }

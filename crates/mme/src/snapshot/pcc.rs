@@ -78,7 +78,7 @@ pub(crate) fn write(
         } = s;
         w.u8(*ebi);
         w.str(apn);
-        w.0.extend_from_slice(&ue_ip.octets());
+        w.ip(*ue_ip);
         w.bool(*gx);
         w.uv(rules.len() as u64);
         for b in rules {
