@@ -37,7 +37,9 @@ export CARGO_INCREMENTAL=0
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace --all-targets
-cargo test --workspace 2>&1
+# Bounded: a test that hangs fails the run with its name in the log instead of
+# running into CI's own limit.
+timeout --kill-after=30s 45m cargo test --workspace 2>&1
 # 20 s of every fuzz target from its corpus, two at a time on CI's two cores
 # (~3.5 min with the build; fuzz/README.md).
 FUZZ_JOBS=2 scripts/fuzz.sh 20

@@ -4,6 +4,8 @@
 //! figures. Figures are not asserted (the benchmark reports them; see the README).
 //! Uses the demo's fixed loopback ports (9899, 2152, 5201, 5202).
 
+mod common;
+
 #[test]
 fn bench_attach_over_s6a_reports_the_proxy() {
     let ok = std::process::Command::new("python3")
@@ -14,21 +16,22 @@ fn bench_attach_over_s6a_reports_the_proxy() {
         eprintln!("SKIP: python3 with pycrate_diameter and cryptography missing (scripts/test.sh installs them)");
         return;
     }
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pepc"))
-        .args([
-            "bench",
-            "attach",
-            "--transport",
-            "udp",
-            "--hss",
-            "diameter",
-            "--attaches",
-            "300",
-            "--json",
-        ])
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
+    let out = common::output_within(
+        std::process::Command::new(env!("CARGO_BIN_EXE_pepc"))
+            .args([
+                "bench",
+                "attach",
+                "--transport",
+                "udp",
+                "--hss",
+                "diameter",
+                "--attaches",
+                "300",
+                "--json",
+            ])
+            .env("RUST_LOG", "warn"),
+        std::time::Duration::from_secs(300),
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

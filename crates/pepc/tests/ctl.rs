@@ -7,14 +7,15 @@ use common::node::node;
 use std::process::Command;
 
 fn ctl(api: &str, token: &str, args: &[&str]) -> (bool, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_pepc"))
-        .arg("ctl")
-        .args(["--api", api])
-        .args(args)
-        .env("PEPC_API_TOKEN", token)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
+    let o = common::output_within(
+        Command::new(env!("CARGO_BIN_EXE_pepc"))
+            .arg("ctl")
+            .args(["--api", api])
+            .args(args)
+            .env("PEPC_API_TOKEN", token)
+            .env_remove("RUST_LOG"),
+        std::time::Duration::from_secs(60),
+    );
     (
         o.status.success(),
         format!(

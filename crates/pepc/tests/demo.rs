@@ -2,12 +2,14 @@
 //! HSS) driven by the emulator on loopback. Attaches, traffic, detaches all succeed
 //! with no loss. Uses the demo's fixed loopback ports (9899, 2152, 5201, 5202).
 
+mod common;
+
 use std::process::Command;
 
 #[test]
 fn demo_attaches_exchanges_traffic_and_detaches() {
-    let out = Command::new(env!("CARGO_BIN_EXE_pepc"))
-        .args([
+    let out = common::output_within(
+        Command::new(env!("CARGO_BIN_EXE_pepc")).args([
             "demo",
             "--ues",
             "20",
@@ -18,9 +20,9 @@ fn demo_attaches_exchanges_traffic_and_detaches() {
             "--pps",
             "500",
             "--json",
-        ])
-        .output()
-        .expect("run pepc demo");
+        ]),
+        std::time::Duration::from_secs(300),
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

@@ -1,6 +1,8 @@
 //! `[log]`: the level and format keys are checked (errors name the key), and `pepc run`
 //! with `format = "json"` writes one JSON object per log line on stderr.
 
+mod common;
+
 use pepc::epc::EpcConfig;
 use std::process::Command;
 
@@ -37,12 +39,13 @@ fn json_logs_are_one_object_per_line() {
          [hss]\ndb = \":memory:\"\n[log]\nformat = \"json\"\nlevel = \"info\"\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_pepc"))
-        .args(["run", "--seconds", "0.5", "--config"])
-        .arg(&config)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
+    let out = common::output_within(
+        Command::new(env!("CARGO_BIN_EXE_pepc"))
+            .args(["run", "--seconds", "0.5", "--config"])
+            .arg(&config)
+            .env_remove("RUST_LOG"),
+        std::time::Duration::from_secs(120),
+    );
     let _ = std::fs::remove_dir_all(&dir);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");

@@ -4,13 +4,16 @@
 //! binary; a recording changed by one byte is refused, naming the call. Uses the
 //! demo's fixed loopback ports (9899, 2152, 5201, 5202).
 
+mod common;
+
 use std::process::Command;
 
 fn pepc(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_pepc"))
-        .args(args)
-        .output()
-        .expect("run pepc")
+    // A 1,000-UE demo takes ~15 s and its replay ~5 s in a debug build.
+    common::output_within(
+        Command::new(env!("CARGO_BIN_EXE_pepc")).args(args),
+        std::time::Duration::from_secs(300),
+    )
 }
 
 #[test]

@@ -3,6 +3,8 @@
 //! CSV attach; keys never appear in any output; the SQN store survives a restart, so a
 //! restarted node never hands out a vector it already used.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -11,10 +13,10 @@ const K: &str = "465B5CE8B199B49FAA5F0A2EE238A6BC";
 const OPC: &str = "E8ED289DEBA952E4283B54E88E6183CA";
 
 fn pepc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pepc"))
-        .args(args)
-        .output()
-        .expect("run pepc")
+    common::output_within(
+        Command::new(env!("CARGO_BIN_EXE_pepc")).args(args),
+        Duration::from_secs(300),
+    )
 }
 
 fn ok(o: &Output) -> String {

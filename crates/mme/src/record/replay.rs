@@ -138,10 +138,13 @@ impl Replayer {
             }
         };
         // The data thread takes the control plane's updates (nothing else of it is
-        // replayed: no packets).
+        // replayed: no packets). The End Markers a path switch makes are dropped as
+        // the node's driver sends them: a full batch of them stops sync from applying
+        // updates, which would spin here for ever.
         while self.cp.in_flight() > 0 {
             self.cp.flush();
             self.dp.sync(0);
+            self.dp.generated.clear();
         }
         let mismatch = |detail: String, expected: &[u8], got: &[u8]| {
             let from = expected

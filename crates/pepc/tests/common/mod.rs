@@ -5,3 +5,51 @@ pub mod diameter;
 pub mod enb;
 pub mod node;
 pub mod relay;
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// `cmd.output()`, bounded: a child still running after `limit` is killed and the test
+/// fails naming the command and what it printed, instead of hanging the test run.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let read = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = read(Box::new(child.stdout.take().expect("piped")));
+    let err = read(Box::new(child.stderr.take().expect("piped")));
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for the child") {
+            break Some(s);
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    let Some(status) = status else {
+        panic!(
+            "{cmd:?} still ran after {limit:?} and was killed\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        );
+    };
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
