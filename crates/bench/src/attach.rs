@@ -25,7 +25,9 @@ use pepc_s1ap::msg::{
     UeContextReleaseComplete, UplinkNasTransport,
 };
 use pepc_s1ap::{ERabTunnel, Ecgi, EnbId, GlobalEnbId, SupportedTa, Tai, UeS1apIds};
-use pepc_slice::slice::{build, pin_current_thread, pin_current_thread_to, SliceConfig};
+use pepc_slice::slice::{
+    build_with_signaling, pin_current_thread, pin_current_thread_to, SliceConfig,
+};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -259,7 +261,7 @@ fn mme_thread(
     slice: usize,
     mut mme: Mme,
     mut proxy: HssProxy,
-    mut cp: pepc_slice::control::ControlPlane,
+    mut cp: pepc_mme::ControlPlane,
     rx: mpsc::Receiver<Hop>,
     tx: mpsc::Sender<Back>,
     sink: Option<pepc_store::CheckpointSink>,
@@ -839,7 +841,7 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         let mut sc = SliceConfig::for_users(n as usize + 1024);
         sc.slice = sl as u32;
         sc.layout = layout;
-        let (mut cp, mut dp) = build(&sc);
+        let (mut cp, mut dp) = build_with_signaling(&sc);
         let mut mme = Mme::new(cfg.clone(), std::time::Instant::now());
         mme.set_role(endpoint.role(sl));
         let proxy = HssProxy::new(hss.clone(), pepc_mme::mme::urandom());

@@ -12,8 +12,8 @@
 //! Re-Synchronization-Info (RAND + AUTS, §7.3.15).
 
 use crate::mme::{Input, Mme, Output};
+use crate::ControlPlane;
 use pepc_hss::{Hss, HssError, ImsiKey};
-use pepc_slice::control::ControlPlane;
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -68,8 +68,12 @@ pub use endpoint::{
     EnbView, EndpointOut, EndpointStats, S1apEndpoint, SlicePolicy, SliceRole, UnknownSlicePolicy,
 };
 pub use hss::{CancellationType, HssAnswer, HssFailure, HssProxy, HssRef, HssRequest};
+pub use mme::context::Ue;
 pub use mme::{AssocId, Input, Mme, MmeError, MmeStats, Output, SnapshotBytes};
 pub use overload::{OverloadConfig, OverloadControl, OverloadStats};
 pub use pcrf::{EmbeddedPcrf, PcrfAnswer, PcrfRequest, PolicyDecision};
-pub use pepc_slice::control::{ControlEvent, ControlPlane};
+pub use pepc_slice::control::ControlEvent;
+
+/// The slice's control table with the MME's UEs as the signaling part of its entries.
+pub type ControlPlane = pepc_slice::control::ControlPlane<Ue>;
 pub use sim::{run_inprocess_attaches, AttachBenchResult};

@@ -13,6 +13,7 @@ pub(crate) use crate::nasx::{
     UnprotectError,
 };
 pub(crate) use crate::pcrf::PcefRule;
+pub(crate) use crate::ControlPlane;
 pub(crate) use pepc_s1ap::msg::*;
 pub(crate) use pepc_s1ap::{
     Cause, Ecgi, GlobalEnbId, Key256 as S1Key, SecurityContext, Tai, UeS1apIds,
@@ -21,7 +22,7 @@ pub(crate) use pepc_s1ap::{
 pub(crate) use pepc_security::{AuthVector, Eia, Key256};
 pub(crate) use pepc_slice::context::{Arp, Guti};
 pub(crate) use pepc_slice::control::{
-    AttachParams, BearerParams, ControlEvent, ControlPlane, CtrlError, PdnParams,
+    AttachParams, BearerParams, ControlEvent, CtrlError, PdnParams,
 };
 pub(crate) use std::cmp::Reverse;
 pub(crate) use std::collections::{BinaryHeap, HashMap, VecDeque};

@@ -7,8 +7,8 @@
 
 use crate::mme::Mme;
 use crate::snapshot::{restore_checkpoint, snapshot_tmsis};
+use crate::ControlPlane;
 use crate::Output;
-use pepc_slice::control::ControlPlane;
 use std::collections::HashMap;
 use std::time::Instant;
 

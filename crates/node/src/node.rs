@@ -19,11 +19,11 @@ use crate::queues::{Doorbell, QueuePort, Side};
 use crate::ring::{batch_ring, CountedPort, RingPort};
 use crate::runtime::{spawn_slice, ControlDriver, SliceStart, SliceThreads, SyntheticDriver};
 use crate::stats::{DemuxCounters, NodeStats, PortCounters, SliceStats, SocketDrops, SocketOwner};
-use pepc_slice::control::ControlPlane;
+use pepc_mme::ControlPlane;
 use pepc_slice::counters::SliceCounters;
 use pepc_slice::datapath::DataPlane;
 use pepc_slice::ids::IdLayout;
-use pepc_slice::slice::{available_cores, build, pin_current_thread, SliceConfig};
+use pepc_slice::slice::{available_cores, build_with_signaling, pin_current_thread, SliceConfig};
 use pepc_slice::synthetic::{Synthetic, SyntheticConfig};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -437,7 +437,7 @@ impl Node {
             cfg.ue_slots = (v.max_users + 1024).min(layout.max_ue_slots());
             cfg.bearer_slots = ((v.max_users + 1024) * 2).min(layout.max_bearer_slots());
             cfg.s1u_addr = *s1u_addr.ip();
-            let (mut cp, dp) = build(&cfg);
+            let (mut cp, dp) = build_with_signaling(&cfg);
             let driver: Box<dyn ControlDriver> = match make_driver(s) {
                 Some(d) => d,
                 None => {

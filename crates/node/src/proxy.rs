@@ -15,9 +15,9 @@
 
 use pepc_hss::Hss;
 use pepc_mme::hss::Proxied;
+use pepc_mme::ControlPlane;
 use pepc_mme::{EmbeddedPcrf, PcrfAnswer, PcrfRequest};
 use pepc_mme::{HssAnswer, HssProxy, HssRequest, Input, Mme, Output};
-use pepc_slice::control::ControlPlane;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -329,7 +329,7 @@ pub(crate) mod tests {
     use pepc_mme::MmeConfig;
     use pepc_s1ap::msg::S1apMessage;
     use pepc_s1ap::{EnbId, GlobalEnbId};
-    use pepc_slice::slice::{build, SliceConfig};
+    use pepc_slice::slice::{build_with_signaling, SliceConfig};
     use std::time::Duration;
 
     const IMSI: &str = "001010000000001";
@@ -340,7 +340,7 @@ pub(crate) mod tests {
         let cfg = MmeConfig::default();
         let plmn = cfg.plmn;
         let mut mme = Mme::new(cfg.clone(), std::time::Instant::now());
-        let (mut cp, _dp) = build(&SliceConfig::for_users(16));
+        let (mut cp, _dp) = build_with_signaling(&SliceConfig::for_users(16));
         let mut out = vec![];
         mme.handle(
             Instant::now(),

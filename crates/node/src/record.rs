@@ -2,8 +2,8 @@
 //! of its own, `<record>.<slice>`, between the control thread's rounds. The file holds
 //! key material (HSS vectors, checkpoints), so it is created with mode 0600.
 
+use pepc_mme::ControlPlane;
 use pepc_mme::Mme;
-use pepc_slice::control::ControlPlane;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! against the slice's control plane.
 
 use crate::io::{wait_any_readable, PacketIo};
-use pepc_slice::control::ControlPlane;
+use pepc_mme::ControlPlane;
 use pepc_slice::datapath::DataPlane;
 use pepc_slice::slice::pin_current_thread;
 use pepc_wire::{Batch, Verdict};

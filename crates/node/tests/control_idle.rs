@@ -3,6 +3,7 @@
 //! during the wait in order. Real node threads; loopback only, bounded in time.
 
 use pepc_hss::Hss;
+use pepc_mme::ControlPlane;
 use pepc_mme::{Mme, MmeConfig};
 use pepc_node::config::NodeConfig;
 use pepc_node::node::Node;
@@ -11,7 +12,6 @@ use pepc_node::runtime::{ControlDriver, IDLE_WAIT_MAX};
 use pepc_node::s1mme::MmeDriver;
 use pepc_sctp::transport::{AssocId, S1Transport, TransportEvent, UdpSctpTransport, S1AP_PPID};
 use pepc_sctp::Config;
-use pepc_slice::control::ControlPlane;
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::RawFd;

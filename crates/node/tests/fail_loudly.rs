@@ -1,10 +1,10 @@
 //! A slice thread that panics does not leave a node that silently serves nothing: the
 //! node names the stopped thread (`pepc run` then exits non-zero with that message).
 
+use pepc_mme::ControlPlane;
 use pepc_node::config::NodeConfig;
 use pepc_node::node::Node;
 use pepc_node::runtime::ControlDriver;
-use pepc_slice::control::ControlPlane;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 

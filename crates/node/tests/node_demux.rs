@@ -4,10 +4,11 @@
 //! comes back GTP-U encapsulated to the right eNB TEID, unknown TEIDs get an Error
 //! Indication, and every packet is accounted for in the node's stats. Bounded in time.
 
+use pepc_mme::ControlPlane;
 use pepc_node::config::{DemuxMode, NodeConfig};
 use pepc_node::node::Node;
 use pepc_node::runtime::ControlDriver;
-use pepc_slice::control::{AttachParams, Attached, ControlPlane};
+use pepc_slice::control::{AttachParams, Attached};
 use pepc_slice::ids::IdLayout;
 use pepc_slice::packets::{gpdu, ipv4_udp};
 use pepc_wire::gtpu;

@@ -1,10 +1,11 @@
 //! A node on loopback: GTP-U in on S1-U, inner packets out to the SGi peer, downlink
 //! back through the tunnel, Echo answered. Real sockets, bounded in time.
 
+use pepc_mme::ControlPlane;
 use pepc_node::config::NodeConfig;
 use pepc_node::node::Node;
 use pepc_node::runtime::ControlDriver;
-use pepc_slice::control::{AttachParams, Attached, ControlPlane};
+use pepc_slice::control::{AttachParams, Attached};
 use pepc_slice::packets::{gpdu, ipv4_udp};
 use std::net::{Ipv4Addr, UdpSocket};
 use std::sync::{Arc, Mutex};

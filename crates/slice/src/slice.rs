@@ -56,8 +56,14 @@ impl SliceConfig {
     }
 }
 
-/// Create both halves of a slice, connected by their rings and sharing the counters.
+/// Create both halves of a slice without signaling (synthetic events, benchmarks).
 pub fn build(cfg: &SliceConfig) -> (ControlPlane, DataPlane) {
+    build_with_signaling(cfg)
+}
+
+/// Create both halves of a slice, connected by their rings and sharing the counters;
+/// `S` is the signaling part of its UEs' entries (the MME's UE).
+pub fn build_with_signaling<S>(cfg: &SliceConfig) -> (ControlPlane<S>, DataPlane) {
     let counters = Arc::new(SliceCounters::new(cfg.bearer_slots, cfg.ue_slots));
     let (up_tx, up_rx) = spsc::channel(cfg.update_ring);
     let (rq_tx, rq_rx) = spsc::channel(cfg.request_ring);

@@ -130,10 +130,10 @@ impl Synthetic {
 
     /// Attach the steady users (ECM-CONNECTED, with eNB tunnels). `flush` is called
     /// whenever the update ring fills, so the caller can let the data thread drain it.
-    pub fn setup(
+    pub fn setup<S>(
         &mut self,
-        cp: &mut ControlPlane,
-        mut flush: impl FnMut(&mut ControlPlane),
+        cp: &mut ControlPlane<S>,
+        mut flush: impl FnMut(&mut ControlPlane<S>),
     ) -> Result<(), CtrlError> {
         for i in 0..self.cfg.users as u64 {
             let p = self.params(self.cfg.imsi_base + i);
@@ -149,7 +149,7 @@ impl Synthetic {
 
     /// Run the events due by `now_ns` (events are spaced evenly at the configured rate
     /// from the first call). Returns how many ran.
-    pub fn run_due(&mut self, cp: &mut ControlPlane, now_ns: u64) -> usize {
+    pub fn run_due<S>(&mut self, cp: &mut ControlPlane<S>, now_ns: u64) -> usize {
         if self.cfg.rate_per_s == 0 {
             return 0;
         }
@@ -167,7 +167,7 @@ impl Synthetic {
     }
 
     /// One event, chosen as configured.
-    pub fn one_event(&mut self, cp: &mut ControlPlane) {
+    pub fn one_event<S>(&mut self, cp: &mut ControlPlane<S>) {
         let handover = (self.rng.next_u64() as f64 / u64::MAX as f64) < self.cfg.handover_share;
         if handover && !self.steady.is_empty() {
             let i = self.rng.below(self.steady.len() as u64) as usize;

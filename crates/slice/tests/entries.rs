@@ -2,9 +2,9 @@
 //! part created in the same entry at session creation, and their removal.
 
 use pepc_slice::control::{AttachParams, CtrlError};
-use pepc_slice::slice::{build, SliceConfig};
+use pepc_slice::slice::{build_with_signaling, SliceConfig};
 
-/// What an MME would keep of a UE (any `Send + 'static` type).
+/// What an MME would keep of a UE (the table's type parameter).
 #[derive(Debug, PartialEq)]
 struct Sig {
     mme_ue_id: u32,
@@ -12,15 +12,13 @@ struct Sig {
 
 #[test]
 fn signaling_first_then_session_in_the_same_entry() {
-    let (mut cp, mut dp) = build(&SliceConfig::for_users(100));
+    let (mut cp, mut dp) = build_with_signaling::<Sig>(&SliceConfig::for_users(100));
     let slot = cp.reserve_ue(Box::new(Sig { mme_ue_id: 7 })).unwrap();
     assert_eq!(cp.entry_count(), 1);
     assert_eq!(cp.ue_count(), 0, "no session yet");
     assert!(cp.ue(slot).is_none());
-    assert_eq!(cp.signaling::<Sig>(slot), Some(&Sig { mme_ue_id: 7 }));
-    // Another type is not taken for it.
-    assert!(cp.signaling::<u32>(slot).is_none());
-    cp.signaling_mut::<Sig>(slot).unwrap().mme_ue_id = 8;
+    assert_eq!(cp.signaling(slot), Some(&Sig { mme_ue_id: 7 }));
+    cp.signaling_mut(slot).unwrap().mme_ue_id = 8;
 
     let mut p = AttachParams::new(1);
     p.ue_slot = Some(slot);
@@ -37,22 +35,22 @@ fn signaling_first_then_session_in_the_same_entry() {
     // Detach drops the data-path part; the signaling part keeps the entry.
     cp.detach(slot).unwrap();
     assert!(cp.ue(slot).is_none());
-    assert_eq!(cp.signaling::<Sig>(slot), Some(&Sig { mme_ue_id: 8 }));
+    assert_eq!(cp.signaling(slot), Some(&Sig { mme_ue_id: 8 }));
     assert_eq!(cp.entry_count(), 1);
     let other = cp.attach(&AttachParams::new(3)).unwrap();
     assert_ne!(other.ue_slot, slot);
 
     // Release frees the entry and hands the signaling part back.
     let sig = cp.release_ue(slot).unwrap();
-    assert_eq!(sig.downcast_ref::<Sig>(), Some(&Sig { mme_ue_id: 8 }));
-    assert!(cp.signaling::<Sig>(slot).is_none());
+    assert_eq!(*sig, Sig { mme_ue_id: 8 });
+    assert!(cp.signaling(slot).is_none());
     assert_eq!(cp.entry_count(), 1, "the other UE");
     assert!(cp.release_ue(slot).is_none());
 }
 
 #[test]
 fn release_with_a_session_detaches_it() {
-    let (mut cp, mut dp) = build(&SliceConfig::for_users(100));
+    let (mut cp, mut dp) = build_with_signaling::<Sig>(&SliceConfig::for_users(100));
     let slot = cp.reserve_ue(Box::new(Sig { mme_ue_id: 1 })).unwrap();
     let mut p = AttachParams::new(42);
     p.ue_slot = Some(slot);
@@ -63,14 +61,14 @@ fn release_with_a_session_detaches_it() {
     assert!(cp.find_imsi(42).is_none());
     // The slot is handed out again.
     let again = cp.reserve_ue(Box::new(Sig { mme_ue_id: 2 })).unwrap();
-    assert!(cp.signaling::<Sig>(again).is_some());
+    assert!(cp.signaling(again).is_some());
 }
 
 #[test]
 fn entries_are_bounded_by_the_slots() {
     let mut cfg = SliceConfig::for_users(4);
     cfg.ue_slots = 4;
-    let (mut cp, _dp) = build(&cfg);
+    let (mut cp, _dp) = build_with_signaling::<Sig>(&cfg);
     let mut n = 0;
     while cp.reserve_ue(Box::new(Sig { mme_ue_id: n })).is_ok() {
         n += 1;

@@ -15,6 +15,7 @@
 use crate::hist::Histogram;
 use crate::netns::{enter, End, Topology};
 use pepc_emulator::driver::{TABLE_IV_DL, TABLE_IV_UL};
+use pepc_mme::ControlPlane;
 use pepc_node::config::NodeConfig;
 pub use pepc_node::io::afxdp::XdpMode;
 use pepc_node::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XskConfig, ZeroCopy};
@@ -22,7 +23,7 @@ use pepc_node::io::udp::UdpPort;
 use pepc_node::io::{now_ns, PacketIo, SocketDropReason};
 use pepc_node::node::Node;
 use pepc_node::runtime::ControlDriver;
-use pepc_slice::control::{AttachParams, ControlPlane};
+use pepc_slice::control::AttachParams;
 use pepc_slice::packets::{gpdu, ipv4_udp, retarget_downlink, retarget_uplink};
 use pepc_slice::synthetic::Rng;
 use pepc_wire::{Batch, Verdict, BATCH_SIZE};

@@ -181,7 +181,9 @@ pub(crate) struct HoState {
     pub(crate) started: Instant,
 }
 
-pub(crate) struct Ue {
+/// The MME's state of one UE: the signaling part of its entry in the slice's control
+/// table ([`crate::ControlPlane`]). Opaque outside this crate.
+pub struct Ue {
     pub(crate) imsi: Option<u64>,
     pub(crate) emm: Emm_,
     /// Current S1 connection (assoc, eNB UE S1AP ID).

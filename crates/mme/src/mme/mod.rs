@@ -19,7 +19,7 @@ pub(crate) type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// An S1-MME association, as the transport names it.
 pub type AssocId = u64;
 
-mod context;
+pub(crate) mod context;
 mod events;
 mod stats;
 
@@ -229,12 +229,12 @@ impl Mme {
     /// The signaling part of UE `id`'s context, in its entry of the slice's table.
     #[inline]
     pub(crate) fn ue<'c>(&self, cp: &'c ControlPlane, id: u32) -> Option<&'c Ue> {
-        cp.signaling::<Ue>(*self.by_id.get(&id)?)
+        cp.signaling(*self.by_id.get(&id)?)
     }
 
     #[inline]
     pub(crate) fn ue_mut<'c>(&self, cp: &'c mut ControlPlane, id: u32) -> Option<&'c mut Ue> {
-        cp.signaling_mut::<Ue>(*self.by_id.get(&id)?)
+        cp.signaling_mut(*self.by_id.get(&id)?)
     }
 
     /// The UE slot of UE `id`'s entry.
@@ -427,7 +427,7 @@ impl Mme {
             self.timers.retain(|Reverse((t, id, kind))| {
                 by_id
                     .get(id)
-                    .and_then(|s| cp.signaling::<Ue>(*s))
+                    .and_then(|s| cp.signaling(*s))
                     .is_some_and(|u| u.timer(*kind) == Some(*t))
             });
             self.timers.shrink_to_fit();
@@ -839,7 +839,7 @@ impl Mme {
             return;
         };
         // The whole entry goes: the data-path part if any (detach), and this part.
-        let Some(mut u) = cp.release_ue(slot).and_then(|s| s.downcast::<Ue>().ok()) else {
+        let Some(mut u) = cp.release_ue(slot) else {
             return;
         };
         if let Some(a) = u.unauth_on.take() {

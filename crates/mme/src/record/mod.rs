@@ -35,7 +35,7 @@ pub use header::Header;
 
 use crate::mme::{Input, Mme, Output};
 use crate::pcrf::PolicyDecision;
-use pepc_slice::control::ControlPlane;
+use crate::ControlPlane;
 use std::time::Instant;
 
 /// The magic and version at the start of a recording.

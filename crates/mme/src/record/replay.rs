@@ -4,9 +4,9 @@
 
 use super::{codec, Call, CallRecord, Header, Record, RecordError, Records};
 use crate::mme::{Mme, Output};
-use pepc_slice::control::ControlPlane;
+use crate::ControlPlane;
 use pepc_slice::datapath::DataPlane;
-use pepc_slice::slice::{build, SliceConfig};
+use pepc_slice::slice::{build_with_signaling, SliceConfig};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -68,7 +68,7 @@ impl Replayer {
         sc.bearer_slots = h.slice.bearer_slots;
         sc.default_rule_set = h.slice.default_rule_set;
         sc.s1u_addr = h.mme.s1u_addr;
-        let (mut cp, dp) = build(&sc);
+        let (mut cp, dp) = build_with_signaling(&sc);
         let mut mme = Mme::new(h.mme.clone(), epoch);
         mme.set_role(h.role);
         cp.replay_counter_reads(&[]);

@@ -9,14 +9,14 @@ use crate::mme::{AssocId, Input, Mme, Output};
 use crate::nasx::{
     self, Direction, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, UeSecCtx,
 };
+use crate::ControlPlane;
 use crate::MmeConfig;
 use pepc_hss::{Hss, OpKind, PdnType, Subscriber};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::{ERabTunnel, Ecgi, EnbId, GlobalEnbId, SupportedTa, Tai};
 use pepc_security::{Key128, Key256, Milenage};
-use pepc_slice::control::ControlPlane;
 use pepc_slice::datapath::DataPlane;
-use pepc_slice::slice::{build, SliceConfig};
+use pepc_slice::slice::{build_with_signaling, SliceConfig};
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -135,7 +135,7 @@ impl Harness {
                 let mut sc = SliceConfig::for_users(users);
                 sc.slice = s as u32;
                 sc.layout = layout;
-                let (mut cp, dp) = build(&sc);
+                let (mut cp, dp) = build_with_signaling(&sc);
                 let mut mme = Mme::new(cfg.clone(), now);
                 mme.set_role(endpoint.role(s));
                 // Every harness run is recorded and, when the harness goes, replayed:

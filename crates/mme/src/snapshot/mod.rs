@@ -73,10 +73,11 @@ use crate::mme::{
     AssocId, Emm_, HoState, Mme, Procedure, Resume, TimerKind, Ue, CHECKPOINT_DL_LEASE,
 };
 use crate::nasx::{Direction, NasEpsMessage, RecentTags, SecCtx};
+use crate::ControlPlane;
 use oxirush_nas::common::Encode;
 use pepc_s1ap::{ERabAdmitted, Ecgi, Plmn, Tai};
 use pepc_security::{AuthVector, Eea, Eia, Key128, Key256};
-use pepc_slice::control::{ControlPlane, CtrlError, Restored};
+use pepc_slice::control::{CtrlError, Restored};
 use pepc_slice::snapshot as container;
 use std::cmp::Reverse;
 use std::net::Ipv4Addr;

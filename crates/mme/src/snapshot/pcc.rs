@@ -27,7 +27,7 @@ use super::SnapshotError;
 use crate::esm::policy::{Bound, Monitor, SessionPolicy, UePolicy};
 use crate::mme::Mme;
 use crate::record::codec::{get_decision, get_rule, put_decision, put_rule, R, W};
-use pepc_slice::control::ControlPlane;
+use crate::ControlPlane;
 use std::time::{Duration, Instant};
 
 const VERSION: u8 = 1;

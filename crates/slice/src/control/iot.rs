@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl ControlPlane {
+impl<S> ControlPlane<S> {
     pub(super) fn attach_iot(&mut self, p: &AttachParams) -> Result<Attached, CtrlError> {
         let pool = self
             .cfg

@@ -8,8 +8,9 @@
 //! parts written by this thread alone:
 //! * the **signaling part**: what the slice's MME keeps of the UE (EMM/ECM state,
 //!   security context, S1AP IDs, the procedure in progress, timers, location, GUTI).
-//!   The slice does not look inside it: it is the MME's type, held as `dyn Any` so
-//!   that this crate does not depend on the MME (see [`ControlPlane::reserve_ue`]);
+//!   The slice does not look inside it: it is the MME's type, the table's type
+//!   parameter `S` (so this crate does not depend on the MME; see
+//!   [`ControlPlane::reserve_ue`]). A slice without signaling uses [`NoSignaling`];
 //! * the **data-path part** ([`UeContext`]): PDN connections, bearers, AMBR, rules,
 //!   the part published to the data thread.
 //!
@@ -26,7 +27,6 @@ use crate::pcef::RuleSet;
 use crate::snapshot::{SnapshotError, UeSliceSnapshot};
 use crate::spsc::{Consumer, Producer};
 use crate::update::{DpRequest, DpUpdate};
-use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -218,27 +218,40 @@ pub struct PdnAdded {
     pub teid_ul: u32,
 }
 
-/// The signaling part of a UE's entry: the MME's per-UE state, opaque to the slice.
-pub type Signaling = Box<dyn Any + Send>;
+/// The signaling part of a slice that has none (the synthetic events, benchmarks):
+/// no value of it exists.
+#[derive(Debug)]
+pub enum NoSignaling {}
 
-/// One UE's entry in the secondary table (see the module docs).
-#[derive(Default)]
-struct UeEntry {
+/// One UE's entry in the secondary table (see the module docs). The signaling part is
+/// boxed: the table is dense, and most of a slice's slots are free or data-path only.
+struct UeEntry<S> {
     /// The data-path part, once the UE has a session.
     ctx: Option<UeContext>,
-    signaling: Option<Signaling>,
+    signaling: Option<Box<S>>,
 }
 
-impl UeEntry {
+impl<S> Default for UeEntry<S> {
+    fn default() -> Self {
+        UeEntry {
+            ctx: None,
+            signaling: None,
+        }
+    }
+}
+
+impl<S> UeEntry<S> {
     fn is_free(&self) -> bool {
         self.ctx.is_none() && self.signaling.is_none()
     }
 }
 
-pub struct ControlPlane {
+/// The slice's control table; `S` is the signaling part of a UE's entry (the MME's
+/// UE type; [`NoSignaling`] without an MME).
+pub struct ControlPlane<S = NoSignaling> {
     cfg: ControlConfig,
     /// Secondary table: every UE of the slice, by UE slot.
-    ues: Vec<UeEntry>,
+    ues: Vec<UeEntry<S>>,
     /// Stateless-IoT devices, by pool index.
     iot_ues: Vec<Option<UeContext>>,
     iot_free: VecDeque<u32>,
@@ -294,7 +307,7 @@ fn publish_to(updates: &mut Producer<DpUpdate>, backlog: &mut VecDeque<DpUpdate>
     }
 }
 
-impl ControlPlane {
+impl<S> ControlPlane<S> {
     pub fn new(
         cfg: ControlConfig,
         updates: Producer<DpUpdate>,
@@ -374,7 +387,7 @@ impl ControlPlane {
 
     /// Give a UE that starts signaling its entry: a UE slot holding `signaling` (the
     /// MME's state of it), and later its data-path part ([`AttachParams::ue_slot`]).
-    pub fn reserve_ue(&mut self, signaling: Signaling) -> Result<u32, CtrlError> {
+    pub fn reserve_ue(&mut self, signaling: Box<S>) -> Result<u32, CtrlError> {
         let (ue_slot, _) = self
             .ue_alloc
             .alloc()
@@ -385,7 +398,7 @@ impl ControlPlane {
 
     /// Put the signaling part into the entry of `ue_slot`, which has a data-path part
     /// and none yet (a UE restored from a snapshot).
-    pub fn set_signaling(&mut self, ue_slot: u32, signaling: Signaling) -> Result<(), CtrlError> {
+    pub fn set_signaling(&mut self, ue_slot: u32, signaling: Box<S>) -> Result<(), CtrlError> {
         match self.ues.get_mut(ue_slot as usize) {
             Some(e) if e.ctx.is_some() && e.signaling.is_none() => {
                 e.signaling = Some(signaling);
@@ -395,28 +408,20 @@ impl ControlPlane {
         }
     }
 
-    /// The signaling part of the entry of `ue_slot`, if it is a `T`.
+    /// The signaling part of the entry of `ue_slot`, if it has one.
     #[inline]
-    pub fn signaling<T: Any>(&self, ue_slot: u32) -> Option<&T> {
-        self.ues
-            .get(ue_slot as usize)?
-            .signaling
-            .as_ref()?
-            .downcast_ref()
+    pub fn signaling(&self, ue_slot: u32) -> Option<&S> {
+        self.ues.get(ue_slot as usize)?.signaling.as_deref()
     }
 
     #[inline]
-    pub fn signaling_mut<T: Any>(&mut self, ue_slot: u32) -> Option<&mut T> {
-        self.ues
-            .get_mut(ue_slot as usize)?
-            .signaling
-            .as_mut()?
-            .downcast_mut()
+    pub fn signaling_mut(&mut self, ue_slot: u32) -> Option<&mut S> {
+        self.ues.get_mut(ue_slot as usize)?.signaling.as_deref_mut()
     }
 
     /// Drop the UE's entry: its data-path part as [`Self::detach`] does, then its
     /// signaling part, which is returned; the slot is free again.
-    pub fn release_ue(&mut self, ue_slot: u32) -> Option<Signaling> {
+    pub fn release_ue(&mut self, ue_slot: u32) -> Option<Box<S>> {
         let e = self.ues.get_mut(ue_slot as usize)?;
         let signaling = e.signaling.take();
         if e.ctx.is_some() {
@@ -428,7 +433,7 @@ impl ControlPlane {
         signaling
     }
 
-    fn entry_mut(&mut self, ue_slot: u32) -> &mut UeEntry {
+    fn entry_mut(&mut self, ue_slot: u32) -> &mut UeEntry<S> {
         if self.ues.len() <= ue_slot as usize {
             self.ues.resize_with(ue_slot as usize + 1, UeEntry::default);
         }

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl ControlPlane {
+impl<S> ControlPlane<S> {
     /// Set the eNB end of a bearer's S1-U tunnel: Initial Context Setup Response,
     /// Path Switch (X2 handover), Handover Notify (S1 handover). The data thread sends an
     /// End Marker on the old path when it changes. Makes the UE ECM-CONNECTED.

@@ -46,7 +46,7 @@ impl CounterTap {
 
 pub(crate) type Tap = RefCell<CounterTap>;
 
-impl ControlPlane {
+impl<S> ControlPlane<S> {
     /// Keep every counter value the control thread reads from now on, for
     /// [`Self::take_counter_reads`].
     pub fn record_counter_reads(&mut self) {

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl ControlPlane {
+impl<S> ControlPlane<S> {
     /// Snapshot of the UE in slot `ue_slot`: its control state and its bearers'
     /// counters as the data thread holds them now (for a loss-free count, take it once
     /// the UE's traffic is held aside).
