@@ -39,10 +39,10 @@ impl Mme {
     /// Every UE with an S1 connection on `assoc` goes ECM-IDLE.
     fn idle_all_of(&mut self, assoc: AssocId, cp: &mut ControlPlane, out: &mut Vec<Output>) {
         let mut ids: Vec<u32> = self
-            .by_conn
-            .iter()
-            .filter(|((a, _), _)| *a == assoc)
-            .map(|(_, id)| *id)
+            .index
+            .conns()
+            .filter(|(a, _, _)| *a == assoc)
+            .map(|(_, _, id)| id)
             .collect();
         // In MME UE S1AP ID order, not the map's: what is sent must not depend on
         // hashing (a replay gives the same bytes in the same order).
@@ -72,10 +72,7 @@ impl Mme {
                             self.ue(cp, *i)
                                 .is_some_and(|u| u.conn.map(|x| x.0) == Some(assoc))
                         })
-                        .or_else(|| {
-                            c.enb_ue_id
-                                .and_then(|e| self.by_conn.get(&(assoc, e)).copied())
-                        });
+                        .or_else(|| c.enb_ue_id.and_then(|e| self.index.by_conn((assoc, e))));
                     if let Some(id) = id {
                         self.make_idle(id, cp, out);
                     }

@@ -12,7 +12,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         self.restore_imsi_first(cp, imsi, out);
-        let Some(id) = self.by_imsi.get(&imsi).copied() else {
+        let Some(id) = self.index.by_imsi(imsi) else {
             cp.paging_failed(_slot);
             return;
         };

@@ -61,7 +61,7 @@ impl Mme {
     /// Purge UE for `imsi` (S6a PUR, TS 29.272 §5.2.1.3), unless a context of the
     /// subscriber is here again (its Update Location made the HSS hold us anew).
     pub(crate) fn purge_subscriber(&mut self, imsi: u64) {
-        if self.by_imsi.contains_key(&imsi) {
+        if self.index.has_imsi(imsi) {
             return;
         }
         self.stats.hss_purges += 1;

@@ -24,6 +24,5 @@ pub(crate) use pepc_slice::context::{Arp, Guti};
 pub(crate) use pepc_slice::control::{
     AttachParams, BearerParams, ControlEvent, CtrlError, PdnParams,
 };
-pub(crate) use std::cmp::Reverse;
-pub(crate) use std::collections::{BinaryHeap, HashMap, VecDeque};
+pub(crate) use std::collections::{HashMap, VecDeque};
 pub(crate) use std::time::Instant;

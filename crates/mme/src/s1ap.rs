@@ -309,7 +309,7 @@ impl Mme {
                 if u.old_conn == Some((assoc, m.enb_ue_id)) {
                     // The source side of a finished handover.
                     u.old_conn = None;
-                    self.by_conn.remove(&(assoc, m.enb_ue_id));
+                    self.index.unlink_conn((assoc, m.enb_ue_id));
                     return;
                 }
                 let remove = matches!(

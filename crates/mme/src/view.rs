@@ -58,7 +58,7 @@ pub enum UeFilter {
 impl Mme {
     /// UE `imsi`, if this slice holds it.
     pub fn ue_view(&self, cp: &ControlPlane, imsi: u64) -> Option<UeView> {
-        let id = *self.by_imsi.get(&imsi)?;
+        let id = self.index.by_imsi(imsi)?;
         self.view_of(cp, id)
     }
 
@@ -77,17 +77,17 @@ impl Mme {
             UeFilter::Idle => !connected,
         };
         let total = match filter {
-            UeFilter::All => self.by_imsi.len(),
+            UeFilter::All => self.index.imsi_count(),
             _ => self
-                .by_imsi
-                .values()
-                .filter(|id| keep(self.ue(cp, **id).is_some_and(|u| u.conn.is_some())))
+                .index
+                .imsis()
+                .filter(|(_, id)| keep(self.ue(cp, *id).is_some_and(|u| u.conn.is_some())))
                 .count(),
         };
         let v = self
-            .by_imsi
-            .values()
-            .filter_map(|id| self.view_of(cp, *id))
+            .index
+            .imsis()
+            .filter_map(|(_, id)| self.view_of(cp, id))
             .filter(|v| keep(v.connected))
             .skip(offset)
             .take(limit)

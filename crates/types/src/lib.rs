@@ -239,3 +239,20 @@ mod tests {
         );
     }
 }
+
+/// MME UE S1AP ID (TS 36.413 §9.2.3.3): the MME's name of a UE's context; its top bits
+/// carry the slice (`pepc_slice::ids::SignalingIds`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MmeUeId(pub u32);
+
+/// M-TMSI (TS 23.003 §2.8): the temporary identity of a GUTI or S-TMSI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MTmsi(pub u32);
+
+/// IMSI as a number (at most 15 digits; TS 23.003 §2.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Imsi(pub u64);
+
+/// A UE's entry in its slice's control table (and its line in the data thread's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UeSlot(pub u32);

@@ -134,8 +134,8 @@ impl Mme {
         let imsi = o.imsi.take();
         let tmsis = [Some(std::mem::take(&mut o.m_tmsi)), pending_tmsi];
         if let Some(i) = imsi {
-            if self.by_imsi.get(&i) == Some(&old) {
-                self.by_imsi.remove(&i);
+            if self.index.is_imsi_of(i, old) {
+                self.index.unlink_imsi(i);
                 if self.cfg.checkpoints {
                     // The new context checkpoints itself once registered.
                     self.forgotten.push(i);
@@ -143,9 +143,7 @@ impl Mme {
             }
         }
         for t in tmsis.into_iter().flatten() {
-            if self.by_tmsi.get(&t) == Some(&old) {
-                self.by_tmsi.remove(&t);
-            }
+            self.index.unlink_tmsi_of(t, old);
         }
         tracing::debug!("UE {old} superseded by a new attach; awaiting its release complete");
         let at = self.now + self.cfg.release_guard;
@@ -184,16 +182,16 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         self.restore_imsi_first(cp, imsi, out);
-        match self.by_imsi.get(&imsi).copied() {
+        match self.index.by_imsi(imsi) {
             Some(old) if old != id => {
                 if self.ue(cp, old).is_none_or(|u| u.sec.is_none()) {
                     self.supersede(old, cp, out);
-                    self.by_imsi.insert(imsi, id);
+                    self.index.link_imsi(imsi, id);
                 }
             }
             Some(_) => {}
             None => {
-                self.by_imsi.insert(imsi, id);
+                self.index.link_imsi(imsi, id);
             }
         }
         if let Some(u) = self.ue_mut(cp, id) {
@@ -217,7 +215,7 @@ impl Mme {
         }) else {
             return;
         };
-        if let Some(old) = self.by_imsi.insert(imsi, id) {
+        if let Some(old) = self.index.link_imsi(imsi, id) {
             if old != id {
                 self.supersede(old, cp, out);
             }

@@ -61,7 +61,7 @@ impl Mme {
     ) -> Result<(), MmeError> {
         self.now = now;
         self.restore_imsi_first(cp, imsi, out);
-        let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
+        let id = self.index.by_imsi(imsi).ok_or(MmeError::UnknownUe)?;
         let Some(u) = self.ue_mut(cp, id) else {
             return Err(MmeError::UnknownUe);
         };

@@ -24,31 +24,18 @@ impl Mme {
 
     /// Next free MME UE S1AP ID of this slice (never 0).
     pub(crate) fn alloc_mme_ue_id(&mut self) -> u32 {
-        let ids = self.role.ids();
-        loop {
-            let id = self.next_id;
-            self.next_id = ids.compose(self.role.index, id.wrapping_add(1));
-            if id != 0 && !self.by_id.contains_key(&id) {
-                return id;
-            }
-        }
+        self.index.alloc_id(self.role.ids(), self.role.index)
     }
 
     /// A new M-TMSI of this slice (the demux finds the slice in its top bits).
     pub(crate) fn alloc_tmsi(&mut self) -> u32 {
-        let ids = self.role.ids();
-        loop {
-            let t = self.next_tmsi;
-            self.next_tmsi = ids.compose(self.role.index, t.wrapping_add(0x9e37_79b9) | 1);
-            // A parked context keeps its M-TMSI until it expires; a UE still being
-            // restored after a restart keeps its own.
-            if !self.by_tmsi.contains_key(&t)
-                && !self.parked.contains_key(&t)
-                && !self.restoring.as_ref().is_some_and(|r| r.holds_tmsi(t))
-            {
-                return t;
-            }
-        }
+        // A parked context keeps its M-TMSI until it expires; a UE still being
+        // restored after a restart keeps its own.
+        let (parked, restoring) = (&self.parked, &self.restoring);
+        self.index
+            .alloc_tmsi(self.role.ids(), self.role.index, |t| {
+                parked.contains_key(&t) || restoring.as_ref().is_some_and(|r| r.holds_tmsi(t))
+            })
     }
 
     /// GUTI Reallocation (connected UE), supervised by T3450.
@@ -74,7 +61,7 @@ impl Mme {
     ) -> Result<u32, MmeError> {
         self.now = now;
         self.restore_imsi_first(cp, imsi, out);
-        let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
+        let id = self.index.by_imsi(imsi).ok_or(MmeError::UnknownUe)?;
         let Some(u) = self.ue_mut(cp, id) else {
             return Err(MmeError::UnknownUe);
         };
@@ -90,7 +77,7 @@ impl Mme {
         // Old and new GUTI are both valid until the UE confirms (TS 24.301 §5.4.1.4),
         // and a checkpoint keeps the new one: a UE that took it finds its context
         // after a restart too.
-        self.by_tmsi.insert(t, id);
+        self.index.link_tmsi(t, id);
         self.procedure_done(id);
         let d = self.cfg.t3450;
         self.send_nas_ue(u, now, id, NasEpsMessage::new_emm(cmd), false, Some(d), out);

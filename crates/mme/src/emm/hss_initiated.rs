@@ -51,7 +51,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         self.restore_imsi_first(cp, imsi, out);
-        let Some(&id) = self.by_imsi.get(&imsi) else {
+        let Some(id) = self.index.by_imsi(imsi) else {
             return; // another slice's subscriber, or nobody's
         };
         let Some(u) = self.ue_mut(cp, id) else { return };
@@ -101,7 +101,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         self.restore_imsi_first(cp, imsi, out);
-        let Some(&id) = self.by_imsi.get(&imsi) else {
+        let Some(id) = self.index.by_imsi(imsi) else {
             return;
         };
         if upd == SubscriptionUpdate::default() {

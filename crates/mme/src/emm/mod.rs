@@ -120,9 +120,9 @@ impl Mme {
                     return;
                 };
                 u.proc = Procedure::Idle;
-                self.by_tmsi.remove(&u.m_tmsi);
+                self.index.unlink_tmsi(u.m_tmsi);
                 u.m_tmsi = t;
-                self.by_tmsi.insert(t, id);
+                self.index.link_tmsi(t, id);
                 u.stop_nas_timer();
                 self.procedure_done(id);
             }

@@ -26,7 +26,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<u8, MmeError> {
-        let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
+        let id = self.index.by_imsi(imsi).ok_or(MmeError::UnknownUe)?;
         let slot = self
             .ue(cp, id)
             .ok_or(MmeError::UnknownUe)?
@@ -131,7 +131,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), MmeError> {
-        let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
+        let id = self.index.by_imsi(imsi).ok_or(MmeError::UnknownUe)?;
         let u = self.ue(cp, id).ok_or(MmeError::UnknownUe)?;
         let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
@@ -236,7 +236,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), MmeError> {
-        let id = *self.by_imsi.get(&imsi).ok_or(MmeError::UnknownUe)?;
+        let id = self.index.by_imsi(imsi).ok_or(MmeError::UnknownUe)?;
         self.deactivate(id, ebi, 0, cp, out)
     }
 

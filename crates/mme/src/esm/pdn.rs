@@ -98,7 +98,7 @@ impl Mme {
         let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
-        self.by_tmsi.insert(tmsi, id);
+        self.index.link_tmsi(tmsi, id);
         u.m_tmsi = tmsi;
         if u.apn.is_empty() {
             u.apn = self.cfg.default_apn.clone();

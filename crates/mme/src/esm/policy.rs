@@ -681,7 +681,7 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> bool {
-        let Some(&id) = self.by_imsi.get(&imsi) else {
+        let Some(id) = self.index.by_imsi(imsi) else {
             return false;
         };
         let Some(ebi) = self.ue(cp, id).and_then(|u| {
@@ -749,7 +749,7 @@ impl Mme {
             crate::record::put::reapply_policy(imsi, &decisions),
         );
         self.now = now;
-        let known = self.by_imsi.contains_key(&imsi);
+        let known = self.index.has_imsi(imsi);
         let sessions = self.policy_sessions(cp, imsi);
         for ((ebi, apn, current), (dapn, mut d)) in sessions.into_iter().zip(decisions) {
             if apn != dapn {
@@ -770,7 +770,7 @@ impl Mme {
     /// The subscriber's sessions: default bearer, APN, and the PCC rules they have
     /// or will have once a pending decision applies.
     fn policy_sessions(&self, cp: &ControlPlane, imsi: u64) -> Vec<(u8, String, Vec<PccRule>)> {
-        let Some(&id) = self.by_imsi.get(&imsi) else {
+        let Some(id) = self.index.by_imsi(imsi) else {
             return Vec::new();
         };
         self.ue(cp, id)

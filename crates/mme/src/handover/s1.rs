@@ -114,7 +114,7 @@ impl Mme {
         h.target_enb_ue_id = Some(m.enb_ue_id);
         h.admitted = m.admitted.clone();
         let (sa, se) = h.source;
-        self.by_conn.insert((assoc, m.enb_ue_id), id);
+        self.index.link_conn((assoc, m.enb_ue_id), id);
         let cmd = HandoverCommand {
             mme_ue_id: id,
             enb_ue_id: se,
@@ -194,7 +194,7 @@ impl Mme {
         u.old_conn = Some(h.source);
         u.tai = m.tai;
         u.ecgi = m.ecgi;
-        self.by_conn.insert((assoc, m.enb_ue_id), id);
+        self.index.link_conn((assoc, m.enb_ue_id), id);
         self.stats.s1_handovers += 1;
         self.stats
             .handover_latency

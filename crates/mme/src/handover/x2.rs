@@ -90,7 +90,7 @@ impl Mme {
         u.pending_bearers.retain(|b| !released.contains(b));
         let old = u.conn;
         if let Some(c) = old {
-            self.by_conn.remove(&c);
+            self.index.unlink_conn(c);
         }
         self.attach_conn(cp, id, assoc, m.enb_ue_id, m.tai, m.ecgi);
         // Not in `by_conn`: the source frees its eNB UE S1AP ID at the X2 release and

@@ -158,20 +158,6 @@ impl Procedure {
     }
 }
 
-/// A UE's timers: one deadline of each kind at most (`Ue::timer`), and an entry in the
-/// MME's timer heap per arming.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum TimerKind {
-    /// The NAS procedure's retransmission timer (T3450, T3460, T3470, T3422).
-    Nas,
-    /// T3413, the paging retransmission timer.
-    Paging,
-    /// The mobile reachable timer (implicit detach when it expires).
-    Reachable,
-    /// The release guard, or the lifetime of a context without security.
-    Guard,
-}
-
 pub(crate) struct HoState {
     pub(crate) target_assoc: AssocId,
     pub(crate) target_enb_ue_id: Option<u32>,
@@ -300,14 +286,9 @@ impl Ue {
 
     /// The UE's running timers, as the timer heap holds them.
     pub(crate) fn timers(&self) -> impl Iterator<Item = (Instant, TimerKind)> + '_ {
-        [
-            TimerKind::Nas,
-            TimerKind::Paging,
-            TimerKind::Reachable,
-            TimerKind::Guard,
-        ]
-        .into_iter()
-        .filter_map(|k| self.timer(k).map(|t| (t, k)))
+        TimerKind::ALL
+            .into_iter()
+            .filter_map(|k| self.timer(k).map(|t| (t, k)))
     }
 }
 

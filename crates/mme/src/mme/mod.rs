@@ -21,7 +21,10 @@ pub type AssocId = u64;
 
 pub(crate) mod context;
 mod events;
+mod index;
 mod stats;
+mod timers;
+pub(crate) use timers::TimerKind;
 
 pub(crate) use context::*;
 pub use events::*;
@@ -68,16 +71,10 @@ pub struct Mme {
     pub(crate) enb_by_gid: Map<GlobalEnbId, AssocId>,
     /// MME UE S1AP ID → the UE's entry (UE slot) in the slice's table, which holds
     /// the UE's one context: this MME's part of it ([`Ue`], its signaling part) and
-    /// the data path's ([`ControlPlane`]). An index, like the three below.
-    pub(crate) by_id: Map<u32, u32>,
-    pub(crate) by_conn: Map<(AssocId, u32), u32>,
-    pub(crate) by_imsi: Map<u64, u32>,
-    pub(crate) by_tmsi: Map<u32, u32>,
-    pub(crate) next_id: u32,
-    pub(crate) next_tmsi: u32,
-    /// UE timers by deadline: (deadline, MME UE S1AP ID, kind). Ties go by ID and
-    /// kind, never by anything hashed.
-    pub(crate) timers: BinaryHeap<Reverse<(Instant, u32, TimerKind)>>,
+    /// the data path's ([`ControlPlane`]); and the UE by S1 connection, IMSI, M-TMSI.
+    pub(crate) index: index::UeIndex,
+    /// UE timers by deadline.
+    pub(crate) timers: timers::TimerTable,
     /// The time of the input being handled: every entry point sets it first (time
     /// comes in with the input; the MME never reads a clock).
     pub(crate) now: Instant,
@@ -138,13 +135,8 @@ impl Mme {
             apn_ids: Map::default(),
             enbs: Map::default(),
             enb_by_gid: Map::default(),
-            by_id: Map::default(),
-            by_conn: Map::default(),
-            by_imsi: Map::default(),
-            by_tmsi: Map::default(),
-            next_id: 1,
-            next_tmsi: 0x1000_0001,
-            timers: BinaryHeap::new(),
+            index: index::UeIndex::new(),
+            timers: timers::TimerTable::default(),
             now,
             epoch: now,
             recording: None,
@@ -178,10 +170,7 @@ impl Mme {
     /// UE maps get their capacity (no rehash of a large table in a storm) and as much
     /// heap as their contexts take is faulted in on this (the control) thread.
     pub fn prewarm(&mut self, users: usize) {
-        self.by_id.reserve(users);
-        self.by_conn.reserve(users);
-        self.by_imsi.reserve(users);
-        self.by_tmsi.reserve(users);
+        self.index.reserve(users);
         pepc_slice::mem::prewarm_heap(users.saturating_mul(Self::HEAP_PER_UE));
     }
 
@@ -190,8 +179,7 @@ impl Mme {
     pub fn set_role(&mut self, role: SliceRole) {
         self.role = role;
         let ids = role.ids();
-        self.next_id = ids.compose(role.index, self.next_id).max(1);
-        self.next_tmsi = ids.compose(role.index, self.next_tmsi);
+        self.index.set_slice(ids, role.index);
     }
 
     pub fn role(&self) -> SliceRole {
@@ -205,14 +193,14 @@ impl Mme {
     /// Registered or in-progress UE contexts.
     /// UEs with an S1 connection now (ECM-CONNECTED).
     pub fn connection_count(&self) -> usize {
-        self.by_conn.len()
+        self.index.conn_count()
     }
 
     /// S1 connections per eNB association.
     pub fn connections_by_enb(&self) -> Vec<(AssocId, usize)> {
         let mut m: std::collections::BTreeMap<AssocId, usize> = Default::default();
-        for (a, _) in self.by_conn.keys() {
-            *m.entry(*a).or_default() += 1;
+        for (a, _, _) in self.index.conns() {
+            *m.entry(a).or_default() += 1;
         }
         m.into_iter().collect()
     }
@@ -223,36 +211,36 @@ impl Mme {
     }
 
     pub fn ue_count(&self) -> usize {
-        self.by_id.len()
+        self.index.len()
     }
 
     /// The signaling part of UE `id`'s context, in its entry of the slice's table.
     #[inline]
     pub(crate) fn ue<'c>(&self, cp: &'c ControlPlane, id: u32) -> Option<&'c Ue> {
-        cp.signaling(*self.by_id.get(&id)?)
+        cp.signaling(self.index.slot(id)?)
     }
 
     #[inline]
     pub(crate) fn ue_mut<'c>(&self, cp: &'c mut ControlPlane, id: u32) -> Option<&'c mut Ue> {
-        cp.signaling_mut(*self.by_id.get(&id)?)
+        cp.signaling_mut(self.index.slot(id)?)
     }
 
     /// The UE slot of UE `id`'s entry.
     pub(crate) fn entry_of(&self, id: u32) -> Option<u32> {
-        self.by_id.get(&id).copied()
+        self.index.slot(id)
     }
 
     /// The UE an S-TMSI names: its M-TMSI, or the new one of a GUTI reallocation it
     /// has not confirmed (both valid until then). An entry left by a reallocation
     /// that ended otherwise is dropped when met.
     pub(crate) fn ue_by_tmsi(&mut self, cp: &ControlPlane, t: u32) -> Option<u32> {
-        let id = *self.by_tmsi.get(&t)?;
+        let id = self.index.by_tmsi(t)?;
         let valid = self.ue(cp, id).is_some_and(|u| {
             u.m_tmsi == t
                 || matches!(u.proc, Procedure::ExpectGutiReallocComplete { m_tmsi } if m_tmsi == t)
         });
         if !valid {
-            self.by_tmsi.remove(&t);
+            self.index.unlink_tmsi(t);
         }
         valid.then_some(id)
     }
@@ -276,33 +264,31 @@ impl Mme {
         } else {
             new
         };
-        if self.by_tmsi.get(&gone) == Some(&id) {
-            self.by_tmsi.remove(&gone);
-        }
+        self.index.unlink_tmsi_of(gone, id);
         self.procedure_done(id);
     }
 
     /// The M-TMSI currently assigned to `imsi`, if registered.
     pub fn m_tmsi_of(&self, cp: &ControlPlane, imsi: u64) -> Option<u32> {
-        let u = self.ue(cp, *self.by_imsi.get(&imsi)?)?;
+        let u = self.ue(cp, self.index.by_imsi(imsi)?)?;
         (u.emm == Emm_::Registered).then_some(u.m_tmsi)
     }
 
     /// The MME UE S1AP ID of `imsi`'s context.
     pub fn mme_ue_id_of(&self, imsi: u64) -> Option<u32> {
-        self.by_imsi.get(&imsi).copied()
+        self.index.by_imsi(imsi)
     }
 
     pub fn is_connected(&self, cp: &ControlPlane, imsi: u64) -> bool {
-        self.by_imsi
-            .get(&imsi)
-            .and_then(|i| self.ue(cp, *i))
+        self.index
+            .by_imsi(imsi)
+            .and_then(|i| self.ue(cp, i))
             .is_some_and(|u| u.conn.is_some())
     }
 
     pub fn next_timeout(&mut self, cp: &ControlPlane) -> Option<Instant> {
         let mut next = None;
-        while let Some(Reverse((t, id, kind))) = self.timers.peek().copied() {
+        while let Some((t, id, kind)) = self.timers.peek() {
             if self.ue(cp, id).is_some_and(|u| u.timer(kind) == Some(t)) {
                 next = Some(t);
                 break;
@@ -341,9 +327,7 @@ impl Mme {
     /// [`Mme::arm`] on UE `id`'s context `u`, already looked up.
     pub(crate) fn arm_ue(&mut self, u: &mut Ue, id: u32, kind: TimerKind, at: Instant) {
         *u.timer_mut(kind) = Some(at);
-        // One entry: an entry is live while the UE's deadline of its kind is its
-        // time (a re-armed or stopped timer leaves a stale one, dropped when met).
-        self.timers.push(Reverse((at, id, kind)));
+        self.timers.push(at, id, kind);
     }
 
     pub fn handle_timeout(&mut self, now: Instant, cp: &mut ControlPlane, out: &mut Vec<Output>) {
@@ -359,7 +343,7 @@ impl Mme {
         self.expire_hss_requests(now, cp, out);
         self.check_usage(now, cp, out);
         self.interim_records(now, cp);
-        while let Some(Reverse((t, id, kind))) = self.timers.peek().copied() {
+        while let Some((t, id, kind)) = self.timers.peek() {
             if t > now {
                 break;
             }
@@ -421,29 +405,18 @@ impl Mme {
     /// indexes their spare capacity once mostly empty, so state returns to its
     /// baseline size. Cheap unless there is something to give back.
     fn compact(&mut self, cp: &ControlPlane) {
-        let live = self.by_id.len();
-        if self.timers.len() > 4 * live + 1024 {
-            let by_id = &self.by_id;
-            self.timers.retain(|Reverse((t, id, kind))| {
-                by_id
-                    .get(id)
-                    .and_then(|s| cp.signaling(*s))
-                    .is_some_and(|u| u.timer(*kind) == Some(*t))
-            });
-            self.timers.shrink_to_fit();
-        } else if self.timers.capacity() > 4096 && self.timers.len() * 8 < self.timers.capacity() {
-            self.timers.shrink_to_fit();
+        let live = self.index.len();
+        let index = &self.index;
+        self.timers.compact(live, |(t, id, kind)| {
+            index
+                .slot(id)
+                .and_then(|s| cp.signaling(s))
+                .is_some_and(|u| u.timer(kind) == Some(t))
+        });
+        self.index.shrink();
+        if self.unauth.capacity() > 1024 && self.unauth.len() * 8 < self.unauth.capacity() {
+            self.unauth.shrink_to_fit();
         }
-        fn shrink<K: std::hash::Hash + Eq, V>(m: &mut Map<K, V>) {
-            if m.capacity() > 1024 && m.len() * 8 < m.capacity() {
-                m.shrink_to_fit();
-            }
-        }
-        shrink(&mut self.by_id);
-        shrink(&mut self.by_conn);
-        shrink(&mut self.by_imsi);
-        shrink(&mut self.by_tmsi);
-        shrink(&mut self.unauth);
         if self.hss_deadlines.capacity() > 1024
             && self.hss_deadlines.len() * 8 < self.hss_deadlines.capacity()
         {
@@ -452,10 +425,10 @@ impl Mme {
         // Policy timers of contexts gone stay queued until due (an hour for interim
         // records): with attach churn they would pile up, so they go once they
         // outnumber the live contexts.
-        let by_id = &self.by_id;
+        let index = &self.index;
         for q in [&mut self.interims, &mut self.usage_checks] {
             if q.len() > 2 * live + 1024 {
-                q.retain(|(_, id)| by_id.contains_key(id));
+                q.retain(|(_, id)| index.contains(*id));
                 q.shrink_to_fit();
             }
         }
@@ -589,7 +562,7 @@ impl Mme {
             let Some(u) = self.ue(cp, id) else {
                 continue;
             };
-            let Some(imsi) = u.imsi.filter(|i| self.by_imsi.get(i) == Some(&id)) else {
+            let Some(imsi) = u.imsi.filter(|i| self.index.is_imsi_of(*i, id)) else {
                 continue;
             };
             if u.emm != Emm_::Registered {
@@ -691,7 +664,7 @@ impl Mme {
                 out.push(Output::ResetDone { token });
             }
             Input::Supersede { imsi } => {
-                if let Some(old) = self.by_imsi.get(&imsi).copied() {
+                if let Some(old) = self.index.by_imsi(imsi) {
                     self.supersede(old, cp, out);
                 }
             }
@@ -761,10 +734,10 @@ impl Mme {
             return;
         };
         if let Some(c) = u.conn.take() {
-            self.by_conn.remove(&c);
+            self.index.unlink_conn(c);
         }
         if let Some(c) = u.old_conn.take() {
-            self.by_conn.remove(&c);
+            self.index.unlink_conn(c);
         }
         u.x2_source = None;
         u.handover = None;
@@ -832,10 +805,10 @@ impl Mme {
     /// goes with the context: if the HSS holds this MME for the subscriber, a Purge UE
     /// tells it now, or when the parked context goes (`Mme::expire_parked`).
     pub(crate) fn remove_ue(&mut self, id: u32, park: bool, cp: &mut ControlPlane) {
-        if self.by_id.contains_key(&id) {
+        if self.index.contains(id) {
             self.end_sessions(cp, id, crate::pcrf::RecordCause::Detached);
         }
-        let Some(slot) = self.by_id.remove(&id) else {
+        let Some(slot) = self.index.remove(id) else {
             return;
         };
         // The whole entry goes: the data-path part if any (detach), and this part.
@@ -847,7 +820,7 @@ impl Mme {
         }
         // Only the subscriber's current context speaks for it to the HSS (a superseded
         // one has no IMSI; a newer context has the subscriber's index).
-        let current = u.imsi.is_some_and(|i| self.by_imsi.get(&i) == Some(&id));
+        let current = u.imsi.is_some_and(|i| self.index.is_imsi_of(i, id));
         let mut purge = current && u.hss_location;
         if park && u.emm == Emm_::Deregistered && u.m_tmsi != 0 {
             if let (Some(sec), Some(imsi)) = (u.sec.take(), u.imsi) {
@@ -857,14 +830,14 @@ impl Mme {
         }
 
         if let Some(c) = u.conn {
-            self.by_conn.remove(&c);
+            self.index.unlink_conn(c);
         }
         if let Some(c) = u.old_conn {
-            self.by_conn.remove(&c);
+            self.index.unlink_conn(c);
         }
         if let Some(i) = u.imsi {
-            if self.by_imsi.get(&i) == Some(&id) {
-                self.by_imsi.remove(&i);
+            if self.index.is_imsi_of(i, id) {
+                self.index.unlink_imsi(i);
                 if !self.role.is_home_of(i) {
                     self.released.push(i);
                 }
@@ -873,13 +846,9 @@ impl Mme {
                 }
             }
         }
-        if self.by_tmsi.get(&u.m_tmsi) == Some(&id) {
-            self.by_tmsi.remove(&u.m_tmsi);
-        }
+        self.index.unlink_tmsi_of(u.m_tmsi, id);
         if let Procedure::ExpectGutiReallocComplete { m_tmsi } = u.proc {
-            if self.by_tmsi.get(&m_tmsi) == Some(&id) {
-                self.by_tmsi.remove(&m_tmsi);
-            }
+            self.index.unlink_tmsi_of(m_tmsi, id);
         }
         if let (true, Some(imsi)) = (purge, u.imsi) {
             self.purge_subscriber(imsi);
@@ -967,8 +936,8 @@ impl Mme {
                 return None;
             }
         };
-        self.by_id.insert(id, slot);
-        self.by_conn.insert((assoc, enb_ue_id), id);
+        self.index.insert(id, slot);
+        self.index.link_conn((assoc, enb_ue_id), id);
         if !unauth {
             return Some(id);
         }
@@ -1059,7 +1028,7 @@ impl Mme {
         };
         u.conn = Some((assoc, enb_ue_id));
         u.nas_secured = false;
-        self.by_conn.insert((assoc, enb_ue_id), id);
+        self.index.link_conn((assoc, enb_ue_id), id);
     }
 
     /// Give a known UE a new S1 connection (idle → connected).
@@ -1081,10 +1050,10 @@ impl Mme {
                 // The old connection's release is still in flight (its Release Complete
                 // may come late, after a loss): it stays known, to be taken quietly.
                 if let Some(o) = u.old_conn.replace(c) {
-                    self.by_conn.remove(&o);
+                    self.index.unlink_conn(o);
                 }
             } else {
-                self.by_conn.remove(&c);
+                self.index.unlink_conn(c);
             }
         }
         u.conn = Some((assoc, enb_ue_id));
@@ -1099,7 +1068,7 @@ impl Mme {
         if u.paging_timer.take().is_some() {
             u.page_after_release = true;
         }
-        self.by_conn.insert((assoc, enb_ue_id), id);
+        self.index.link_conn((assoc, enb_ue_id), id);
     }
 }
 

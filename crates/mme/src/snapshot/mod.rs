@@ -79,7 +79,6 @@ use pepc_s1ap::{ERabAdmitted, Ecgi, Plmn, Tai};
 use pepc_security::{AuthVector, Eea, Eia, Key128, Key256};
 use pepc_slice::control::{CtrlError, Restored};
 use pepc_slice::snapshot as container;
-use std::cmp::Reverse;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
@@ -247,8 +246,8 @@ pub struct WholeRestored {
 impl Mme {
     fn id_of(&self, key: UeKey) -> Option<u32> {
         match key {
-            UeKey::MmeUeId(id) => self.by_id.contains_key(&id).then_some(id),
-            UeKey::Imsi(imsi) => self.by_imsi.get(&imsi).copied(),
+            UeKey::MmeUeId(id) => self.index.contains(id).then_some(id),
+            UeKey::Imsi(imsi) => self.index.by_imsi(imsi),
         }
     }
 
@@ -297,14 +296,14 @@ impl Mme {
         d.ue.slot = slot;
         let u = &d.ue;
         if let Some(i) = u.imsi {
-            if self.by_imsi.contains_key(&i) {
+            if self.index.has_imsi(i) {
                 return Err(SnapshotError::ImsiExists(i));
             }
         }
         let conns = restored_conns(u);
         for (i, c) in conns.iter().enumerate() {
             if let Some(c) = c {
-                if self.by_conn.contains_key(c) || conns[..i].contains(&Some(*c)) {
+                if self.index.has_conn(*c) || conns[..i].contains(&Some(*c)) {
                     return Err(SnapshotError::ConnectionInUse(c.0, c.1));
                 }
             }
@@ -315,7 +314,7 @@ impl Mme {
         };
         let tmsis = [(u.m_tmsi != 0).then_some(u.m_tmsi), pending_tmsi];
         for t in tmsis.into_iter().flatten() {
-            if self.by_tmsi.contains_key(&t) || self.parked.contains_key(&t) {
+            if self.index.has_tmsi(t) || self.parked.contains_key(&t) {
                 return Err(SnapshotError::TmsiInUse(t));
             }
         }
@@ -324,7 +323,7 @@ impl Mme {
         }
         let (ids, index) = (self.role.ids(), self.role.index);
         let mine = |v: u32| ids.slice_of(v) == index;
-        let keep = d.mme_ue_id != 0 && mine(d.mme_ue_id) && !self.by_id.contains_key(&d.mme_ue_id);
+        let keep = d.mme_ue_id != 0 && mine(d.mme_ue_id) && !self.index.contains(d.mme_ue_id);
         let id = if keep {
             d.mme_ue_id
         } else {
@@ -343,7 +342,7 @@ impl Mme {
             None => cp.reserve_ue(ue),
         }
         .map_err(SnapshotError::Slice)?;
-        self.by_id.insert(id, entry);
+        self.index.insert(id, entry);
         if let Some(a) = unauth {
             *self.unauth.entry(a).or_insert(0) += 1;
             self.unauth_total += 1;
@@ -355,13 +354,13 @@ impl Mme {
             imsi_exception: imsi.is_some_and(|i| !self.role.is_home_of(i)),
         };
         for c in conns.into_iter().flatten() {
-            self.by_conn.insert(c, id);
+            self.index.link_conn(c, id);
         }
         if let Some(i) = imsi {
-            self.by_imsi.insert(i, id);
+            self.index.link_imsi(i, id);
         }
         for t in tmsis.into_iter().flatten() {
-            self.by_tmsi.insert(t, id);
+            self.index.link_tmsi(t, id);
         }
         // A UE waiting for the HSS: its request went to the proxy of the MME it
         // left, whose answer cannot reach it here. Its deadline is due at once (or with
@@ -420,7 +419,7 @@ impl Mme {
             return;
         };
         for (t, k) in u.timers() {
-            self.timers.push(Reverse((t, id, k)));
+            self.timers.push(t, id, k);
         }
     }
 }
@@ -737,9 +736,7 @@ impl Mme {
         let registered = u.emm == Emm_::Registered;
         let reach = u.reach_timer.is_none();
         for c in conns.into_iter().flatten() {
-            if self.by_conn.get(&c) == Some(&id) {
-                self.by_conn.remove(&c);
-            }
+            self.index.unlink_conn_of(c, id);
         }
         if !registered {
             // Checkpoints are of registered UEs: anything else has nothing to resume.
