@@ -38,7 +38,8 @@ impl Mme {
             // the context), the UE takes them plain (§4.4.4.2).
             s.protect(msg, false, Direction::Downlink)
         } else {
-            msg.encode().map_err(|e| e.to_string())
+            msg.encode()
+                .map_err(|e| crate::nasx::NasSecError::Codec(e.to_string()))
         };
         let dl = u.sec.as_ref().map_or(0, |s| s.ctx.dl_count);
         if dl.wrapping_sub(u.ckpt_dl) & 0x00ff_ffff >= CHECKPOINT_DL_LEASE / 2 {

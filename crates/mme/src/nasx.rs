@@ -344,6 +344,22 @@ impl core::fmt::Debug for UeSecCtx {
     }
 }
 
+/// Why a NAS security context could not be made or a message not protected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NasSecError {
+    /// TS 33.401 §5.1.4.2: EIA0 is only used with EEA0.
+    #[error("EIA0 with {0:?}: null integrity goes with null ciphering only")]
+    NullIntegrityWithCiphering(pepc_security::Eea),
+    /// A context protects one direction only (the MME's downlink, a UE's uplink).
+    #[error("this context protects {0:?} messages only")]
+    WrongDirection(Direction),
+    #[error("EPS security protects a plain EMM or ESM message")]
+    NotEmmOrEsm,
+    /// The codec refused the message or the context (its own words).
+    #[error("NAS codec: {0}")]
+    Codec(String),
+}
+
 /// Why an uplink protected message was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnprotectError {
@@ -401,14 +417,14 @@ impl UeSecCtx {
         ksi: u8,
         eea: pepc_security::Eea,
         eia: pepc_security::Eia,
-    ) -> Result<UeSecCtx, String> {
+    ) -> Result<UeSecCtx, NasSecError> {
         // oxirush's own key derivation: the MME derives with ours.
         let ctx = NasSecurityContext::from_fresh_kasme(
             &KAsme::new(kasme.as_bytes()),
             integrity(eia),
             ciphering(eea),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| NasSecError::Codec(e.to_string()))?;
         Ok(UeSecCtx {
             ctx,
             kasme,
@@ -425,7 +441,7 @@ impl UeSecCtx {
         msg: &NasEpsMessage,
         new_ctx: bool,
         dir: Direction,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, NasSecError> {
         let cipher = self.eea != pepc_security::Eea::Eea0 && !new_ctx;
         let sht = match (new_ctx, cipher) {
             (true, _) if dir == Direction::Downlink => {
@@ -437,7 +453,9 @@ impl UeSecCtx {
             (false, true) => NasEpsSecurityHeaderType::IntegrityProtectedAndCiphered,
             (false, false) => NasEpsSecurityHeaderType::IntegrityProtected,
         };
-        self.ctx.protect(msg, sht, dir).map_err(|e| e.to_string())
+        self.ctx
+            .protect(msg, sht, dir)
+            .map_err(|e| NasSecError::Codec(e.to_string()))
     }
 
     /// Verify the MAC (before anything else) and decipher.
@@ -497,11 +515,9 @@ impl SecCtx {
         ksi: u8,
         eea: pepc_security::Eea,
         eia: pepc_security::Eia,
-    ) -> Result<SecCtx, String> {
+    ) -> Result<SecCtx, NasSecError> {
         if eia == pepc_security::Eia::Eia0 && eea != pepc_security::Eea::Eea0 {
-            return Err(format!(
-                "EIA0 with {eea:?}: null integrity goes with null ciphering only"
-            ));
+            return Err(NasSecError::NullIntegrityWithCiphering(eea));
         }
         let kdf = KasmeKdf::new(&kasme);
         let (enc, int) = kdf.nas_keys(eea as u8, eia as u8);
@@ -520,11 +536,9 @@ impl SecCtx {
         ksi: u8,
         eea: pepc_security::Eea,
         eia: pepc_security::Eia,
-    ) -> Result<SecCtx, String> {
+    ) -> Result<SecCtx, NasSecError> {
         if eia == pepc_security::Eia::Eia0 && eea != pepc_security::Eea::Eea0 {
-            return Err(format!(
-                "EIA0 with {eea:?}: null integrity goes with null ciphering only"
-            ));
+            return Err(NasSecError::NullIntegrityWithCiphering(eea));
         }
         Ok(Self::with_kdf(
             kasme, None, knas_int, knas_enc, ksi, eea, eia,
@@ -572,13 +586,13 @@ impl SecCtx {
         msg: &NasEpsMessage,
         new_ctx: bool,
         dir: Direction,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, NasSecError> {
         use pepc_nas::security::sht;
         if dir != Direction::Downlink {
-            return Err("the MME's context protects downlink messages only".into());
+            return Err(NasSecError::WrongDirection(Direction::Downlink));
         }
         if !matches!(msg, NasEpsMessage::Emm(..) | NasEpsMessage::Esm(..)) {
-            return Err("EPS security protects a plain EMM or ESM message".into());
+            return Err(NasSecError::NotEmmOrEsm);
         }
         let header = match (new_ctx, self.eea != pepc_security::Eea::Eea0) {
             (true, _) => sht::INTEGRITY_NEW_CONTEXT,
@@ -588,10 +602,11 @@ impl SecCtx {
         // Encoded after room for the security header: no copy of the message.
         let mut out = Vec::with_capacity(64);
         out.extend_from_slice(&[0; pepc_nas::security::HEADER_LEN]);
-        msg.encode_into(&mut out).map_err(|e| e.to_string())?;
+        msg.encode_into(&mut out)
+            .map_err(|e| NasSecError::Codec(e.to_string()))?;
         self.ctx
             .protect_in_place(out, header)
-            .map_err(|e| e.to_string())
+            .map_err(|e| NasSecError::Codec(e.to_string()))
     }
 
     /// Verify the MAC (before anything else), decipher and decode an uplink message.
@@ -768,8 +783,17 @@ mod tests {
     #[test]
     fn mme_context_refuses_null_integrity_with_a_cipher() {
         let k = Key256::new([1; 32]);
-        assert!(SecCtx::new(k.clone(), 0, Eea::Eea2, Eia::Eia0).is_err());
-        assert!(SecCtx::new(k, 0, Eea::Eea0, Eia::Eia0).is_ok());
+        assert_eq!(
+            SecCtx::new(k.clone(), 0, Eea::Eea2, Eia::Eia0).err(),
+            Some(NasSecError::NullIntegrityWithCiphering(Eea::Eea2))
+        );
+        let mut s = SecCtx::new(k, 0, Eea::Eea0, Eia::Eia0).unwrap();
+        // The MME's context protects downlink only, and only EMM or ESM messages.
+        let m = NasEpsMessage::new_emm(NasDetachAccept::new());
+        assert_eq!(
+            s.protect(&m, false, Direction::Uplink).err(),
+            Some(NasSecError::WrongDirection(Direction::Downlink))
+        );
     }
 
     #[test]

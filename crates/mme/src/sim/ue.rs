@@ -252,7 +252,8 @@ impl SimUe {
             let eea = pepc_security::Eea::try_from((algs >> 4) & 7).map_err(|e| e.to_string())?;
             let eia = pepc_security::Eia::try_from(algs & 7).map_err(|e| e.to_string())?;
             let kasme = self.kasme.clone().ok_or("SMC before AKA")?;
-            let mut ctx = UeSecCtx::new(kasme, c.nas_key_set_identifier.value & 7, eea, eia)?;
+            let mut ctx = UeSecCtx::new(kasme, c.nas_key_set_identifier.value & 7, eea, eia)
+                .map_err(|e| e.to_string())?;
             let m = ctx
                 .unprotect(bytes, Direction::Downlink)
                 .map_err(|e| format!("SMC MAC: {e:?}"))?;
@@ -336,7 +337,9 @@ impl SimUe {
             Emm::SecurityModeCommand(_) => {
                 let m = NasEpsMessage::new_emm(nasx::NasSecurityModeComplete::new());
                 let s = self.sec.as_mut().ok_or("no ctx")?;
-                let b = s.protect(&m, true, Direction::Uplink)?;
+                let b = s
+                    .protect(&m, true, Direction::Uplink)
+                    .map_err(|e| e.to_string())?;
                 self.up_count();
                 ("SecurityModeCommand".into(), Some(b))
             }
