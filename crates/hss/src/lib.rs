@@ -127,7 +127,10 @@ pub enum HssError {
     #[error("invalid subscriber field {field}: {what}")]
     Invalid { field: &'static str, what: String },
     #[error("stored record for IMSI {imsi} is corrupt: {what}")]
-    Corrupt { imsi: String, what: String },
+    Corrupt {
+        imsi: String,
+        what: record::RecordError,
+    },
     #[error("resynchronisation for IMSI {0} refused: MAC-S in AUTS does not verify")]
     ResyncMacFailure(String),
     #[error("SQN space exhausted for IMSI {0}")]

@@ -51,22 +51,47 @@ fn put_str(b: &mut Vec<u8>, s: &str) {
     b.extend_from_slice(&s.as_bytes()[..n]);
 }
 
-/// Decode a stored record (version 2, or a legacy JSON record). The error names the
-/// field that was wrong, never a value (the record holds K and OPc).
-pub fn decode(bytes: &[u8]) -> Result<Subscriber, String> {
+/// Why a stored record did not decode. Names the field that was wrong, never a value
+/// (the record holds K and OPc).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    #[error("empty record")]
+    Empty,
+    #[error("unknown record version {0}")]
+    Version(u8),
+    /// Category and position only: serde's messages can quote field values.
+    #[error("JSON record: {category} error at line {line} column {column}")]
+    Json {
+        category: &'static str,
+        line: usize,
+        column: usize,
+    },
+    #[error("record truncated in field {0}")]
+    Truncated(&'static str),
+    #[error("field {0} is not UTF-8")]
+    NotUtf8(&'static str),
+    #[error("field {field} has unknown value {value}")]
+    UnknownValue { field: &'static str, value: u8 },
+    #[error("{0} trailing bytes after the record")]
+    Trailing(usize),
+}
+
+/// Decode a stored record (version 2, or a legacy JSON record).
+pub fn decode(bytes: &[u8]) -> Result<Subscriber, RecordError> {
     match bytes.first() {
         Some(&VERSION) => decode_v2(&bytes[1..]),
-        Some(b'{') => serde_json::from_slice(bytes).map_err(|e| {
-            // Category and position only: serde messages can quote field values.
-            format!(
-                "JSON record: {:?} error at line {} column {}",
-                e.classify(),
-                e.line(),
-                e.column()
-            )
+        Some(b'{') => serde_json::from_slice(bytes).map_err(|e| RecordError::Json {
+            category: match e.classify() {
+                serde_json::error::Category::Io => "I/O",
+                serde_json::error::Category::Syntax => "syntax",
+                serde_json::error::Category::Data => "data",
+                serde_json::error::Category::Eof => "end of input",
+            },
+            line: e.line(),
+            column: e.column(),
         }),
-        Some(v) => Err(format!("unknown record version {v}")),
-        None => Err("empty record".into()),
+        Some(&v) => Err(RecordError::Version(v)),
+        None => Err(RecordError::Empty),
     }
 }
 
@@ -75,44 +100,49 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, field: &str) -> Result<&'a [u8], String> {
+    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], RecordError> {
         if self.b.len() < n {
-            return Err(format!("record truncated in field {field}"));
+            return Err(RecordError::Truncated(field));
         }
         let (h, t) = self.b.split_at(n);
         self.b = t;
         Ok(h)
     }
-    fn u8(&mut self, field: &str) -> Result<u8, String> {
+    fn u8(&mut self, field: &'static str) -> Result<u8, RecordError> {
         Ok(self.take(1, field)?[0])
     }
-    fn arr<const N: usize>(&mut self, field: &str) -> Result<[u8; N], String> {
+    fn arr<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], RecordError> {
         let mut a = [0u8; N];
         a.copy_from_slice(self.take(N, field)?);
         Ok(a)
     }
-    fn u64(&mut self, field: &str) -> Result<u64, String> {
+    fn u64(&mut self, field: &'static str) -> Result<u64, RecordError> {
         Ok(u64::from_le_bytes(self.arr::<8>(field)?))
     }
-    fn string(&mut self, field: &str) -> Result<String, String> {
+    fn string(&mut self, field: &'static str) -> Result<String, RecordError> {
         let n = self.u8(field)? as usize;
         let raw = self.take(n, field)?;
         std::str::from_utf8(raw)
             .map(str::to_owned)
-            .map_err(|_| format!("field {field} is not UTF-8"))
+            .map_err(|_| RecordError::NotUtf8(field))
     }
 }
 
-fn decode_v2(bytes: &[u8]) -> Result<Subscriber, String> {
+fn decode_v2(bytes: &[u8]) -> Result<Subscriber, RecordError> {
     let mut r = Reader { b: bytes };
     let imsi = r.string("imsi")?;
-    let k = Key128::from_slice(r.take(16, "k")?).map_err(|_| "field k is not 16 bytes")?;
+    let k = Key128::from_slice(r.take(16, "k")?).map_err(|_| RecordError::Truncated("k"))?;
     let tag = r.u8("op_kind")?;
     let op = r.arr::<16>("op")?;
     let op_kind = match tag {
         0 => OpKind::Opc(op),
         1 => OpKind::Op(op),
-        t => return Err(format!("field op_kind has unknown tag {t}")),
+        t => {
+            return Err(RecordError::UnknownValue {
+                field: "op_kind",
+                value: t,
+            })
+        }
     };
     let amf = r.arr::<2>("amf")?;
     let sqn = r.u64("sqn")?;
@@ -122,14 +152,19 @@ fn decode_v2(bytes: &[u8]) -> Result<Subscriber, String> {
         0 => PdnType::Ipv4,
         1 => PdnType::Ipv6,
         2 => PdnType::Ipv4v6,
-        t => return Err(format!("field pdn_type has unknown value {t}")),
+        t => {
+            return Err(RecordError::UnknownValue {
+                field: "pdn_type",
+                value: t,
+            })
+        }
     };
     let qci = r.u8("qci")?;
     let arp_priority = r.u8("arp_priority")?;
     let ambr_ul_bps = r.u64("ambr_ul")?;
     let ambr_dl_bps = r.u64("ambr_dl")?;
     if !r.b.is_empty() {
-        return Err(format!("{} trailing bytes after the record", r.b.len()));
+        return Err(RecordError::Trailing(r.b.len()));
     }
     Ok(Subscriber {
         imsi,
@@ -191,16 +226,16 @@ mod tests {
         for n in 0..b.len() {
             let e = decode(&b[..n]).unwrap_err();
             assert!(
-                e.contains("truncated") || e.contains("empty"),
+                matches!(e, RecordError::Truncated(_) | RecordError::Empty),
                 "prefix {n}: {e}"
             );
         }
         let mut long = b.clone();
         long.push(0);
-        assert!(decode(&long).unwrap_err().contains("trailing"));
+        assert_eq!(decode(&long).unwrap_err(), RecordError::Trailing(1));
         let mut bad = b;
         bad[0] = 9;
-        assert!(decode(&bad).unwrap_err().contains("version 9"));
+        assert_eq!(decode(&bad).unwrap_err(), RecordError::Version(9));
     }
 
     #[test]
@@ -210,7 +245,14 @@ mod tests {
         let tag_at = 1 + 1 + 15 + 16;
         b[tag_at] = 5;
         let e = decode(&b).unwrap_err();
-        assert!(e.contains("op_kind"), "{e}");
+        assert_eq!(
+            e,
+            RecordError::UnknownValue {
+                field: "op_kind",
+                value: 5
+            }
+        );
+        let e = e.to_string();
         assert!(!e.to_ascii_uppercase().contains("465B"), "{e}");
     }
 }
