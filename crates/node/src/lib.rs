@@ -24,4 +24,5 @@ pub mod runtime;
 #[allow(unsafe_code)]
 pub mod s1mme;
 pub mod s6a;
+pub mod scheduler;
 pub mod stats;
