@@ -329,6 +329,9 @@ impl Scenario {
         let bad =
             |k: &str, why: &str| Err(crate::EmuError::Config(format!("scenario `{k}`: {why}")));
         let finite_nonneg = |v: f64| v.is_finite() && v >= 0.0;
+        if self.ues == 0 {
+            return bad("ues", "must be at least 1");
+        }
         if !(0.0..=1.0).contains(&self.iot_share) {
             return bad("iot_share", "must be within 0..=1");
         }

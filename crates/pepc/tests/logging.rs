@@ -19,6 +19,20 @@ fn log_section_is_validated() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("log.level"), "{e}");
+    // EnvFilter takes a bare word as a target: these turned logging off, exit 0.
+    for level in ["loud", "warning", "info,pepc_mme=loud", "", "info,,debug"] {
+        let e = EpcConfig::parse(&format!("[log]\nlevel = {level:?}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("log.level") && (e.contains("not a level") || e.contains("empty")),
+            "{level}: {e}"
+        );
+    }
+    for level in ["WARN", "off", "info,pepc_mme=debug", "pepc_mme[ue]=trace"] {
+        EpcConfig::parse(&format!("[log]\nlevel = {level:?}\n"))
+            .unwrap_or_else(|e| panic!("{level}: {e}"));
+    }
     let e = EpcConfig::parse("[log]\ncolour = true\n")
         .unwrap_err()
         .to_string();
