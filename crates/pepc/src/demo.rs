@@ -88,6 +88,12 @@ impl DemoPorts {
              [hss]\ndb = \":memory:\"\n{hss}",
             self.s1u, self.sgi_sink_local, self.sgi_sink_peer, self.s1mme_udp
         ))
+        .map(|mut c| {
+            // A demo shows the core: its metrics and console are a bonus, left off
+            // (said) when another node or demo has their ports.
+            c.mgmt_optional = true;
+            c
+        })
     }
 
     /// Emulator defaults pointed at this node.

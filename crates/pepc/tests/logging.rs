@@ -49,7 +49,7 @@ fn json_logs_are_one_object_per_line() {
         &config,
         "[node]\nslices = 1\n[s1u]\nbind = \"127.0.43.1:2152\"\n[sgi]\nmode = \"udp\"\n\
          sink_local = \"127.0.43.1:15312\"\nsink_peer = \"127.0.43.1:15311\"\n\
-         [s1mme]\ntransport = \"udp\"\nbind = \"127.0.43.1\"\nudp_port = 19931\n\
+         [metrics]\nlisten = \"\"\n[api]\nlisten = \"\"\n[s1mme]\ntransport = \"udp\"\nbind = \"127.0.43.1\"\nudp_port = 19931\n\
          [hss]\ndb = \":memory:\"\n[log]\nformat = \"json\"\nlevel = \"info\"\n",
     )
     .unwrap();
