@@ -211,18 +211,27 @@ impl Mme {
                         // (§4.4.4.3); a ciphered one cannot even be read.
                         let inner = nasx::unverified_inner(bytes);
                         if inner.is_none() {
-                            tracing::warn!("UE {id}: NAS MAC failure, message discarded");
+                            pepc_ratelog::peer_warn!(
+                                pepc_ratelog::Kind::NasIntegrity,
+                                "UE {id}: NAS MAC failure, message discarded"
+                            );
                         }
                         inner.map(|m| (m, false))
                     }
                     Err(UnprotectError::Replay) => {
                         self.stats.nas_replays += 1;
-                        tracing::warn!("UE {id}: replayed NAS COUNT, message discarded");
+                        pepc_ratelog::peer_warn!(
+                            pepc_ratelog::Kind::NasIntegrity,
+                            "UE {id}: replayed NAS COUNT, message discarded"
+                        );
                         None
                     }
                     Err(UnprotectError::Malformed(e)) => {
                         self.stats.nas_decode_errors += 1;
-                        tracing::warn!("UE {id}: bad NAS: {e}");
+                        pepc_ratelog::peer_warn!(
+                            pepc_ratelog::Kind::NasUndecodable,
+                            "UE {id}: bad NAS: {e}"
+                        );
                         None
                     }
                 };
@@ -239,7 +248,7 @@ impl Mme {
             let m = nasx::unverified_inner(bytes);
             if m.is_none() {
                 self.stats.nas_unprotected_dropped += 1;
-                tracing::warn!("UE {id}: protected NAS (header type {sht}) without a security context, discarded");
+                pepc_ratelog::peer_warn!(pepc_ratelog::Kind::NasUndecodable, "UE {id}: protected NAS (header type {sht}) without a security context, discarded");
             }
             return m.map(|m| (m, false));
         }
@@ -247,7 +256,10 @@ impl Mme {
             Ok(m) => Some((m, false)),
             Err(e) => {
                 self.stats.nas_decode_errors += 1;
-                tracing::warn!("UE {id}: undecodable NAS: {e}");
+                pepc_ratelog::peer_warn!(
+                    pepc_ratelog::Kind::NasUndecodable,
+                    "UE {id}: undecodable NAS: {e}"
+                );
                 None
             }
         }

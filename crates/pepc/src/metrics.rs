@@ -376,5 +376,13 @@ impl MetricsSource for NodeMetrics {
                 e.overload_starts.load(Relaxed),
             );
         }
+        for k in pepc_ratelog::Kind::ALL {
+            out.counter(
+                "pepc_log_suppressed",
+                "Log lines about what a peer caused (malformed S1AP or NAS, unknown UE IDs, unexpected messages) not written because their kind was over its rate",
+                &[("kind", k.name().into())],
+                pepc_ratelog::suppressed(k),
+            );
+        }
     }
 }
