@@ -135,7 +135,11 @@ impl Mme {
         };
         let Some(retx) = retx else {
             self.stats.procedure_timeouts += 1;
-            tracing::warn!("UE {id}: NAS procedure {} timed out", u.proc.name());
+            pepc_ratelog::peer_warn!(
+                pepc_ratelog::Kind::ProcedureTimeout,
+                "UE {id}: NAS procedure {} timed out",
+                u.proc.name()
+            );
             u.retx = None;
             if u.proc.reauthenticating() {
                 // The gate's re-authentication got no answer: the context stays.
@@ -150,6 +154,8 @@ impl Mme {
             } else if registered {
                 u.proc = Procedure::Idle;
             } else {
+                // Not registered and not detaching: an attach that the UE left.
+                self.stats.attach_timeouts += 1;
                 u.emm = Emm_::Deregistered;
                 self.drop_session(cp, id);
                 self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);

@@ -163,3 +163,49 @@ fn ran_fails_when_a_procedure_failed() {
         "{out}"
     );
 }
+
+#[test]
+fn ran_shuts_its_associations_down_before_it_exits() {
+    // UEs left attached (detach_at_end = false): the node learns the eNB is gone from
+    // the SCTP shutdown, not ~1 min later from retransmissions running out.
+    let n = 71u8;
+    let epc = common::node::node(n, 2, "");
+    let dir = std::env::temp_dir().join(format!("pepc-ran-shutdown-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let scen = dir.join("s.toml");
+    std::fs::write(
+        &scen,
+        "ues = 2\nattach_rate = 100\nduration_s = 0\ndrain_s = 0\ndetach_at_end = false\n",
+    )
+    .unwrap();
+    let (ok, _, out) = pepc(&[
+        "ran",
+        "--scenario",
+        scen.to_str().unwrap(),
+        "--mme",
+        &format!("127.0.{n}.1:9899"),
+        "--local",
+        &format!("127.0.{n}.2"),
+        "--gtpu-local",
+        &format!("127.0.{n}.2:2152"),
+        "--pdn-local",
+        &format!("127.0.{n}.2:5201"),
+        "--sgi-peer",
+        &format!("127.0.{n}.1:5202"),
+        "--quiet",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok, "{out}");
+    let enbs = &epc.endpoint.as_ref().unwrap().gauges.enbs;
+    // The shutdown completed before `pepc ran` exited; the node's endpoint thread
+    // takes its turn to drop the eNB (bounded far below the ~1 min of a timeout).
+    let t = Instant::now();
+    while enbs.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the node still has the eNB: its association was not shut down"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    epc.stop();
+}

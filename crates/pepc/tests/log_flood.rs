@@ -88,7 +88,15 @@ fn a_garbage_flood_writes_a_bounded_log_and_counts_what_it_suppressed() {
     // goes at the node's pace and all of it reaches the MME.
     let mut answered = 0;
     let mut ev = Vec::new();
-    for batch in 0..PDUS / 100 {
+    // PEPC_FLOOD_SECS=30: flood for that long instead (the figure in the issue).
+    let for_secs: Option<f64> = std::env::var("PEPC_FLOOD_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let mut batch = 0;
+    while match for_secs {
+        Some(s) => t0.elapsed().as_secs_f64() < s,
+        None => batch < PDUS / 100,
+    } {
         for i in 0..100 {
             let pdu: &[u8] = if (batch + i) % 2 == 0 {
                 &[0xde, 0xad, 0xbe, 0xef, 0x01, 0x02]
@@ -107,11 +115,25 @@ fn a_garbage_flood_writes_a_bounded_log_and_counts_what_it_suppressed() {
                 .filter(|e| matches!(e, TransportEvent::Data { .. }))
                 .count();
         }
+        batch += 1;
     }
+    let pdus = batch * 100;
     let secs = t0.elapsed().as_secs_f64();
     let m = scrape(&metrics);
-    let _ = node.kill();
-    let _ = node.wait();
+    // SIGTERM: the node stops cleanly and prints its summary.
+    let term = Command::new("kill")
+        .args(["-TERM", &node.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let t = Instant::now();
+    while node.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(30) {
+            let _ = node.kill();
+            panic!("the node did not stop on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let log = String::from_utf8_lossy(&log.join().unwrap()).to_string();
     let _ = std::fs::remove_dir_all(&dir);
     let lines = log
@@ -120,12 +142,12 @@ fn a_garbage_flood_writes_a_bounded_log_and_counts_what_it_suppressed() {
         .count();
     let bound = pepc_ratelog::BURST as f64 + pepc_ratelog::PER_SECOND as f64 * (secs + 1.0);
     eprintln!(
-        "{PDUS} undecodable PDUs in {secs:.1} s: {lines} lines of them, {} log bytes in all",
+        "{pdus} undecodable PDUs in {secs:.1} s: {lines} lines of them, {} log bytes in all",
         log.len()
     );
     assert!(
         (lines as f64) <= bound,
-        "{lines} lines for {PDUS} PDUs in {secs:.1} s (bound {bound})"
+        "{lines} lines for {pdus} PDUs in {secs:.1} s (bound {bound})"
     );
     assert!(log.contains("suppressed"), "{log}");
     let suppressed: u64 = m
@@ -135,7 +157,29 @@ fn a_garbage_flood_writes_a_bounded_log_and_counts_what_it_suppressed() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no pepc_log_suppressed_total in\n{m}"));
     assert!(
-        suppressed as usize + lines >= PDUS,
-        "{suppressed} suppressed + {lines} written < {PDUS}"
+        suppressed as usize + lines >= pdus,
+        "{suppressed} suppressed + {lines} written < {pdus}"
+    );
+    // The endpoint's decode errors are exported, equal to the stop summary's.
+    let metric = |name: &str| -> u64 {
+        m.lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{m}"))
+    };
+    let decode_errors = metric("pepc_s1ap_decode_errors_total");
+    assert_eq!(decode_errors, pdus as u64);
+    let summary = log
+        .lines()
+        .find(|l| l.starts_with("s1ap endpoint:"))
+        .unwrap_or_else(|| panic!("no summary in\n{log}"));
+    assert!(
+        summary.contains(&format!("{decode_errors} decode errors"))
+            && summary.contains(&format!(
+                "{} unknown UE IDs",
+                metric("pepc_s1ap_unknown_ue_ids_total")
+            )),
+        "{summary}"
     );
 }

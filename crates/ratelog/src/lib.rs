@@ -43,10 +43,12 @@ pub enum Kind {
     NasIntegrity,
     /// An eNB's report about something we do not have (a TEID, an undelivered NAS).
     EnbReport,
+    /// A UE that stopped answering (its NAS procedure timed out).
+    ProcedureTimeout,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::S1apUndecodable,
         Kind::S1apUnexpected,
         Kind::UnknownUeId,
@@ -55,6 +57,7 @@ impl Kind {
         Kind::NasUndecodable,
         Kind::NasIntegrity,
         Kind::EnbReport,
+        Kind::ProcedureTimeout,
     ];
 
     /// The metric's label.
@@ -68,6 +71,7 @@ impl Kind {
             Kind::NasUndecodable => "nas_undecodable",
             Kind::NasIntegrity => "nas_integrity",
             Kind::EnbReport => "enb_report",
+            Kind::ProcedureTimeout => "procedure_timeout",
         }
     }
 }
@@ -91,6 +95,7 @@ const fn bucket() -> Bucket {
 }
 
 static BUCKETS: [Bucket; Kind::ALL.len()] = [
+    bucket(),
     bucket(),
     bucket(),
     bucket(),

@@ -578,6 +578,9 @@ impl Emulator {
     /// each is down: the EPC then knows the eNBs are gone when the run ends, instead of
     /// keeping their UEs connected until the association times out.
     fn shut_down(&mut self, limit: Duration) -> Result<(), EmuError> {
+        if self.cfg.leave_associations {
+            return Ok(());
+        }
         let mut live: Vec<(usize, AssocId)> = self.enb_assoc.iter().flatten().copied().collect();
         live.sort_unstable();
         live.dedup();
