@@ -119,7 +119,10 @@ pub fn init(cfg: &LogConfig) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_target(true);
+        .with_target(true)
+        // Its report of a failed write is an eprintln!, which panics when stderr is a
+        // closed pipe (`pepc run 2>&1 | head -1`): the line is dropped instead.
+        .log_internal_errors(false);
     let _ = match cfg.format {
         LogFormat::Text => b.try_init(),
         LogFormat::Json => b

@@ -18,6 +18,26 @@ macro_rules! outln {
     }};
 }
 
+/// A line on stderr that is never a panic: `eprintln!` panics once the reader has
+/// closed the pipe (`pepc demo 2>&1 | head`); the line is dropped then.
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        // A failed write means the reader is gone: nothing is left to tell it.
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
+/// As above, without the newline.
+#[allow(unused_macros)]
+macro_rules! errln_nonl {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        // As above: a closed stderr drops the text.
+        let _ = write!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
 #[derive(Parser)]
 #[command(
     name = "pepc",
@@ -422,7 +442,7 @@ fn main() -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pepc: {e}");
+            errln!("pepc: {e}");
             ExitCode::FAILURE
         }
     }
@@ -745,7 +765,7 @@ fn run_node(a: &RunArgs) -> Result<(), String> {
             break;
         }
     }
-    eprint!("{}", epc.stop());
+    errln_nonl!("{}", epc.stop());
     Ok(())
 }
 
@@ -833,7 +853,7 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
         }
         if a.hold {
             stop_on_signals();
-            eprintln!("pepc demo: the node stays up (--hold); Ctrl-C stops it");
+            errln!("pepc demo: the node stays up (--hold); Ctrl-C stops it");
             while !STOP.load(std::sync::atomic::Ordering::Relaxed) {
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }

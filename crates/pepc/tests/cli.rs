@@ -209,3 +209,38 @@ fn ran_shuts_its_associations_down_before_it_exits() {
     }
     epc.stop();
 }
+
+#[test]
+fn a_closed_stderr_is_no_panic() {
+    // `pepc run 2>&1 | head -1`: the stop summary goes to a pipe nobody reads.
+    let dir = std::env::temp_dir().join(format!("pepc-stderr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("n.toml");
+    std::fs::write(
+        &cfg,
+        "[s1u]\nbind = \"127.0.74.1:2152\"\n[sgi]\nmode = \"udp\"\n\
+         sink_local = \"127.0.74.1:5202\"\nsink_peer = \"127.0.74.2:5201\"\n\
+         [s1mme]\ntransport = \"udp\"\nbind = \"127.0.74.1\"\n\
+         [hss]\ndb = \":memory:\"\n[api]\nlisten = \"\"\n[metrics]\nlisten = \"\"\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pepc"))
+        .args(["run", "--seconds", "0.3", "--config"])
+        .arg(&cfg)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take());
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "pepc run still runs");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "{status:?}");
+}
