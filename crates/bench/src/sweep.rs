@@ -1,6 +1,26 @@
 //! Sweeps reproducing the PEPC paper's data-plane figures, each written as CSV, JSON
 //! and a PNG plot under the output directory.
 
+/// A line on stderr that is never a panic: `eprintln!` panics once the reader has
+/// closed the pipe (`pepc demo 2>&1 | head`); the line is dropped then.
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        // A failed write means the reader is gone: nothing is left to tell it.
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
+/// As above, without the newline.
+#[allow(unused_macros)]
+macro_rules! errln_nonl {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        // As above: a closed stderr drops the text.
+        let _ = write!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
 use crate::dataplane::{run as run_one, DataplaneOpts, DataplaneResult, Design};
 use plotters::prelude::*;
 use std::path::Path;
@@ -67,9 +87,10 @@ fn io_sweep(seconds: f64, out: &Path, sd: u32) -> Result<(), String> {
                     gen_io,
                     node_gro: true,
                 })?;
-                eprintln!(
+                errln!(
                     "  {backend:?} users={users} run {k}: {:.3} Mpps/core, loss {:.4}",
-                    r.mpps_per_core, r.loss
+                    r.mpps_per_core,
+                    r.loss
                 );
                 csv.push_str(&format!(
                     "{},{backend:?},{users},{k},{:.4},{:.4},{:.5},{},{},{:.0},{:.3}\n",
@@ -108,7 +129,7 @@ fn io_sweep(seconds: f64, out: &Path, sd: u32) -> Result<(), String> {
         &lines,
     )
     .map_err(|e| format!("plot: {e}"))?;
-    eprintln!("wrote {}.{{csv,json,png}}", stem.display());
+    errln!("wrote {}.{{csv,json,png}}", stem.display());
     Ok(())
 }
 
@@ -305,7 +326,7 @@ pub fn run(fig: &str, seconds: f64, out: &Path, scale_down: u32) -> Result<(), S
 
 fn point(o: &DataplaneOpts) -> Result<DataplaneResult, String> {
     let r = run_one(o)?;
-    eprintln!(
+    errln!(
         "  {:?} users={} events/s={} cores={} iot={} on={} churn={}: {:.2} Mpps/core p99 {} ns",
         r.design,
         r.users,
@@ -383,7 +404,7 @@ fn write(
         .collect();
     plot(&stem.with_extension("png"), title, xlabel, logx, &lines)
         .map_err(|e| format!("plot: {e}"))?;
-    eprintln!("wrote {}.{{csv,json,png}}", stem.display());
+    errln!("wrote {}.{{csv,json,png}}", stem.display());
     Ok(())
 }
 

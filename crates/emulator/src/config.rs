@@ -125,6 +125,10 @@ pub struct EmulatorConfig {
     /// RRC wait time of an overloaded eNB's RRC Connection Reject (TS 36.331: 1-16 s):
     /// each UE waits between half and all of it (spread) before trying again.
     pub rrc_wait_ms: u64,
+    /// At the end, leave the S1 associations as they are (no SHUTDOWN): for a test
+    /// that looks at the EPC as the run left it. Else (default) each is shut down and
+    /// the run ends once the EPC has confirmed it.
+    pub leave_associations: bool,
 }
 
 impl Default for EmulatorConfig {
@@ -150,6 +154,7 @@ impl Default for EmulatorConfig {
             apn: Some("internet".into()),
             progress: false,
             rrc_wait_ms: 4000,
+            leave_associations: false,
         }
     }
 }
@@ -329,6 +334,9 @@ impl Scenario {
         let bad =
             |k: &str, why: &str| Err(crate::EmuError::Config(format!("scenario `{k}`: {why}")));
         let finite_nonneg = |v: f64| v.is_finite() && v >= 0.0;
+        if self.ues == 0 {
+            return bad("ues", "must be at least 1");
+        }
         if !(0.0..=1.0).contains(&self.iot_share) {
             return bad("iot_share", "must be within 0..=1");
         }

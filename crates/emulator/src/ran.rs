@@ -57,38 +57,48 @@ pub enum SgiArg {
     Tun,
 }
 
+/// A clap value parser for a count, rate or duration: a finite number ≥ 0, refused
+/// naming the flag (clap prefixes the flag to the message).
+pub fn non_negative(v: &str) -> Result<f64, String> {
+    match v.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        Ok(_) => Err("must be a finite number ≥ 0".into()),
+        Err(e) => Err(format!("not a number ({e})")),
+    }
+}
+
 /// `pepc ran`: play eNBs and UEs against an EPC.
 #[derive(clap::Args, Clone)]
 pub struct RanArgs {
     /// Scenario file (TOML, keys of `pepc_emulator::Scenario`); flags below override it.
     #[arg(long, value_name = "FILE.toml")]
     pub scenario: Option<PathBuf>,
-    /// UEs to emulate.
-    #[arg(long)]
+    /// UEs to emulate (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub ues: Option<u32>,
     /// eNBs to emulate (UEs are spread over them; handovers need 2 or more).
     #[arg(long)]
     pub enbs: Option<u32>,
     /// Attach storm rate, UEs per second (also the detach rate at the end).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = non_negative)]
     pub attach_rate: Option<f64>,
     /// Seconds of steady state (signalling mix and traffic) after the attach storm.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = non_negative)]
     pub seconds: Option<f64>,
     /// Signalling events per second in steady state (Table I mix of the scenario).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = non_negative)]
     pub events: Option<f64>,
     /// Data packets per second, uplink + downlink, over all UEs.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = non_negative)]
     pub pps: Option<f64>,
     /// Data traffic mix.
     #[arg(long, value_enum)]
     pub traffic: Option<TrafficArg>,
     /// Share (0..=1) of UEs that are stateless IoT devices.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = non_negative)]
     pub iot_share: Option<f64>,
     /// Per-procedure timeout, seconds.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = non_negative)]
     pub timeout: Option<f64>,
     /// RRC wait time of an eNB that the MME told to shed load (OVERLOAD START), ms:
     /// a refused UE waits between half and all of it before trying again.
@@ -324,10 +334,10 @@ pub fn ran_main(args: &RanArgs) -> Result<Report, EmuError> {
 /// [`ran_main`] then print the report (JSON with `--json`, else the table) on stdout.
 pub fn ran_command(args: &RanArgs) -> Result<Report, EmuError> {
     let r = ran_main(args)?;
-    if args.json {
-        println!("{}", r.to_json());
-    } else {
-        println!("{}", r.to_table());
-    }
+    let text = if args.json { r.to_json() } else { r.to_table() };
+    use std::io::Write as _;
+    // A reader that closed stdout (`| head`) is no failure of the run (println! would
+    // panic): the exit status still tells how the run went.
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
     Ok(r)
 }

@@ -135,6 +135,9 @@ pub enum HssError {
     ResyncMacFailure(String),
     #[error("SQN space exhausted for IMSI {0}")]
     SqnExhausted(String),
+    /// The file is open in another process (another pepc): redb locks it.
+    #[error("another pepc holds {}", .0.display())]
+    Held(std::path::PathBuf),
 }
 
 macro_rules! db_err {
@@ -315,7 +318,11 @@ fn decode(imsi: &str, bytes: &[u8]) -> Result<Subscriber, HssError> {
 impl Hss {
     /// Open or create the database file at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<Hss, HssError> {
-        Self::init(Database::create(path)?)
+        let db = Database::create(path.as_ref()).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => HssError::Held(path.as_ref().to_path_buf()),
+            e => HssError::from(redb::Error::from(e)),
+        })?;
+        Self::init(db)
     }
 
     /// A volatile store (tests, emulators).

@@ -96,6 +96,20 @@ pub struct NeedsToken {
     pub listen: SocketAddr,
 }
 
+/// Why the API could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiStartError {
+    #[error(transparent)]
+    NeedsToken(#[from] NeedsToken),
+    /// The address could not be listened on (taken, or not ours).
+    #[error("config key `api.listen`: {listen}: {source}")]
+    Listen {
+        listen: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 struct Ctx {
     backend: Arc<dyn ApiBackend>,
     token: Option<String>,
@@ -193,8 +207,8 @@ pub fn start(
     listen: SocketAddr,
     token: Option<String>,
     backend: Arc<dyn ApiBackend>,
-) -> Result<HttpServer, String> {
-    check_listen(listen, token.as_deref()).map_err(|e| e.to_string())?;
+) -> Result<HttpServer, ApiStartError> {
+    check_listen(listen, token.as_deref())?;
     let ctx = Arc::new(Ctx {
         backend,
         token: token.filter(|t| !t.is_empty()),
@@ -223,7 +237,7 @@ pub fn start(
         })
         .with_state(ctx);
     let s = HttpServer::serve(listen, "pepc-api", app)
-        .map_err(|e| format!("config key `api.listen`: {listen}: {e}"))?;
+        .map_err(|source| ApiStartError::Listen { listen, source })?;
     tracing::info!(
         "management API: http://{0}/api/v1, console: http://{0}/",
         s.local_addr()

@@ -117,6 +117,9 @@ pub(crate) fn undecodable_s1ap(assoc: AssocId, e: &pepc_s1ap::S1apError, out: &m
         pepc_s1ap::S1apError::Decode(_) => Cause::TRANSFER_SYNTAX_ERROR,
         _ => Cause::ABSTRACT_SYNTAX_ERROR_REJECT,
     };
-    tracing::warn!("assoc {assoc}: undecodable S1AP: {e}");
+    pepc_ratelog::peer_warn!(
+        pepc_ratelog::Kind::S1apUndecodable,
+        "assoc {assoc}: undecodable S1AP: {e}"
+    );
     send_error_indication(assoc, "undecodable S1AP", None, None, cause, out);
 }

@@ -416,7 +416,10 @@ impl S1apEndpoint {
             Ok(p) => p,
             Err(e) => {
                 self.stats.s1ap_decode_errors += 1;
-                tracing::warn!("assoc {assoc}: undecodable S1AP: {e}");
+                pepc_ratelog::peer_warn!(
+                    pepc_ratelog::Kind::S1apUndecodable,
+                    "assoc {assoc}: undecodable S1AP: {e}"
+                );
                 let cause = Cause::TRANSFER_SYNTAX_ERROR;
                 self.error_indication(assoc, "undecodable S1AP", None, None, cause, out);
                 return;
@@ -486,14 +489,19 @@ impl S1apEndpoint {
             M::ResetAcknowledge(_) => {}
             M::ErrorIndication(m) => {
                 self.stats.error_indications_rx += 1;
-                tracing::warn!(
+                pepc_ratelog::peer_warn!(
+                    pepc_ratelog::Kind::ErrorIndication,
                     "assoc {assoc}: Error Indication {:?} (MME {:?}, eNB {:?})",
                     m.cause,
                     m.mme_ue_id,
                     m.enb_ue_id
                 );
             }
-            other => tracing::warn!("assoc {assoc}: ignoring {}", other.name()),
+            other => pepc_ratelog::peer_warn!(
+                pepc_ratelog::Kind::S1apUnexpected,
+                "assoc {assoc}: ignoring {}",
+                other.name()
+            ),
         }
     }
 
@@ -650,7 +658,10 @@ impl S1apEndpoint {
             connections: echo,
             ours: false,
         }) else {
-            tracing::warn!("assoc {assoc}: Reset refused, {MAX_PENDING_RESETS} already pending");
+            pepc_ratelog::peer_warn!(
+                pepc_ratelog::Kind::ResetRefused,
+                "assoc {assoc}: Reset refused, {MAX_PENDING_RESETS} already pending"
+            );
             return;
         };
         for s in targets {

@@ -136,7 +136,11 @@ impl Mme {
         };
         let Some(retx) = retx else {
             self.stats.procedure_timeouts += 1;
-            tracing::warn!("UE {id}: NAS procedure {} timed out", u.proc.name());
+            pepc_ratelog::peer_warn!(
+                pepc_ratelog::Kind::ProcedureTimeout,
+                "UE {id}: NAS procedure {} timed out",
+                u.proc.name()
+            );
             u.retx = None;
             if u.proc.reauthenticating() {
                 // The gate's re-authentication got no answer: the context stays.
@@ -151,6 +155,8 @@ impl Mme {
             } else if registered {
                 u.proc = Procedure::Idle;
             } else {
+                // Not registered and not detaching: an attach that the UE left.
+                self.stats.attach_timeouts += 1;
                 u.emm = Emm_::Deregistered;
                 self.drop_session(cp, id);
                 self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
@@ -212,18 +218,27 @@ impl Mme {
                         // (§4.4.4.3); a ciphered one cannot even be read.
                         let inner = nasx::unverified_inner(bytes);
                         if inner.is_none() {
-                            tracing::warn!("UE {id}: NAS MAC failure, message discarded");
+                            pepc_ratelog::peer_warn!(
+                                pepc_ratelog::Kind::NasIntegrity,
+                                "UE {id}: NAS MAC failure, message discarded"
+                            );
                         }
                         inner.map(|m| (m, false))
                     }
                     Err(UnprotectError::Replay) => {
                         self.stats.nas_replays += 1;
-                        tracing::warn!("UE {id}: replayed NAS COUNT, message discarded");
+                        pepc_ratelog::peer_warn!(
+                            pepc_ratelog::Kind::NasIntegrity,
+                            "UE {id}: replayed NAS COUNT, message discarded"
+                        );
                         None
                     }
                     Err(UnprotectError::Malformed(e)) => {
                         self.stats.nas_decode_errors += 1;
-                        tracing::warn!("UE {id}: bad NAS: {e}");
+                        pepc_ratelog::peer_warn!(
+                            pepc_ratelog::Kind::NasUndecodable,
+                            "UE {id}: bad NAS: {e}"
+                        );
                         None
                     }
                 };
@@ -240,7 +255,7 @@ impl Mme {
             let m = nasx::unverified_inner(bytes);
             if m.is_none() {
                 self.stats.nas_unprotected_dropped += 1;
-                tracing::warn!("UE {id}: protected NAS (header type {sht}) without a security context, discarded");
+                pepc_ratelog::peer_warn!(pepc_ratelog::Kind::NasUndecodable, "UE {id}: protected NAS (header type {sht}) without a security context, discarded");
             }
             return m.map(|m| (m, false));
         }
@@ -248,7 +263,10 @@ impl Mme {
             Ok(m) => Some((m, false)),
             Err(e) => {
                 self.stats.nas_decode_errors += 1;
-                tracing::warn!("UE {id}: undecodable NAS: {e}");
+                pepc_ratelog::peer_warn!(
+                    pepc_ratelog::Kind::NasUndecodable,
+                    "UE {id}: undecodable NAS: {e}"
+                );
                 None
             }
         }

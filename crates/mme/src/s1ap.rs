@@ -42,7 +42,11 @@ impl Mme {
             M::PathSwitchRequest(m) => self.path_switch(assoc, m, cp, out),
             other => {
                 let (Some(mme_id), enb_id) = (other.mme_ue_id(), other.enb_ue_id()) else {
-                    tracing::warn!("assoc {assoc}: ignoring {}", other.name());
+                    pepc_ratelog::peer_warn!(
+                        pepc_ratelog::Kind::S1apUnexpected,
+                        "assoc {assoc}: ignoring {}",
+                        other.name()
+                    );
                     return;
                 };
                 let Some(ue) = self.ue(cp, mme_id) else {
@@ -324,7 +328,8 @@ impl Mme {
             }
             M::NasNonDeliveryIndication(m) => {
                 self.stats.nas_non_delivery += 1;
-                tracing::warn!(
+                pepc_ratelog::peer_warn!(
+                    pepc_ratelog::Kind::EnbReport,
                     "UE {id}: NAS not delivered ({:?}); T3450/T3460 will retransmit",
                     m.cause
                 );
@@ -399,7 +404,11 @@ impl Mme {
                 }
             }
             M::HandoverNotify(m) => self.ho_notify(assoc, m, cp, out),
-            other => tracing::info!("UE {id}: ignoring {}", other.name()),
+            other => pepc_ratelog::peer_info!(
+                pepc_ratelog::Kind::S1apUnexpected,
+                "UE {id}: ignoring {}",
+                other.name()
+            ),
         }
     }
 }

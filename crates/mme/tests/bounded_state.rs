@@ -155,6 +155,25 @@ fn storm_of_never_answered_attaches_leaves_nothing_behind() {
     );
 }
 
+/// An attach the UE leaves (it never answers the challenge) is counted failed, so
+/// that started = succeeded + rejected + timed out (issue 34, item 5: 3,336 attaches
+/// that timed out after their eNB vanished left the failed count at 0).
+#[test]
+fn never_answered_attaches_are_counted_as_failed() {
+    let _one = SERIAL.lock().unwrap();
+    const N: usize = 50;
+    let mut h = node(N + 16, MmeConfig::default(), 1);
+    storm(&mut h, N, 1, 7);
+    expire(&mut h);
+    let s = &h.mme.stats;
+    assert_eq!(s.attach_requests, N as u64);
+    assert_eq!(s.attach_timeouts, N as u64);
+    assert_eq!(
+        s.attach_requests,
+        s.attaches + s.attach_rejects + s.attach_timeouts
+    );
+}
+
 #[test]
 fn unauthenticated_contexts_are_bounded_per_enb_and_per_slice() {
     let _one = SERIAL.lock().unwrap();

@@ -646,6 +646,10 @@ pub struct EndpointGauges {
     pub enbs: AtomicU64,
     pub demuxed: AtomicU64,
     pub dropped_inputs: AtomicU64,
+    /// The endpoint's S1AP PDUs that did not decode, and messages for UE IDs no slice
+    /// has (what the stop summary's "s1ap endpoint" line says).
+    pub s1ap_decode_errors: AtomicU64,
+    pub unknown_ue_ids: AtomicU64,
     /// CPU time of the endpoint thread (ns), updated about every 10 ms of work.
     pub cpu_ns: AtomicU64,
     /// Overload control: periods begun, and whether eNBs are told to hold back now.
@@ -996,6 +1000,12 @@ fn endpoint_loop(
         }
         gauges.enbs.store(enbs, Ordering::Relaxed);
         gauges.demuxed.store(ep.stats.demuxed, Ordering::Relaxed);
+        gauges
+            .s1ap_decode_errors
+            .store(ep.stats.s1ap_decode_errors, Ordering::Relaxed);
+        gauges
+            .unknown_ue_ids
+            .store(ep.stats.unknown_ue_ids, Ordering::Relaxed);
         if last_cpu.elapsed() > Duration::from_millis(10) {
             gauges.cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);
             last_cpu = Instant::now();

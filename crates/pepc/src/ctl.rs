@@ -91,8 +91,20 @@ pub enum CtlError {
         #[source]
         source: ureq::Error,
     },
-    #[error("{status}: {message}")]
-    Refused { status: u16, message: String },
+    /// The API answered with an error status (its message, when it gave one).
+    #[error("{url}: {status}: {message}")]
+    Refused {
+        url: String,
+        status: u16,
+        message: String,
+    },
+    /// Something answered at `url` that is not pepc's management API (no JSON).
+    #[error("{url}: {status}: not pepc's management API (`--api`): it answered {body:?}")]
+    NotApi {
+        url: String,
+        status: u16,
+        body: String,
+    },
     #[error("{}: {source}", path.display())]
     Read {
         path: std::path::PathBuf,
@@ -146,13 +158,22 @@ impl Client {
                 url: url.clone(),
                 source,
             })?;
-        let v: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        // Every answer of the API, errors included, is JSON: anything else came from
+        // another server at `--api`.
+        let Ok(v) = serde_json::from_str::<Value>(&text) else {
+            return Err(CtlError::NotApi {
+                url,
+                status,
+                body: text.chars().take(80).collect(),
+            });
+        };
         if status >= 400 {
             let msg = v["error"]
                 .as_str()
                 .map(str::to_string)
                 .unwrap_or(v.to_string());
             return Err(CtlError::Refused {
+                url,
                 status,
                 message: msg,
             });

@@ -2,6 +2,26 @@
 //! HSS provisioned with the emulator's subscribers, S1-U and a userspace SGi sink on
 //! loopback) driven by the eNB/UE emulator; returns the emulator's report.
 
+/// A line on stderr that is never a panic: `eprintln!` panics once the reader has
+/// closed the pipe (`pepc demo 2>&1 | head`); the line is dropped then.
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        // A failed write means the reader is gone: nothing is left to tell it.
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
+/// As above, without the newline.
+#[allow(unused_macros)]
+macro_rules! errln_nonl {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        // As above: a closed stderr drops the text.
+        let _ = write!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
 use crate::epc::{Epc, EpcConfig};
 use crate::error::{ConfigError, StartError};
 use pepc_emulator::config::{SubscriberKeys, Traffic, TrafficProfile};
@@ -88,6 +108,12 @@ impl DemoPorts {
              [hss]\ndb = \":memory:\"\n{hss}",
             self.s1u, self.sgi_sink_local, self.sgi_sink_peer, self.s1mme_udp
         ))
+        .map(|mut c| {
+            // A demo shows the core: its metrics and console are a bonus, left off
+            // (said) when another node or demo has their ports.
+            c.mgmt_optional = true;
+            c
+        })
     }
 
     /// Emulator defaults pointed at this node.
@@ -200,22 +226,22 @@ pub fn run_with(
 ) -> Result<(Report, Vec<SliceFigures>), DemoError> {
     let epc = start_node_recorded(ports, o.ues, o.slices, o.record.as_deref())?;
     if o.progress {
-        eprintln!(
+        errln!(
             "pepc demo: node up (S1-MME SCTP/UDP {}, S1-U {}, SGi {}); starting the emulator",
             epc.s1mme.as_deref().unwrap_or("-"),
             epc.node.s1u_addr,
             epc.node.sgi_io.description
         );
         match &epc.metrics {
-            Some(m) => eprintln!("pepc demo: metrics at http://{}/metrics", m.local_addr()),
-            None => eprintln!("pepc demo: metrics endpoint off (its port is taken)"),
+            Some(m) => errln!("pepc demo: metrics at http://{}/metrics", m.local_addr()),
+            None => errln!("pepc demo: metrics endpoint off (its port is taken)"),
         }
         match &epc.api {
-            Some(a) => eprintln!(
+            Some(a) => errln!(
                 "pepc demo: console at http://{0}/, API at http://{0}/api/v1",
                 a.local_addr()
             ),
-            None => eprintln!("pepc demo: management API off (its port is taken)"),
+            None => errln!("pepc demo: management API off (its port is taken)"),
         }
     }
     let ecfg = EmulatorConfig {
@@ -263,7 +289,7 @@ pub fn run_with(
     // The node's own view (per-slice forwarding and drops by reason) beside the report.
     let stats = epc.stop();
     if o.progress {
-        eprint!("node: {stats}");
+        errln_nonl!("node: {stats}");
     }
     Ok((report?, figures))
 }

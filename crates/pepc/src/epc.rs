@@ -83,9 +83,29 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The sections this module adds to the node's configuration file.
+/// The whole file: the node's sections and ours, one struct, so every unknown key or
+/// section is refused with every section named, at its line in the operator's file.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
+struct ConfigFile {
+    node: pepc_node::config::NodeSection,
+    s1u: pepc_node::config::S1uSection,
+    sgi: pepc_node::config::SgiSection,
+    synthetic: pepc_node::config::SyntheticSection,
+    mme: MmeSection,
+    s1mme: S1mmeSection,
+    hss: HssSection,
+    state: StateSection,
+    log: crate::logging::LogSection,
+    metrics: MetricsSection,
+    api: ApiSection,
+    pcrf: crate::policy::PcrfSection,
+    charging: crate::policy::ChargingSection,
+    debug: DebugSection,
+}
+
+/// The sections this module adds to the node's configuration file.
+#[derive(Debug, Clone, Default)]
 struct SignalingSections {
     mme: MmeSection,
     s1mme: S1mmeSection,
@@ -327,6 +347,9 @@ pub struct EpcConfig {
     pub policy: crate::policy::PolicySetup,
     /// `[debug] record`: where each slice's MME recording goes (`<path>.<slice>`).
     pub record: Option<PathBuf>,
+    /// A metrics endpoint or API that cannot listen is left off (said) instead of
+    /// refusing the start: for `pepc demo` only, never from a file.
+    pub mgmt_optional: bool,
 }
 
 /// Parse PLMN digits ("00101", "310410") into the TBCD octets of TS 24.008 10.5.1.13.
@@ -380,22 +403,12 @@ fn eia_of(s: &str) -> Option<Eia> {
 }
 
 impl EpcConfig {
-    /// Parse and validate a whole configuration file; errors name the key.
+    /// Parse and validate a whole configuration file. Every section is read from
+    /// `text` itself and every error names the key and, when the file sets it, its line.
     pub fn parse(text: &str) -> Result<EpcConfig, ConfigError> {
-        let mut table: toml::Table = toml::from_str(text)?;
-        // Split our sections off so the node keeps rejecting unknown keys in its own.
-        let mut ours = toml::Table::new();
-        for k in [
-            "mme", "s1mme", "hss", "state", "log", "metrics", "api", "pcrf", "charging", "debug",
-        ] {
-            if let Some(v) = table.remove(k) {
-                ours.insert(k.into(), v);
-            }
-        }
-        let sig: SignalingSections = ours.try_into()?;
-        let node_text = toml::to_string(&table)?;
-        let node = NodeConfig::parse(&node_text)?.validate()?;
-        Self::from_parts(node, &sig)
+        let spans = crate::config_file::Spans::new(text);
+        let file: ConfigFile = toml::from_str(text).map_err(|e| spans.toml_error(&e))?;
+        Self::from_file(file).map_err(|e| spans.place(e))
     }
 
     pub fn load(path: &std::path::Path) -> Result<EpcConfig, ConfigError> {
@@ -405,7 +418,33 @@ impl EpcConfig {
                 source,
             }
         })?;
-        Self::parse(&text)
+        Self::parse(&text).map_err(|e| ConfigError::File {
+            path: path.to_path_buf(),
+            source: Box::new(e),
+        })
+    }
+
+    fn from_file(f: ConfigFile) -> Result<EpcConfig, ConfigError> {
+        let node = NodeConfig {
+            node: f.node,
+            s1u: f.s1u,
+            sgi: f.sgi,
+            synthetic: f.synthetic,
+        }
+        .validate()?;
+        let sig = SignalingSections {
+            mme: f.mme,
+            s1mme: f.s1mme,
+            hss: f.hss,
+            state: f.state,
+            log: f.log,
+            metrics: f.metrics,
+            api: f.api,
+            pcrf: f.pcrf,
+            charging: f.charging,
+            debug: f.debug,
+        };
+        Self::from_parts(node, &sig)
     }
 
     fn from_parts(node: Validated, sig: &SignalingSections) -> Result<EpcConfig, ConfigError> {
@@ -590,6 +629,7 @@ impl EpcConfig {
             slice_policy,
             state,
             policy,
+            mgmt_optional: false,
             record: match sig.debug.record.trim() {
                 "" => None,
                 p => {
@@ -727,6 +767,9 @@ pub(crate) fn diameter_base(
 
 /// Open the configured HSS.
 pub fn open_hss(store: &HssStore) -> Result<Arc<Hss>, StartError> {
+    if let HssStore::File(p) = store {
+        dir_exists("hss.db", p)?;
+    }
     let h = match store {
         HssStore::Memory => Hss::in_memory(),
         HssStore::File(p) => Hss::open(p),
@@ -738,6 +781,29 @@ pub fn open_hss(store: &HssStore) -> Result<Arc<Hss>, StartError> {
         },
         source,
     })
+}
+
+/// A metrics endpoint or API that could not start: an error, or with `optional` (the
+/// demo) said and left off.
+fn optional<T>(r: Option<Result<T, StartError>>, optional: bool) -> Result<Option<T>, StartError> {
+    match r {
+        Some(Err(e)) if optional => {
+            tracing::error!("{e}: off");
+            Ok(None)
+        }
+        r => r.transpose(),
+    }
+}
+
+/// redb's "No such file or directory" names neither the key nor what is missing.
+fn dir_exists(key: &'static str, file: &std::path::Path) -> Result<(), StartError> {
+    match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() && !d.is_dir() => Err(StartError::NoDir {
+            key,
+            dir: d.to_path_buf(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// A running EPC node.
@@ -813,6 +879,7 @@ fn open_state(
         return Ok((None, per_slice, 0));
     };
     let t = std::time::Instant::now();
+    dir_exists("state.path", path)?;
     let store = EmbeddedStore::open(path)?;
     let opened = t.elapsed();
     let records = store.load_all()?;
@@ -853,12 +920,21 @@ impl Epc {
         let mut cdr = None;
         let mut embedded_pcrf = None;
         if let Some(mcfg) = &cfg.mme {
-            let transport = open_server(&cfg.transport).map_err(|source| StartError::S1mme {
-                backend: cfg.transport.backend,
-                ip: cfg.transport.ip,
-                sctp_port: cfg.transport.sctp_port,
-                udp_port: cfg.transport.udp_port,
-                source,
+            let t = &cfg.transport;
+            let transport = open_server(t).map_err(|source| StartError::S1mme {
+                backend: t.backend,
+                ip: t.ip,
+                sctp_port: t.sctp_port,
+                udp_port: t.udp_port,
+                source: match t.backend {
+                    // The UDP port is where SCTP-in-UDP listens: name who holds it.
+                    Backend::Udp => pepc_node::io::holder::in_use(
+                        source,
+                        std::net::SocketAddr::new(t.ip, t.udp_port),
+                        pepc_node::io::holder::Proto::Udp,
+                    ),
+                    _ => source,
+                },
             })?;
             s1mme = Some(format!(
                 "{} ({:?} backend requested)",
@@ -980,6 +1056,7 @@ impl Epc {
         let node = Node::start(&cfg.node, &mut |s| {
             drivers.get_mut(s).and_then(|d| d.take())
         })?;
+        use pepc_node::io::holder::{in_use, Proto};
         let metrics = match cfg.metrics {
             None => None,
             Some(a) => {
@@ -990,14 +1067,14 @@ impl Epc {
                     started: std::time::Instant::now(),
                     ports: [("s1u", node.s1u_io.clone()), ("sgi", node.sgi_io.clone())],
                 };
-                // A packet core keeps serving without its metrics: said loudly, not fatal.
-                pepc_mgmt::MetricsServer::start(a, Arc::new(source))
-                    .map_err(|e| {
-                        tracing::error!(
-                            "metrics endpoint off: cannot listen on {a} (`metrics.listen`): {e}"
-                        )
-                    })
-                    .ok()
+                Some(
+                    pepc_mgmt::MetricsServer::start(a, Arc::new(source)).map_err(|e| {
+                        StartError::Listen {
+                            key: "metrics.listen",
+                            source: in_use(e, a, Proto::Tcp),
+                        }
+                    }),
+                )
             }
         };
         let api = match &cfg.api {
@@ -1016,10 +1093,35 @@ impl Epc {
                         node.sgi_io.description.clone(),
                     ),
                 };
-                // Like the metrics: a busy port is said loudly, the core keeps serving.
-                pepc_mgmt::api::start(a.listen, a.token.clone(), Arc::new(backend))
-                    .map_err(|e| tracing::error!("management API off: {e}"))
-                    .ok()
+                use pepc_mgmt::api::ApiStartError as E;
+                Some(
+                    pepc_mgmt::api::start(a.listen, a.token.clone(), Arc::new(backend)).map_err(
+                        |e| match e {
+                            E::NeedsToken(t) => StartError::ApiToken(t),
+                            E::Listen { listen, source } => StartError::Listen {
+                                key: "api.listen",
+                                source: in_use(source, listen, Proto::Tcp),
+                            },
+                        },
+                    ),
+                )
+            }
+        };
+        // A node whose metrics or API cannot listen is refused at start: running on
+        // without them (as before) left the operator blind with exit 0. The demo alone
+        // takes them as optional (`mgmt_optional`).
+        let o = cfg.mgmt_optional;
+        let (metrics, api) = match (optional(metrics, o), optional(api, o)) {
+            (Ok(m), Ok(a)) => (m, a),
+            (Err(e), _) | (_, Err(e)) => {
+                if let Some(e) = endpoint {
+                    e.stop();
+                }
+                node.shutdown();
+                if let Some(c) = checkpointer {
+                    c.stop();
+                }
+                return Err(e);
             }
         };
         Ok(Epc {
@@ -1226,6 +1328,83 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("hss.db"), "{e}");
+    }
+
+    /// Every section's errors carry the line of the operator's file and the key: the
+    /// node's sections were parsed from a re-serialised copy (wrong lines), ours had
+    /// no line, and an unknown section's hint listed only the node's.
+    #[test]
+    fn errors_carry_the_files_line_and_the_key_in_every_section() {
+        // Line numbers of `bad` in a file of comments, blank lines and other sections.
+        let at = |section: &str, bad: &str| {
+            let text = format!(
+                "# a node\n\n[mme]\nname = \"x\"\n# comment\n\n[s1u]\nbind = \"127.0.0.1:2152\"\n\n{section}\n# before\n{bad}\n"
+            );
+            let line = text.lines().position(|l| l == bad).unwrap() + 1;
+            (EpcConfig::parse(&text).unwrap_err().to_string(), line)
+        };
+        for (section, bad, key) in [
+            ("[node]", "slicez = 2", "node.slicez"),
+            ("[node]", "slices = 0", "node.slices"),
+            ("[node]", "slices = \"two\"", "node.slices"),
+            ("[node]", "ue_pool = \"10.0.0.0\"", "node.ue_pool"),
+            ("[sgi]", "mode = \"pipe\"", "sgi.mode"),
+            ("[synthetic]", "users = -1", "synthetic.users"),
+            ("[s1mme]", "transport = \"tcp\"", "s1mme.transport"),
+            ("[s1mme]", "udp_port = 70000", "s1mme.udp_port"),
+            ("[hss]", "db = \"\"", "hss.db"),
+            ("[hss]", "mode = \"s6a\"", "hss.mode"),
+            ("[state]", "store = \"redis\"", "state.store"),
+            ("[log]", "level = \"loud\"", "log.level"),
+            ("[metrics]", "listen = \"nowhere\"", "metrics.listen"),
+            ("[api]", "listen = \"0.0.0.0:1\"", "api.token"),
+            ("[debug]", "recrd = \"x\"", "debug.recrd"),
+            ("[charging]", "bogus = 1", "charging.bogus"),
+        ] {
+            let (e, line) = at(section, bad);
+            assert!(
+                e.contains(&format!("line {line}")) && e.contains(&format!("`{key}`")),
+                "{bad}: wants line {line} and {key}: {e}"
+            );
+        }
+        // [mme] is on line 3 with `name`: a key of a section given twice in the file
+        // is found where the file sets it.
+        let e = EpcConfig::parse("\n\n[mme]\nname = \"x\"\nplmn = \"12\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 5") && e.contains("mme.plmn"), "{e}");
+        // An unknown section names every section in its hint.
+        let (e, line) = at("[nodes]", "slices = 2");
+        assert!(
+            e.contains(&format!("line {}", line - 2)) && e.contains("nodes"),
+            "{e}"
+        );
+        for s in [
+            "node",
+            "s1u",
+            "sgi",
+            "synthetic",
+            "mme",
+            "s1mme",
+            "hss",
+            "state",
+            "log",
+            "metrics",
+            "api",
+            "pcrf",
+            "charging",
+            "debug",
+        ] {
+            assert!(
+                e.contains(&format!("`{s}`")),
+                "{s} missing from the hint: {e}"
+            );
+        }
+        // Not TOML at all: the line still.
+        let e = EpcConfig::parse("[node]\nslices = = 2\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2"), "{e}");
     }
 
     #[test]

@@ -11,12 +11,28 @@ pub enum ConfigError {
     /// The node's sections (`[node]`, `[s1u]`, `[sgi]`, `[synthetic]`) and the file.
     #[error(transparent)]
     Node(#[from] pepc_node::config::ConfigError),
-    /// Not TOML, an unknown key or a value of the wrong type (toml names the line).
-    #[error("config: {0}")]
-    Toml(#[from] toml::de::Error),
-    /// The node's sections could not be written back for the node's parser.
-    #[error("config: {0}")]
-    TomlOut(#[from] toml::ser::Error),
+    /// Not TOML, an unknown key or section, or a value of the wrong type: toml's
+    /// message, the line in the operator's file and the key it is about.
+    #[error("config{}: {message}{}", key.as_ref().map(|k| format!(" key `{k}`")).unwrap_or_default(), line.map(|l| format!(" (line {l})")).unwrap_or_default())]
+    Syntax {
+        line: Option<usize>,
+        key: Option<String>,
+        message: String,
+    },
+    /// An error about a key the file sets, with that key's line.
+    #[error("{source} (line {line})")]
+    At {
+        line: usize,
+        #[source]
+        source: Box<ConfigError>,
+    },
+    /// The file could not be read, or an error in it (`path` names the file).
+    #[error("{}: {source}", path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        source: Box<ConfigError>,
+    },
     /// A key's value is out of its range, not one of its choices, or conflicts.
     #[error("config key `{key}`: {reason}")]
     Invalid { key: String, reason: String },
@@ -70,6 +86,32 @@ pub enum ConfigError {
     ApiToken(#[from] pepc_mgmt::api::NeedsToken),
 }
 
+impl ConfigError {
+    /// The dotted key ("node.slices") the error is about, if one.
+    pub fn key(&self) -> Option<String> {
+        use pepc_node::config::ConfigError as N;
+        match self {
+            ConfigError::Node(N::Invalid { key, .. }) => Some(key.clone()),
+            ConfigError::Node(N::Layout { key, .. }) => Some(key.to_string()),
+            ConfigError::Node(_) => None,
+            ConfigError::Syntax { key, .. } => key.clone(),
+            ConfigError::At { source, .. } | ConfigError::File { source, .. } => source.key(),
+            ConfigError::Invalid { key, .. } => Some(key.clone()),
+            // The first of the keys (`a` and `b`).
+            ConfigError::Keys { keys, .. } => keys.split('`').nth(1).map(str::to_string),
+            ConfigError::Rule { key, .. } | ConfigError::Policy { key, .. } => {
+                Some(key.to_string())
+            }
+            ConfigError::Flows { .. } => Some("pcrf.rule.flows".into()),
+            ConfigError::Plmn(_) => Some("mme.plmn".into()),
+            ConfigError::SlicePolicy(_) => Some("mme.slice_policy".into()),
+            ConfigError::LogLevel { .. } => Some("log.level".into()),
+            ConfigError::Listen { key, .. } => Some(key.to_string()),
+            ConfigError::ApiToken(_) => Some("api.listen".into()),
+        }
+    }
+}
+
 /// PLMN digits that are no MCC + MNC.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlmnParseError {
@@ -95,15 +137,28 @@ pub enum StartError {
         source: std::io::Error,
     },
     /// The HSS database (`hss.db`, or the in-memory one) could not be opened.
-    #[error("{}: {source}", match path { Some(p) => format!("hss.db {}", p.display()), None => "in-memory HSS".to_string() })]
+    #[error("{}: {source}", match path { Some(p) => format!("config key `hss.db` ({})", p.display()), None => "in-memory HSS".to_string() })]
     Hss {
         path: Option<PathBuf>,
         #[source]
         source: pepc_hss::HssError,
     },
+    /// A file's directory (`key` names the file) does not exist.
+    #[error("config key `{key}`: directory {} does not exist", dir.display())]
+    NoDir { key: &'static str, dir: PathBuf },
     /// The state store (`[state]`) could not be opened or read.
     #[error(transparent)]
     StateStore(#[from] pepc_store::StoreError),
+    /// The metrics endpoint or the API could not listen (`key` names its address).
+    #[error("config key `{key}`: {source}")]
+    Listen {
+        key: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The API refused its configuration (a token is needed off loopback).
+    #[error(transparent)]
+    ApiToken(#[from] pepc_mgmt::api::NeedsToken),
     /// A thread or client of the node could not be started (`what` names it).
     #[error("{what}: {source}")]
     Spawn {

@@ -64,6 +64,7 @@ impl LogSection {
                 ))
             }
         };
+        check_levels(&self.level)?;
         EnvFilter::builder().parse(&self.level).map_err(|source| {
             crate::error::ConfigError::LogLevel {
                 level: self.level.clone(),
@@ -75,6 +76,35 @@ impl LogSection {
             format,
         })
     }
+}
+
+const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
+/// `EnvFilter` reads a bare word as a target enabled at every level (`"loud"`,
+/// `"warning"`: every event of a target no crate has, so nothing at all is logged).
+/// Here each directive is a level, or `target[span]=level`, and a level is a name.
+fn check_levels(spec: &str) -> Result<(), crate::error::ConfigError> {
+    let bad = |d: &str, why: &str| {
+        Err(crate::error::invalid!(
+            "log.level",
+            "{d:?} {why}: use one of {} or target=level (e.g. \"info,pepc_mme=debug\")",
+            LEVELS.join(" | ")
+        ))
+    };
+    if spec.trim().is_empty() {
+        return bad(spec, "is empty");
+    }
+    for d in spec.split(',').map(str::trim) {
+        // The level is after the last '=' (a span's field filter may hold '=' too).
+        let level = match d.rsplit_once('=') {
+            Some((_, l)) => l,
+            None => d,
+        };
+        if !LEVELS.iter().any(|l| l.eq_ignore_ascii_case(level.trim())) {
+            return bad(d, "is not a level");
+        }
+    }
+    Ok(())
 }
 
 /// Installs the process's subscriber (once; later calls change nothing). `RUST_LOG`,
@@ -89,7 +119,10 @@ pub fn init(cfg: &LogConfig) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_target(true);
+        .with_target(true)
+        // Its report of a failed write is an eprintln!, which panics when stderr is a
+        // closed pipe (`pepc run 2>&1 | head -1`): the line is dropped instead.
+        .log_internal_errors(false);
     let _ = match cfg.format {
         LogFormat::Text => b.try_init(),
         LogFormat::Json => b

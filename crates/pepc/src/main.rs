@@ -7,6 +7,37 @@ use clap::{Args, Parser, Subcommand};
 use pepc_bench::dataplane::{self, DataplaneOpts, Design};
 use std::process::ExitCode;
 
+/// A line on stdout. Rust ignores SIGPIPE, so `println!` panics once the reader has
+/// closed the pipe (`pepc ctl ues | head -1`); the reader has what it wanted, so the
+/// rest is dropped instead, for every command alike.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        // A failed write means the reader is gone: nothing is left to tell it.
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
+/// A line on stderr that is never a panic: `eprintln!` panics once the reader has
+/// closed the pipe (`pepc demo 2>&1 | head`); the line is dropped then.
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        // A failed write means the reader is gone: nothing is left to tell it.
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
+/// As above, without the newline.
+#[allow(unused_macros)]
+macro_rules! errln_nonl {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        // As above: a closed stderr drops the text.
+        let _ = write!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
 #[derive(Parser)]
 #[command(
     name = "pepc",
@@ -58,7 +89,7 @@ struct RunArgs {
     #[arg(long)]
     config: Option<std::path::PathBuf>,
     /// Stop after this many seconds (default: run until killed).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = pepc_emulator::ran::non_negative)]
     seconds: Option<f64>,
 }
 
@@ -71,16 +102,16 @@ struct DemoArgs {
     #[arg(long, default_value_t = 2)]
     enbs: u32,
     /// Attach rate (UEs per second); also the detach rate at the end.
-    #[arg(long, default_value_t = 5000.0)]
+    #[arg(long, default_value_t = 5000.0, allow_negative_numbers = true, value_parser = pepc_emulator::ran::non_negative)]
     attach_rate: f64,
     /// Seconds of steady state (signaling mix and traffic) after the attaches.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, allow_negative_numbers = true, value_parser = pepc_emulator::ran::non_negative)]
     seconds: f64,
     /// Signaling events per second during steady state (Rajan et al. Table I mix).
-    #[arg(long, default_value_t = 100.0)]
+    #[arg(long, default_value_t = 100.0, allow_negative_numbers = true, value_parser = pepc_emulator::ran::non_negative)]
     events: f64,
     /// Data packets per second (PEPC Table 2 mix: 64 B DL, 128 B UL, 1:3).
-    #[arg(long, default_value_t = 10000.0)]
+    #[arg(long, default_value_t = 10000.0, allow_negative_numbers = true, value_parser = pepc_emulator::ran::non_negative)]
     pps: f64,
     /// Slices of the node (each with its MME, control and data thread).
     #[arg(long, default_value_t = 2)]
@@ -389,13 +420,13 @@ fn main() -> ExitCode {
         Cmd::Run(a) => run_node(&a),
         Cmd::Demo(a) => demo(&a),
         Cmd::Ran(a) => pepc_emulator::ran_command(&a)
-            .map(|_| ())
-            .map_err(|e| format!("ran: {e}")),
+            .map_err(|e| format!("ran: {e}"))
+            .and_then(|r| ran_outcome(&r)),
         Cmd::Subscriber(a) => pepc::subscriber::run(&a)
-            .map(|s| println!("{s}"))
+            .map(|s| outln!("{s}"))
             .map_err(|e| e.to_string()),
         Cmd::Ctl(a) => pepc::ctl::run(&a)
-            .map(|s| println!("{s}"))
+            .map(|s| outln!("{s}"))
             .map_err(|e| e.to_string()),
         Cmd::Replay { file, json } => replay(&file, json),
         Cmd::Bench { what } => match what {
@@ -411,10 +442,29 @@ fn main() -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pepc: {e}");
+            errln!("pepc: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// `pepc ran` fails when any procedure failed (the report above says which), so a
+/// script sees it in the exit status.
+fn ran_outcome(r: &pepc_emulator::Report) -> Result<(), String> {
+    let failed: Vec<String> = r
+        .procedures
+        .iter()
+        .filter(|(_, p)| p.failed > 0)
+        .map(|(n, p)| format!("{n} {}", p.failed))
+        .collect();
+    if failed.is_empty() && r.failed == 0 {
+        return Ok(());
+    }
+    Err(format!(
+        "ran: procedures failed ({}; {} UEs not attached): see the report",
+        failed.join(", "),
+        r.failed
+    ))
 }
 
 /// Ratios as percentages to one decimal, for the paired benches' per-round lists.
@@ -433,16 +483,19 @@ fn bench_lines(a: &LinesArgs) -> Result<(), String> {
         seed: 42,
     })?;
     if a.json {
-        println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+        outln!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
         return Ok(());
     }
     for w in &r.windows {
-        println!(
+        outln!(
             "round {} {:>9} users: {:.2} ns per packet ({:.2} Mpps)",
-            w.round, w.users, w.ns_per_packet, w.mpps
+            w.round,
+            w.users,
+            w.ns_per_packet,
+            w.mpps
         );
     }
-    println!(
+    outln!(
         "median {:.2} ns per packet at {} users ({} MB of lines touched), {:.2} at {} ({} MB): +{:.2} ns; rate {:.1}% (rounds {:?})",
         r.ns_per_packet_median[0], r.users[0], r.touched_bytes[0] >> 20,
         r.ns_per_packet_median[1], r.users[1], r.touched_bytes[1] >> 20,
@@ -457,16 +510,16 @@ fn bench_dataplane(a: &DataplaneArgs) -> Result<(), String> {
     if let Some(vs) = a.vs_users {
         let r = pepc_bench::paired::run(&o, vs, a.rounds)?;
         if a.json {
-            println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+            outln!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
         } else {
             for w in &r.windows {
-                println!(
+                outln!(
                     "round {} {:>9} users: {:.2} Mpps/core ({:.2} incl. generation), p50 {} ns p99 {} ns, {:.0} events/s",
                     w.round, w.users, w.mpps_per_core, w.mpps_wall_per_core,
                     w.latency_ns_p50, w.latency_ns_p99, w.signaling_achieved_per_s
                 );
             }
-            println!(
+            outln!(
                 "median {:.2} Mpps/core at {} users, {:.2} at {}; {} against {}: {:.1}% (median of rounds {:?}); drops {} and {}",
                 r.mpps_per_core_median[0], r.users[0], r.mpps_per_core_median[1], r.users[1],
                 r.users[1], r.users[0], r.ratio_median * 100.0,
@@ -478,9 +531,9 @@ fn bench_dataplane(a: &DataplaneArgs) -> Result<(), String> {
     }
     let r = dataplane::run(&o)?;
     if a.json {
-        println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+        outln!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
     } else {
-        println!(
+        outln!(
             "design {:?}: {} users, {} events/s ({:.0} achieved), {} data core(s): {:.2} Mpps/core ({:.2} incl. generation), latency p50 {} ns p99 {} ns, drops {}",
             r.design, r.users, r.signaling_per_s, r.signaling_achieved_per_s, r.data_cores,
             r.mpps_per_core, r.mpps_wall_per_core, r.latency_ns_p50, r.latency_ns_p99, r.drops
@@ -541,9 +594,9 @@ fn bench_io(a: &IoArgs) -> Result<(), String> {
     for _ in 0..a.repeat.max(1) {
         let r = pepc_bench::io::run(&o)?;
         if a.json {
-            println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+            outln!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
         } else {
-            println!(
+            outln!(
                 "{:?} ({} / {}): {} users, {:.2} Mpps per data core, {:.2} Mpps wall, {:.2} Gb/s, loss {:.4}% ({} of {}; dropped by the node {}, its sockets' kernel {}, not sent by it {}, the links {}, the generator's sockets {}; lost before the node {}, after it {}; unexplained {}), reordered {}, latency p50 {} us p99 {} us; CPU/packet: node data {:.0} ns (demux thread {:.0} ns), generator {:.0} ns, machine {:.0} ns",
                 r.backend, r.s1u_io, r.sgi_io, r.users, r.mpps_per_core, r.mpps_wall, r.gbps,
                 r.loss * 100.0, r.lost, r.sent_ul + r.sent_dl, r.node_drops, r.node_kernel_drops,
@@ -636,15 +689,15 @@ fn bench_attach(a: &AttachArgs) -> Result<(), String> {
     drop(test_hss);
     for r in results {
         if a.json {
-            println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+            outln!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
         } else {
-            println!(
+            outln!(
                 "attach over {} with {} slice(s): {} ok, {} failed in {:.2} s: {:.0} attaches/s; {:.0} per MME core-second ({:.2} s CPU); completion p50 {:.0} us p99 {:.0} us",
                 r.transport, r.slices, r.attaches, r.failed, r.seconds, r.attaches_per_s,
                 r.attaches_per_mme_core_s, r.mme_cpu_s, r.completion_us_p50, r.completion_us_p99
             );
             if let Some(d) = &r.diameter {
-                println!(
+                outln!(
                     "  HSS over S6a at {}: {} AIR+ULR, proxy thread {:.3} s CPU: {:.0} requests per proxy core-second, {:.1} us per attach",
                     d.peer, d.requests, d.proxy_cpu_s, d.requests_per_proxy_core_s, d.proxy_us_per_attach
                 );
@@ -712,7 +765,7 @@ fn run_node(a: &RunArgs) -> Result<(), String> {
             break;
         }
     }
-    eprint!("{}", epc.stop());
+    errln_nonl!("{}", epc.stop());
     Ok(())
 }
 
@@ -740,7 +793,7 @@ fn replay(file: &std::path::Path, json: bool) -> Result<(), String> {
     let done = pepc::replay::run(file).map_err(|e| format!("replay: {e}"))?;
     for (path, r) in done {
         if json {
-            println!(
+            outln!(
                 "{}",
                 serde_json::json!({
                     "file": path.display().to_string(),
@@ -752,7 +805,7 @@ fn replay(file: &std::path::Path, json: bool) -> Result<(), String> {
                 })
             );
         } else {
-            println!(
+            outln!(
                 "{}: slice {} of {}: {} calls, {} outputs, all byte-identical",
                 path.display(),
                 r.slice.0,
@@ -788,11 +841,11 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
                     serde_json::to_value(slices).unwrap_or_default(),
                 );
             }
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         } else {
-            println!("{}", report.to_table());
+            outln!("{}", report.to_table());
             for s in slices {
-                println!(
+                outln!(
                     "slice {}: {} UEs after the attaches ({} attached there), ul {} dl {} packets forwarded",
                     s.slice, s.ues, s.attaches, s.ul_forwarded, s.dl_forwarded
                 );
@@ -800,7 +853,7 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
         }
         if a.hold {
             stop_on_signals();
-            eprintln!("pepc demo: the node stays up (--hold); Ctrl-C stops it");
+            errln!("pepc demo: the node stays up (--hold); Ctrl-C stops it");
             while !STOP.load(std::sync::atomic::Ordering::Relaxed) {
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }

@@ -226,7 +226,12 @@ impl MetricsSource for NodeMetrics {
                 continue;
             };
             let procs = [
-                ("attach", m.attach_requests, m.attaches, m.attach_rejects),
+                (
+                    "attach",
+                    m.attach_requests,
+                    m.attaches,
+                    m.attach_rejects + m.attach_timeouts,
+                ),
                 (
                     "service_request",
                     m.service_requests + m.service_rejects,
@@ -292,6 +297,12 @@ impl MetricsSource for NodeMetrics {
                     *n,
                 );
             }
+            out.counter(
+                "pepc_procedure_timeouts",
+                "Failed UE procedures that ended without a reject because the UE stopped answering (counted in pepc_procedures_total{result=\"failed\"} too)",
+                &[slice(s), ("procedure", "attach".into())],
+                m.attach_timeouts,
+            );
             for (p, h) in [
                 ("attach", &m.attach_latency),
                 ("service_request", &m.service_request_latency),
@@ -344,6 +355,18 @@ impl MetricsSource for NodeMetrics {
                 e.demuxed.load(Relaxed),
             );
             out.counter(
+                "pepc_s1ap_decode_errors",
+                "S1AP PDUs the node's endpoint could not decode (each answered with an Error Indication)",
+                &[],
+                e.s1ap_decode_errors.load(Relaxed),
+            );
+            out.counter(
+                "pepc_s1ap_unknown_ue_ids",
+                "S1AP messages the node's endpoint got for UE IDs no slice has (answered with an Error Indication)",
+                &[],
+                e.unknown_ue_ids.load(Relaxed),
+            );
+            out.counter(
                 "pepc_s1ap_dropped",
                 "S1AP messages dropped because a slice's ring and backlog were full",
                 &[],
@@ -374,6 +397,14 @@ impl MetricsSource for NodeMetrics {
                 "Overload periods begun",
                 &[],
                 e.overload_starts.load(Relaxed),
+            );
+        }
+        for k in pepc_ratelog::Kind::ALL {
+            out.counter(
+                "pepc_log_suppressed",
+                "Log lines about what a peer caused (malformed S1AP or NAS, unknown UE IDs, unexpected messages) not written because their kind was over its rate",
+                &[("kind", k.name().into())],
+                pepc_ratelog::suppressed(k),
             );
         }
     }

@@ -359,7 +359,8 @@ mod tests {
             pcrf: PcrfSection,
             charging: ChargingSection,
         }
-        let s: S = toml::from_str(t)?;
+        let s: S =
+            toml::from_str(t).map_err(|e| crate::config_file::Spans::new(t).toml_error(&e))?;
         setup(
             &s.pcrf,
             &s.charging,

@@ -5,6 +5,8 @@
 
 mod common;
 
+use pepc_emulator::EmulatorConfig;
+
 use common::node::{emulator, node};
 use pepc::epc::EpcConfig;
 use pepc_emulator::config::{SubscriberKeys, Traffic, TrafficProfile};
@@ -136,7 +138,11 @@ fn a_subscriber_made_over_the_api_attaches_and_bad_input_changes_nothing() {
     assert_eq!(st, 400);
 
     // The running node serves the new subscriber at once.
-    let ecfg = emulator(n, 1);
+    // The node is looked at as the run left it: the eNBs stay associated.
+    let ecfg = EmulatorConfig {
+        leave_associations: true,
+        ..emulator(n, 1)
+    };
     let scen = Scenario {
         ues: 1,
         traffic: Traffic {

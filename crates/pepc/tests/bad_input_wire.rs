@@ -62,7 +62,7 @@ fn garbage_gets_error_indication_and_the_association_survives() {
     let cfg = EpcConfig::parse(
         "[node]\nmax_users = 1024\n[s1u]\nbind = \"127.0.43.1:2152\"\n\
          [sgi]\nmode = \"udp\"\nsink_local = \"127.0.43.1:5202\"\nsink_peer = \"127.0.43.1:5201\"\n\
-         [s1mme]\ntransport = \"udp\"\nbind = \"127.0.43.1\"\nudp_port = 9899\n[hss]\ndb = \":memory:\"\n",
+         [metrics]\nlisten = \"\"\n[api]\nlisten = \"\"\n[s1mme]\ntransport = \"udp\"\nbind = \"127.0.43.1\"\nudp_port = 9899\n[hss]\ndb = \":memory:\"\n",
     )
     .unwrap();
     let epc = Epc::start(&cfg, open_hss(&cfg.hss).unwrap()).unwrap();

@@ -126,7 +126,7 @@ fn full_flow(net: u8, slices: usize) {
          [s1u]\nbind = \"{node}:2152\"\n\
          [sgi]\nmode = \"udp\"\nsink_local = \"{node}:5202\"\nsink_peer = \"{node}:5201\"\n\
          [mme]\nt3413_s = 2\n\
-         [s1mme]\ntransport = \"udp\"\nbind = \"{node}\"\nudp_port = {port}\n\
+         [metrics]\nlisten = \"\"\n[api]\nlisten = \"\"\n[s1mme]\ntransport = \"udp\"\nbind = \"{node}\"\nudp_port = {port}\n\
          [hss]\ndb = \":memory:\"\n"
     ))
     .unwrap();

@@ -33,7 +33,7 @@ fn node(net: Net, ues: u32) -> (Epc, EmulatorConfig) {
          [s1u]\nbind = \"127.0.{n}.1:2152\"\n\
          [sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:{sink_local}\"\nsink_peer = \"127.0.0.1:{sink_peer}\"\n\
          [mme]\nt3413_s = 2\n\
-         [s1mme]\ntransport = \"udp\"\nudp_port = {s1mme}\n\
+         [metrics]\nlisten = \"\"\n[api]\nlisten = \"\"\n[s1mme]\ntransport = \"udp\"\nudp_port = {s1mme}\n\
          [hss]\ndb = \":memory:\"\n"
     ))
     .expect("node config");

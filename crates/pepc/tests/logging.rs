@@ -19,6 +19,20 @@ fn log_section_is_validated() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("log.level"), "{e}");
+    // EnvFilter takes a bare word as a target: these turned logging off, exit 0.
+    for level in ["loud", "warning", "info,pepc_mme=loud", "", "info,,debug"] {
+        let e = EpcConfig::parse(&format!("[log]\nlevel = {level:?}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("log.level") && (e.contains("not a level") || e.contains("empty")),
+            "{level}: {e}"
+        );
+    }
+    for level in ["WARN", "off", "info,pepc_mme=debug", "pepc_mme[ue]=trace"] {
+        EpcConfig::parse(&format!("[log]\nlevel = {level:?}\n"))
+            .unwrap_or_else(|e| panic!("{level}: {e}"));
+    }
     let e = EpcConfig::parse("[log]\ncolour = true\n")
         .unwrap_err()
         .to_string();
@@ -35,7 +49,7 @@ fn json_logs_are_one_object_per_line() {
         &config,
         "[node]\nslices = 1\n[s1u]\nbind = \"127.0.43.1:2152\"\n[sgi]\nmode = \"udp\"\n\
          sink_local = \"127.0.43.1:15312\"\nsink_peer = \"127.0.43.1:15311\"\n\
-         [s1mme]\ntransport = \"udp\"\nbind = \"127.0.43.1\"\nudp_port = 19931\n\
+         [metrics]\nlisten = \"\"\n[api]\nlisten = \"\"\n[s1mme]\ntransport = \"udp\"\nbind = \"127.0.43.1\"\nudp_port = 19931\n\
          [hss]\ndb = \":memory:\"\n[log]\nformat = \"json\"\nlevel = \"info\"\n",
     )
     .unwrap();

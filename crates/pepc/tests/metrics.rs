@@ -4,6 +4,8 @@
 
 mod common;
 
+use pepc_emulator::EmulatorConfig;
+
 use common::node::{emulator, node};
 use pepc_emulator::config::{Traffic, TrafficProfile};
 use pepc_emulator::Scenario;
@@ -82,7 +84,11 @@ fn metrics_match_what_the_emulator_saw() {
         &format!("[metrics]\nlisten = \"127.0.{n}.1:0\"\n[api]\nlisten = \"\"\n"),
     );
     let addr = epc.metrics.as_ref().expect("metrics on").local_addr();
-    let ecfg = emulator(n, 2);
+    // The node is looked at as the run left it: the eNBs stay associated.
+    let ecfg = EmulatorConfig {
+        leave_associations: true,
+        ..emulator(n, 2)
+    };
     let scen = Scenario {
         ues,
         attach_rate: 500.0,

@@ -22,7 +22,7 @@ fn storm(n: u8, slices: usize, ues: u32) {
          [s1u]\nbind = \"127.0.{n}.1:2152\"\n\
          [sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:{sink_local}\"\nsink_peer = \"127.0.0.1:{}\"\n\
          [mme]\noverload_high = 48\noverload_low = 8\nt3346_s = 2\n\
-         [s1mme]\ntransport = \"udp\"\nudp_port = {s1mme}\n\
+         [metrics]\nlisten = \"\"\n[api]\nlisten = \"\"\n[s1mme]\ntransport = \"udp\"\nudp_port = {s1mme}\n\
          [hss]\ndb = \":memory:\"\n",
         sink_local + 1
     ))

@@ -78,7 +78,7 @@ fn kill_9_and_restart_loses_no_registered_ue() {
         &config,
         format!(
             "[node]\nslices = 2\n[s1u]\nbind = \"127.0.42.1:2152\"\n[sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:15212\"\nsink_peer = \"127.0.0.1:15211\"\n\
-             [s1mme]\ntransport = \"udp\"\nudp_port = {UDP_PORT}\n[hss]\ndb = \"{}\"\n",
+             [metrics]\nlisten = \"\"\n[api]\nlisten = \"\"\n[s1mme]\ntransport = \"udp\"\nudp_port = {UDP_PORT}\n[hss]\ndb = \"{}\"\n",
             db.display()
         ),
     )

@@ -173,7 +173,7 @@ fn subscribers_from_cli_and_csv_attach_to_pepc_run_and_sqn_survives_restart() {
         &config,
         format!(
             "[s1u]\nbind = \"127.0.41.1:2152\"\n[sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:15202\"\nsink_peer = \"127.0.0.1:15201\"\n\
-             [s1mme]\ntransport = \"udp\"\nudp_port = 19899\n[hss]\ndb = \"{}\"\n",
+             [metrics]\nlisten = \"\"\n[api]\nlisten = \"\"\n[s1mme]\ntransport = \"udp\"\nudp_port = 19899\n[hss]\ndb = \"{}\"\n",
             dbs
         ),
     )
@@ -284,7 +284,7 @@ fn pepc_run_with_two_slices_serves_ues_in_both_and_reports_them_at_exit() {
         &config,
         format!(
             "[node]\nslices = 2\n[s1u]\nbind = \"127.0.45.1:2152\"\n[sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:15212\"\nsink_peer = \"127.0.0.1:15211\"\n\
-             [s1mme]\ntransport = \"udp\"\nudp_port = 19845\n[hss]\ndb = \"{dbs}\"\n"
+             [metrics]\nlisten = \"\"\n[api]\nlisten = \"\"\n[s1mme]\ntransport = \"udp\"\nudp_port = 19845\n[hss]\ndb = \"{dbs}\"\n"
         ),
     )
     .unwrap();

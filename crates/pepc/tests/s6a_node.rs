@@ -199,7 +199,7 @@ fn node(net: u8, extra: &str) -> (Epc, Enb) {
         "[node]\nmax_users = 1024\nslices = 2\n\
          [s1u]\nbind = \"127.0.{net}.1:2152\"\n\
          [sgi]\nmode = \"udp\"\nsink_local = \"127.0.{net}.1:5202\"\nsink_peer = \"127.0.{net}.1:5201\"\n\
-         [s1mme]\ntransport = \"udp\"\nbind = \"127.0.{net}.1\"\nudp_port = 9899\n\
+         [metrics]\nlisten = \"\"\n[api]\nlisten = \"\"\n[s1mme]\ntransport = \"udp\"\nbind = \"127.0.{net}.1\"\nudp_port = 9899\n\
          [state]\nstore = \"none\"\n\
          [charging]\ncdr_path = \"{cdr}\"\n{extra}",
         cdr = cdr_path(net).display()

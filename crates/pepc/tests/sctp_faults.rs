@@ -145,7 +145,7 @@ fn run_under(link: Link) -> (Report, String) {
             "[node]\nmax_users = 1024\nslices = 2\n\
              [s1u]\nbind = \"{node_ip}:2152\"\n\
              [sgi]\nmode = \"udp\"\nsink_local = \"{node_ip}:5202\"\nsink_peer = \"{enb_ip}:5201\"\n\
-             [s1mme]\ntransport = \"udp\"\nbind = \"{node_ip}\"\n\
+             [metrics]\nlisten = \"\"\n[api]\nlisten = \"\"\n[s1mme]\ntransport = \"udp\"\nbind = \"{node_ip}\"\n\
              [hss]\ndb = \":memory:\"\n"
         ))
         .expect("node config");
@@ -352,7 +352,7 @@ fn an_enb_restarting_its_association_keeps_its_ues_registered() {
         "[node]\nmax_users = 1024\nslices = 2\n\
          [s1u]\nbind = \"127.0.46.1:2152\"\n\
          [sgi]\nmode = \"udp\"\nsink_local = \"127.0.46.1:5202\"\nsink_peer = \"127.0.46.2:5201\"\n\
-         [s1mme]\ntransport = \"udp\"\nudp_port = {PORT}\n\
+         [metrics]\nlisten = \"\"\n[api]\nlisten = \"\"\n[s1mme]\ntransport = \"udp\"\nudp_port = {PORT}\n\
          [hss]\ndb = \":memory:\"\n"
     ))
     .unwrap();

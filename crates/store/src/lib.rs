@@ -34,6 +34,9 @@ const UES: TableDefinition<u64, &[u8]> = TableDefinition::new("ue_snapshots");
 pub enum StoreError {
     #[error("state store {path}: {what}")]
     Db { path: String, what: String },
+    /// The file is open in another process (another pepc): redb locks it.
+    #[error("state store {path}: another pepc holds it")]
+    Held { path: String },
 }
 
 /// One write: a subscriber's record, or its removal (the UE detached).
@@ -74,7 +77,10 @@ impl EmbeddedStore {
             path: p.clone(),
             what: e.to_string(),
         };
-        let db = Database::create(path).map_err(|e| err(&e))?;
+        let db = Database::create(path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::Held { path: p.clone() },
+            e => err(&e),
+        })?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

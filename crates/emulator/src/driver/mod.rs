@@ -2,6 +2,26 @@
 //! PDN-side UDP socket, the scenario clock, and the metrics. Single-threaded: every
 //! socket is non-blocking and the loop ticks about once a millisecond.
 
+/// A line on stderr that is never a panic: `eprintln!` panics once the reader has
+/// closed the pipe (`pepc demo 2>&1 | head`); the line is dropped then.
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        // A failed write means the reader is gone: nothing is left to tell it.
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
+/// As above, without the newline.
+#[allow(unused_macros)]
+macro_rules! errln_nonl {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        // As above: a closed stderr drops the text.
+        let _ = write!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
@@ -540,7 +560,7 @@ impl Emulator {
         let bar: String = (0..20)
             .map(|i| if i < filled { '#' } else { '.' })
             .collect();
-        eprintln!(
+        errln!(
             "[{:>6.1}s] [{bar}] attached {attached}/{}  attach/s {:.0}  ul {:.0} pps  dl {:.0} pps  failures {failed}",
             self.start.elapsed().as_secs_f64(),
             self.ues.len(),
@@ -574,6 +594,43 @@ impl Emulator {
     }
 
     /// Run the scenario to its end and report.
+    /// Shuts every live association down gracefully and waits (up to `limit`) until
+    /// each is down: the EPC then knows the eNBs are gone when the run ends, instead of
+    /// keeping their UEs connected until the association times out.
+    fn shut_down(&mut self, limit: Duration) -> Result<(), EmuError> {
+        if self.cfg.leave_associations {
+            return Ok(());
+        }
+        let mut live: Vec<(usize, AssocId)> = self.enb_assoc.iter().flatten().copied().collect();
+        live.sort_unstable();
+        live.dedup();
+        for &(li, a) in &live {
+            self.links[li].transport.close(a);
+        }
+        for l in &mut self.links {
+            // A failed send shows up as an association that does not go down below.
+            let _ = l.transport.flush();
+        }
+        let end = Instant::now() + limit.max(Duration::from_secs(1));
+        let mut events = Vec::new();
+        while !live.is_empty() && Instant::now() < end {
+            for li in 0..self.links.len() {
+                self.links[li]
+                    .transport
+                    .poll(Duration::from_millis(2), &mut events)?;
+                for ev in events.drain(..) {
+                    if let TransportEvent::Down { assoc, .. } = ev {
+                        live.retain(|&x| x != (li, assoc));
+                    }
+                }
+            }
+        }
+        if !live.is_empty() {
+            self.metrics.error("SCTP shutdown not completed");
+        }
+        Ok(())
+    }
+
     pub fn run(self) -> Result<Report, EmuError> {
         self.run_observed(&mut || {})
     }
@@ -699,13 +756,7 @@ impl Emulator {
                 self.turn(tick)?;
             }
         }
-        for l in &mut self.links {
-            let ids: Vec<AssocId> = l.assocs.keys().copied().collect();
-            for a in ids {
-                l.transport.close(a);
-            }
-            let _ = l.transport.flush();
-        }
+        self.shut_down(timeout)?;
         let secs = self.start.elapsed().as_secs_f64();
         let _ = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
         for l in self.links.iter_mut() {

@@ -56,7 +56,10 @@ impl Mme {
             }
             _ => {
                 self.stats.nas_bad_mac += 1;
-                tracing::warn!("UE {id}: Service Request MAC failure, discarded");
+                pepc_ratelog::peer_warn!(
+                    pepc_ratelog::Kind::NasIntegrity,
+                    "UE {id}: Service Request MAC failure, discarded"
+                );
                 return;
             }
         }

@@ -676,7 +676,10 @@ impl Mme {
             Input::Control(ev) => match ev {
                 ControlEvent::Page { ue_slot, imsi } => self.page(now, ue_slot, imsi, cp, out),
                 ControlEvent::EnbErrorIndication { enb_teid, enb_addr } => {
-                    tracing::warn!("eNB {enb_addr} reported unknown S1-U TEID {enb_teid:#x}")
+                    pepc_ratelog::peer_warn!(
+                        pepc_ratelog::Kind::EnbReport,
+                        "eNB {enb_addr} reported unknown S1-U TEID {enb_teid:#x}"
+                    )
                 }
             },
             Input::Hss(a) => self.hss_answer(now, a, cp, out),

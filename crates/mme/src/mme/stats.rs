@@ -50,6 +50,9 @@ pub struct MmeStats {
     pub attach_requests: u64,
     pub attaches: u64,
     pub attach_rejects: u64,
+    /// Attaches that ended because the UE stopped answering (the NAS timer ran out
+    /// on its last retransmission): failed, as rejects are, without a reject.
+    pub attach_timeouts: u64,
     pub auth_rejects: u64,
     pub resyncs: u64,
     pub nas_bad_mac: u64,
@@ -146,13 +149,14 @@ impl MmeStats {
     }
 
     /// Every counter with its field name (the metrics endpoint exposes them all).
-    pub fn named(&self) -> [(&'static str, u64); 56] {
+    pub fn named(&self) -> [(&'static str, u64); 57] {
         [
             ("s1ap_decode_errors", self.s1ap_decode_errors),
             ("unknown_ue_ids", self.unknown_ue_ids),
             ("attach_requests", self.attach_requests),
             ("attaches", self.attaches),
             ("attach_rejects", self.attach_rejects),
+            ("attach_timeouts", self.attach_timeouts),
             ("auth_rejects", self.auth_rejects),
             ("resyncs", self.resyncs),
             ("nas_bad_mac", self.nas_bad_mac),

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 pub mod afxdp;
 pub(crate) mod ebpf;
+pub mod holder;
 pub mod mem;
 pub mod socket_drops;
 pub mod steer;

@@ -145,9 +145,16 @@ pub(crate) fn setsockopt_int(
     }
 }
 
-/// Create a non-blocking, close-on-exec IPv4 UDP socket with SO_REUSEADDR (and, for a
-/// group, SO_REUSEPORT) bound to `addr`, with large buffers where the system allows.
+/// Create a non-blocking, close-on-exec IPv4 UDP socket (for a group, with
+/// SO_REUSEPORT) bound to `addr`, with large buffers where the system allows. No
+/// SO_REUSEADDR: on UDP it lets a second process bind the same address and take its
+/// traffic. A taken address is refused naming its holder.
 fn bind_socket(addr: SocketAddrV4, reuseport: bool) -> io::Result<UdpSocket> {
+    bind_socket_inner(addr, reuseport)
+        .map_err(|e| super::holder::in_use(e, addr.into(), super::holder::Proto::Udp))
+}
+
+fn bind_socket_inner(addr: SocketAddrV4, reuseport: bool) -> io::Result<UdpSocket> {
     // SAFETY: plain socket(2) call; the result is checked before use.
     let fd = unsafe {
         libc::socket(
@@ -161,9 +168,7 @@ fn bind_socket(addr: SocketAddrV4, reuseport: bool) -> io::Result<UdpSocket> {
     }
     // SAFETY: `fd` is a fresh descriptor we own; OwnedFd closes it on every error path.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    if !setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)
-        || (reuseport && !setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1))
-    {
+    if reuseport && !setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1) {
         return Err(io::Error::last_os_error());
     }
     // FORCE variants pass rmem_max/wmem_max when privileged; otherwise the plain ones
@@ -225,6 +230,14 @@ impl UdpPort {
     /// ([`super::steer::attach_reuseport`]). Port 0 is resolved by the first.
     pub fn bind_group(addr: SocketAddrV4, n: usize) -> io::Result<Vec<UdpPort>> {
         let mut out: Vec<UdpPort> = Vec::with_capacity(n);
+        if n > 1 && addr.port() != 0 {
+            // A group's first socket would join a group already on `addr` (another
+            // pepc's, same user) and share its traffic: a plain bind first fails if
+            // anything holds the address. The probe is closed right before the group
+            // binds; only a process binding the same address in that instant with
+            // SO_REUSEPORT could still join.
+            drop(bind_socket(addr, false)?);
+        }
         for k in 0..n {
             let at = out.first().map_or(addr, |p| p.local_addr());
             let sock = bind_socket(at, n > 1)

@@ -7,9 +7,16 @@ use pepc_emulator::config::SubscriberKeys;
 use pepc_emulator::EmulatorConfig;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
-/// Two slices, in-memory HSS with the emulator's first `subscribers`, metrics off;
-/// `extra` TOML sections after those.
+/// Two slices, in-memory HSS with the emulator's first `subscribers`, metrics and API
+/// off unless `extra` has them (a taken port refuses the start); `extra` TOML
+/// sections after those.
 pub fn node(n: u8, subscribers: u32, extra: &str) -> Epc {
+    let mut extra = extra.to_string();
+    for s in ["[metrics]", "[api]"] {
+        if !extra.contains(s) {
+            extra += &format!("{s}\nlisten = \"\"\n");
+        }
+    }
     let cfg = EpcConfig::parse(&format!(
         "[node]\nmax_users = 1024\nslices = 2\n\
          [s1u]\nbind = \"127.0.{n}.1:2152\"\n\
