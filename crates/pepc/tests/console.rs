@@ -30,8 +30,10 @@ fn the_console_shows_the_node_and_adds_a_subscriber_that_attaches() {
     let api = epc.api.as_ref().unwrap().local_addr();
     let keys = SubscriberKeys::default();
     let emulate = |keys: SubscriberKeys, ues: u32| {
+        // The page is read after the run: its eNBs stay connected.
         let ecfg = EmulatorConfig {
             subscribers: keys,
+            leave_associations: true,
             ..emulator(n, 2)
         };
         let scen = Scenario {
