@@ -7,29 +7,10 @@
 //! `mpps_wall_per_core` (generation included) for transparency. Latency is the time a
 //! packet spends in the pipeline: each packet is charged its batch's processing time.
 
-/// A line on stderr that is never a panic: `eprintln!` panics once the reader has
-/// closed the pipe (`pepc demo 2>&1 | head`); the line is dropped then.
-macro_rules! errln {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        // A failed write means the reader is gone: nothing is left to tell it.
-        let _ = writeln!(std::io::stderr().lock(), $($t)*);
-    }};
-}
-
-/// As above, without the newline.
-#[allow(unused_macros)]
-macro_rules! errln_nonl {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        // As above: a closed stderr drops the text.
-        let _ = write!(std::io::stderr().lock(), $($t)*);
-    }};
-}
-
 use crate::designs::locked::{self, Ctrl, Mode};
 use crate::hist::Histogram;
 use crate::traffic::{Target, Traffic};
+use pepc_ratelog::errln;
 use pepc_slice::control::{AttachParams, BearerParams};
 use pepc_slice::ids::IotPool;
 use pepc_slice::slice::{build, pin_current_thread, SliceConfig};

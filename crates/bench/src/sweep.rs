@@ -1,27 +1,8 @@
 //! Sweeps reproducing the PEPC paper's data-plane figures, each written as CSV, JSON
 //! and a PNG plot under the output directory.
 
-/// A line on stderr that is never a panic: `eprintln!` panics once the reader has
-/// closed the pipe (`pepc demo 2>&1 | head`); the line is dropped then.
-macro_rules! errln {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        // A failed write means the reader is gone: nothing is left to tell it.
-        let _ = writeln!(std::io::stderr().lock(), $($t)*);
-    }};
-}
-
-/// As above, without the newline.
-#[allow(unused_macros)]
-macro_rules! errln_nonl {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        // As above: a closed stderr drops the text.
-        let _ = write!(std::io::stderr().lock(), $($t)*);
-    }};
-}
-
 use crate::dataplane::{run as run_one, DataplaneOpts, DataplaneResult, Design};
+use pepc_ratelog::errln;
 use plotters::prelude::*;
 use std::path::Path;
 

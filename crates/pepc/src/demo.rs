@@ -2,31 +2,12 @@
 //! HSS provisioned with the emulator's subscribers, S1-U and a userspace SGi sink on
 //! loopback) driven by the eNB/UE emulator; returns the emulator's report.
 
-/// A line on stderr that is never a panic: `eprintln!` panics once the reader has
-/// closed the pipe (`pepc demo 2>&1 | head`); the line is dropped then.
-macro_rules! errln {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        // A failed write means the reader is gone: nothing is left to tell it.
-        let _ = writeln!(std::io::stderr().lock(), $($t)*);
-    }};
-}
-
-/// As above, without the newline.
-#[allow(unused_macros)]
-macro_rules! errln_nonl {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        // As above: a closed stderr drops the text.
-        let _ = write!(std::io::stderr().lock(), $($t)*);
-    }};
-}
-
 use crate::epc::{Epc, EpcConfig};
 use crate::error::{ConfigError, StartError};
 use pepc_emulator::config::{SubscriberKeys, Traffic, TrafficProfile};
 use pepc_emulator::{EmulatorConfig, Report, Scenario};
 use pepc_hss::Subscriber;
+use pepc_ratelog::{errln, errln_nonl};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 /// Loopback addresses and ports of a demo node. GTP-U is always UDP 2152 (TS 29.281),

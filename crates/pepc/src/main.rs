@@ -5,38 +5,8 @@
 
 use clap::{Args, Parser, Subcommand};
 use pepc_bench::dataplane::{self, DataplaneOpts, Design};
+use pepc_ratelog::{errln, errln_nonl, outln};
 use std::process::ExitCode;
-
-/// A line on stdout. Rust ignores SIGPIPE, so `println!` panics once the reader has
-/// closed the pipe (`pepc ctl ues | head -1`); the reader has what it wanted, so the
-/// rest is dropped instead, for every command alike.
-macro_rules! outln {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        // A failed write means the reader is gone: nothing is left to tell it.
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-
-/// A line on stderr that is never a panic: `eprintln!` panics once the reader has
-/// closed the pipe (`pepc demo 2>&1 | head`); the line is dropped then.
-macro_rules! errln {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        // A failed write means the reader is gone: nothing is left to tell it.
-        let _ = writeln!(std::io::stderr().lock(), $($t)*);
-    }};
-}
-
-/// As above, without the newline.
-#[allow(unused_macros)]
-macro_rules! errln_nonl {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        // As above: a closed stderr drops the text.
-        let _ = write!(std::io::stderr().lock(), $($t)*);
-    }};
-}
 
 #[derive(Parser)]
 #[command(

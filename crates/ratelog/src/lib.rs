@@ -11,6 +11,9 @@
 //! peer_warn!(Kind::S1apUndecodable, "assoc {assoc}: undecodable S1AP");
 //! ```
 //!
+//! Also here: [`outln!`], [`errln!`], lines on stdout and stderr that are never a
+//! panic when the reader has gone.
+//!
 //! Costs nothing when WARN is off (tracing's level check comes first) and a lock of
 //! this kind's bucket otherwise, on paths that are already error paths.
 
@@ -184,6 +187,39 @@ macro_rules! peer_info {
             }
         }
     };
+}
+
+/// A line on stdout that is never a panic. Rust ignores SIGPIPE, so `println!` panics
+/// once the reader has closed the pipe (`pepc ctl ues | head -1`); the reader has what
+/// it wanted, so the rest is dropped instead.
+#[macro_export]
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        // A failed write means the reader is gone: nothing is left to tell it.
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
+/// A line on stderr that is never a panic: `eprintln!` panics once the reader has
+/// closed the pipe (`pepc demo 2>&1 | head`); the line is dropped then.
+#[macro_export]
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        // As above: a closed stderr drops the line.
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
+/// [`errln!`] without the newline.
+#[macro_export]
+macro_rules! errln_nonl {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        // As above: a closed stderr drops the text.
+        let _ = write!(std::io::stderr().lock(), $($t)*);
+    }};
 }
 
 #[cfg(test)]

@@ -2,26 +2,7 @@
 //! PDN-side UDP socket, the scenario clock, and the metrics. Single-threaded: every
 //! socket is non-blocking and the loop ticks about once a millisecond.
 
-/// A line on stderr that is never a panic: `eprintln!` panics once the reader has
-/// closed the pipe (`pepc demo 2>&1 | head`); the line is dropped then.
-macro_rules! errln {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        // A failed write means the reader is gone: nothing is left to tell it.
-        let _ = writeln!(std::io::stderr().lock(), $($t)*);
-    }};
-}
-
-/// As above, without the newline.
-#[allow(unused_macros)]
-macro_rules! errln_nonl {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        // As above: a closed stderr drops the text.
-        let _ = write!(std::io::stderr().lock(), $($t)*);
-    }};
-}
-
+use pepc_ratelog::errln;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
