@@ -104,21 +104,6 @@ struct ConfigFile {
     debug: DebugSection,
 }
 
-/// The sections this module adds to the node's configuration file.
-#[derive(Debug, Clone, Default)]
-struct SignalingSections {
-    mme: MmeSection,
-    s1mme: S1mmeSection,
-    hss: HssSection,
-    state: StateSection,
-    log: crate::logging::LogSection,
-    metrics: MetricsSection,
-    api: ApiSection,
-    pcrf: crate::policy::PcrfSection,
-    charging: crate::policy::ChargingSection,
-    debug: DebugSection,
-}
-
 /// `[debug]`: tools for developers and for reproducing a fault.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -426,28 +411,17 @@ impl EpcConfig {
 
     fn from_file(f: ConfigFile) -> Result<EpcConfig, ConfigError> {
         let node = NodeConfig {
-            node: f.node,
-            s1u: f.s1u,
-            sgi: f.sgi,
-            synthetic: f.synthetic,
+            node: f.node.clone(),
+            s1u: f.s1u.clone(),
+            sgi: f.sgi.clone(),
+            synthetic: f.synthetic.clone(),
         }
         .validate()?;
-        let sig = SignalingSections {
-            mme: f.mme,
-            s1mme: f.s1mme,
-            hss: f.hss,
-            state: f.state,
-            log: f.log,
-            metrics: f.metrics,
-            api: f.api,
-            pcrf: f.pcrf,
-            charging: f.charging,
-            debug: f.debug,
-        };
-        Self::from_parts(node, &sig)
+        Self::from_parts(node, &f)
     }
 
-    fn from_parts(node: Validated, sig: &SignalingSections) -> Result<EpcConfig, ConfigError> {
+    /// The node's validated sections and the rest of the file (ours).
+    fn from_parts(node: Validated, sig: &ConfigFile) -> Result<EpcConfig, ConfigError> {
         let m = &sig.mme;
         let s = &sig.s1mme;
         let mme = if m.enabled {
