@@ -534,6 +534,10 @@ impl S1apEndpoint {
         // Re-association of a known eNB: the old association is gone for good.
         if let Some(old) = self.enb_by_gid.get(&m.global_enb_id).copied() {
             if old != assoc {
+                tracing::info!(
+                    "eNB {:?} set up again on association {assoc}: association {old} replaced",
+                    m.global_enb_id
+                );
                 self.assoc_down(old, out);
                 out.wire.push(Output::CloseAssoc { assoc: old });
             }

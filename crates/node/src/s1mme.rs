@@ -307,6 +307,7 @@ impl Wire {
     fn shutdown(&mut self) -> Option<pepc_sctp::AssocCounters> {
         let mut open: std::collections::HashSet<_> = self.live.drain().collect();
         for a in &open {
+            tracing::info!("S1-MME association {a} down: the node stops (SCTP SHUTDOWN)");
             self.transport.close(*a);
         }
         let until = Instant::now() + Duration::from_millis(500);
@@ -344,13 +345,27 @@ impl Wire {
         for ev in self.events.drain(..) {
             match ev {
                 TransportEvent::Up {
-                    assoc, out_streams, ..
+                    assoc,
+                    peer,
+                    out_streams,
+                    in_streams,
                 } => {
-                    self.live.insert(assoc);
+                    // Once per association (and once per restart of its peer, which
+                    // the kernel backend reports as a second Up): the per-UE lines
+                    // that follow say nothing of the association itself.
+                    if self.live.insert(assoc) {
+                        tracing::info!(
+                            "S1-MME association {assoc} up: {peer}, {out_streams} out / {in_streams} in streams"
+                        );
+                    } else {
+                        tracing::warn!("S1-MME association {assoc} restarted by its peer {peer}");
+                    }
                     ep.assoc_up(assoc, out_streams)
                 }
-                TransportEvent::Down { assoc, .. } => {
-                    self.live.remove(&assoc);
+                TransportEvent::Down { assoc, reason } => {
+                    if self.live.remove(&assoc) {
+                        tracing::info!("S1-MME association {assoc} down: {reason}");
+                    }
                     ep.assoc_down(assoc, eo)
                 }
                 TransportEvent::Data {

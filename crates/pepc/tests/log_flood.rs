@@ -150,6 +150,15 @@ fn a_garbage_flood_writes_a_bounded_log_and_counts_what_it_suppressed() {
         "{lines} lines for {pdus} PDUs in {secs:.1} s (bound {bound})"
     );
     assert!(log.contains("suppressed"), "{log}");
+    // The association's life: one line when it came up, one when it went (here at
+    // the node's stop), none per message.
+    let assoc_lines = |what: &str| {
+        log.lines()
+            .filter(|l| l.contains("S1-MME association") && l.contains(what))
+            .count()
+    };
+    assert_eq!(assoc_lines(" up: "), 1, "{log}");
+    assert_eq!(assoc_lines(" down: "), 1, "{log}");
     let suppressed: u64 = m
         .lines()
         .find(|l| l.starts_with("pepc_log_suppressed_total{kind=\"s1ap_undecodable\"}"))

@@ -192,12 +192,17 @@ macro_rules! peer_info {
 /// A line on stdout that is never a panic. Rust ignores SIGPIPE, so `println!` panics
 /// once the reader has closed the pipe (`pepc ctl ues | head -1`); the reader has what
 /// it wanted, so the rest is dropped instead.
+///
+/// These write through the unlocked handle: its `write_fmt` takes the lock after the
+/// arguments are evaluated. A `.lock()` first would hold stdout/stderr while they
+/// are, and `errln!("{}", epc.stop())` then deadlocked with any thread that logged
+/// while the node stopped.
 #[macro_export]
 macro_rules! outln {
     ($($t:tt)*) => {{
         use std::io::Write as _;
         // A failed write means the reader is gone: nothing is left to tell it.
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+        let _ = writeln!(std::io::stdout(), $($t)*);
     }};
 }
 
@@ -208,7 +213,7 @@ macro_rules! errln {
     ($($t:tt)*) => {{
         use std::io::Write as _;
         // As above: a closed stderr drops the line.
-        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+        let _ = writeln!(std::io::stderr(), $($t)*);
     }};
 }
 
@@ -218,7 +223,7 @@ macro_rules! errln_nonl {
     ($($t:tt)*) => {{
         use std::io::Write as _;
         // As above: a closed stderr drops the text.
-        let _ = write!(std::io::stderr().lock(), $($t)*);
+        let _ = write!(std::io::stderr(), $($t)*);
     }};
 }
 
