@@ -35,6 +35,14 @@
 //! bind = "127.0.0.1"          # S1-MME address
 //! sctp_port = 36412
 //! udp_port = 9899             # RFC 6951 encapsulation port
+//! # SCTP association tunables (RFC 9260 §16 defaults). The userspace (udp) backend
+//! # applies them; kernel SCTP takes its own from the net.sctp sysctls.
+//! heartbeat_interval_s = 30   # HB.interval on an idle path
+//! path_max_retrans = 5        # Path.Max.Retrans: errors before the eNB is declared gone
+//! assoc_max_retrans = 10      # Association.Max.Retrans
+//! rto_initial_ms = 1000       # RTO.Initial
+//! rto_min_ms = 1000           # RTO.Min
+//! rto_max_ms = 60000          # RTO.Max
 //! [hss]
 //! mode = "embedded"           # embedded | diameter (an external HSS over S6a, TS 29.272)
 //! db = "pepc-hss.redb"        # embedded: subscriber database file; ":memory:" = volatile
@@ -247,6 +255,12 @@ pub struct S1mmeSection {
     pub bind: String,
     pub sctp_port: u16,
     pub udp_port: u16,
+    pub heartbeat_interval_s: u64,
+    pub path_max_retrans: u32,
+    pub assoc_max_retrans: u32,
+    pub rto_initial_ms: u64,
+    pub rto_min_ms: u64,
+    pub rto_max_ms: u64,
 }
 
 impl Default for S1mmeSection {
@@ -256,6 +270,12 @@ impl Default for S1mmeSection {
             bind: "127.0.0.1".into(),
             sctp_port: pepc_sctp::transport::S1AP_SCTP_PORT,
             udp_port: pepc_sctp::transport::SCTP_UDP_ENCAPS_PORT,
+            heartbeat_interval_s: 30,
+            path_max_retrans: 5,
+            assoc_max_retrans: 10,
+            rto_initial_ms: 1000,
+            rto_min_ms: 1000,
+            rto_max_ms: 60_000,
         }
     }
 }
@@ -384,6 +404,44 @@ fn eia_of(s: &str) -> Option<Eia> {
         "eia2" => Eia::Eia2,
         "eia3" => Eia::Eia3,
         _ => return None,
+    })
+}
+
+/// The association tunables of `[s1mme]`, checked against each other.
+fn sctp_tunables(s: &S1mmeSection) -> Result<pepc_sctp::assoc::Config, ConfigError> {
+    if s.heartbeat_interval_s == 0 {
+        return Err(invalid!("s1mme.heartbeat_interval_s", "must be > 0"));
+    }
+    if s.path_max_retrans == 0 {
+        return Err(invalid!("s1mme.path_max_retrans", "must be > 0"));
+    }
+    if s.assoc_max_retrans == 0 {
+        return Err(invalid!("s1mme.assoc_max_retrans", "must be > 0"));
+    }
+    if s.rto_min_ms == 0 || s.rto_min_ms > s.rto_initial_ms {
+        return Err(invalid!(
+            "s1mme.rto_min_ms",
+            "must be > 0 and at most rto_initial_ms ({}), got {}",
+            s.rto_initial_ms,
+            s.rto_min_ms
+        ));
+    }
+    if s.rto_initial_ms > s.rto_max_ms {
+        return Err(invalid!(
+            "s1mme.rto_max_ms",
+            "must be at least rto_initial_ms ({}), got {}",
+            s.rto_initial_ms,
+            s.rto_max_ms
+        ));
+    }
+    Ok(pepc_sctp::assoc::Config {
+        heartbeat_interval: Duration::from_secs(s.heartbeat_interval_s),
+        path_max_retrans: s.path_max_retrans,
+        assoc_max_retrans: s.assoc_max_retrans,
+        rto_initial: Duration::from_millis(s.rto_initial_ms),
+        rto_min: Duration::from_millis(s.rto_min_ms),
+        rto_max: Duration::from_millis(s.rto_max_ms),
+        ..Default::default()
     })
 }
 
@@ -531,7 +589,7 @@ impl EpcConfig {
             ip,
             sctp_port: s.sctp_port,
             udp_port: s.udp_port,
-            ..Default::default()
+            assoc: sctp_tunables(s)?,
         };
         let hss = match sig.hss.db.as_str() {
             "" => return Err(invalid!("hss.db", "must be a file path or \":memory:\"")),
@@ -1326,6 +1384,13 @@ mod tests {
             ("[synthetic]", "users = -1", "synthetic.users"),
             ("[s1mme]", "transport = \"tcp\"", "s1mme.transport"),
             ("[s1mme]", "udp_port = 70000", "s1mme.udp_port"),
+            ("[s1mme]", "rto_min_ms = 5000", "s1mme.rto_min_ms"),
+            (
+                "[s1mme]",
+                "heartbeat_interval_s = 0",
+                "s1mme.heartbeat_interval_s",
+            ),
+            ("[s1mme]", "path_max_retrans = 0", "s1mme.path_max_retrans"),
             ("[hss]", "db = \"\"", "hss.db"),
             ("[hss]", "mode = \"s6a\"", "hss.mode"),
             ("[state]", "store = \"redis\"", "state.store"),
