@@ -672,6 +672,10 @@ pub struct EndpointGauges {
     pub overloaded: std::sync::atomic::AtomicBool,
     /// The S1-MME associations' counters when the thread stopped.
     pub final_sctp: std::sync::Mutex<Option<pepc_sctp::AssocCounters>>,
+    /// The same while it runs, republished about every second (userspace SCTP only:
+    /// kernel SCTP keeps its own), and the associations up now.
+    pub sctp: std::sync::Mutex<Option<pepc_sctp::AssocCounters>>,
+    pub associations: AtomicU64,
     /// The eNBs set up, republished when they change (the management API reads it).
     pub enb_views: std::sync::Mutex<Vec<pepc_mme::EnbView>>,
     /// Per slice: S1AP messages waiting for its MME (ring + backlog), each round.
@@ -951,6 +955,7 @@ fn endpoint_loop(
     let mut eo = EndpointOut::default();
     let mut idle_rounds = 0u32;
     let mut last_cpu = Instant::now();
+    let mut last_sctp = Instant::now();
     let mut last_setups = u64::MAX;
     while !stop.load(Ordering::Relaxed) {
         let marks: Vec<u64> = links.iter().map(|l| l.outbox_wake.posted()).collect();
@@ -1024,6 +1029,16 @@ fn endpoint_loop(
         if last_cpu.elapsed() > Duration::from_millis(10) {
             gauges.cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);
             last_cpu = Instant::now();
+        }
+        gauges
+            .associations
+            .store(wire.live.len() as u64, Ordering::Relaxed);
+        if last_sctp.elapsed() > Duration::from_secs(1) {
+            // Walks every association: once a second, not every round.
+            if let Ok(mut s) = gauges.sctp.lock() {
+                *s = wire.transport.counters();
+            }
+            last_sctp = Instant::now();
         }
         if busy {
             idle_rounds = 0;

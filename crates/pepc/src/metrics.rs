@@ -366,6 +366,24 @@ impl MetricsSource for NodeMetrics {
                 &[],
                 e.unknown_ue_ids.load(Relaxed),
             );
+            out.gauge(
+                "pepc_sctp_associations",
+                "S1-MME SCTP associations up now",
+                &[],
+                e.associations.load(Relaxed) as i64,
+            );
+            if let Some(c) = e.sctp.lock().ok().and_then(|c| *c) {
+                for (name, help, v) in [
+                    ("pepc_sctp_data_chunks_received", "SCTP DATA chunks received on S1-MME (userspace SCTP; republished every second)", c.data_chunks_rx),
+                    ("pepc_sctp_duplicate_tsns", "SCTP DATA chunks received again (retransmitted or duplicated by the network), never delivered twice", c.dup_tsns_rx),
+                    ("pepc_sctp_data_chunks_sent", "SCTP DATA chunks sent on S1-MME", c.data_chunks_tx),
+                    ("pepc_sctp_retransmissions", "SCTP DATA chunks sent again (T3-rtx or fast retransmit)", c.retransmissions),
+                    ("pepc_sctp_t3_expiries", "SCTP retransmission timer (T3-rtx) expiries", c.t3_expiries),
+                    ("pepc_sctp_fast_retransmits", "SCTP fast retransmissions", c.fast_retransmits),
+                ] {
+                    out.counter(name, help, &[], v);
+                }
+            }
             out.counter(
                 "pepc_s1ap_dropped",
                 "S1AP messages dropped because a slice's ring and backlog were full",

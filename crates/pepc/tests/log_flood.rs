@@ -120,6 +120,27 @@ fn a_garbage_flood_writes_a_bounded_log_and_counts_what_it_suppressed() {
     let pdus = batch * 100;
     let secs = t0.elapsed().as_secs_f64();
     let m = scrape(&metrics);
+    // The association's SCTP counters, republished every second: every PDU came in
+    // a DATA chunk of its own.
+    let value = |m: &str, name: &str| -> Option<u64> {
+        m.lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    };
+    assert_eq!(value(&m, "pepc_sctp_associations"), Some(1), "{m}");
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let chunks = value(&scrape(&metrics), "pepc_sctp_data_chunks_received_total");
+        if chunks.is_some_and(|c| c >= pdus as u64) {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "{chunks:?} DATA chunks for {pdus} PDUs"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // SIGTERM: the node stops cleanly and prints its summary.
     let term = Command::new("kill")
         .args(["-TERM", &node.id().to_string()])
