@@ -144,6 +144,7 @@ pub fn data_loop_waking(
     let mut requested = dp.requests_pushed();
     let mut ul = Batch::default();
     let mut dl = Batch::default();
+    let mut out = Batch::default();
     let t0 = crate::io::now_ns();
     let mut idle = 0u32;
     let mut fds: Vec<_> = [s1u.poll_fd(), sgi.poll_fd(), s1u.wake_fd(), sgi.wake_fd()]
@@ -186,6 +187,19 @@ pub fn data_loop_waking(
             if dp.take_ready(&mut dl, false) > 0 {
                 dp.downlink(&mut dl, now);
                 let _ = s1u.send_batch(&dl, Verdict::ToS1u);
+            }
+        }
+        // The egress schedulers' queues (only when an egress is congested): what the
+        // egress rate allows now, in QoS order. A backlog keeps the thread polling.
+        for (uplink, port, v) in [
+            (true, &mut sgi, Verdict::ToSgi),
+            (false, &mut s1u, Verdict::ToS1u),
+        ] {
+            if dp.egress_backlog(uplink) > 0 {
+                while dp.egress_drain(uplink, &mut out, now) > 0 {
+                    let _ = port.send_batch(&out, v);
+                }
+                busy = true;
             }
         }
         if let Some(w) = &wake {
