@@ -285,6 +285,9 @@ struct Class {
 /// One direction's scheduler.
 pub struct Egress {
     shaper: Shaper,
+    /// Bytes of a queued packet that are not the bearer's IP packet (the G-PDU header
+    /// toward S1-U): a bearer's GBR is of IP bytes.
+    encap: usize,
     queue_packets: usize,
     pool_packets: usize,
     /// QCI → class.
@@ -345,6 +348,7 @@ impl Egress {
             .collect();
         Egress {
             shaper: Shaper::new(cfg.rate_mbps),
+            encap: 0,
             queue_packets: cfg.queue_packets.max(1),
             pool_packets: cfg.pool_packets.max(1),
             class_of_qci,
@@ -360,6 +364,13 @@ impl Egress {
             gbr: HashMap::new(),
             counters,
         }
+    }
+
+    /// Packets are queued with `bytes` of encapsulation in front of the bearer's IP
+    /// packet (the G-PDU header toward S1-U), left out of GBR accounting.
+    pub fn with_encapsulation(mut self, bytes: usize) -> Self {
+        self.encap = bytes;
+        self
     }
 
     /// The class of a QCI (operator QCIs as configured, unknown ones as QCI 9).
@@ -502,7 +513,7 @@ impl Egress {
                 if !self.shaper.has(len as u64) {
                     return None;
                 }
-                if g.bucket.allow(len, now) {
+                if g.bucket.allow(len.saturating_sub(self.encap), now) {
                     return Some(Pick::Gbr(c, k, false));
                 }
             }

@@ -254,7 +254,11 @@ impl DataPlane {
             ei_tokens: cfg.error_indication_rate,
             ei_window_start: 0,
             scratch: [Scratch::default(); BATCH_SIZE],
-            egress: [0, 1].map(|d| Egress::new(&cfg.egress[d], counters_egress[d].clone())),
+            // Toward S1-U packets are queued as G-PDUs (8-byte header, no options).
+            egress: [0, 1].map(|d| {
+                Egress::new(&cfg.egress[d], counters_egress[d].clone())
+                    .with_encapsulation(d * gtpu::HEADER_LEN)
+            }),
             cfg,
         }
     }
