@@ -169,8 +169,10 @@ pub struct DataPlane {
     ei_tokens: u32,
     ei_window_start: u64,
     scratch: [Scratch; BATCH_SIZE],
-    /// Egress schedulers: toward SGi (uplink), toward S1-U (downlink).
-    egress: [Egress; 2],
+    /// Egress schedulers: toward SGi (uplink), toward S1-U (downlink). Boxed: cold
+    /// state (queues, class tables) kept out of the hot struct's lines; a batch reads
+    /// one line of it when nothing is congested.
+    egress: Box<[Egress; 2]>,
 }
 
 /// Inner IPv4 packet: (total length, source, 5-tuple), or why it is malformed.
@@ -255,10 +257,10 @@ impl DataPlane {
             ei_window_start: 0,
             scratch: [Scratch::default(); BATCH_SIZE],
             // Toward S1-U packets are queued as G-PDUs (8-byte header, no options).
-            egress: [0, 1].map(|d| {
+            egress: Box::new([0, 1].map(|d| {
                 Egress::new(&cfg.egress[d], counters_egress[d].clone())
                     .with_encapsulation(d * gtpu::HEADER_LEN)
-            }),
+            })),
             cfg,
         }
     }
