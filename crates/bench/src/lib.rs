@@ -14,5 +14,6 @@ pub mod lines;
 #[allow(unsafe_code)]
 pub mod netns;
 pub mod paired;
+pub mod qos;
 pub mod sweep;
 pub mod traffic;

@@ -44,6 +44,9 @@
 //!                            # while the data thread is away), half serve sending;
 //!                            # raise it where data threads share cores (pepc bench
 //!                            # io --ring-size compares)
+//! egress_mbps = 0            # the egress toward the eNBs, Mbit/s per slice: above it,
+//!                            # packets wait per QCI class and leave in QoS order
+//!                            # (see [qos]); 0: the port's rate, unshaped
 //! [sgi]
 //! mode = "auto"              # auto (TUN if possible, else UDP sink) | tun | udp
 //! io = "kernel"              # kernel (as `mode` says) | afxdp (the UE pools' packets
@@ -59,6 +62,16 @@
 //! gro = true                 # the UDP sink: as for s1u
 //! sink_local = "127.0.0.1:5202"
 //! sink_peer = "127.0.0.1:5201"
+//! egress_mbps = 0            # the egress toward the PDN: as for s1u
+//! [qos]                      # the egress schedulers (per slice and direction)
+//! queue_packets = 1024       # per QCI class at most (then tail drop)
+//! pool_packets = 8192        # queued over all classes at most
+//! weights = [[6, 8], [79, 6], [80, 6], [7, 4], [8, 2], [9, 1]]
+//!                            # [QCI, weight]: non-GBR QCIs sharing by weighted round
+//!                            # robin; other non-GBR QCIs (5, 69, 70) by strict
+//!                            # priority, after GBR bearers within their GBR
+//! operator_qcis = []         # [QCI 128-254, standardized QCI whose class it joins],
+//!                            # e.g. [[130, 5]]; unlisted operator QCIs: QCI 9's class
 //! [synthetic]
 //! users = 0                  # attach this many synthetic UEs (no signaling on the wire),
 //!                            # split evenly over the slices
@@ -66,6 +79,7 @@
 //! ```
 
 use crate::io::afxdp::{XdpMode, XskConfig, ZeroCopy};
+use pepc_slice::datapath::egress::{EgressConfig, EgressConfigError};
 use pepc_slice::ids::LayoutError;
 use serde::Deserialize;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -115,7 +129,30 @@ pub struct NodeConfig {
     pub node: NodeSection,
     pub s1u: S1uSection,
     pub sgi: SgiSection,
+    pub qos: QosSection,
     pub synthetic: SyntheticSection,
+}
+
+/// `[qos]`: the egress schedulers' classes (shared by both directions).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QosSection {
+    pub queue_packets: usize,
+    pub pool_packets: usize,
+    pub weights: Vec<(u8, u32)>,
+    pub operator_qcis: Vec<(u8, u8)>,
+}
+
+impl Default for QosSection {
+    fn default() -> Self {
+        let d = EgressConfig::default();
+        QosSection {
+            queue_packets: d.queue_packets,
+            pool_packets: d.pool_packets,
+            weights: d.weights,
+            operator_qcis: d.operator_qcis,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -157,6 +194,7 @@ pub struct S1uSection {
     pub zero_copy: String,
     pub ring_size: u32,
     pub gro: bool,
+    pub egress_mbps: u64,
 }
 
 impl Default for S1uSection {
@@ -170,6 +208,7 @@ impl Default for S1uSection {
             zero_copy: "auto".into(),
             ring_size: DEFAULT_RING_SIZE,
             gro: true,
+            egress_mbps: 0,
         }
     }
 }
@@ -190,6 +229,7 @@ pub struct SgiSection {
     pub ring_size: u32,
     pub tun_queue_len: u32,
     pub gro: bool,
+    pub egress_mbps: u64,
 }
 
 impl Default for SgiSection {
@@ -208,6 +248,7 @@ impl Default for SgiSection {
             ring_size: DEFAULT_RING_SIZE,
             tun_queue_len: crate::io::tun::DEFAULT_QUEUE_LEN,
             gro: true,
+            egress_mbps: 0,
         }
     }
 }
@@ -325,6 +366,8 @@ pub struct Validated {
     pub sgi_xdp: Option<XdpPort>,
     pub synthetic_users: u32,
     pub synthetic_rate: u64,
+    /// The egress schedulers: toward SGi (uplink), toward S1-U (downlink).
+    pub egress: [EgressConfig; 2],
 }
 
 /// How packets reach the slices' data threads.
@@ -534,13 +577,92 @@ impl NodeConfig {
             sgi_xdp,
             synthetic_users: self.synthetic.users,
             synthetic_rate: self.synthetic.rate,
+            egress: self.egress()?,
         })
+    }
+
+    /// `[sgi] egress_mbps`, `[s1u] egress_mbps` and `[qos]`, checked.
+    fn egress(&self) -> Result<[EgressConfig; 2], ConfigError> {
+        let q = &self.qos;
+        let base = EgressConfig {
+            rate_mbps: 0,
+            queue_packets: q.queue_packets,
+            pool_packets: q.pool_packets,
+            weights: q.weights.clone(),
+            operator_qcis: q.operator_qcis.clone(),
+        };
+        base.check().map_err(|e| {
+            let key = match e {
+                EgressConfigError::NotWeighted(_) | EgressConfigError::ZeroWeight(_) => "weights",
+                EgressConfigError::NotOperator(_) | EgressConfigError::NotStandard(_) => {
+                    "operator_qcis"
+                }
+                EgressConfigError::NoQueue => "queue_packets",
+            };
+            invalid!("qos.{key}", "{e}")
+        })?;
+        if q.pool_packets < q.queue_packets {
+            return Err(invalid!(
+                "qos.pool_packets",
+                "{} is less than queue_packets ({})",
+                q.pool_packets,
+                q.queue_packets
+            ));
+        }
+        Ok(
+            [self.sgi.egress_mbps, self.s1u.egress_mbps].map(|rate_mbps| EgressConfig {
+                rate_mbps,
+                ..base.clone()
+            }),
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_documented_key_parses() {
+        let doc = include_str!("config.rs");
+        let toml: String = doc
+            .lines()
+            .skip_while(|l| !l.starts_with("//! ```toml"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("//! ```"))
+            .map(|l| l.trim_start_matches("//!").trim_start().to_string() + "\n")
+            .collect();
+        let v = NodeConfig::parse(&toml).unwrap().validate().unwrap();
+        assert_eq!(v.egress, [EgressConfig::default(), EgressConfig::default()]);
+    }
+
+    #[test]
+    fn egress_keys_reach_the_schedulers_and_errors_name_the_key() {
+        let v = NodeConfig::parse(
+            "[s1u]\negress_mbps = 100\n[sgi]\negress_mbps = 40\n[qos]\nqueue_packets = 64\nweights = [[7, 3], [9, 1]]\noperator_qcis = [[130, 5]]\n",
+        )
+        .unwrap()
+        .validate()
+        .unwrap();
+        assert_eq!(v.egress[0].rate_mbps, 40);
+        assert_eq!(v.egress[1].rate_mbps, 100);
+        assert_eq!(v.egress[1].queue_packets, 64);
+        assert_eq!(v.egress[1].weights, vec![(7, 3), (9, 1)]);
+        assert_eq!(v.egress[0].operator_qcis, vec![(130, 5)]);
+        for (text, key) in [
+            ("[qos]\nweights = [[1, 2]]\n", "qos.weights"),
+            ("[qos]\noperator_qcis = [[20, 9]]\n", "qos.operator_qcis"),
+            ("[qos]\nqueue_packets = 0\n", "qos.queue_packets"),
+            ("[qos]\npool_packets = 10\n", "qos.pool_packets"),
+        ] {
+            let e = NodeConfig::parse(text)
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{text}: {e}");
+        }
+    }
 
     #[test]
     fn afxdp_ports_are_validated_and_errors_name_the_key() {

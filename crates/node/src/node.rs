@@ -437,6 +437,7 @@ impl Node {
             cfg.ue_slots = (v.max_users + 1024).min(layout.max_ue_slots());
             cfg.bearer_slots = ((v.max_users + 1024) * 2).min(layout.max_bearer_slots());
             cfg.s1u_addr = *s1u_addr.ip();
+            cfg.egress = v.egress.clone();
             let (mut cp, dp) = build_with_signaling(&cfg);
             let driver: Box<dyn ControlDriver> = match make_driver(s) {
                 Some(d) => d,

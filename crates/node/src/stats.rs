@@ -4,6 +4,7 @@
 
 use crate::io::DropCounts;
 use pepc_slice::counters::{DropReason, SliceCounters};
+use pepc_slice::datapath::egress::{class_qci, EgressCounters, EgressDrop, DELAY_BUCKETS};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -185,6 +186,72 @@ pub struct SliceStats {
     pub sgi: PortStats,
     /// This slice's part of the demux counters (None without a demux thread).
     pub demux: Option<DemuxSliceStats>,
+    /// Packets that left in the batch they came with, toward SGi and toward S1-U.
+    pub egress_bypassed: [u64; 2],
+    /// The egress schedulers' classes that ever queued or dropped a packet.
+    pub egress: Vec<EgressClassStats>,
+}
+
+/// One egress class of a slice (see `pepc_slice::datapath::egress`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EgressClassStats {
+    /// "uplink" (toward SGi) or "downlink" (toward S1-U).
+    pub direction: &'static str,
+    /// 0: GBR traffic sent beyond its GBR.
+    pub qci: u8,
+    pub depth: u64,
+    pub sent: u64,
+    pub sent_bytes: u64,
+    /// By reason (`EgressDrop::name`).
+    pub dropped: Vec<(&'static str, u64)>,
+    /// Time queued: bucket k counts delays below 2^k µs (the last, the rest).
+    pub delay: [u64; DELAY_BUCKETS],
+}
+
+impl EgressClassStats {
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.iter().map(|d| d.1).sum()
+    }
+
+    /// The upper bound (µs) of the bucket holding quantile `q` of the delays (None:
+    /// no packet queued, or beyond the last bound).
+    pub fn delay_us_quantile(&self, q: f64) -> Option<u64> {
+        let total: u64 = self.delay.iter().sum();
+        let want = (total as f64 * q).ceil() as u64;
+        let mut seen = 0;
+        for (k, n) in self.delay.iter().enumerate() {
+            seen += n;
+            if total > 0 && seen >= want {
+                return (k + 1 < DELAY_BUCKETS).then_some(1 << k);
+            }
+        }
+        None
+    }
+
+    fn read(c: &[std::sync::Arc<EgressCounters>; 2]) -> Vec<EgressClassStats> {
+        let mut v = Vec::new();
+        for (d, dir) in [(0, "uplink"), (1, "downlink")] {
+            for (k, cc) in c[d].classes.iter().enumerate() {
+                let st = EgressClassStats {
+                    direction: dir,
+                    qci: class_qci(k),
+                    depth: cc.depth.load(Relaxed),
+                    sent: cc.sent.load(Relaxed),
+                    sent_bytes: cc.sent_bytes.load(Relaxed),
+                    dropped: EgressDrop::ALL
+                        .iter()
+                        .map(|&r| (r.name(), cc.dropped[r as usize].load(Relaxed)))
+                        .filter(|r| r.1 > 0)
+                        .collect(),
+                    delay: std::array::from_fn(|i| cc.delay[i].load(Relaxed)),
+                };
+                if st.depth > 0 || st.sent > 0 || !st.dropped.is_empty() {
+                    v.push(st);
+                }
+            }
+        }
+        v
+    }
 }
 
 impl SliceStats {
@@ -214,6 +281,8 @@ impl SliceStats {
             s1u: ports[0].snapshot(),
             sgi: ports[1].snapshot(),
             demux,
+            egress_bypassed: [0, 1].map(|d| c.egress[d].bypassed.load(Relaxed)),
+            egress: EgressClassStats::read(&c.egress),
         }
     }
 }
@@ -342,5 +411,30 @@ impl fmt::Display for NodeStats {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn egress_classes_that_queued_or_dropped_are_reported_with_their_delays() {
+        let c: [Arc<EgressCounters>; 2] = Default::default();
+        // Downlink QCI 1 (class 0): 90 packets within 1 µs, 10 at 256-511 µs.
+        let k = &c[1].classes[0];
+        k.sent.store(100, Relaxed);
+        k.delay[0].store(90, Relaxed);
+        k.delay[9].store(10, Relaxed);
+        c[1].classes[21].dropped[EgressDrop::QueueFull as usize].store(7, Relaxed);
+        let v = EgressClassStats::read(&c);
+        assert_eq!(v.len(), 2);
+        assert_eq!((v[0].direction, v[0].qci, v[0].sent), ("downlink", 1, 100));
+        assert_eq!(v[0].delay_us_quantile(0.5), Some(1));
+        assert_eq!(v[0].delay_us_quantile(0.99), Some(512));
+        assert_eq!((v[1].qci, v[1].dropped_total()), (9, 7));
+        assert_eq!(v[1].dropped, vec![("queue_full", 7)]);
+        assert_eq!(v[1].delay_us_quantile(0.5), None);
     }
 }

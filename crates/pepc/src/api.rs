@@ -430,6 +430,20 @@ impl NodeApi {
                     "ul_forwarded": d.ul_forwarded,
                     "dl_forwarded": d.dl_forwarded,
                     "drops": d.drops,
+                    "egress_queued": d.egress.iter().map(|e| e.depth).sum::<u64>(),
+                    "egress_dropped": d.egress.iter().map(|e| e.dropped_total()).sum::<u64>(),
+                    "egress_bypassed": {"uplink": d.egress_bypassed[0], "downlink": d.egress_bypassed[1]},
+                    "egress": d.egress.iter().map(|e| serde_json::json!({
+                        "direction": e.direction,
+                        "qci": e.qci,
+                        "depth": e.depth,
+                        "sent": e.sent,
+                        "sent_bytes": e.sent_bytes,
+                        "dropped": e.dropped.iter().map(|(r, n)| (r.to_string(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
+                        "delay_us_p50": e.delay_us_quantile(0.5),
+                        "delay_us_p99": e.delay_us_quantile(0.99),
+                        "delay_us_buckets": e.delay,
+                    })).collect::<Vec<_>>(),
                 })
             })
             .collect();

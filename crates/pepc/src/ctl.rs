@@ -191,6 +191,49 @@ fn cell(v: &Value) -> String {
 }
 
 /// Rows of objects as an aligned table of the given columns.
+/// `ctl slices`' second table: each slice's egress classes that queued or dropped
+/// (empty when no egress was ever congested).
+fn egress_table(v: &Value) -> String {
+    let rows: Vec<Value> = v
+        .as_array()
+        .map_or(&[][..], |x| x)
+        .iter()
+        .flat_map(|s| {
+            let slice = s["slice"].clone();
+            s["egress"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |mut e| {
+                    e["slice"] = slice.clone();
+                    e["dropped_total"] = e["dropped"]
+                        .as_object()
+                        .map_or(0, |d| d.values().filter_map(|n| n.as_u64()).sum::<u64>())
+                        .into();
+                    e
+                })
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    "\n".to_string()
+        + &table(
+            &rows,
+            &[
+                ("SLICE", "slice"),
+                ("EGRESS", "direction"),
+                ("QCI", "qci"),
+                ("DEPTH", "depth"),
+                ("SENT", "sent"),
+                ("DROPPED", "dropped_total"),
+                ("P50-US<=", "delay_us_p50"),
+                ("P99-US<=", "delay_us_p99"),
+            ],
+        )
+}
+
 fn table(rows: &[Value], cols: &[(&str, &str)]) -> String {
     let cells: Vec<Vec<String>> = rows
         .iter()
@@ -355,8 +398,10 @@ pub fn run(a: &CtlArgs) -> Result<String, CtlError> {
                         ("UL-FWD", "ul_forwarded"),
                         ("DL-FWD", "dl_forwarded"),
                         ("DROPS", "drops"),
+                        ("EG-QUEUED", "egress_queued"),
+                        ("EG-DROPS", "egress_dropped"),
                     ],
-                )
+                ) + &egress_table(v)
             }),
         ),
         CtlCmd::Node => (

@@ -99,6 +99,7 @@ struct ConfigFile {
     node: pepc_node::config::NodeSection,
     s1u: pepc_node::config::S1uSection,
     sgi: pepc_node::config::SgiSection,
+    qos: pepc_node::config::QosSection,
     synthetic: pepc_node::config::SyntheticSection,
     mme: MmeSection,
     s1mme: S1mmeSection,
@@ -472,6 +473,7 @@ impl EpcConfig {
             node: f.node.clone(),
             s1u: f.s1u.clone(),
             sgi: f.sgi.clone(),
+            qos: f.qos.clone(),
             synthetic: f.synthetic.clone(),
         }
         .validate()?;
@@ -1406,6 +1408,14 @@ mod tests {
                 "{bad}: wants line {line} and {key}: {e}"
             );
         }
+        // The node's [qos] and egress keys are part of pepc's file too.
+        let c = EpcConfig::parse(
+            "[s1u]\negress_mbps = 100\n[qos]\nqueue_packets = 512\n[sgi]\negress_mbps = 200\n",
+        )
+        .unwrap();
+        let [sgi, s1u] = &c.node.egress;
+        assert_eq!((sgi.rate_mbps, s1u.rate_mbps), (200, 100));
+        assert_eq!(sgi.queue_packets, 512);
         // [mme] is on line 3 with `name`: a key of a section given twice in the file
         // is found where the file sets it.
         let e = EpcConfig::parse("\n\n[mme]\nname = \"x\"\nplmn = \"12\"\n")
@@ -1422,6 +1432,7 @@ mod tests {
             "node",
             "s1u",
             "sgi",
+            "qos",
             "synthetic",
             "mme",
             "s1mme",

@@ -109,9 +109,34 @@ enum BenchCmd {
     /// The data path on real packet I/O: a generator in one network namespace, the
     /// node in another, joined by veth pairs (needs root).
     Io(IoArgs),
+    /// The egress scheduler (issue 33): QCI 1/2 GBR, QCI 5 and QCI 9 flows offered at
+    /// a multiple of a slice's downlink egress rate; per class delivered and latency.
+    Qos(QosArgs),
     /// The memory's floor under the data path: one random line per packet and nothing
     /// else, in a slice's line tables at two sizes measured in alternating windows.
     Lines(LinesArgs),
+}
+
+#[derive(Args)]
+struct QosArgs {
+    /// The slice's downlink egress rate, Mbit/s (`[s1u] egress_mbps`).
+    #[arg(long, default_value_t = 1000)]
+    egress_mbps: u64,
+    /// Seconds of traffic (virtual time: the data path runs as fast as it can).
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Offered load over the egress capacity.
+    #[arg(long, default_value_t = 3.0)]
+    overload: f64,
+    /// Virtual time per tick, µs (the latency's resolution).
+    #[arg(long, default_value_t = 50)]
+    tick_us: u64,
+    /// memory (only this one so far; udp/afxdp are not built yet).
+    #[arg(long, default_value = "memory")]
+    io: String,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -404,6 +429,7 @@ fn main() -> ExitCode {
             BenchCmd::Attach(a) => bench_attach(&a),
             BenchCmd::Io(a) => bench_io(&a),
             BenchCmd::Lines(a) => bench_lines(&a),
+            BenchCmd::Qos(a) => bench_qos(&a),
             BenchCmd::Sweep(s) => {
                 pepc_bench::sweep::run(&s.figure, s.seconds, &s.out, s.scale_down)
             }
@@ -440,6 +466,38 @@ fn ran_outcome(r: &pepc_emulator::Report) -> Result<(), String> {
 /// Ratios as percentages to one decimal, for the paired benches' per-round lists.
 fn percents(ratios: &[f64]) -> Vec<f64> {
     ratios.iter().map(|x| (x * 1000.0).round() / 10.0).collect()
+}
+
+fn bench_qos(a: &QosArgs) -> Result<(), String> {
+    if a.io != "memory" {
+        return Err(format!(
+            "--io {:?}: only memory is built (udp and afxdp are not yet)",
+            a.io
+        ));
+    }
+    let r = pepc_bench::qos::run(&pepc_bench::qos::QosOpts {
+        egress_mbps: a.egress_mbps,
+        seconds: a.seconds,
+        overload: a.overload,
+        tick_us: a.tick_us,
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    for c in &r.classes {
+        println!(
+            "QCI {:>3}{} {:>3} flows: offered {:>8.1} Mbit/s, delivered {:>8.1} ({:.4}), latency p50 {} us p99 {} us",
+            c.qci, if c.gbr { " GBR" } else { "    " }, c.flows, c.offered_mbps, c.delivered_mbps,
+            c.delivered_ratio, c.latency_us_p50, c.latency_us_p99
+        );
+    }
+    println!(
+        "egress {} Mbit/s at {}x: GBR delivered {:.4}, egress used {:.4}; {} packets in {:.2} s CPU ({:.2} Mpps per core)",
+        r.egress_mbps, r.overload, r.gbr_delivered_ratio, r.work_conserving, r.packets, r.cpu_s,
+        r.mpps_per_core
+    );
+    Ok(())
 }
 
 fn bench_lines(a: &LinesArgs) -> Result<(), String> {

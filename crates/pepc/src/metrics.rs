@@ -118,6 +118,61 @@ impl MetricsSource for NodeMetrics {
                     p.handoff_full,
                 );
             }
+            for (dir, v) in [
+                ("uplink", d.egress_bypassed[0]),
+                ("downlink", d.egress_bypassed[1]),
+            ] {
+                out.counter(
+                    "pepc_egress_bypassed_packets",
+                    "Packets that left in the batch they came with (the egress was not congested), by direction",
+                    &[slice(s), ("direction", dir.into())],
+                    v,
+                );
+            }
+            for e in &d.egress {
+                let l = [
+                    slice(s),
+                    ("direction", e.direction.into()),
+                    ("qci", e.qci.to_string()),
+                ];
+                out.gauge(
+                    "pepc_egress_queue_depth",
+                    "Packets waiting in an egress class (qci 0: GBR traffic beyond its GBR)",
+                    &l,
+                    e.depth as i64,
+                );
+                out.counter(
+                    "pepc_egress_sent_packets",
+                    "Packets an egress class queued and sent",
+                    &l,
+                    e.sent,
+                );
+                out.counter(
+                    "pepc_egress_sent_bytes",
+                    "Bytes an egress class queued and sent",
+                    &l,
+                    e.sent_bytes,
+                );
+                for (reason, v) in &e.dropped {
+                    let mut l = l.to_vec();
+                    l.push(("reason", (*reason).into()));
+                    out.counter(
+                        "pepc_egress_dropped_packets",
+                        "Packets an egress class dropped, by reason (queue_full, pool_empty)",
+                        &l,
+                        *v,
+                    );
+                }
+                let bounds: Vec<f64> = (0..e.delay.len() - 1).map(|k| (1u64 << k) as f64).collect();
+                out.histogram(
+                    "pepc_egress_delay_us",
+                    "Time packets waited in an egress class, microseconds (log2 buckets; the sum is not kept)",
+                    &l,
+                    &bounds,
+                    &e.delay,
+                    0.0,
+                );
+            }
             for (what, v) in [
                 ("echo_replies", d.echo_replies),
                 ("error_indications", d.error_indications),

@@ -175,6 +175,8 @@ impl UeContext {
             qci: b.qci,
             mbr_ul: b.mbr_ul,
             mbr_dl: b.mbr_dl,
+            gbr_ul: b.gbr_ul,
+            gbr_dl: b.gbr_dl,
             charging_key: b.charging_key,
             version: self.version,
         }
@@ -248,6 +250,9 @@ pub struct DpBearerRecord {
     pub qci: u8,
     pub mbr_ul: u64,
     pub mbr_dl: u64,
+    /// GBR in bit/s (0: non-GBR), for the egress scheduler.
+    pub gbr_ul: u64,
+    pub gbr_dl: u64,
     pub charging_key: u32,
     pub version: u32,
 }

@@ -389,6 +389,8 @@ pub struct SliceCounters {
     pub error_indications: AtomicU64,
     pub end_markers: AtomicU64,
     pub updates_applied: AtomicU64,
+    /// The egress schedulers' counters: toward SGi (uplink), toward S1-U (downlink).
+    pub egress: [std::sync::Arc<crate::datapath::egress::EgressCounters>; 2],
 }
 
 impl SliceCounters {
@@ -413,6 +415,7 @@ impl SliceCounters {
             error_indications: AtomicU64::new(0),
             end_markers: AtomicU64::new(0),
             updates_applied: AtomicU64::new(0),
+            egress: Default::default(),
         }
     }
 

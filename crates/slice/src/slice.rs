@@ -26,6 +26,8 @@ pub struct SliceConfig {
     /// Packet buffers held for UEs awaiting promotion or paging (at most 65,535).
     pub pending_pool: usize,
     pub default_rule_set: u16,
+    /// Egress schedulers: toward SGi (uplink), toward S1-U (downlink).
+    pub egress: [crate::datapath::egress::EgressConfig; 2],
     /// Cores to pin the control and data threads to (None: leave to the OS).
     pub control_core: Option<usize>,
     pub data_core: Option<usize>,
@@ -50,6 +52,7 @@ impl SliceConfig {
             max_updates_per_sync: 4096,
             pending_pool: crate::datapath::PENDING_POOL,
             default_rule_set: 0,
+            egress: Default::default(),
             control_core: None,
             data_core: None,
         }
@@ -89,6 +92,7 @@ pub fn build_with_signaling<S>(cfg: &SliceConfig) -> (ControlPlane<S>, DataPlane
             error_indication_rate: cfg.error_indication_rate,
             max_updates_per_sync: cfg.max_updates_per_sync,
             pending_pool: cfg.pending_pool,
+            egress: cfg.egress.clone(),
         },
         cfg.bearer_slots,
         cfg.ue_slots,

@@ -35,7 +35,14 @@ pub struct PacketMeta {
     /// Receive timestamp (ns, monotonic, from the I/O layer) for latency measurement.
     pub rx_ns: u64,
     pub verdict: Verdict,
+    /// The bearer slot the data path forwarded the packet on ([`NO_BEARER`]: none, e.g.
+    /// path management): the egress scheduler finds its class from it only when the
+    /// egress is congested, so an uncongested packet costs one store.
+    pub bearer: u32,
 }
+
+/// [`PacketMeta::bearer`] of a packet not forwarded on a bearer.
+pub const NO_BEARER: u32 = u32::MAX;
 
 impl Default for PacketMeta {
     fn default() -> Self {
@@ -43,6 +50,7 @@ impl Default for PacketMeta {
             peer: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
             rx_ns: 0,
             verdict: Verdict::Drop,
+            bearer: NO_BEARER,
         }
     }
 }

@@ -22,7 +22,7 @@ pub mod ipv4;
 pub mod pcap;
 pub mod udp;
 
-pub use buf::{Batch, PacketBuf, PacketMeta, Verdict, BATCH_SIZE, BUF_SIZE, HEADROOM};
+pub use buf::{Batch, PacketBuf, PacketMeta, Verdict, BATCH_SIZE, BUF_SIZE, HEADROOM, NO_BEARER};
 pub use error::WireError;
 pub use flow::{five_tuple, FiveTuple};
 pub use gtpu::{decap_gpdu, encap_gpdu, GtpuPacket, GtpuRepr, GTPU_PORT};

@@ -34,8 +34,11 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
+pub mod egress;
 mod pending;
 mod updates;
+
+use egress::{Egress, EgressConfig};
 
 use pending::PendingUe;
 
@@ -126,6 +129,8 @@ pub struct DataPlaneConfig {
     pub max_updates_per_sync: usize,
     /// Packet buffers for UEs awaiting promotion or paging (default [`PENDING_POOL`]).
     pub pending_pool: usize,
+    /// The egress schedulers: toward SGi (uplink), toward S1-U (downlink).
+    pub egress: [EgressConfig; 2],
 }
 
 /// The data thread's state. Owned by that thread alone.
@@ -164,6 +169,10 @@ pub struct DataPlane {
     ei_tokens: u32,
     ei_window_start: u64,
     scratch: [Scratch; BATCH_SIZE],
+    /// Egress schedulers: toward SGi (uplink), toward S1-U (downlink). Boxed: cold
+    /// state (queues, class tables) kept out of the hot struct's lines; a batch reads
+    /// one line of it when nothing is congested.
+    egress: Box<[Egress; 2]>,
 }
 
 /// Inner IPv4 packet: (total length, source, 5-tuple), or why it is malformed.
@@ -222,6 +231,7 @@ impl DataPlane {
         let iot_size = cfg.iot.map(|p| p.size as usize).unwrap_or(0);
         // Buffers are indexed by u16.
         let pool = cfg.pending_pool.clamp(1, u16::MAX as usize);
+        let counters_egress = counters.egress.clone();
         DataPlane {
             bearer_cold: crate::mem::zeroed_slice(bearer_slots),
             ue_slots,
@@ -246,6 +256,11 @@ impl DataPlane {
             ei_tokens: cfg.error_indication_rate,
             ei_window_start: 0,
             scratch: [Scratch::default(); BATCH_SIZE],
+            // Toward S1-U packets are queued as G-PDUs (8-byte header, no options).
+            egress: Box::new([0, 1].map(|d| {
+                Egress::new(&cfg.egress[d], counters_egress[d].clone())
+                    .with_encapsulation(d * gtpu::HEADER_LEN)
+            })),
             cfg,
         }
     }
@@ -323,6 +338,7 @@ impl DataPlane {
             },
             Self::ul_forward,
         );
+        self.egress_admit(batch, true, now_ns);
     }
 
     /// The pipeline over one batch: sync, then `lookup` (parse, classify, prefetch the
@@ -501,6 +517,7 @@ impl DataPlane {
             count_rule(&self.counters.iot, true, ip_len);
             bump(&self.counters.ul_forwarded, 1);
             bump(&self.counters.ul_bytes, ip_len as u64);
+            buf.meta.bearer = pepc_wire::NO_BEARER;
             return to_sgi(buf, hdr, ip_len);
         }
         if self.qos_and_count(
@@ -583,6 +600,8 @@ impl DataPlane {
         };
         bump(pkts, 1);
         bump(bytes, ip_len as u64);
+        // The egress scheduler's key to the packet's class (read only when congested).
+        buf.meta.bearer = bslot;
         true
     }
 
@@ -724,6 +743,52 @@ impl DataPlane {
             },
             Self::dl_forward,
         );
+        self.egress_admit(batch, false, now_ns);
+    }
+
+    // ------------------------------------------------------------------ egress
+
+    /// The egress scheduler's per-batch step (see [`egress`]): without congestion the
+    /// batch stays as it is; else its forwarded packets are queued by class.
+    #[inline(always)]
+    fn egress_admit(&mut self, batch: &mut Batch, uplink: bool, now: u64) {
+        let e = &mut self.egress[usize::from(!uplink)];
+        if e.passes_all() {
+            return;
+        }
+        let cold = &self.bearer_cold;
+        let select = if uplink {
+            Verdict::ToSgi
+        } else {
+            Verdict::ToS1u
+        };
+        e.admit(batch, select, now, |b| {
+            cold.get(b as usize).map_or((9, 0), |c| {
+                (c.rec.qci, if uplink { c.rec.gbr_ul } else { c.rec.gbr_dl })
+            })
+        });
+    }
+
+    /// Packets waiting in the egress scheduler of a direction.
+    #[inline]
+    pub fn egress_backlog(&self, uplink: bool) -> usize {
+        self.egress[usize::from(!uplink)].backlog()
+    }
+
+    /// Move what the egress of a direction may send now into `out` (verdict `ToSgi`
+    /// uplink, `ToS1u` downlink); returns how many. The driver sends `out` next.
+    pub fn egress_drain(&mut self, uplink: bool, out: &mut Batch, now: u64) -> usize {
+        let select = if uplink {
+            Verdict::ToSgi
+        } else {
+            Verdict::ToS1u
+        };
+        self.egress[usize::from(!uplink)].drain(out, select, now)
+    }
+
+    /// A direction's scheduler (tests, benchmarks).
+    pub fn egress(&self, uplink: bool) -> &Egress {
+        &self.egress[usize::from(!uplink)]
     }
 
     /// Stages 1-2: parse IPv4, destination → UE slot or IoT index.
@@ -796,6 +861,7 @@ impl DataPlane {
             };
             count_rule(&self.counters.iot, false, ip_len);
             bump(&self.counters.dl_forwarded, 1);
+            buf.meta.bearer = pepc_wire::NO_BEARER;
             return self.to_s1u(buf, ip_len, teid, addr);
         }
         let ue_slot = s.slot as usize;
