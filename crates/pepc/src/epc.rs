@@ -1100,6 +1100,7 @@ impl Epc {
                     endpoint: endpoint.as_ref().map(|e: &EndpointThread| e.gauges.clone()),
                     started: std::time::Instant::now(),
                     ports: [("s1u", node.s1u_io.clone()), ("sgi", node.sgi_io.clone())],
+                    checkpoints: checkpointer.as_ref().map(|c| c.stats.clone()),
                 };
                 Some(
                     pepc_mgmt::MetricsServer::start(a, Arc::new(source)).map_err(|e| {

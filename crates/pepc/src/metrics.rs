@@ -24,6 +24,8 @@ pub struct NodeMetrics {
     pub(crate) started: Instant,
     /// What S1-U and SGi run on (fixed at start).
     pub(crate) ports: [(&'static str, PortInfo); 2],
+    /// The checkpointer's figures, when UEs are checkpointed.
+    pub(crate) checkpoints: Option<Arc<pepc_store::CheckpointStats>>,
 }
 
 fn slice(s: usize) -> (&'static str, String) {
@@ -38,6 +40,38 @@ impl MetricsSource for NodeMetrics {
             &[],
             self.started.elapsed().as_secs() as i64,
         );
+        if let Some(c) = &self.checkpoints {
+            for (name, help, v) in [
+                (
+                    "pepc_checkpoint_records",
+                    "UE checkpoints written (one per procedure end of a registered UE)",
+                    c.records.load(Relaxed),
+                ),
+                (
+                    "pepc_checkpoint_deletes",
+                    "UE checkpoints removed (the UE's context went)",
+                    c.deletes.load(Relaxed),
+                ),
+                (
+                    "pepc_checkpoint_commits",
+                    "Durable transactions (fsync) of the checkpointer's group commit",
+                    c.commits.load(Relaxed),
+                ),
+                (
+                    "pepc_checkpoint_errors",
+                    "Checkpoint transactions that failed",
+                    c.errors.load(Relaxed),
+                ),
+            ] {
+                out.counter(name, help, &[], v);
+            }
+            out.gauge(
+                "pepc_checkpoint_max_delay_us",
+                "Longest time from a procedure's end to its checkpoint being durable, in µs: what a kill -9 can lose",
+                &[],
+                c.max_delay_us.load(Relaxed) as i64,
+            );
+        }
         for (port, info) in &self.ports {
             let mut labels = vec![
                 ("port", port.to_string()),

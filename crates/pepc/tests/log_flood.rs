@@ -7,25 +7,12 @@
 mod common;
 
 use pepc_sctp::transport::{S1Transport, TransportEvent, UdpSctpTransport, S1AP_PPID};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const NET: u8 = 70;
 const PDUS: usize = 20_000;
-
-fn scrape(addr: &str) -> String {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body
-}
 
 #[test]
 fn a_garbage_flood_writes_a_bounded_log_and_counts_what_it_suppressed() {
@@ -119,19 +106,16 @@ fn a_garbage_flood_writes_a_bounded_log_and_counts_what_it_suppressed() {
     }
     let pdus = batch * 100;
     let secs = t0.elapsed().as_secs_f64();
-    let m = scrape(&metrics);
+    let m = common::scrape(&metrics);
     // The association's SCTP counters, republished every second: every PDU came in
     // a DATA chunk of its own.
-    let value = |m: &str, name: &str| -> Option<u64> {
-        m.lines()
-            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
-    };
-    assert_eq!(value(&m, "pepc_sctp_associations"), Some(1), "{m}");
+    assert_eq!(common::sample(&m, "pepc_sctp_associations"), Some(1), "{m}");
     let until = Instant::now() + Duration::from_secs(10);
     loop {
-        let chunks = value(&scrape(&metrics), "pepc_sctp_data_chunks_received_total");
+        let chunks = common::sample(
+            &common::scrape(&metrics),
+            "pepc_sctp_data_chunks_received_total",
+        );
         if chunks.is_some_and(|c| c >= pdus as u64) {
             break;
         }

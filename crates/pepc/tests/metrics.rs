@@ -10,22 +10,9 @@ use common::node::{emulator, node};
 use pepc_emulator::config::{Traffic, TrafficProfile};
 use pepc_emulator::Scenario;
 use serde_json::Value;
-use std::io::{Read, Write};
-use std::net::SocketAddr;
+use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-/// GET /metrics, the body.
-fn scrape(addr: SocketAddr) -> String {
-    let mut c = std::net::TcpStream::connect(addr).unwrap();
-    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: pepc\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut r = String::new();
-    c.read_to_string(&mut r).unwrap();
-    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
-    assert!(r.contains("application/openmetrics-text"), "{r}");
-    r.split_once("\r\n\r\n").unwrap().1.to_string()
-}
 
 /// The samples as the independent parser reads them: [name, labels, value].
 fn parse(text: &str) -> Vec<(String, serde_json::Map<String, Value>, f64)> {
@@ -105,7 +92,7 @@ fn metrics_match_what_the_emulator_saw() {
     assert_eq!(r.attached, u64::from(ues));
     // The control threads publish their MME counters every 100 ms.
     std::thread::sleep(Duration::from_millis(300));
-    let text = scrape(addr);
+    let text = common::scrape(&addr.to_string());
     let s = parse(&text);
     let j = r.to_json();
     let attach_ok = sum(

@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 const UDP_PORT: u16 = 19911;
 const UES: usize = 6;
 
+const METRICS: &str = "127.0.42.1:19428";
+
 fn imsi(i: usize) -> String {
     format!("00101{:010}", 4200 + i)
 }
@@ -78,7 +80,7 @@ fn kill_9_and_restart_loses_no_registered_ue() {
         &config,
         format!(
             "[node]\nslices = 2\n[s1u]\nbind = \"127.0.42.1:2152\"\n[sgi]\nmode = \"udp\"\nsink_local = \"127.0.0.1:15212\"\nsink_peer = \"127.0.0.1:15211\"\n\
-             [metrics]\nlisten = \"\"\n[api]\nlisten = \"\"\n[s1mme]\ntransport = \"udp\"\nudp_port = {UDP_PORT}\n[hss]\ndb = \"{}\"\n",
+             [metrics]\nlisten = \"{METRICS}\"\n[api]\nlisten = \"\"\n[s1mme]\ntransport = \"udp\"\nudp_port = {UDP_PORT}\n[hss]\ndb = \"{}\"\n",
             db.display()
         ),
     )
@@ -113,6 +115,27 @@ fn kill_9_and_restart_loses_no_registered_ue() {
     }
     // Checkpoints are durable within ~10 ms of each procedure's end.
     std::thread::sleep(Duration::from_millis(300));
+    // /metrics says so: a record per registered UE at least, committed, and the
+    // longest procedure-end-to-durable delay (what a kill -9 can lose).
+    let m = common::scrape(METRICS);
+    let records = common::sample(&m, "pepc_checkpoint_records_total").unwrap_or(0);
+    assert!(
+        records >= UES as u64,
+        "{records} checkpoints for {UES} UEs\n{m}"
+    );
+    assert!(
+        common::sample(&m, "pepc_checkpoint_commits_total").unwrap_or(0) > 0,
+        "{m}"
+    );
+    assert_eq!(
+        common::sample(&m, "pepc_checkpoint_errors_total"),
+        Some(0),
+        "{m}"
+    );
+    assert!(
+        common::sample(&m, "pepc_checkpoint_max_delay_us").is_some(),
+        "{m}"
+    );
     node.0.kill().unwrap(); // SIGKILL: no shutdown, nothing flushed on the way out
     node.0.wait().unwrap();
     drop(enb);

@@ -53,3 +53,25 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> Output {
         stderr,
     }
 }
+
+/// GET /metrics from `addr`: the body (the status line and content type checked).
+pub fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: pepc\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut r = String::new();
+    c.read_to_string(&mut r).unwrap();
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert!(r.contains("application/openmetrics-text"), "{r}");
+    r.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+/// The value of sample `name` (no labels) in a /metrics body.
+pub fn sample(m: &str, name: &str) -> Option<u64> {
+    m.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
