@@ -975,6 +975,12 @@ impl Mme {
             return;
         };
         u.proc = Procedure::ExpectReleaseComplete { then_remove };
+        // The release ends the NAS procedure it replaces: its retransmission timer
+        // goes with it. Left running, it re-sent a Downlink NAS Transport after the
+        // UE Context Release Command, for a UE the eNB had already let go (seen
+        // under SCTP loss, where retransmissions are pending more often).
+        u.nas_timer = None;
+        u.retx = None;
         // Not for ever: an eNB that never completes is not keeping the context.
         let at = self.now + self.cfg.release_guard;
         self.arm(cp, id, TimerKind::Guard, at);

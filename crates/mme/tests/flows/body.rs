@@ -1937,3 +1937,32 @@ fn update_location_comes_only_after_authentication_and_security_mode() {
     assert!(h.mme.is_connected(&h.cp, IMSI_N), "the subscriber keeps its context");
     assert_eq!(h.mme.m_tmsi_of(&h.cp, IMSI_N), ue.m_tmsi);
 }
+
+#[test]
+fn a_release_stops_the_nas_retransmission_of_the_procedure_it_ends() {
+    let (mut h, ue) = attached();
+    // A GUTI reallocation awaits its Complete (T3450 running)...
+    let now = h.now;
+    h.mme
+        .reallocate_guti(now, IMSI_N, &mut h.cp, &mut vec![])
+        .unwrap();
+    // ...when the eNB asks to release the UE.
+    let r = h.send(
+        1,
+        UeContextReleaseRequest {
+            mme_ue_id: ue.mme_ue_id.unwrap(),
+            enb_ue_id: ue.enb_ue_id,
+            cause: Cause::USER_INACTIVITY,
+        },
+    );
+    assert_eq!(names(&r), vec!["UEContextReleaseCommand"]);
+    // T3450 runs out before the Release Complete comes: nothing more may go on the
+    // connection being released (the eNB has let the UE go).
+    let later = h.advance(Duration::from_secs(7));
+    assert!(
+        !later
+            .iter()
+            .any(|(_, m)| matches!(m, S1apMessage::DownlinkNasTransport(_))),
+        "{later:?}"
+    );
+}
