@@ -229,10 +229,13 @@ fn assert_clean(r: &Report, stop: &str) {
     assert_eq!(r.attached, u64::from(r.ues), "{j}");
     assert_eq!(r.failed, 0, "{j}");
     assert!(r.failures.is_empty(), "{j}");
-    // The only errors allowed: a message of an S1 connection the MME had moved on
+    // The only errors allowed: a message of an S1 connection one side had moved on
     // from (a loss held it back a T3-rtx while the UE went on, on another stream or
     // association) answered with Error Indication, unknown S1AP ID (TS 36.413 §10.6).
-    // Rare, and never a failed procedure.
+    // Either side: the MME's answer to a stale uplink, or the eNB's to a stale
+    // downlink (the emulator's eNB starts a UE's S1 connection afresh when the UE
+    // retries before the MME's first answer came, and that answer, held back by a
+    // loss, then names the connection it dropped). Rare, and never a failed procedure.
     let stale: u64 = r
         .errors
         .iter()
@@ -240,7 +243,8 @@ fn assert_clean(r: &Report, stop: &str) {
             let unknown_id = ["RadioNetwork(13)", "RadioNetwork(14)", "RadioNetwork(15)"]
                 .iter()
                 .any(|c| e == &format!("Error Indication from MME: Some({c})"));
-            assert!(unknown_id, "error {e}: {j}");
+            let stale_downlink = e.contains(" for unknown UE (MME ");
+            assert!(unknown_id || stale_downlink, "error {e}: {j}");
             *n
         })
         .sum();
