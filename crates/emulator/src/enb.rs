@@ -208,6 +208,11 @@ impl Enb {
         self.setup
     }
 
+    /// True while the MME has this eNB hold back (OVERLOAD START without its STOP).
+    pub fn overloaded(&self) -> bool {
+        self.overload.is_some()
+    }
+
     /// Number of UEs with an S1 connection here.
     pub fn connected_ues(&self) -> usize {
         self.ctx.len()

@@ -222,7 +222,11 @@ impl S1apEndpoint {
             .observe(now, slice, backlog, &mut self.changes);
         for c in std::mem::take(&mut self.changes) {
             match c {
-                Change::Slice { slice, on } => out.slices.push((slice, Input::Congestion { on })),
+                // Ahead of the slice's queued messages: the attaches waiting there
+                // are the ones congestion must turn away.
+                Change::Slice { slice, on } => {
+                    out.slices.insert(0, (slice, Input::Congestion { on }))
+                }
                 Change::Node { on } => {
                     if on {
                         tracing::warn!(

@@ -653,6 +653,9 @@ struct SliceLink {
     inbox_wake: Arc<IdleWake>,
     from: Consumer<Output>,
     outbox_wake: Arc<IdleWake>,
+    /// Overload control's word to the slice, beside the ring rather than in it: the
+    /// attaches already queued there are the ones it must turn away.
+    congested: Arc<AtomicBool>,
 }
 
 /// Figures of the endpoint thread.
@@ -732,9 +735,24 @@ pub struct SliceMme {
     pub state: SliceState,
     /// `[debug] record`: the MME's recording on its way to its file.
     recording: Option<crate::record::RecordFile>,
+    /// Overload control's flag (set by the endpoint thread) and what the MME was
+    /// last told of it.
+    congested: Arc<AtomicBool>,
+    told_congested: bool,
 }
 
 impl SliceMme {
+    /// Tells the MME of a change of overload control's flag, as an input (recorded
+    /// and replayed like any other), before the next message it handles.
+    fn congestion(&mut self, cp: &mut ControlPlane, now: Instant) {
+        let on = self.congested.load(Ordering::Relaxed);
+        if on != self.told_congested {
+            self.told_congested = on;
+            self.mme
+                .handle(now, Input::Congestion { on }, cp, &mut self.out);
+        }
+    }
+
     pub fn gauges(&self) -> Arc<SliceGauges> {
         self.gauges.clone()
     }
@@ -783,8 +801,10 @@ impl ControlDriver for SliceMme {
     fn run_once(&mut self, cp: &mut ControlPlane, now: Instant) -> bool {
         self.inbox_mark = self.inbox_wake.posted();
         let mut busy = false;
+        self.congestion(cp, now);
         while let Some(input) = self.from.pop() {
             busy = true;
+            self.congestion(cp, now);
             match input {
                 Input::S1ap {
                     assoc,
@@ -881,6 +901,7 @@ pub fn start_signaling(
         let (to_node, from_slice) = spsc::channel::<Output>(RING);
         let inbox_wake = Arc::new(IdleWake::new()?);
         let outbox_wake = Arc::new(IdleWake::new()?);
+        let congested = Arc::new(AtomicBool::new(false));
         links.push(SliceLink {
             to: to_slice,
             backlog: VecDeque::new(),
@@ -888,6 +909,7 @@ pub fn start_signaling(
             inbox_wake: inbox_wake.clone(),
             from: from_slice,
             outbox_wake: outbox_wake.clone(),
+            congested: congested.clone(),
         });
         let (gauges, mgmt) = gauges_with_mgmt();
         drivers.push(SliceMme {
@@ -907,6 +929,8 @@ pub fn start_signaling(
             mgmt,
             state: SliceState::default(),
             recording: None,
+            congested,
+            told_congested: false,
         });
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -969,6 +993,10 @@ fn endpoint_loop(
         }
         for (s, input) in eo.slices.drain(..) {
             let l = &mut links[s];
+            if let Input::Congestion { on } = input {
+                l.congested.store(on, Ordering::Relaxed);
+                continue;
+            }
             if l.backlog.len() >= MAX_BACKLOG {
                 gauges.dropped_inputs.fetch_add(1, Ordering::Relaxed);
                 continue;

@@ -697,10 +697,13 @@ impl Emulator {
         }
         // Let procedures and packets in flight finish, and paged downlink be delivered
         // (its UE's Service Request done) before the final detach, which would make the
-        // EPC discard it by design.
+        // EPC discard it by design. An MME in overload lifts it (OVERLOAD STOP) once
+        // its backlog drains and its hold time has passed: the run ends settled, after it.
         let drain = Instant::now() + Duration::from_secs_f64(self.scen.drain_s.max(0.0));
         while Instant::now() < drain
-            || ((!self.all_idle() || self.awaiting_dl.iter().any(|&a| a > 0))
+            || ((!self.all_idle()
+                || self.awaiting_dl.iter().any(|&a| a > 0)
+                || self.enbs.iter().any(|e| e.overloaded()))
                 && Instant::now() < drain + timeout)
         {
             self.turn(tick)?;
