@@ -9,7 +9,7 @@ use pepc_node::config::NodeConfig;
 use pepc_node::node::Node;
 use pepc_node::proxy::Proxy;
 use pepc_node::runtime::{ControlDriver, IDLE_WAIT_MAX};
-use pepc_node::s1mme::MmeDriver;
+use pepc_node::s1mme::SliceMme;
 use pepc_sctp::transport::{AssocId, S1Transport, TransportEvent, UdpSctpTransport, S1AP_PPID};
 use pepc_sctp::Config;
 use std::collections::VecDeque;
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 /// Counts `run_once` calls of the driver it wraps.
 struct Counting {
-    inner: MmeDriver,
+    inner: SliceMme,
     runs: Arc<AtomicUsize>,
 }
 
@@ -89,7 +89,7 @@ fn idle_mme_control_thread_blocks_and_wakes_on_s1ap() {
     let server_addr = server.local_addr();
     let runs = Arc::new(AtomicUsize::new(0));
     let (node, _pdn) = start_node(Box::new(Counting {
-        inner: MmeDriver::new(Box::new(server), mme(), proxy()),
+        inner: SliceMme::inline(Box::new(server), mme(), proxy()),
         runs: runs.clone(),
     }));
 
@@ -212,7 +212,7 @@ fn events_arriving_during_the_wait_are_all_handled_in_order() {
     let shared = Arc::new((Mutex::new(Shared::default()), Condvar::new()));
     let runs = Arc::new(AtomicUsize::new(0));
     let (node, _pdn) = start_node(Box::new(Counting {
-        inner: MmeDriver::new(Box::new(FakeTransport(shared.clone())), mme(), proxy()),
+        inner: SliceMme::inline(Box::new(FakeTransport(shared.clone())), mme(), proxy()),
         runs: runs.clone(),
     }));
     let push = |evs: Vec<TransportEvent>| {

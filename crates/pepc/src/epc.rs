@@ -78,7 +78,7 @@ use pepc_node::config::{NodeConfig, Validated};
 use pepc_node::node::Node;
 use pepc_node::proxy::Proxy;
 use pepc_node::runtime::ControlDriver;
-use pepc_node::s1mme::{start_signaling, EndpointThread, MmeDriver, SliceGauges};
+use pepc_node::s1mme::{start_signaling, EndpointThread, SliceGauges, SliceMme};
 use pepc_node::s6a::S6aBackend;
 use pepc_s1ap::Plmn;
 use pepc_sctp::transport::{open_server, Backend, TransportConfig};
@@ -1067,7 +1067,7 @@ impl Epc {
                 let mut mme = Mme::new(mcfg.clone(), std::time::Instant::now());
                 mme.set_role(ep.role(0));
                 // The endpoint runs inline in the only slice's control thread.
-                let mut d = MmeDriver::new(transport, mme, proxies.remove(0));
+                let mut d = SliceMme::inline(transport, mme, proxies.remove(0));
                 d.state = state(0);
                 gauges.push(d.gauges());
                 drivers.push(Some(Box::new(d)));
