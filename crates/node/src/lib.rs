@@ -13,6 +13,7 @@ pub mod gx;
 #[allow(unsafe_code)]
 pub mod io;
 pub mod node;
+pub mod plan;
 #[allow(unsafe_code)]
 pub mod proxy;
 #[allow(unsafe_code)]

@@ -15,6 +15,7 @@ use crate::dispatch::{demux_loop, DemuxStage, RingsMismatch};
 use crate::io::afxdp::{AfXdpConfig, AfXdpPort, Role};
 use crate::io::steer::{attach_reuseport, Payload, SliceField};
 use crate::io::{open_sgi, PacketIo, PortInfo, SgiConfig, SocketDropsProbe, UdpPort, UdpSinkPort};
+use crate::plan::{Job, Plan};
 use crate::queues::{Doorbell, QueuePort, Side};
 use crate::ring::{batch_ring, CountedPort, RingPort};
 use crate::runtime::{spawn_slice, ControlDriver, SliceStart, SliceThreads, SyntheticDriver};
@@ -23,7 +24,7 @@ use pepc_mme::ControlPlane;
 use pepc_slice::counters::SliceCounters;
 use pepc_slice::datapath::DataPlane;
 use pepc_slice::ids::IdLayout;
-use pepc_slice::slice::{available_cores, build_with_signaling, pin_current_thread, SliceConfig};
+use pepc_slice::slice::{build_with_signaling, pin_current_thread, SliceConfig};
 use pepc_slice::synthetic::{Synthetic, SyntheticConfig};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -390,9 +391,11 @@ fn synthetic_share(v: &Validated, s: usize) -> SyntheticConfig {
 impl Node {
     /// Start the node: open the ports, build `v.slices` slices (`make_driver(s)` gives
     /// slice `s`'s control driver, or None for synthetic events per `[synthetic]`), then
-    /// start their threads and, in [`DemuxMode::Thread`], the demux thread.
+    /// start their threads and, in [`DemuxMode::Thread`], the demux thread, named and
+    /// pinned as `plan` (made from `v`) says.
     pub fn start(
         v: &Validated,
+        plan: &Plan,
         make_driver: &mut dyn FnMut(usize) -> Option<Box<dyn ControlDriver>>,
     ) -> Result<Node, StartError> {
         let n = v.slices;
@@ -463,16 +466,14 @@ impl Node {
         }
 
         let mode = v.demux;
-        let threads = 2 * n + usize::from(mode == DemuxMode::Thread);
-        let pinned = v.pin && available_cores() >= threads;
-        // Cores: the demux first (it sees every packet), then control/data per slice.
-        let first = usize::from(mode == DemuxMode::Thread);
-        let core = |k: usize| pinned.then_some(k);
-        // Slice `s` on cores `c` (control) and `c + 1` (data).
-        let start = |s: usize, c: usize| SliceStart {
+        // Threads' names and cores: the plan's.
+        let pinned = plan.pinned;
+        let start = |s: usize| SliceStart {
             index: s,
-            control_core: core(c),
-            data_core: core(c + 1),
+            control_core: plan.core(Job::Control(s)),
+            data_core: plan.core(Job::Data(s)),
+            control_name: Job::Control(s).thread_name(),
+            data_name: Job::Data(s).thread_name(),
             prewarm_users: v.prewarm_users,
         };
 
@@ -516,9 +517,7 @@ impl Node {
                         QueuePort::new(a, Side::S1u, s, d.clone(), ra, pc[0].clone(), bl.clone());
                     let b =
                         QueuePort::new(b, Side::Sgi, s, d.clone(), rb, pc[1].clone(), bl.clone());
-                    let c = 2 * s;
-                    let started =
-                        spawn_slice(cp, dp, Box::new(a), Box::new(b), driver, start(s, c));
+                    let started = spawn_slice(cp, dp, Box::new(a), Box::new(b), driver, start(s));
                     match started {
                         Ok(t) => slices.push(t),
                         Err(e) => {
@@ -537,7 +536,7 @@ impl Node {
                 let a: Box<dyn PacketIo> = Box::new(CountedPort::new(s1u, pc[0].clone()));
                 let b: Box<dyn PacketIo> = Box::new(CountedPort::new(sgi, pc[1].clone()));
                 slices.push(
-                    spawn_slice(cp, dp, a, b, driver, start(0, 0))
+                    spawn_slice(cp, dp, a, b, driver, start(0))
                         .map_err(|e| StartError::thread("slice 0", e))?,
                 );
             }
@@ -568,19 +567,19 @@ impl Node {
                 let stage = DemuxStage::new(demux.clone(), s1u, sgi, ul, dl)?;
                 demux_counters = Some(stage.counters());
                 for (s, ((cp, dp, driver), (a, b))) in built.into_iter().zip(ports).enumerate() {
-                    let c = first + 2 * s;
                     slices.push(
-                        spawn_slice(cp, dp, Box::new(a), Box::new(b), driver, start(s, c))
+                        spawn_slice(cp, dp, Box::new(a), Box::new(b), driver, start(s))
                             .map_err(|e| StartError::thread(format!("slice {s}"), e))?,
                     );
                 }
                 let stop = demux_stop.clone();
                 let slice_stops: Vec<_> = slices.iter().map(|t| t.stop.clone()).collect();
+                let demux_core = plan.core(Job::Demux);
                 let h = std::thread::Builder::new()
-                    .name("pepc-demux".into())
+                    .name(Job::Demux.thread_name())
                     .spawn(move || {
-                        if pinned {
-                            pin_current_thread(0);
+                        if let Some(c) = demux_core {
+                            pin_current_thread(c);
                         }
                         demux_loop(stage, stop, slice_stops)
                     });

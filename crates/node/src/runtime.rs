@@ -272,12 +272,15 @@ pub fn idle_wait_cap(rounds: u32) -> Duration {
 /// Start a slice's two threads.
 /// Where a slice's threads run and what its control thread does before its first
 /// event.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct SliceStart {
     /// The slice's number in the node (logs carry it).
     pub index: usize,
     pub control_core: Option<usize>,
     pub data_core: Option<usize>,
+    /// The threads' names (the node's plan gives them).
+    pub control_name: String,
+    pub data_name: String,
     /// UEs whose control state is sized and faulted in first (`node.prewarm_users`).
     pub prewarm_users: usize,
 }
@@ -294,6 +297,8 @@ pub fn spawn_slice(
         index,
         control_core,
         data_core,
+        control_name,
+        data_name,
         prewarm_users,
     } = start;
     let stop = Arc::new(AtomicBool::new(false));
@@ -301,22 +306,20 @@ pub fn spawn_slice(
     // Without an eventfd the control thread still sees requests within its cap.
     let wake = IdleWake::new().ok().map(Arc::new);
     let w = wake.clone();
-    let data = std::thread::Builder::new()
-        .name("pepc-data".into())
-        .spawn(move || {
-            if let Some(c) = data_core {
-                pin_current_thread(c);
-            }
-            // Entered once for the thread's life: every event of it names the slice.
-            let _slice = tracing::info_span!("slice", slice = index).entered();
-            data_loop_waking(dp, s1u, sgi, s, w, data_core.is_some())
-        })?;
+    let data = std::thread::Builder::new().name(data_name).spawn(move || {
+        if let Some(c) = data_core {
+            pin_current_thread(c);
+        }
+        // Entered once for the thread's life: every event of it names the slice.
+        let _slice = tracing::info_span!("slice", slice = index).entered();
+        data_loop_waking(dp, s1u, sgi, s, w, data_core.is_some())
+    })?;
     let s = stop.clone();
     // The slice counts as started once its control thread is sized (prewarm done),
     // so the first signaling never waits behind it.
     let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<()>(1);
     let control = std::thread::Builder::new()
-        .name("pepc-control".into())
+        .name(control_name)
         .spawn(move || {
             if let Some(c) = control_core {
                 pin_current_thread(c);

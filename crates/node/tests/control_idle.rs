@@ -57,7 +57,7 @@ fn start_node(driver: Box<dyn ControlDriver>) -> (Node, UdpSocket) {
     );
     let v = NodeConfig::parse(&cfg).unwrap().validate().unwrap();
     let mut d = Some(driver);
-    let node = Node::start(&v, &mut |_| d.take()).unwrap();
+    let node = Node::start(&v, &pepc_node::plan::Plan::node_only(&v), &mut |_| d.take()).unwrap();
     (node, pdn)
 }
 

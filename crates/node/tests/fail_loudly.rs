@@ -28,7 +28,7 @@ fn a_panicked_control_thread_is_reported() {
     );
     let v = NodeConfig::parse(&cfg).unwrap().validate().unwrap();
     let mut d: Option<Box<dyn ControlDriver>> = Some(Box::new(Faulty(0)));
-    let node = Node::start(&v, &mut |_| d.take()).unwrap();
+    let node = Node::start(&v, &pepc_node::plan::Plan::node_only(&v), &mut |_| d.take()).unwrap();
     let until = Instant::now() + Duration::from_secs(10);
     let failed = loop {
         if let Some(f) = node.failed() {

@@ -102,7 +102,7 @@ fn start(
         .unwrap();
     let out = Arc::new(Mutex::new(Vec::new()));
     let o2 = out.clone();
-    let node = Node::start(&v, &mut |s| {
+    let node = Node::start(&v, &pepc_node::plan::Plan::node_only(&v), &mut |s| {
         Some(Box::new(AttachSome {
             slice: s,
             enb: enb_ip,
@@ -366,7 +366,7 @@ fn single_slice_driver_refuses_more_slices() {
         .unwrap()
         .validate()
         .unwrap();
-    let e = Node::start(&v, &mut |_| {
+    let e = Node::start(&v, &pepc_node::plan::Plan::node_only(&v), &mut |_| {
         Some(Box::new(OneSlice) as Box<dyn ControlDriver>)
     })
     .err()

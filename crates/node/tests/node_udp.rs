@@ -53,7 +53,7 @@ fn gtpu_round_trip_through_a_running_node() {
     let v = NodeConfig::parse(&cfg).unwrap().validate().unwrap();
     let out = Arc::new(Mutex::new(None));
     let o2 = out.clone();
-    let node = Node::start(&v, &mut |_| {
+    let node = Node::start(&v, &pepc_node::plan::Plan::node_only(&v), &mut |_| {
         Some(Box::new(AttachOne {
             enb: enb_ip,
             out: o2.clone(),

@@ -338,7 +338,7 @@ pub fn thread_cpu_by_name(name: &str) -> f64 {
     for t in dir.flatten() {
         let p = t.path();
         let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
-        if comm.trim() != name {
+        if !pepc_node::plan::of_family(comm.trim(), name) {
             continue;
         }
         let Some(tid) = t
@@ -366,7 +366,7 @@ pub fn thread_cpu_by_name(name: &str) -> f64 {
 
 /// `pepc bench attach --transport udp`: an attach storm from the emulator against a
 /// node of `slices` slices over userspace SCTP-in-UDP on loopback. The MMEs' CPU time
-/// is read from /proc for their threads (`pepc-control`); with more than one slice
+/// is read from /proc for their threads (`pepc-ctl-N`); with more than one slice
 /// the S1AP endpoint's thread (`pepc-s1ap`: SCTP, S1 Setup, demux) is reported
 /// apart (with one slice the endpoint runs inline on the control thread).
 pub fn bench_attach_udp(
@@ -398,7 +398,7 @@ pub fn bench_attach_udp_hss(
     };
     let epc = start_node_with(ports, attaches, slices, &hss)?;
     let gauges = epc.gauges.clone();
-    let cpu0 = thread_cpu_by_name("pepc-control");
+    let cpu0 = thread_cpu_by_name("pepc-ctl");
     let ep0 = thread_cpu_by_name("pepc-s1ap");
     let px0 = thread_cpu_by_name("pepc-s6a");
     let ecfg = EmulatorConfig {
@@ -420,7 +420,7 @@ pub fn bench_attach_udp_hss(
         ..Default::default()
     };
     let report = pepc_emulator::run(ecfg, scen);
-    let cpu = thread_cpu_by_name("pepc-control") - cpu0;
+    let cpu = thread_cpu_by_name("pepc-ctl") - cpu0;
     let ep_cpu = thread_cpu_by_name("pepc-s1ap") - ep0;
     let px_cpu = thread_cpu_by_name("pepc-s6a") - px0;
     epc.stop();

@@ -76,6 +76,7 @@ use pepc_mme::{Mme, MmeConfig, S1apEndpoint, SlicePolicy};
 use pepc_node::checkpoint::SliceState;
 use pepc_node::config::{NodeConfig, Validated};
 use pepc_node::node::Node;
+use pepc_node::plan::Job;
 use pepc_node::proxy::Proxy;
 use pepc_node::runtime::ControlDriver;
 use pepc_node::s1mme::{start_signaling, EndpointThread, SliceGauges, SliceMme};
@@ -840,8 +841,36 @@ fn dir_exists(key: &'static str, file: &std::path::Path) -> Result<(), StartErro
     }
 }
 
+/// The node's plan for `cfg` on `cores` cores: every thread, ring and port it runs.
+pub fn plan_of(cfg: &EpcConfig, cores: usize) -> pepc_node::plan::Plan {
+    let mme = cfg.mme.is_some();
+    let t = &cfg.transport;
+    let s1mme = mme.then(|| match t.backend {
+        Backend::Udp => format!("SCTP-in-UDP {}:{}", t.ip, t.udp_port),
+        Backend::Kernel => format!("SCTP {}:{}", t.ip, t.sctp_port),
+        Backend::Auto => format!(
+            "SCTP {}:{} (SCTP-in-UDP {} where the kernel has no SCTP)",
+            t.ip, t.sctp_port, t.udp_port
+        ),
+    });
+    let services = pepc_node::plan::Services {
+        s1mme,
+        s1ap_ring: pepc_node::s1mme::S1AP_RING,
+        s6a: mme && matches!(cfg.hss_mode, HssMode::Diameter(_)),
+        gx: mme && matches!(cfg.policy.mode, crate::policy::PcrfMode::Diameter(_)),
+        hss_preload: mme && matches!(cfg.hss_mode, HssMode::Embedded),
+        checkpoints: mme && matches!(cfg.state, StateStoreConfig::Embedded(_)),
+        cdr: mme && cfg.policy.cdr.is_some(),
+        metrics: cfg.metrics.map(|a| a.to_string()),
+        api: cfg.api.as_ref().map(|a| a.listen.to_string()),
+    };
+    pepc_node::plan::Plan::new(&cfg.node, cores, &services)
+}
+
 /// A running EPC node.
 pub struct Epc {
+    /// What it runs: threads, rings, ports.
+    pub plan: pepc_node::plan::Plan,
     pub node: Node,
     pub hss: Arc<Hss>,
     /// Where the S1-MME listener is (None when the MME is disabled).
@@ -945,6 +974,7 @@ impl Epc {
     /// and steers each UE's signaling to the MME in its slice's control thread (or
     /// the slices run synthetic events when the MME is disabled).
     pub fn start(cfg: &EpcConfig, hss: Arc<Hss>) -> Result<Epc, StartError> {
+        let plan = plan_of(cfg, pepc_slice::slice::available_cores());
         let mut drivers: Vec<Option<Box<dyn ControlDriver>>> = Vec::new();
         let mut gauges = Vec::new();
         let mut s1mme = None;
@@ -980,18 +1010,22 @@ impl Epc {
             // does it beside serving (a request meanwhile waits for it or reads the
             // database), not before.
             let preload = hss.clone();
-            std::thread::Builder::new()
-                .name("pepc-hss-preload".into())
-                .spawn(move || {
-                    let t = std::time::Instant::now();
-                    match preload.preload() {
-                        Ok(n) => tracing::info!(
-                            "HSS: {n} subscriber profiles preloaded in {} ms",
-                            t.elapsed().as_millis()
-                        ),
-                        Err(e) => tracing::warn!("HSS preload: {e}"),
-                    }
+            let preloading = plan.thread(Job::HssPreload).map(|t| t.name.clone());
+            // With an external HSS there is nothing to preload.
+            preloading
+                .map(|name| {
+                    std::thread::Builder::new().name(name).spawn(move || {
+                        let t = std::time::Instant::now();
+                        match preload.preload() {
+                            Ok(n) => tracing::info!(
+                                "HSS: {n} subscriber profiles preloaded in {} ms",
+                                t.elapsed().as_millis()
+                            ),
+                            Err(e) => tracing::warn!("HSS preload: {e}"),
+                        }
+                    })
                 })
+                .transpose()
                 .map_err(StartError::spawn("HSS preload thread"))?;
             let n = cfg.node.slices;
             let ep = S1apEndpoint::new(mcfg.clone(), n, cfg.slice_policy);
@@ -1076,7 +1110,7 @@ impl Epc {
                     .into_iter()
                     .map(|p| (Mme::new(mcfg.clone(), std::time::Instant::now()), p))
                     .collect();
-                let (t, slices) = start_signaling(transport, ep, mmes, None)
+                let (t, slices) = start_signaling(transport, ep, mmes, &plan)
                     .map_err(StartError::spawn("starting the S1AP endpoint thread"))?;
                 endpoint = Some(t);
                 for (s, mut d) in slices.into_iter().enumerate() {
@@ -1087,7 +1121,7 @@ impl Epc {
             }
             checkpointer = ck;
         }
-        let node = Node::start(&cfg.node, &mut |s| {
+        let node = Node::start(&cfg.node, &plan, &mut |s| {
             drivers.get_mut(s).and_then(|d| d.take())
         })?;
         use pepc_node::io::holder::{in_use, Proto};
@@ -1160,6 +1194,7 @@ impl Epc {
             }
         };
         Ok(Epc {
+            plan,
             node,
             hss,
             s1mme,

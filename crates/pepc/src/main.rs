@@ -46,6 +46,17 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Print the node's plan for a configuration without starting it: every thread
+    /// (and the core it is pinned to), every ring between two threads, every port and
+    /// its owner. `pepc run` logs the same at start.
+    Plan {
+        /// Node configuration (TOML); default: the embedded defaults.
+        #[arg(long)]
+        config: Option<std::path::PathBuf>,
+        /// Cores to plan for (default: this machine's).
+        #[arg(long)]
+        cores: Option<usize>,
+    },
     /// Benchmarks (use a release build).
     Bench {
         #[command(subcommand)]
@@ -424,6 +435,7 @@ fn main() -> ExitCode {
             .map(|s| outln!("{s}"))
             .map_err(|e| e.to_string()),
         Cmd::Replay { file, json } => replay(&file, json),
+        Cmd::Plan { config, cores } => plan(config.as_deref(), cores),
         Cmd::Bench { what } => match what {
             BenchCmd::Dataplane(a) => bench_dataplane(&a),
             BenchCmd::Attach(a) => bench_attach(&a),
@@ -771,6 +783,10 @@ fn run_node(a: &RunArgs) -> Result<(), String> {
             v.slices, epc.node.s1u_io.description, epc.node.sgi_io.description, v.synthetic_users, v.synthetic_rate
         ),
     }
+    // What runs where, as the operator's `top -H` and `ss` will show it.
+    for line in epc.plan.to_string().lines() {
+        tracing::info!("plan: {line}");
+    }
     stop_on_signals();
     let start = std::time::Instant::now();
     loop {
@@ -815,6 +831,17 @@ fn stop_on_signals() {
             libc::signal(sig, handler as libc::sighandler_t);
         }
     }
+}
+
+fn plan(config: Option<&std::path::Path>, cores: Option<usize>) -> Result<(), String> {
+    use pepc::epc::EpcConfig;
+    let cfg = match config {
+        Some(p) => EpcConfig::load(p).map_err(|e| e.to_string())?,
+        None => EpcConfig::default_config(),
+    };
+    let cores = cores.unwrap_or_else(pepc_slice::slice::available_cores);
+    outln!("{}", pepc::epc::plan_of(&cfg, cores));
+    Ok(())
 }
 
 fn replay(file: &std::path::Path, json: bool) -> Result<(), String> {

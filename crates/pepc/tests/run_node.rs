@@ -300,6 +300,7 @@ fn pepc_run_with_two_slices_serves_ues_in_both_and_reports_them_at_exit() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn pepc run");
+    let pid = node.id();
     let node = Node(node);
     let ecfg = pepc_emulator::EmulatorConfig {
         mme_udp_port: 19845,
@@ -329,8 +330,47 @@ fn pepc_run_with_two_slices_serves_ues_in_both_and_reports_them_at_exit() {
     };
     assert_eq!(r.attached, u64::from(ues), "{}", r.to_table());
     assert_eq!(r.failed, 0, "{}", r.to_table());
+    // The threads that run are the plan's (`pepc plan` on the same file): by name,
+    // each once; the HSS preload may have ended already.
+    let planned = ok(&pepc(&["plan", "--config", config.to_str().unwrap()]));
+    let mut want: Vec<String> = planned
+        .lines()
+        .take_while(|l| !l.starts_with("rings"))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with("pepc-"))
+        .map(String::from)
+        .collect();
+    want.sort();
+    let mut running: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .map(|t| std::fs::read_to_string(t.path().join("comm")).unwrap_or_default())
+        .map(|c| c.trim().to_string())
+        .filter(|c| c.starts_with("pepc-"))
+        .collect();
+    running.sort();
+    let preload = "pepc-hss-load".to_string();
+    if !running.contains(&preload) {
+        want.retain(|n| *n != preload);
+    }
+    assert_eq!(running, want, "{planned}");
+    for t in [
+        "pepc-ctl-0",
+        "pepc-ctl-1",
+        "pepc-data-0",
+        "pepc-data-1",
+        "pepc-s1ap",
+    ] {
+        assert!(want.iter().any(|n| n == t), "{t} not planned: {planned}");
+    }
     let mut node = node;
     let out = node.0.wait_with_output_ref();
+    // `pepc run` logs its plan at start.
+    assert!(
+        out.contains("plan: threads (")
+            && out.contains("SCTP-in-UDP 127.0.0.1:19845 (owner pepc-s1ap)"),
+        "{out}"
+    );
     // Each slice holds some of the UEs, and together all of them.
     let counts: Vec<u64> = (0..2)
         .map(|s| {

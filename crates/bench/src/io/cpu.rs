@@ -1,9 +1,12 @@
 //! CPU time as the kernel accounts it: per thread (`schedstat`), per NAPI thread,
 //! for this process, and for the whole machine (`/proc/stat`).
 
-/// ns on CPU of this process's threads named `name` (schedstat: exact, in ns).
+/// ns on CPU of this process's threads of family `name` (e.g. every slice's
+/// "pepc-data-N"; schedstat: exact, in ns).
 pub(super) fn thread_cpu_ns(name: &str) -> u64 {
-    schedstat_ns("/proc/self/task", |comm| comm == name)
+    schedstat_ns("/proc/self/task", |comm| {
+        pepc_node::plan::of_family(comm, name)
+    })
 }
 
 /// The sum of `/DIR/*/schedstat`'s time on CPU (ns) over the tasks whose name passes.
@@ -30,7 +33,7 @@ pub(super) fn schedstat_ns(dir: &str, pick: impl Fn(&str) -> bool) -> u64 {
         .sum()
 }
 
-/// User and system clock ticks of this process's threads named `name` (/proc stat).
+/// User and system clock ticks of this process's threads of family `name` (/proc stat).
 pub(super) fn thread_user_sys_ticks(name: &str) -> (u64, u64) {
     let mut t = (0, 0);
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
@@ -38,11 +41,8 @@ pub(super) fn thread_user_sys_ticks(name: &str) -> (u64, u64) {
     };
     for e in dir.flatten() {
         let p = e.path();
-        if std::fs::read_to_string(p.join("comm"))
-            .unwrap_or_default()
-            .trim()
-            != name
-        {
+        let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
+        if !pepc_node::plan::of_family(comm.trim(), name) {
             continue;
         }
         let stat = std::fs::read_to_string(p.join("stat")).unwrap_or_default();

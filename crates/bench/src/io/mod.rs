@@ -413,7 +413,7 @@ pub fn run(o: &IoOpts) -> Result<IoReport, String> {
         // Users split evenly over the slices.
         let share =
             |s: usize| users / slices as u32 + u32::from((s as u32) < users % slices as u32);
-        Node::start(&v, &mut |s| {
+        Node::start(&v, &pepc_node::plan::Plan::node_only(&v), &mut |s| {
             let first = (0..s).map(share).sum();
             Some(Box::new(BenchDriver {
                 first,

@@ -6,7 +6,8 @@
 use super::driver::{Link, RingEnd, SliceMme};
 use super::gauges::EndpointGauges;
 use super::wire::Wire;
-use super::{MAX_BACKLOG, RING};
+use super::{MAX_BACKLOG, S1AP_RING as RING};
+use crate::plan::{Job, Plan};
 use crate::proxy::Proxy;
 use crate::runtime::IdleWake;
 use pepc_mme::{EndpointOut, Input, Mme, Output, S1apEndpoint};
@@ -69,7 +70,7 @@ pub fn start_signaling(
     transport: Box<dyn S1Transport>,
     mut endpoint: S1apEndpoint,
     mmes: Vec<(Mme, Proxy)>,
-    core: Option<usize>,
+    plan: &Plan,
 ) -> std::io::Result<(EndpointThread, Vec<SliceMme>)> {
     let mut links = Vec::with_capacity(mmes.len());
     let mut drivers = Vec::with_capacity(mmes.len());
@@ -106,8 +107,9 @@ pub fn start_signaling(
     let gauges = Arc::new(EndpointGauges::default());
     let (st, g) = (stop.clone(), gauges.clone());
     let mut wire = Wire::new(transport);
+    let core = plan.core(Job::S1apEndpoint);
     let handle = std::thread::Builder::new()
-        .name("pepc-s1ap".into())
+        .name(Job::S1apEndpoint.thread_name())
         .spawn(move || {
             if let Some(c) = core {
                 pepc_slice::slice::pin_current_thread(c);

@@ -29,7 +29,7 @@ pub use gauges::{EndpointGauges, SliceGauges};
 pub use mgmt::{MgmtRequest, PolicyOracle, MAX_UE_PAGE};
 
 /// Messages a ring between the endpoint and a slice holds; beyond it they wait in
-/// the sender's backlog (bounded by [`MAX_BACKLOG`]).
-const RING: usize = 16 * 1024;
+/// the sender's backlog (bounded by [`MAX_BACKLOG`]; the node's plan shows it).
+pub const S1AP_RING: usize = 16 * 1024;
 /// Messages one side keeps for a slow peer before it drops (and counts) more.
 const MAX_BACKLOG: usize = 256 * 1024;
