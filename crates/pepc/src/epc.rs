@@ -1265,14 +1265,14 @@ impl Epc {
         }
         fn sctp_line(c: &pepc_sctp::AssocCounters) -> String {
             format!(
-                "s1-mme sctp: {} DATA chunks received ({} duplicates suppressed), {} messages delivered; {} sent, {} retransmitted ({} T3-rtx expiries, {} fast retransmits)\n",
-                c.data_chunks_rx, c.dup_tsns_rx, c.delivered, c.data_chunks_tx, c.retransmissions, c.t3_expiries, c.fast_retransmits
+                "s1-mme sctp: {} DATA chunks received ({} duplicates suppressed), {} messages delivered; {} sent, {} retransmitted ({} T3-rtx expiries, {} fast retransmits); {} heartbeats ({} answered), {} peer restarts\n",
+                c.data_chunks_rx, c.dup_tsns_rx, c.delivered, c.data_chunks_tx, c.retransmissions, c.t3_expiries, c.fast_retransmits, c.heartbeats_sent, c.heartbeat_acks, c.peer_restarts
             )
         }
         if let Some(e) = self.endpoint {
             let g = e.gauges.clone();
             let ep = e.stop();
-            if let Some(c) = g.final_sctp.lock().ok().and_then(|c| *c) {
+            if let Some(c) = g.sctp.final_totals.lock().ok().and_then(|c| *c) {
                 stats += &sctp_line(&c);
             }
             if let Some(ep) = ep {
@@ -1289,7 +1289,7 @@ impl Epc {
             if let Some(o) = g.final_overload.lock().ok().and_then(|s| s.clone()) {
                 stats += &overload_line(&o);
             }
-            if let Some(c) = g.final_sctp.lock().ok().and_then(|c| *c) {
+            if let Some(c) = g.sctp.final_totals.lock().ok().and_then(|c| *c) {
                 stats += &sctp_line(&c);
             }
             let Some(m) = g.final_stats.lock().ok().and_then(|s| s.clone()) else {

@@ -426,6 +426,15 @@ impl MetricsSource for NodeMetrics {
                 );
             }
         }
+        // S1-MME SCTP: the endpoint thread's transport, or the one slice's that runs
+        // the endpoint inline.
+        let sctp = match &self.endpoint {
+            Some(e) => Some(e.sctp.clone()),
+            None => self.slices.first().map(|g| g.sctp.clone()),
+        };
+        if let Some(g) = sctp {
+            sctp_metrics(out, &g);
+        }
         let enbs = match &self.endpoint {
             Some(e) => e.enbs.load(Relaxed),
             None => self.slices.iter().map(|g| g.enbs.load(Relaxed)).sum(),
@@ -455,24 +464,6 @@ impl MetricsSource for NodeMetrics {
                 &[],
                 e.unknown_ue_ids.load(Relaxed),
             );
-            out.gauge(
-                "pepc_sctp_associations",
-                "S1-MME SCTP associations up now",
-                &[],
-                e.associations.load(Relaxed) as i64,
-            );
-            if let Some(c) = e.sctp.lock().ok().and_then(|c| *c) {
-                for (name, help, v) in [
-                    ("pepc_sctp_data_chunks_received", "SCTP DATA chunks received on S1-MME (userspace SCTP; republished every second)", c.data_chunks_rx),
-                    ("pepc_sctp_duplicate_tsns", "SCTP DATA chunks received again (retransmitted or duplicated by the network), never delivered twice", c.dup_tsns_rx),
-                    ("pepc_sctp_data_chunks_sent", "SCTP DATA chunks sent on S1-MME", c.data_chunks_tx),
-                    ("pepc_sctp_retransmissions", "SCTP DATA chunks sent again (T3-rtx or fast retransmit)", c.retransmissions),
-                    ("pepc_sctp_t3_expiries", "SCTP retransmission timer (T3-rtx) expiries", c.t3_expiries),
-                    ("pepc_sctp_fast_retransmits", "SCTP fast retransmissions", c.fast_retransmits),
-                ] {
-                    out.counter(name, help, &[], v);
-                }
-            }
             out.counter(
                 "pepc_s1ap_dropped",
                 "S1AP messages dropped because a slice's ring and backlog were full",
@@ -513,6 +504,93 @@ impl MetricsSource for NodeMetrics {
                 &[("kind", k.name().into())],
                 pepc_ratelog::suppressed(k),
             );
+        }
+    }
+}
+
+/// The S1-MME associations: node-wide totals, and each association by its ID and peer.
+fn sctp_metrics(out: &mut Exposition, g: &pepc_node::s1mme::SctpGauges) {
+    out.gauge(
+        "pepc_sctp_associations",
+        "S1-MME SCTP associations up now",
+        &[],
+        g.up.load(Relaxed) as i64,
+    );
+    if let Some(c) = g.totals.lock().ok().and_then(|c| *c) {
+        for (name, help, v) in [
+            ("pepc_sctp_data_chunks_received", "SCTP DATA chunks received on S1-MME (userspace SCTP; republished every second)", c.data_chunks_rx),
+            ("pepc_sctp_duplicate_tsns", "SCTP DATA chunks received again (retransmitted or duplicated by the network), never delivered twice", c.dup_tsns_rx),
+            ("pepc_sctp_data_chunks_sent", "SCTP DATA chunks sent on S1-MME", c.data_chunks_tx),
+            ("pepc_sctp_retransmissions", "SCTP DATA chunks sent again (T3-rtx or fast retransmit)", c.retransmissions),
+            ("pepc_sctp_t3_expiries", "SCTP retransmission timer (T3-rtx) expiries", c.t3_expiries),
+            ("pepc_sctp_fast_retransmits", "SCTP fast retransmissions", c.fast_retransmits),
+            ("pepc_sctp_heartbeats_sent", "SCTP HEARTBEATs sent on S1-MME", c.heartbeats_sent),
+            ("pepc_sctp_heartbeat_acks", "SCTP HEARTBEATs the peers answered", c.heartbeat_acks),
+            ("pepc_sctp_peer_restarts", "S1-MME associations their peer restarted", c.peer_restarts),
+        ] {
+            out.counter(name, help, &[], v);
+        }
+    }
+    let assocs = g.assocs.lock().map(|a| a.clone()).unwrap_or_default();
+    for a in &assocs {
+        let l = [("assoc", a.id.to_string()), ("peer", a.peer.to_string())];
+        let with_state = [
+            l[0].clone(),
+            l[1].clone(),
+            ("state", a.state.name().to_string()),
+        ];
+        out.gauge(
+            "pepc_sctp_association_state",
+            "1 per open S1-MME association, labelled with its RFC 9260 state",
+            &with_state,
+            1,
+        );
+        out.gauge(
+            "pepc_sctp_association_rto_ms",
+            "The association's retransmission timeout now (ms)",
+            &l,
+            a.rto.as_millis() as i64,
+        );
+        out.gauge(
+            "pepc_sctp_association_srtt_us",
+            "The association's smoothed round-trip time (us; -1 before the first measurement)",
+            &l,
+            a.srtt.map_or(-1, |d| d.as_micros() as i64),
+        );
+        let c = &a.counters;
+        for (name, help, v) in [
+            (
+                "pepc_sctp_association_retransmissions",
+                "DATA chunks this association sent again",
+                c.retransmissions,
+            ),
+            (
+                "pepc_sctp_association_heartbeats_sent",
+                "HEARTBEATs this association sent",
+                c.heartbeats_sent,
+            ),
+            (
+                "pepc_sctp_association_heartbeat_acks",
+                "HEARTBEATs its peer answered",
+                c.heartbeat_acks,
+            ),
+            (
+                "pepc_sctp_association_peer_restarts",
+                "Times the peer restarted this association",
+                c.peer_restarts,
+            ),
+            (
+                "pepc_sctp_association_data_chunks_received",
+                "DATA chunks this association received",
+                c.data_chunks_rx,
+            ),
+            (
+                "pepc_sctp_association_data_chunks_sent",
+                "DATA chunks this association sent",
+                c.data_chunks_tx,
+            ),
+        ] {
+            out.counter(name, help, &l, v);
         }
     }
 }

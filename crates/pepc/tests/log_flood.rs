@@ -125,6 +125,30 @@ fn a_garbage_flood_writes_a_bounded_log_and_counts_what_it_suppressed() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The same per association: its state, RTO and counters, labelled with its peer.
+    let m = common::scrape(&metrics);
+    let line = |name: &str| {
+        m.lines()
+            .find(|l| l.starts_with(&format!("{name}{{")))
+            .unwrap_or_else(|| panic!("no {name} in {m}"))
+            .to_string()
+    };
+    let state = line("pepc_sctp_association_state");
+    assert!(
+        state.contains("state=\"ESTABLISHED\"") && state.ends_with(" 1"),
+        "{state}"
+    );
+    let peer = t.local_addr().to_string();
+    assert!(
+        state.contains(&format!("peer=\"{peer}\"")),
+        "{state} (peer {peer})"
+    );
+    let rx = line("pepc_sctp_association_data_chunks_received_total");
+    let n: u64 = rx.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(n >= pdus as u64, "{rx}");
+    let rto = line("pepc_sctp_association_rto_ms");
+    let rto: u64 = rto.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!((1..=60_000).contains(&rto), "{rto}");
     // SIGTERM: the node stops cleanly and prints its summary.
     let term = Command::new("kill")
         .args(["-TERM", &node.id().to_string()])

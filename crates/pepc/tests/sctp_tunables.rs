@@ -48,3 +48,43 @@ fn a_silent_enb_is_declared_gone_by_the_configured_heartbeats() {
     eprintln!("silent eNB declared gone after {:?}", t.elapsed());
     epc.stop();
 }
+
+/// One slice runs the endpoint inline: its association is in /metrics' gauges too,
+/// with its state and heartbeats (sent every configured second, answered by the eNB
+/// while it reads its socket).
+#[test]
+fn one_slice_publishes_its_association_and_heartbeats() {
+    let n = 74u8;
+    let cfg = EpcConfig::parse(&format!(
+        "[node]\nmax_users = 64\nslices = 1\n\
+         [s1u]\nbind = \"127.0.{n}.1:2152\"\n\
+         [sgi]\nmode = \"udp\"\nsink_local = \"127.0.{n}.1:5202\"\nsink_peer = \"127.0.{n}.2:5201\"\n\
+         [s1mme]\ntransport = \"udp\"\nbind = \"127.0.{n}.1\"\nheartbeat_interval_s = 1\n\
+         [hss]\ndb = \":memory:\"\n[metrics]\nlisten = \"\"\n[api]\nlisten = \"\"\n"
+    ))
+    .expect("config");
+    let hss = open_hss(&cfg.hss).expect("HSS");
+    let epc = Epc::start(&cfg, hss).expect("node start");
+    assert!(epc.endpoint.is_none(), "one slice: the endpoint runs inline");
+    let mut enb = Enb::up(format!("127.0.{n}.1:9899").parse().unwrap());
+    let sctp = epc.gauges[0].sctp.clone();
+    let t = Instant::now();
+    let view = loop {
+        // The eNB reads its socket (and so answers the node's heartbeats).
+        enb.recv(Duration::from_millis(100));
+        let v = sctp.assocs.lock().unwrap().clone();
+        if let Some(a) = v.first().filter(|a| a.counters.heartbeat_acks >= 1) {
+            break a.clone();
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no answered heartbeat published after 20 s: {v:?}"
+        );
+    };
+    assert_eq!(sctp.up.load(Ordering::Relaxed), 1);
+    assert_eq!(view.state.name(), "ESTABLISHED");
+    assert!(view.counters.heartbeats_sent >= view.counters.heartbeat_acks);
+    assert!(view.srtt.is_some(), "{view:?}");
+    let summary = epc.stop();
+    assert!(summary.contains("heartbeats ("), "{summary}");
+}

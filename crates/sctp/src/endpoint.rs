@@ -263,6 +263,7 @@ impl Endpoint {
             self.new_assocs.push_back(h);
             let key = (peer, a.peer_port(), a.local_port());
             let mut na = Association::from_cookie(now, self.config.clone(), c);
+            na.restarted_from(a);
             na.handle_verified(now, pkt);
             self.by_key.remove(&key);
             let nh = self.insert(key, na);

@@ -56,6 +56,11 @@ pub trait S1Transport: Send {
     fn counters(&mut self) -> Option<crate::assoc::AssocCounters> {
         None
     }
+    /// Each open association (userspace SCTP; kernel SCTP keeps its own, in
+    /// /proc/net/sctp/assocs).
+    fn associations(&mut self) -> Vec<crate::assoc::AssocView> {
+        Vec::new()
+    }
     /// Puts queued messages on the wire now.
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
@@ -177,6 +182,28 @@ impl UdpSctpTransport {
             }
         }
         c
+    }
+
+    /// Each association the user knows of (up, or opened by us), by handle.
+    pub fn association_views(&mut self) -> Vec<crate::assoc::AssocView> {
+        let mut hs: Vec<AssocHandle> = self.known.iter().copied().collect();
+        hs.sort_unstable();
+        hs.into_iter()
+            .filter_map(|h| {
+                let peer = self.endpoint.peer_addr(h)?;
+                let a = self.endpoint.association(h)?;
+                Some(crate::assoc::AssocView {
+                    id: h,
+                    peer,
+                    state: a.state(),
+                    rto: a.rto(),
+                    srtt: a.srtt(),
+                    out_streams: a.out_streams(),
+                    in_streams: a.in_streams(),
+                    counters: a.counters(),
+                })
+            })
+            .collect()
     }
 
     fn open(
@@ -437,6 +464,10 @@ impl UdpSctpTransport {
 impl S1Transport for UdpSctpTransport {
     fn counters(&mut self) -> Option<crate::assoc::AssocCounters> {
         Some(UdpSctpTransport::counters(self))
+    }
+
+    fn associations(&mut self) -> Vec<crate::assoc::AssocView> {
+        self.association_views()
     }
 
     fn poll(&mut self, timeout: Duration, events: &mut Vec<TransportEvent>) -> io::Result<()> {

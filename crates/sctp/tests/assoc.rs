@@ -343,6 +343,10 @@ fn dead_peer_is_detected_by_heartbeats() {
     n.advance(Duration::from_secs(30));
     assert!(n.cev.is_empty() && n.sev.is_empty());
     assert!(n.c2s_count > 8, "heartbeats sent: {}", n.c2s_count);
+    let c = n.client.counters();
+    assert!(c.heartbeats_sent > 8, "{c:?}");
+    // Each answered, but perhaps the last one still on its way.
+    assert!(c.heartbeats_sent - c.heartbeat_acks <= 1, "{c:?}");
     // Now the server vanishes.
     n.s2c_filter = Box::new(|_| false);
     n.c2s_filter = Box::new(|_| false);
@@ -561,6 +565,15 @@ fn peer_restart_replaces_association() {
         Some(Event::Closed {
             reason: CloseReason::PeerRestarted
         })
+    );
+    let new = n.sh.unwrap();
+    assert_eq!(
+        n.server.association(new).unwrap().counters().peer_restarts,
+        1
+    );
+    assert_eq!(
+        n.server.association(old).unwrap().counters().peer_restarts,
+        0
     );
     n.client.send(0, 18, b"after restart", false).unwrap();
     n.advance(Duration::from_millis(300));

@@ -107,6 +107,17 @@ impl SliceMme {
     /// A slice driver on `link`.
     pub(super) fn on(index: usize, mme: Mme, hss: Proxy, link: Link) -> Self {
         let (gauges, mgmt) = gauges_with_mgmt();
+        Self::with_gauges(index, mme, hss, link, gauges, mgmt)
+    }
+
+    fn with_gauges(
+        index: usize,
+        mme: Mme,
+        hss: Proxy,
+        link: Link,
+        gauges: Arc<SliceGauges>,
+        mgmt: MgmtInbox,
+    ) -> Self {
         SliceMme {
             index,
             mme,
@@ -125,14 +136,15 @@ impl SliceMme {
     /// control thread.
     pub fn inline(transport: Box<dyn S1Transport>, mme: Mme, hss: Proxy) -> Self {
         let endpoint = S1apEndpoint::new(mme.config().clone(), 1, mme.role().policy);
+        let (gauges, mgmt) = gauges_with_mgmt();
         let link = Link::Inline(Box::new(Inline {
-            wire: Wire::new(transport),
+            wire: Wire::new(transport, gauges.sctp.clone()),
             endpoint,
             eo: EndpointOut::default(),
             pending: VecDeque::new(),
             enb_setups_seen: u64::MAX,
         }));
-        Self::on(0, mme, hss, link)
+        Self::with_gauges(0, mme, hss, link, gauges, mgmt)
     }
 
     pub fn gauges(&self) -> Arc<SliceGauges> {
@@ -241,6 +253,7 @@ impl SliceMme {
                 }
             }
             self.gauges.enbs.store(enbs, Ordering::Relaxed);
+            i.wire.publish(now);
         }
         self.gauges
             .sessions
@@ -255,10 +268,7 @@ impl Drop for SliceMme {
             r.finish(&mut self.mme);
         }
         if let Link::Inline(i) = &mut self.link {
-            let c = i.wire.shutdown();
-            if let Ok(mut s) = self.gauges.final_sctp.lock() {
-                *s = c;
-            }
+            i.wire.shutdown();
             if let Ok(mut s) = self.gauges.final_overload.lock() {
                 *s = Some(i.endpoint.overload_stats().clone());
             }

@@ -106,7 +106,7 @@ pub fn start_signaling(
     let stop = Arc::new(AtomicBool::new(false));
     let gauges = Arc::new(EndpointGauges::default());
     let (st, g) = (stop.clone(), gauges.clone());
-    let mut wire = Wire::new(transport);
+    let mut wire = Wire::new(transport, gauges.sctp.clone());
     let core = plan.core(Job::S1apEndpoint);
     let handle = std::thread::Builder::new()
         .name(Job::S1apEndpoint.thread_name())
@@ -115,9 +115,7 @@ pub fn start_signaling(
                 pepc_slice::slice::pin_current_thread(c);
             }
             endpoint_loop(&mut wire, &mut endpoint, &mut links, &st, &g);
-            if let Ok(mut s) = g.final_sctp.lock() {
-                *s = wire.shutdown();
-            }
+            wire.shutdown();
             endpoint
         })?;
     Ok((
@@ -150,7 +148,6 @@ fn endpoint_loop(
     let mut eo = EndpointOut::default();
     let mut idle_rounds = 0u32;
     let mut last_cpu = Instant::now();
-    let mut last_sctp = Instant::now();
     let mut last_setups = u64::MAX;
     while !stop.load(Ordering::Relaxed) {
         let marks: Vec<u64> = links.iter().map(|l| l.outbox_wake.posted()).collect();
@@ -229,16 +226,7 @@ fn endpoint_loop(
             gauges.cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);
             last_cpu = Instant::now();
         }
-        gauges
-            .associations
-            .store(wire.live.len() as u64, Ordering::Relaxed);
-        if last_sctp.elapsed() > Duration::from_secs(1) {
-            // Walks every association: once a second, not every round.
-            if let Ok(mut s) = gauges.sctp.lock() {
-                *s = wire.transport.counters();
-            }
-            last_sctp = Instant::now();
-        }
+        wire.publish(now);
         if busy {
             idle_rounds = 0;
             continue;

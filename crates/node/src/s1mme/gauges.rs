@@ -28,8 +28,8 @@ pub struct SliceGauges {
     pub final_stats: std::sync::Mutex<Option<pepc_mme::MmeStats>>,
     /// Overload control's counters, where the endpoint runs inline in this slice.
     pub final_overload: std::sync::Mutex<Option<pepc_mme::OverloadStats>>,
-    /// The S1-MME associations' counters, where the endpoint runs inline here.
-    pub final_sctp: std::sync::Mutex<Option<pepc_sctp::AssocCounters>>,
+    /// The S1-MME associations, where the endpoint runs inline here.
+    pub sctp: Arc<SctpGauges>,
     /// UEs with an S1 connection (ECM-CONNECTED).
     pub connected: AtomicU64,
     /// eNBs set up, where the endpoint runs inline in this slice.
@@ -131,14 +131,25 @@ pub struct EndpointGauges {
     /// Overload control: periods begun, and whether eNBs are told to hold back now.
     pub overload_starts: AtomicU64,
     pub overloaded: std::sync::atomic::AtomicBool,
-    /// The S1-MME associations' counters when the thread stopped.
-    pub final_sctp: std::sync::Mutex<Option<pepc_sctp::AssocCounters>>,
-    /// The same while it runs, republished about every second (userspace SCTP only:
-    /// kernel SCTP keeps its own), and the associations up now.
-    pub sctp: std::sync::Mutex<Option<pepc_sctp::AssocCounters>>,
-    pub associations: AtomicU64,
+    /// The S1-MME associations, as the endpoint thread's transport has them.
+    pub sctp: Arc<SctpGauges>,
     /// The eNBs set up, republished when they change (the management API reads it).
     pub enb_views: std::sync::Mutex<Vec<pepc_mme::EnbView>>,
     /// Per slice: S1AP messages waiting for its MME (ring + backlog), each round.
     pub backlogs: std::sync::OnceLock<Box<[AtomicU64]>>,
+}
+
+/// The S1-MME associations, written by the thread that owns the transport: the count
+/// up every round, the counters (summed, and per association) about every second
+/// (they walk every association), the totals once more when it stops. Userspace
+/// SCTP only: kernel SCTP keeps its own (/proc/net/sctp).
+#[derive(Debug, Default)]
+pub struct SctpGauges {
+    pub up: AtomicU64,
+    /// Every association's counters summed, closed ones included.
+    pub totals: std::sync::Mutex<Option<pepc_sctp::AssocCounters>>,
+    /// Each open association.
+    pub assocs: std::sync::Mutex<Vec<pepc_sctp::assoc::AssocView>>,
+    /// The totals when the transport was shut down (the stop summary's).
+    pub final_totals: std::sync::Mutex<Option<pepc_sctp::AssocCounters>>,
 }

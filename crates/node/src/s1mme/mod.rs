@@ -25,7 +25,7 @@ mod wire;
 
 pub use driver::SliceMme;
 pub use endpoint::{start_signaling, EndpointThread};
-pub use gauges::{EndpointGauges, SliceGauges};
+pub use gauges::{EndpointGauges, SctpGauges, SliceGauges};
 pub use mgmt::{MgmtRequest, PolicyOracle, MAX_UE_PAGE};
 
 /// Messages a ring between the endpoint and a slice holds; beyond it they wait in

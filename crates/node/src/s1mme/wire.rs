@@ -1,11 +1,17 @@
 //! The transport side of the S1AP endpoint: SCTP events in, S1AP and closes out,
 //! and the association lines an operator reads in the log.
 
+use super::gauges::SctpGauges;
 use crate::io::wait_any_readable;
 use pepc_mme::{EndpointOut, Output, S1apEndpoint};
 use pepc_sctp::transport::{S1Transport, TransportEvent, S1AP_PPID};
 use std::os::fd::RawFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How often the associations' counters are read for other threads.
+const SCTP_EVERY: Duration = Duration::from_secs(1);
 
 /// The transport side of the endpoint: events in, S1AP and closes out.
 pub(super) struct Wire {
@@ -13,14 +19,41 @@ pub(super) struct Wire {
     pub(super) events: Vec<TransportEvent>,
     /// Associations up now (shut down when the node stops).
     pub(super) live: std::collections::HashSet<pepc_sctp::AssocId>,
+    pub(super) gauges: Arc<SctpGauges>,
+    published: Option<Instant>,
 }
 
 impl Wire {
-    pub(super) fn new(transport: Box<dyn S1Transport>) -> Self {
+    pub(super) fn new(transport: Box<dyn S1Transport>, gauges: Arc<SctpGauges>) -> Self {
         Wire {
             transport,
             events: Vec::with_capacity(256),
             live: Default::default(),
+            gauges,
+            published: None,
+        }
+    }
+
+    /// The associations' figures for other threads: the count up every call, the
+    /// counters about every second.
+    pub(super) fn publish(&mut self, now: Instant) {
+        self.gauges
+            .up
+            .store(self.live.len() as u64, Ordering::Relaxed);
+        if self
+            .published
+            .is_some_and(|t| now.saturating_duration_since(t) < SCTP_EVERY)
+        {
+            return;
+        }
+        self.published = Some(now);
+        let totals = self.transport.counters();
+        let assocs = self.transport.associations();
+        if let Ok(mut t) = self.gauges.totals.lock() {
+            *t = totals;
+        }
+        if let Ok(mut a) = self.gauges.assocs.lock() {
+            *a = assocs;
         }
     }
 
@@ -50,7 +83,15 @@ impl Wire {
                 }
             }
         }
-        self.transport.counters()
+        let c = self.transport.counters();
+        if let Ok(mut t) = self.gauges.final_totals.lock() {
+            *t = c;
+        }
+        self.gauges.up.store(0, Ordering::Relaxed);
+        if let Ok(mut a) = self.gauges.assocs.lock() {
+            a.clear();
+        }
+        c
     }
 
     /// Whether a wait already read events not yet handed on.

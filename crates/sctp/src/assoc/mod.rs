@@ -167,6 +167,35 @@ pub enum State {
     Closed,
 }
 
+impl State {
+    /// RFC 9260's name of the state, as metrics and the API show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            State::CookieWait => "COOKIE-WAIT",
+            State::CookieEchoed => "COOKIE-ECHOED",
+            State::Established => "ESTABLISHED",
+            State::ShutdownPending => "SHUTDOWN-PENDING",
+            State::ShutdownSent => "SHUTDOWN-SENT",
+            State::ShutdownReceived => "SHUTDOWN-RECEIVED",
+            State::ShutdownAckSent => "SHUTDOWN-ACK-SENT",
+            State::Closed => "CLOSED",
+        }
+    }
+}
+
+/// One association as an operator sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssocView {
+    pub id: u64,
+    pub peer: std::net::SocketAddr,
+    pub state: State,
+    pub rto: Duration,
+    pub srtt: Option<Duration>,
+    pub out_streams: u16,
+    pub in_streams: u16,
+    pub counters: AssocCounters,
+}
+
 mod cookie;
 mod receive;
 mod transmit;
@@ -232,6 +261,12 @@ pub struct AssocCounters {
     pub retransmissions: u64,
     pub t3_expiries: u64,
     pub fast_retransmits: u64,
+    /// HEARTBEATs sent, and those the peer answered (RFC 4960 §8.3).
+    pub heartbeats_sent: u64,
+    pub heartbeat_acks: u64,
+    /// Times the peer restarted this association (RFC 4960 §5.2.4 case A): the new
+    /// association carries its predecessor's count.
+    pub peer_restarts: u64,
 }
 
 impl std::ops::AddAssign for AssocCounters {
@@ -243,6 +278,9 @@ impl std::ops::AddAssign for AssocCounters {
         self.retransmissions += o.retransmissions;
         self.t3_expiries += o.t3_expiries;
         self.fast_retransmits += o.fast_retransmits;
+        self.heartbeats_sent += o.heartbeats_sent;
+        self.heartbeat_acks += o.heartbeat_acks;
+        self.peer_restarts += o.peer_restarts;
     }
 }
 
@@ -487,6 +525,14 @@ impl Association {
 
     pub fn state(&self) -> State {
         self.state
+    }
+    /// The smoothed round-trip time (None before the first measurement).
+    pub fn srtt(&self) -> Option<Duration> {
+        self.srtt
+    }
+    /// A peer restart replaced `old` with this association.
+    pub(crate) fn restarted_from(&mut self, old: &Association) {
+        self.counters.peer_restarts = old.counters.peer_restarts + 1;
     }
     pub fn is_closed(&self) -> bool {
         self.state == State::Closed

@@ -201,6 +201,7 @@ impl Association {
         if let Some((want, sent)) = self.hb_outstanding {
             if want == nonce {
                 self.hb_outstanding = None;
+                self.counters.heartbeat_acks += 1;
                 self.error_count = 0;
                 self.update_rtt(now.saturating_duration_since(sent));
                 if matches!(

@@ -242,6 +242,7 @@ impl Association {
             info[4..12].copy_from_slice(&nonce.to_be_bytes());
             b.push(&Chunk::Heartbeat { info: &info });
             self.hb_outstanding = Some((nonce, now));
+            self.counters.heartbeats_sent += 1;
         }
         if !self.pending.errors.is_empty() && b.len() + 4 + self.pending.errors.len() <= pmtu {
             let causes = std::mem::take(&mut self.pending.errors);
