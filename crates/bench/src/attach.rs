@@ -264,7 +264,7 @@ fn mme_thread(
     mut cp: pepc_mme::ControlPlane,
     rx: mpsc::Receiver<Hop>,
     tx: mpsc::Sender<Back>,
-    sink: Option<pepc_store::CheckpointSink>,
+    mut sink: Option<pepc_store::CheckpointSink>,
     record: Option<std::fs::File>,
 ) -> MmeRun {
     use std::io::Write;
@@ -330,7 +330,8 @@ fn mme_thread(
             buf.clear();
         }
         // As a node's slice driver does: checkpoints to the store's thread.
-        if let Some(s) = &sink {
+        if let Some(s) = &mut sink {
+            s.flush();
             outs.retain_mut(|o| match o {
                 Output::Checkpoint { imsi, snapshot } => {
                     s.put(*imsi, std::mem::take(&mut snapshot.0));

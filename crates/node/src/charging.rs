@@ -31,7 +31,7 @@ pub struct CdrConfig {
 }
 
 /// Records waiting for the writer, at most; beyond, they are dropped and counted.
-const QUEUE: usize = 65_536;
+pub const QUEUE: usize = 65_536;
 
 /// Figures of the writer.
 #[derive(Debug, Default)]

@@ -28,16 +28,16 @@ pub struct SliceState {
 impl SliceState {
     /// Take a checkpoint output to the store; anything else is handed back.
     #[inline]
-    pub fn offer(&self, o: Output) -> Option<Output> {
+    pub fn offer(&mut self, o: Output) -> Option<Output> {
         match o {
             Output::Checkpoint { imsi, snapshot } => {
-                if let Some(s) = &self.sink {
+                if let Some(s) = &mut self.sink {
                     s.put(imsi, snapshot.0);
                 }
                 None
             }
             Output::Forget { imsi } => {
-                if let Some(s) = &self.sink {
+                if let Some(s) = &mut self.sink {
                     s.delete(imsi);
                 }
                 None
@@ -49,6 +49,13 @@ impl SliceState {
                 None
             }
             o => Some(o),
+        }
+    }
+
+    /// Each round: checkpoints set aside while the store's queue was full go on.
+    pub fn flush(&mut self) {
+        if let Some(s) = &mut self.sink {
+            s.flush();
         }
     }
 }

@@ -237,20 +237,25 @@ impl Plan {
                 });
             }
         }
-        for (on, job, carries) in [
-            (services.checkpoints, Job::Checkpointer, "UE checkpoints"),
-            (services.cdr, Job::Cdr, "usage records"),
-        ] {
-            if on {
-                rings.push(Ring {
-                    from: "pepc-ctl-*".into(),
-                    to: name(job),
-                    carries,
-                    capacity: None,
-                    unit: "",
-                    count: n,
-                });
-            }
+        if services.checkpoints {
+            rings.push(Ring {
+                from: "pepc-ctl-*".into(),
+                to: name(Job::Checkpointer),
+                carries: "UE checkpoints (beyond it, each UE's latest waits in its slice)",
+                capacity: Some(pepc_store::QUEUE),
+                unit: "records, shared",
+                count: n,
+            });
+        }
+        if services.cdr {
+            rings.push(Ring {
+                from: "pepc-ctl-*".into(),
+                to: name(Job::Cdr),
+                carries: "usage records (beyond it, dropped and counted)",
+                capacity: Some(crate::charging::QUEUE),
+                unit: "records, shared",
+                count: n,
+            });
         }
 
         let data_owner = match v.demux {

@@ -62,6 +62,11 @@ impl MetricsSource for NodeMetrics {
                     "Checkpoint transactions that failed",
                     c.errors.load(Relaxed),
                 ),
+                (
+                    "pepc_checkpoint_set_aside",
+                    "Checkpoints a slice held back because the checkpointer's queue was full (a store slower than the procedures); each UE's latest goes on when there is room",
+                    c.set_aside.load(Relaxed),
+                ),
             ] {
                 out.counter(name, help, &[], v);
             }

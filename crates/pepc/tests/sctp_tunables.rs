@@ -65,7 +65,10 @@ fn one_slice_publishes_its_association_and_heartbeats() {
     .expect("config");
     let hss = open_hss(&cfg.hss).expect("HSS");
     let epc = Epc::start(&cfg, hss).expect("node start");
-    assert!(epc.endpoint.is_none(), "one slice: the endpoint runs inline");
+    assert!(
+        epc.endpoint.is_none(),
+        "one slice: the endpoint runs inline"
+    );
     let mut enb = Enb::up(format!("127.0.{n}.1:9899").parse().unwrap());
     let sctp = epc.gauges[0].sctp.clone();
     let t = Instant::now();

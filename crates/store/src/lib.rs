@@ -15,8 +15,9 @@
 //! logs their bytes, and the file is created readable by its owner only.
 #![forbid(unsafe_code)]
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -27,6 +28,11 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinitio
 pub const GROUP_WINDOW: Duration = Duration::from_millis(4);
 /// Records per transaction at most (a storm is committed in several).
 pub const MAX_BATCH: usize = 8192;
+/// Records waiting for the checkpointer at most. Beyond it (a store slower than the
+/// procedures) each slice keeps the latest record per subscriber aside and hands it
+/// on when there is room: memory stays bounded by the slice's UEs, and what reaches
+/// the store is each UE's latest state.
+pub const QUEUE: usize = 4 * MAX_BATCH;
 
 const UES: TableDefinition<u64, &[u8]> = TableDefinition::new("ue_snapshots");
 
@@ -144,28 +150,88 @@ pub struct CheckpointStats {
     /// Longest time from a record's arrival to its commit, in µs.
     pub max_delay_us: AtomicU64,
     pub errors: AtomicU64,
+    /// Records a slice had to set aside because the queue was full.
+    pub set_aside: AtomicU64,
 }
 
-/// A slice's handle to the checkpointer: cheap to clone, never blocks.
-#[derive(Clone)]
+/// A slice's handle to the checkpointer: never blocks. When the checkpointer's queue
+/// is full, a record waits here, one per subscriber (a later one replaces it: only
+/// a UE's latest state matters, and a delete must not be overtaken by an older put),
+/// until [`CheckpointSink::flush`] finds room.
 pub struct CheckpointSink {
-    tx: Sender<(Instant, Op)>,
+    tx: SyncSender<(Instant, Op)>,
+    aside: HashMap<u64, (Instant, Op)>,
+    stats: Arc<CheckpointStats>,
+}
+
+impl Clone for CheckpointSink {
+    /// Another slice's sink: the same queue, nothing set aside yet.
+    fn clone(&self) -> Self {
+        CheckpointSink {
+            tx: self.tx.clone(),
+            aside: HashMap::new(),
+            stats: self.stats.clone(),
+        }
+    }
 }
 
 impl CheckpointSink {
-    pub fn put(&self, imsi: u64, snapshot: Vec<u8>) {
-        // A stopped checkpointer drops it: the node is stopping.
-        let _ = self.tx.send((Instant::now(), Op::Put { imsi, snapshot }));
+    pub fn put(&mut self, imsi: u64, snapshot: Vec<u8>) {
+        self.offer(imsi, Instant::now(), Op::Put { imsi, snapshot });
     }
 
-    pub fn delete(&self, imsi: u64) {
-        let _ = self.tx.send((Instant::now(), Op::Delete { imsi }));
+    pub fn delete(&mut self, imsi: u64) {
+        self.offer(imsi, Instant::now(), Op::Delete { imsi });
+    }
+
+    fn offer(&mut self, imsi: u64, at: Instant, op: Op) {
+        if let Some(w) = self.aside.get_mut(&imsi) {
+            // Behind the one set aside (its time kept: the delay counts from it).
+            w.1 = op;
+            return;
+        }
+        match self.tx.try_send((at, op)) {
+            Ok(()) => {}
+            Err(TrySendError::Full((at, op))) => {
+                self.stats.set_aside.fetch_add(1, Relaxed);
+                self.aside.insert(imsi, (at, op));
+            }
+            // A stopped checkpointer drops it: the node is stopping.
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+
+    /// Hands on what was set aside while there is room; true if some still waits.
+    pub fn flush(&mut self) -> bool {
+        if self.aside.is_empty() {
+            return false;
+        }
+        let imsis: Vec<u64> = self.aside.keys().copied().collect();
+        for imsi in imsis {
+            let Some(r) = self.aside.remove(&imsi) else {
+                continue;
+            };
+            match self.tx.try_send(r) {
+                Ok(()) => {}
+                Err(TrySendError::Full(r)) => {
+                    self.aside.insert(imsi, r);
+                    return true;
+                }
+                Err(TrySendError::Disconnected(_)) => self.aside.clear(),
+            }
+        }
+        !self.aside.is_empty()
+    }
+
+    /// Records set aside now.
+    pub fn aside(&self) -> usize {
+        self.aside.len()
     }
 }
 
 /// The group-commit thread over a [`StateStore`].
 pub struct Checkpointer {
-    tx: Option<Sender<(Instant, Op)>>,
+    tx: Option<SyncSender<(Instant, Op)>>,
     thread: Option<JoinHandle<()>>,
     /// Set by [`Checkpointer::stop`]: commit what is queued and end, even while
     /// sinks are still alive (a node stopping after a thread failed).
@@ -175,7 +241,15 @@ pub struct Checkpointer {
 
 impl Checkpointer {
     pub fn start(store: Box<dyn StateStore>) -> std::io::Result<Checkpointer> {
-        let (tx, rx) = mpsc::channel();
+        Self::start_with_queue(store, QUEUE)
+    }
+
+    /// [`Self::start`] with a queue of `queue` records (tests: a small one).
+    pub fn start_with_queue(
+        store: Box<dyn StateStore>,
+        queue: usize,
+    ) -> std::io::Result<Checkpointer> {
+        let (tx, rx) = mpsc::sync_channel(queue.max(1));
         let stats = Arc::new(CheckpointStats::default());
         let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (s, st) = (stats.clone(), stopping.clone());
@@ -193,6 +267,8 @@ impl Checkpointer {
     pub fn sink(&self) -> CheckpointSink {
         CheckpointSink {
             tx: self.tx.clone().expect("running"),
+            aside: HashMap::new(),
+            stats: self.stats.clone(),
         }
     }
 
@@ -333,7 +409,7 @@ mod tests {
     fn the_checkpointer_commits_in_groups_within_the_window() {
         let p = tmp("group");
         let c = Checkpointer::start(Box::new(EmbeddedStore::open(&p).unwrap())).unwrap();
-        let sink = c.sink();
+        let mut sink = c.sink();
         for i in 0..5000u64 {
             sink.put(i, vec![i as u8; 200]);
         }
@@ -359,7 +435,7 @@ mod tests {
     fn stop_commits_and_ends_while_a_sink_still_lives() {
         let p = tmp("stop");
         let c = Checkpointer::start(Box::new(EmbeddedStore::open(&p).unwrap())).unwrap();
-        let sink = c.sink();
+        let mut sink = c.sink();
         sink.put(1, vec![1; 10]);
         let st = c.stop(); // `sink` still alive: stop must not wait for it
         assert_eq!(st.records.load(Relaxed), 1);
@@ -369,6 +445,76 @@ mod tests {
             1
         );
         let _ = std::fs::remove_file(&p);
+    }
+
+    /// A store that holds every transaction until it is opened, and keeps what it
+    /// applied (IMSI → latest snapshot; None: deleted).
+    #[derive(Clone, Default)]
+    struct Gated {
+        open: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+        applied: Arc<std::sync::Mutex<std::collections::BTreeMap<u64, Option<Vec<u8>>>>>,
+    }
+
+    impl StateStore for Gated {
+        fn apply(&mut self, ops: &[Op]) -> Result<(), StoreError> {
+            let (m, cv) = &*self.open;
+            let mut open = m.lock().unwrap();
+            while !*open {
+                open = cv.wait(open).unwrap();
+            }
+            let mut a = self.applied.lock().unwrap();
+            for op in ops {
+                match op {
+                    Op::Put { imsi, snapshot } => a.insert(*imsi, Some(snapshot.clone())),
+                    Op::Delete { imsi } => a.insert(*imsi, None),
+                };
+            }
+            Ok(())
+        }
+        fn load_all(&self) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+            Ok(Vec::new())
+        }
+    }
+
+    #[test]
+    fn a_stalled_store_costs_one_record_per_ue_and_gets_each_ues_latest() {
+        let store = Gated::default();
+        let c = Checkpointer::start_with_queue(Box::new(store.clone()), 4).unwrap();
+        let mut sink = c.sink();
+        // 100 UEs end 50 procedures each while the store does not commit.
+        for round in 0..50u8 {
+            for imsi in 0..100u64 {
+                sink.put(imsi, vec![round; 8]);
+            }
+        }
+        // UE 7 detaches last: its delete must not be overtaken by an older put.
+        sink.delete(7);
+        // The queue (4) and the batch the store holds aside: everything else waits
+        // in the sink, one record per UE.
+        assert!(sink.aside() <= 100, "{} set aside", sink.aside());
+        assert!(sink.aside() >= 90, "{} set aside", sink.aside());
+        assert!(c.stats.set_aside.load(Relaxed) > 0);
+        {
+            let (m, cv) = &*store.open;
+            *m.lock().unwrap() = true;
+            cv.notify_all();
+        }
+        let t = Instant::now();
+        while sink.flush() {
+            assert!(t.elapsed() < Duration::from_secs(10), "never drained");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(sink);
+        c.stop();
+        let a = store.applied.lock().unwrap();
+        assert_eq!(a.len(), 100);
+        for (imsi, v) in a.iter() {
+            if *imsi == 7 {
+                assert_eq!(*v, None, "UE 7 was deleted last");
+            } else {
+                assert_eq!(v.as_deref(), Some(&[49u8; 8][..]), "UE {imsi}");
+            }
+        }
     }
 
     #[test]

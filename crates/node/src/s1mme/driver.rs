@@ -329,6 +329,7 @@ impl ControlDriver for SliceMme {
         }
         self.hss.serve(&mut self.mme, now, cp, &mut self.out, 0);
         busy |= self.ship(cp, now);
+        self.state.flush();
         self.publish(cp, now);
         if let Some(r) = self.recording.as_mut() {
             r.pump(&mut self.mme, cp);
