@@ -17,6 +17,8 @@ command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 # SCTP under faults (crates/pepc/tests/sctp_faults.rs): network namespaces, veth, tc.
 command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
+# `pepc man` pages are rendered by man(1) in crates/pepc/tests/cli.rs.
+command -v man >/dev/null 2>&1 || need_apt+=(man-db)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(
     name = "pepc",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("PEPC_COMMIT"), ")"),
     about = "A high-performance LTE packet core, sliced by user (PEPC)"
 )]
 struct Cli {
@@ -56,6 +56,15 @@ enum Cmd {
         /// Cores to plan for (default: this machine's).
         #[arg(long)]
         cores: Option<usize>,
+    },
+    /// Shell completions for bash, zsh, fish, elvish or powershell, on stdout
+    /// (e.g. `pepc completions bash > /etc/bash_completion.d/pepc`).
+    Completions { shell: clap_complete::Shell },
+    /// Man pages: pepc(1) on stdout, or with --dir one page per command
+    /// (pepc.1, pepc-run.1, pepc-ctl.1, ...) written there.
+    Man {
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
     },
     /// Benchmarks (use a release build).
     Bench {
@@ -436,6 +445,15 @@ fn main() -> ExitCode {
             .map_err(|e| e.to_string()),
         Cmd::Replay { file, json } => replay(&file, json),
         Cmd::Plan { config, cores } => plan(config.as_deref(), cores),
+        Cmd::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut cmd = Cli::command();
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "pepc", &mut out);
+            outln!("{}", String::from_utf8_lossy(&out).trim_end());
+            Ok(())
+        }
+        Cmd::Man { dir } => man(dir.as_deref()),
         Cmd::Bench { what } => match what {
             BenchCmd::Dataplane(a) => bench_dataplane(&a),
             BenchCmd::Attach(a) => bench_attach(&a),
@@ -831,6 +849,23 @@ fn stop_on_signals() {
             libc::signal(sig, handler as libc::sighandler_t);
         }
     }
+}
+
+/// pepc(1) on stdout, or every command's page into `dir`.
+fn man(dir: Option<&std::path::Path>) -> Result<(), String> {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let Some(dir) = dir else {
+        let mut out = Vec::new();
+        clap_mangen::Man::new(cmd)
+            .render(&mut out)
+            .map_err(|e| format!("man page: {e}"))?;
+        outln!("{}", String::from_utf8_lossy(&out).trim_end());
+        return Ok(());
+    };
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    clap_mangen::generate_to(cmd, dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(())
 }
 
 fn plan(config: Option<&std::path::Path>, cores: Option<usize>) -> Result<(), String> {

@@ -244,3 +244,81 @@ fn a_closed_stderr_is_no_panic() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(status.success(), "{status:?}");
 }
+
+/// `pepc completions bash` is a script bash accepts, offering the commands.
+#[test]
+fn bash_completions_parse_and_offer_the_commands() {
+    let (ok, _, out) = pepc(&["completions", "bash"]);
+    assert!(ok, "{out}");
+    for c in ["run", "demo", "ctl", "plan", "replay", "subscriber"] {
+        assert!(out.contains(c), "no {c} in the completions");
+    }
+    let dir = std::env::temp_dir().join(format!("pepc-compl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("pepc.bash");
+    std::fs::write(&f, &out).unwrap();
+    // Sourced into bash, it registers its function for pepc.
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(format!("source {} && complete -p pepc", f.display()))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(said.contains("-F _pepc"), "{said}");
+    let (ok, _, zsh) = pepc(&["completions", "zsh"]);
+    assert!(ok && zsh.starts_with("#compdef pepc"), "{zsh}");
+    let (ok, _, fish) = pepc(&["completions", "fish"]);
+    assert!(ok && fish.contains("complete -c pepc"), "{fish}");
+    let (ok, _, bad) = pepc(&["completions", "tcsh"]);
+    assert!(!ok && bad.contains("tcsh"), "{bad}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `pepc man --dir D` writes a page per command that man(1) renders; `pepc man`
+/// prints pepc(1).
+#[test]
+fn man_pages_render() {
+    let dir = std::env::temp_dir().join(format!("pepc-man-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (ok, _, out) = pepc(&["man", "--dir", dir.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    for page in ["pepc.1", "pepc-run.1", "pepc-ctl-ues.1", "pepc-plan.1"] {
+        assert!(dir.join(page).exists(), "no {page}");
+    }
+    let o = Command::new("man")
+        .arg("-l")
+        .arg(dir.join("pepc-run.1"))
+        .env("MANPAGER", "cat")
+        .env("MANWIDTH", "100")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("--config"), "{text}");
+    let (ok, _, page) = pepc(&["man"]);
+    assert!(ok && page.contains(".TH pepc 1"), "{page}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `pepc --version` names the commit it was built from.
+#[test]
+fn version_names_the_commit() {
+    let (ok, _, out) = pepc(&["--version"]);
+    assert!(ok, "{out}");
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    match head {
+        Some(h) => assert!(out.contains(&h), "{out} does not name {h}"),
+        None => assert!(out.contains("unknown commit"), "{out}"),
+    }
+}
