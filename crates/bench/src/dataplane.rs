@@ -86,8 +86,8 @@ pub struct DataplaneOpts {
     pub scrape_ms: u64,
     /// Seconds to wait, idle, between the setup and the first measured window: to
     /// see whether the rate depends on the time since setup. On a VM it did for a
-    /// 10M-user slice, while the guest's huge pages stayed in place (session 16's
-    /// note on issue 14).
+    /// 10M-user slice, while the guest's huge pages stayed in place (seen in
+    /// session 16).
     pub settle_s: f64,
 }
 

@@ -1,4 +1,4 @@
-//! `pepc bench qos` (issue 33): a slice's downlink egress at `--egress-mbps`, offered
+//! `pepc bench qos`: a slice's downlink egress at `--egress-mbps`, offered
 //! `--overload` times its capacity by four classes of flows at once: QCI 1 voice and
 //! QCI 2 video on GBR dedicated bearers sending at their GBR, QCI 5 signaling on a
 //! non-GBR dedicated bearer, QCI 9 downloads on default bearers (the rest of the load).

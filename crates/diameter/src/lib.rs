@@ -1,4 +1,4 @@
-//! Diameter for pepc (PEPC §3.3, issue 13): the base protocol of RFC 6733 and the S6a
+//! Diameter for pepc (PEPC §3.3): the base protocol of RFC 6733 and the S6a
 //! client of TS 29.272, which serves the MME's HSS requests
 //! ([`pepc_seams::HssRequest`]) from an external HSS, and the Gx client of TS 29.212,
 //! which serves its PCRF requests ([`pepc_seams::PcrfRequest`]).

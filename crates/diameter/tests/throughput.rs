@@ -1,5 +1,5 @@
 //! The S6a client's cost per AIR+ULR with answers, without sockets (the proxy's CPU
-//! per attach, issue 13's target ≥ 50K AIR+ULR per core-second). Ignored by default:
+//! per attach; the target is ≥ 50K AIR+ULR per core-second). Ignored by default:
 //! `cargo test --release -p pepc-diameter --test throughput -- --ignored --nocapture`.
 
 use pepc_diameter::base::{self, Action, Client};

@@ -1,4 +1,4 @@
-//! What a restart costs with N registered UEs checkpointed (issue 11: "node serving
+//! What a restart costs with N registered UEs checkpointed (the target: "node serving
 //! again <= 2 s after start with 1M registered UEs"): N UEs attach in-process with
 //! checkpoints into an embedded state store (a temporary file), then a new node reads
 //! every record back, indexes them and serves: the time until the UE restored last in

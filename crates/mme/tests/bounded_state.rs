@@ -1,4 +1,4 @@
-//! Bounded state per peer (issue 11): contexts that never authenticate go when their
+//! Bounded state per peer: contexts that never authenticate go when their
 //! timers run out, a release never completed is guarded, unauthenticated contexts are
 //! bounded per eNB and per slice, and after a storm of never-answered attaches the
 //! heap returns to its size before the storm.
@@ -156,8 +156,8 @@ fn storm_of_never_answered_attaches_leaves_nothing_behind() {
 }
 
 /// An attach the UE leaves (it never answers the challenge) is counted failed, so
-/// that started = succeeded + rejected + timed out (issue 34, item 5: 3,336 attaches
-/// that timed out after their eNB vanished left the failed count at 0).
+/// that started = succeeded + rejected + timed out (3,336 attaches that timed out
+/// after their eNB vanished once left the failed count at 0).
 #[test]
 fn never_answered_attaches_are_counted_as_failed() {
     let _one = SERIAL.lock().unwrap();

@@ -1,4 +1,4 @@
-//! Checkpoints (issue 11, restart without re-attach): a registered UE's snapshot at the
+//! Checkpoints (restart without re-attach): a registered UE's snapshot at the
 //! end of each procedure, its removal when it goes; a new process restoring them
 //! serves the UEs with their old security contexts and identifiers, and its downlink
 //! NAS COUNTs stay above any the dead process used.

@@ -1,4 +1,4 @@
-//! No key ever reaches a log (TS 33.401; issue 12): full flows run at TRACE with every
+//! No key ever reaches a log (TS 33.401): full flows run at TRACE with every
 //! span and event formatted, and the output is searched for each key of the UE —
 //! K, OPc, CK, IK, KASME, K_NASenc, K_NASint, KeNB, NH — in hex (either case), as Rust
 //! prints byte arrays, and for any 6-byte piece of them.

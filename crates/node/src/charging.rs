@@ -1,4 +1,4 @@
-//! Offline charging records (issue 13): the slices' usage records
+//! Offline charging records: the slices' usage records
 //! ([`pepc_mme::Output::UsageRecord`], one per bearer at its release, the session's end
 //! and interim) written as JSON lines by a thread of their own, the file rotated by
 //! size. A control thread never waits for the disk: records go through a bounded

@@ -1,4 +1,4 @@
-//! A slice's link to the node's state store (issue 11, restart without re-attach):
+//! A slice's link to the node's state store (restart without re-attach):
 //! its MME's checkpoints go to the node's group-commit thread
 //! ([`pepc_store::Checkpointer`]), and the checkpoints a dead process left are
 //! restored into the slice by its MME while it serves (`pepc_mme::restoring`).

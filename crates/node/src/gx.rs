@@ -1,4 +1,4 @@
-//! The PCRF proxy's Diameter backend (issue 13): the MME's PCRF requests served by
+//! The PCRF proxy's Diameter backend: the MME's PCRF requests served by
 //! an external PCRF over Gx (TS 29.212), through `pepc_diameter`'s client on a thread
 //! of its own, one client for the node's slices (one Origin-Host to the PCRF, as for
 //! S6a). Answers go back to the slice whose MME UE S1AP ID their reference carries,

@@ -1,4 +1,4 @@
-//! The HSS proxy's Diameter backend (issue 13): the MME's HSS requests served by an
+//! The HSS proxy's Diameter backend: the MME's HSS requests served by an
 //! external HSS over S6a (TS 29.272), through `pepc_diameter`'s client on a thread of
 //! its own. Answers come back through [`HssBackend::poll`] and the backend's wake
 //! descriptor, as with [`crate::proxy::ThreadedBackend`].

@@ -1,5 +1,5 @@
 //! How long management API requests take while the node serves an attach storm
-//! (issue 12 target: <= 1 ms p99). A node (2 slices, userspace SCTP on loopback) takes
+//! (the target: <= 1 ms p99). A node (2 slices, userspace SCTP on loopback) takes
 //! UES attaches from the emulator at RATE/s; meanwhile a client asks, over HTTP,
 //! `GET /api/v1/slices` (published figures) and `GET /api/v1/ues/{imsi}` (answered by
 //! the control thread that holds the UE, between its signaling) every 5 ms.

@@ -129,7 +129,7 @@ enum BenchCmd {
     /// The data path on real packet I/O: a generator in one network namespace, the
     /// node in another, joined by veth pairs (needs root).
     Io(IoArgs),
-    /// The egress scheduler (issue 33): QCI 1/2 GBR, QCI 5 and QCI 9 flows offered at
+    /// The egress scheduler: QCI 1/2 GBR, QCI 5 and QCI 9 flows offered at
     /// a multiple of a slice's downlink egress rate; per class delivered and latency.
     Qos(QosArgs),
     /// The memory's floor under the data path: one random line per packet and nothing

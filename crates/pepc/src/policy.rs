@@ -1,4 +1,4 @@
-//! The `[pcrf]` and `[charging]` sections (issue 13): where policy comes from (the
+//! The `[pcrf]` and `[charging]` sections: where policy comes from (the
 //! embedded PCRF with rules per APN and per subscriber, or an external PCRF over
 //! Diameter Gx) and where usage records go.
 //!

@@ -1,4 +1,4 @@
-//! The embedded PCRF's policy through the management API (issue 13):
+//! The embedded PCRF's policy through the management API:
 //!
 //! * `GET /api/v1/policies`: every entry (APNs, then subscribers), paged;
 //! * `GET|PUT|DELETE /api/v1/policies/apns/{apn}`: the rules and monitoring of an

@@ -1,4 +1,4 @@
-//! The `pepc` command's rough edges (issue 34, item 9), on the real binary: a closed
+//! The `pepc` command's rough edges, on the real binary: a closed
 //! pipe is no panic, `pepc ctl` names the URL it talked to, bad numbers are refused
 //! naming the flag, and `pepc ran` fails when a procedure failed.
 

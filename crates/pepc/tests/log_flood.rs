@@ -1,4 +1,4 @@
-//! A garbage flood does not flood the logs (issue 34, item 4): 20,000 undecodable
+//! A garbage flood does not flood the logs: 20,000 undecodable
 //! S1AP PDUs to a `pepc run` node write at most a burst plus a few lines a second of
 //! that kind, one of them says how many were suppressed, and /metrics counts them in
 //! `pepc_log_suppressed_total{kind="s1ap_undecodable"}`. Before, every PDU wrote a

@@ -1,4 +1,4 @@
-//! A second `pepc run` on what a running one holds (issue 34, item 3): every address
+//! A second `pepc run` on what a running one holds: every address
 //! (S1-MME, S1-U in a SO_REUSEPORT group, SGi, API, metrics) and the HSS and state
 //! files is refused at start, naming the key and the pepc that holds it. Before, the
 //! S1-U/SGi sockets joined the first node's (SO_REUSEADDR / SO_REUSEPORT), a taken API

@@ -1,4 +1,4 @@
-//! Restart without re-attach (issue 11): `kill -9` of `pepc run` and a restart with the
+//! Restart without re-attach: `kill -9` of `pepc run` and a restart with the
 //! same files loses no registered UE. A small eNB here (userspace SCTP over UDP, real
 //! S1AP, and the MME crate's scripted UE for NAS security) attaches UEs to the node,
 //! leaves some idle and some connected, and the node is killed; the restarted node

@@ -1,4 +1,4 @@
-//! S1-MME over SCTP under faults (issue 11 item 7). The node runs in one network
+//! S1-MME over SCTP under faults. The node runs in one network
 //! namespace and the eNB/UE emulator in another, joined by a veth pair whose both ends
 //! carry `tc netem` faults: 5% loss, reordering, duplication, and all three at once.
 //! Every procedure of the run completes, and no message is delivered twice: the

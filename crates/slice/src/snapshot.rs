@@ -1,6 +1,6 @@
 //! UE snapshots: a UE's whole state as a compact, versioned, self-contained byte string
 //! that restores to an equal context in another slice or process (the base of live
-//! migration and of failover from checkpoints, see ROADMAP).
+//! migration and of failover from checkpoints).
 //!
 //! A snapshot holds the slice's view of the UE ([`UeSliceSnapshot`]: control state and
 //! usage counters) and, optionally, the MME's per-UE record as opaque bytes supplied by

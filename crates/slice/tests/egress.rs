@@ -1,4 +1,4 @@
-//! The egress scheduler (issue 33) on its own, in virtual time: flows offer packets
+//! The egress scheduler on its own, in virtual time: flows offer packets
 //! every millisecond, the scheduler admits them as the data thread would after
 //! policing and drains what the egress rate allows. No clock is read, so every figure
 //! here is exact and repeatable.

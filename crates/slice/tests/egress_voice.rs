@@ -1,5 +1,5 @@
 //! Voice on a dedicated QCI 1 bearer keeps its latency while a download saturates the
-//! slice's downlink egress (issue 33). The bearer and its flow are the emulator's
+//! slice's downlink egress. The bearer and its flow are the emulator's
 //! (`pepc_emulator` asks for QCI 1, 64 kbit/s GBR, UDP remote port 5002); the packets
 //! go through the real downlink path (PCEF binding, policing, encapsulation) and the
 //! egress scheduler, in virtual time: nothing here reads a clock.

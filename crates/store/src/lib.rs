@@ -1,4 +1,4 @@
-//! The store behind UE checkpoints (issue 11, ROADMAP "the cluster"): what a slice
+//! The store behind UE checkpoints (restart without re-attach; the cluster's store later): what a slice
 //! writes at the end of every procedure, and what a restarted node (or, later, a
 //! surviving one) reads back.
 //!

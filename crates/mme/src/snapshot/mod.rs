@@ -224,7 +224,7 @@ pub struct MmeRestored {
     pub mme_ue_id: u32,
     /// The ID the snapshot carried when it could not be kept (it names another slice,
     /// or another context has it here). A connected UE's eNB knows the old one: the
-    /// node must map it (the S1AP demux's exception, ROADMAP) or the UE be released.
+    /// node must map it (the S1AP demux's exception) or the UE be released.
     pub renumbered_from: Option<u32>,
     /// The UE's M-TMSI (or the one being assigned) names another slice: the demux does
     /// not find this slice by it. Reallocate the GUTI ([`Mme::reallocate_guti`]) once

@@ -1,4 +1,4 @@
-//! The egress scheduler of one slice and direction (issue 33; PEPC §3.3-4): after
+//! The egress scheduler of one slice and direction (PEPC §3.3-4): after
 //! policing, before the port. Packets wait per class, one class per standardized QCI
 //! (TS 23.203 Table 6.1.7; operator QCIs 128-254 are mapped onto one of them), and
 //! leave in this order:
