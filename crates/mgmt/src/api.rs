@@ -132,7 +132,10 @@ fn authorized(ctx: &Ctx, headers: &HeaderMap) -> bool {
     let got = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        // RFC 7235 §2.1: the scheme is case-insensitive, then one or more spaces.
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim_start_matches(' '))
         .unwrap_or("");
     use subtle::ConstantTimeEq;
     got.len() == want.len() && bool::from(got.as_bytes().ct_eq(want.as_bytes()))

@@ -26,7 +26,12 @@ fn call(
     let mut c = std::net::TcpStream::connect(addr).unwrap();
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: pepc\r\nConnection: close\r\n");
     if let Some(t) = token {
-        req += &format!("Authorization: Bearer {t}\r\n");
+        // A token with a space is the whole header value (scheme included).
+        if t.contains(' ') {
+            req += &format!("Authorization: {t}\r\n");
+        } else {
+            req += &format!("Authorization: Bearer {t}\r\n");
+        }
     }
     if let Some((ct, b)) = body {
         req += &format!(
@@ -286,6 +291,13 @@ fn off_loopback_a_token_is_required() {
     assert_eq!(st, 200, "{node}");
     assert!(!node.to_string().contains("s3cret"), "{node}");
     assert_eq!(node["config"]["api"]["token"], "<set>");
+    // The scheme is case-insensitive (RFC 7235 §2.1); another scheme is not a bearer.
+    for ok in ["bearer s3cret-token", "BEARER  s3cret-token"] {
+        let (st, node) = call(a, "GET", "/api/v1/node", None, Some(ok));
+        assert_eq!(st, 200, "{ok}: {node}");
+    }
+    let (st, _) = call(a, "GET", "/api/v1/node", None, Some("Basic s3cret-token"));
+    assert_eq!(st, 401);
     epc.stop();
 }
 

@@ -648,15 +648,12 @@ impl SgiPort {
     pub fn describe(&self) -> String {
         match self {
             SgiPort::Tun(t) => match t.queue_len {
-                Some(q) => format!(
-                    "SGi on TUN {} ({}/{}, queue of {q})",
-                    t.name, t.addr, t.prefix_len
-                ),
-                None => format!("SGi on TUN {} ({}/{})", t.name, t.addr, t.prefix_len),
+                Some(q) => format!("TUN {} ({}/{}, queue of {q})", t.name, t.addr, t.prefix_len),
+                None => format!("TUN {} ({}/{})", t.name, t.addr, t.prefix_len),
             },
             SgiPort::UdpSink { port, tun_error } => {
                 let mut s = format!(
-                    "SGi on UDP sink {} -> {}{}",
+                    "UDP sink {} -> {}{}",
                     port.local_addr(),
                     port.sink_addr(),
                     if port.udp.gro() { " with GRO" } else { "" }
