@@ -190,3 +190,127 @@ fn metrics_match_what_the_emulator_saw() {
     );
     epc.stop();
 }
+
+/// The Grafana dashboard in the repository (docs/grafana/pepc-node.json) queries only
+/// what a running node serves: every `pepc_*` name in its expressions is in /metrics
+/// after a run that attached UEs, moved traffic and had attaches refused.
+#[test]
+fn the_dashboard_queries_only_served_metrics() {
+    let n = 58u8;
+    let ues = 8;
+    // As common::node's, with a state store (checkpoints).
+    let dir = std::env::temp_dir().join(format!("pepc-dash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = pepc::epc::EpcConfig::parse(&format!(
+        "[node]\nmax_users = 1024\nslices = 2\n\
+         [s1u]\nbind = \"127.0.{n}.1:2152\"\n\
+         [sgi]\nmode = \"udp\"\nsink_local = \"127.0.{n}.1:5202\"\nsink_peer = \"127.0.{n}.2:5201\"\n\
+         [s1mme]\ntransport = \"udp\"\nbind = \"127.0.{n}.1\"\n\
+         [hss]\ndb = \":memory:\"\n[state]\npath = \"{}\"\n\
+         [metrics]\nlisten = \"127.0.{n}.1:0\"\n[api]\nlisten = \"\"\n",
+        dir.join("state.redb").display()
+    ))
+    .expect("node config");
+    let hss = pepc::epc::open_hss(&cfg.hss).expect("HSS");
+    hss.add_many(
+        &pepc::demo::emulator_subscribers(&pepc_emulator::config::SubscriberKeys::default(), ues)
+            .unwrap(),
+    )
+    .unwrap();
+    let epc = pepc::epc::Epc::start(&cfg, hss).expect("node start");
+    let addr = epc.metrics.as_ref().expect("metrics on").local_addr();
+    let scen = Scenario {
+        ues,
+        attach_rate: 200.0,
+        duration_s: 1.0,
+        event_rate: 20.0,
+        traffic: Traffic {
+            profile: TrafficProfile::Pepc,
+            rate_pps: 200.0,
+        },
+        detach_at_end: false,
+        ..Scenario::default()
+    };
+    let ecfg = EmulatorConfig {
+        leave_associations: true,
+        ..emulator(n, 1)
+    };
+    let r = pepc_emulator::run(ecfg.clone(), scen.clone()).unwrap();
+    assert_eq!(r.attached, u64::from(ues), "{}", r.to_json());
+    // Subscribers the HSS does not know: their attaches are refused (a failure cause).
+    let strangers = EmulatorConfig {
+        subscribers: pepc_emulator::config::SubscriberKeys {
+            imsi_start: "001010000900000".into(),
+            ..Default::default()
+        },
+        leave_associations: true,
+        ..emulator(n, 1)
+    };
+    let r = pepc_emulator::run(
+        strangers,
+        Scenario {
+            ues: 2,
+            duration_s: 0.0,
+            traffic: Traffic {
+                profile: TrafficProfile::Pepc,
+                rate_pps: 0.0,
+            },
+            ..scen
+        },
+    )
+    .unwrap();
+    assert_eq!(r.attached, 0, "{}", r.to_json());
+    // G-PDUs for a TEID nobody holds: data path drops, by reason.
+    let s = std::net::UdpSocket::bind(format!("127.0.{n}.2:0")).unwrap();
+    let mut gpdu = vec![0x30, 0xff, 0, 20, 0, 0, 0, 7];
+    gpdu.extend_from_slice(&[0x45; 20]);
+    for _ in 0..5 {
+        s.send_to(&gpdu, format!("127.0.{n}.1:2152")).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(1200));
+    let text = common::scrape(&addr.to_string());
+    let served: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .collect();
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/grafana/pepc-node.json");
+    let dash: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut exprs = Vec::new();
+    for p in dash["panels"].as_array().expect("panels") {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            exprs.push(t["expr"].as_str().expect("expr").to_string());
+        }
+    }
+    assert!(exprs.len() >= 15, "{} queries", exprs.len());
+    let mut missing = Vec::new();
+    let mut used = std::collections::BTreeSet::new();
+    for e in &exprs {
+        let mut rest = e.as_str();
+        while let Some(i) = rest.find("pepc_") {
+            let name: String = rest[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            rest = &rest[i + name.len()..];
+            used.insert(name.clone());
+            if !served.contains(name.as_str()) {
+                missing.push(format!("{name} (in {e})"));
+            }
+        }
+    }
+    epc.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        missing.is_empty(),
+        "not served:\n{}\n\nserved:\n{text}",
+        missing.join("\n")
+    );
+    eprintln!(
+        "{} queries over {} metrics, all served",
+        exprs.len(),
+        used.len()
+    );
+}
