@@ -190,3 +190,32 @@ fn the_checker_sees_what_it_must() {
     assert_eq!(cites_outside("an issue with 3 UEs"), None);
     assert_eq!(cites_outside("issues"), None);
 }
+
+/// Every crate either forbids unsafe code or denies it and marks each use (the
+/// workspace's rule), and takes the workspace's lints.
+#[test]
+fn every_crate_says_where_it_stands_on_unsafe_and_takes_the_workspace_lints() {
+    let root = root();
+    let mut bad = Vec::new();
+    for e in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+        let dir = e.path();
+        let Ok(manifest) = std::fs::read_to_string(dir.join("Cargo.toml")) else {
+            continue;
+        };
+        let name = e.file_name().to_string_lossy().to_string();
+        if !manifest.contains("[lints]") {
+            bad.push(format!("{name}: no [lints] workspace = true"));
+        }
+        for root_file in ["src/lib.rs", "src/main.rs"] {
+            let Ok(src) = std::fs::read_to_string(dir.join(root_file)) else {
+                continue;
+            };
+            if !src.contains("#![forbid(unsafe_code)]") && !src.contains("#![deny(unsafe_code)]") {
+                bad.push(format!(
+                    "{name}/{root_file}: neither forbids nor denies unsafe code"
+                ));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}

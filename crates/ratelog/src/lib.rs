@@ -16,6 +16,7 @@
 //!
 //! Costs nothing when WARN is off (tracing's level check comes first) and a lock of
 //! this kind's bucket otherwise, on paths that are already error paths.
+#![forbid(unsafe_code)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
