@@ -1,7 +1,7 @@
 //! `pepc bench attach --hss diameter` end to end: the node's HSS is the test HSS
 //! (Python on pycrate, real Milenage vectors) over S6a on loopback; every attach
 //! completes, each asks the HSS twice (ULR, AIR), and the JSON carries the proxy's
-//! figures. Figures are not asserted (the benchmark reports them; see the README).
+//! figures. Figures are not asserted (the benchmark reports them; see docs/benchmarks.md).
 //! Uses the demo's fixed loopback ports (9899, 2152, 5201, 5202).
 
 mod common;

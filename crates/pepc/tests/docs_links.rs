@@ -219,3 +219,28 @@ fn every_crate_says_where_it_stands_on_unsafe_and_takes_the_workspace_lints() {
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+/// docs/architecture.md draws a node with the plan the code makes for the
+/// configuration shown beside it (`PEPC_BLESS_DOCS=1` rewrites the figure).
+#[test]
+fn the_architecture_figure_is_the_codes_plan() {
+    let path = root().join("docs/architecture.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let cfg_at = doc.find("# plan-config\n").expect("the plan's configuration");
+    let cfg_end = cfg_at + doc[cfg_at..].find("```").expect("its end");
+    let cfg = pepc::epc::EpcConfig::parse(&doc[cfg_at..cfg_end]).expect("it parses");
+    let plan = pepc::epc::plan_of(&cfg, 8).to_string();
+    let marker = doc.find("<!-- plan:").expect("the figure's marker");
+    let open = marker + doc[marker..].find("```text\n").expect("the figure") + "```text\n".len();
+    let close = open + doc[open..].find("```").expect("the figure's end");
+    if std::env::var_os("PEPC_BLESS_DOCS").is_some() {
+        let new = format!("{}{}{}", &doc[..open], plan, &doc[close..]);
+        std::fs::write(&path, new).unwrap();
+        return;
+    }
+    assert_eq!(
+        doc[open..close],
+        plan,
+        "docs/architecture.md's figure is not the plan (PEPC_BLESS_DOCS=1 rewrites it)"
+    );
+}
