@@ -1,82 +1,9 @@
 //! Node configuration (`pepc run --config FILE.toml`). Every key has a default, so an
 //! empty file (or none) runs a node on loopback; errors name the key and what is wrong.
 //!
-//! ```toml
-//! [node]
-//! slices = 1                 # slices on this node (each: control + data thread)
-//! ue_pool = "10.0.0.0/10"    # UE address pool of the first PDN; host bits = [slice][UE slot]
-//! pdn_pools = []             # pools of a UE's 2nd..4th PDN (same prefix length as
-//!                            # ue_pool); [] = the prefixes right after ue_pool
-//!                            # (10.64.0.0/10, 10.128.0.0/10, 10.192.0.0/10 by default)
-//! max_users = 1000000        # per slice (tables are committed lazily)
-//! prewarm_users = 0          # per slice: memory for this many UEs' control state is
-//!                            # faulted in when the slice starts (~2 KB each), so
-//!                            # an attach storm after a start takes no page faults
-//! pin = true                 # pin threads to cores when there is one core per thread
-//! demux = "auto"             # auto | thread | none | queues: a demux thread owns
-//!                            # S1-U/SGi and steers packets to slices over rings (auto:
-//!                            # with slices > 1, queues on kernel sockets and thread
-//!                            # where a port is AF_XDP; none: one slice's data thread
-//!                            # owns the ports; queues: each slice receives and
-//!                            # sends on ports of its own (AF_XDP: queue + k; UDP: a
-//!                            # socket each in a SO_REUSEPORT group; TUN: a queue
-//!                            # each of a multi-queue device), the kernel steers by
-//!                            # TEID / UE address, and a slice hands what reaches it
-//!                            # for another on over rings)
-//! ring_batches = 64          # per slice and direction: batches of 32 in flight from
-//!                            # the demux before it drops (counted as ring_full)
-//! [s1u]
-//! bind = "127.0.0.1:2152"    # our S1-U GTP-U address
-//! io = "udp"                 # udp (kernel socket, recvmmsg/sendmmsg) | afxdp
-//! gro = true                 # udp: receive an eNB's burst of same-size datagrams
-//!                            # as one message (UDP GRO), cut into packets by the
-//!                            # data thread; false: one receive per datagram
-//! interface = ""             # afxdp: the interface carrying `bind`'s address
-//! queue = 0                  # afxdp: the interface's queue to receive on; with
-//!                            # several slices, slice k sends on queue + 1 + k
-//!                            # (demux = "queues": receives and sends on queue + k;
-//!                            # io = "udp": socket k of a SO_REUSEPORT group)
-//! xdp_mode = "auto"          # afxdp: auto (native if the driver has it) | drv | skb
-//! zero_copy = "auto"         # afxdp: auto (if the driver allows) | on | off
-//! ring_size = 4096           # afxdp: entries per ring (power of two, 64..=32768);
-//!                            # the socket has 2 x ring_size frames of 2 KB: half
-//!                            # wait for packets (a burst this long is absorbed
-//!                            # while the data thread is away), half serve sending;
-//!                            # raise it where data threads share cores (pepc bench
-//!                            # io --ring-size compares)
-//! egress_mbps = 0            # the egress toward the eNBs, Mbit/s per slice: above it,
-//!                            # packets wait per QCI class and leave in QoS order
-//!                            # (see [qos]); 0: the port's rate, unshaped
-//! [sgi]
-//! mode = "auto"              # auto (TUN if possible, else UDP sink) | tun | udp
-//! io = "kernel"              # kernel (as `mode` says) | afxdp (the UE pools' packets
-//!                            # on `interface`, sent to `next_hop`)
-//! interface = ""             # afxdp: as for s1u, and queue, xdp_mode, zero_copy,
-//!                            # ring_size
-//! next_hop = ""              # afxdp: the PDN-side router ("": the interface's routes)
-//! tun_name = "pepc%d"
-//! tun_queue_len = 4096       # tun: packets the kernel queues for the data thread
-//!                            # (the device's txqueuelen, 16..=65536; the kernel's
-//!                            # default is 500): a data-thread stall this long is
-//!                            # absorbed, more is counted as device_queue_full
-//! gro = true                 # the UDP sink: as for s1u
-//! sink_local = "127.0.0.1:5202"
-//! sink_peer = "127.0.0.1:5201"
-//! egress_mbps = 0            # the egress toward the PDN: as for s1u
-//! [qos]                      # the egress schedulers (per slice and direction)
-//! queue_packets = 1024       # per QCI class at most (then tail drop)
-//! pool_packets = 8192        # queued over all classes at most
-//! weights = [[6, 8], [79, 6], [80, 6], [7, 4], [8, 2], [9, 1]]
-//!                            # [QCI, weight]: non-GBR QCIs sharing by weighted round
-//!                            # robin; other non-GBR QCIs (5, 69, 70) by strict
-//!                            # priority, after GBR bearers within their GBR
-//! operator_qcis = []         # [QCI 128-254, standardized QCI whose class it joins],
-//!                            # e.g. [[130, 5]]; unlisted operator QCIs: QCI 9's class
-//! [synthetic]
-//! users = 0                  # attach this many synthetic UEs (no signaling on the wire),
-//!                            # split evenly over the slices
-//! rate = 0                   # synthetic control events per second (node total, split)
-//! ```
+//! The keys, their defaults and what each means: `crates/pepc/pepc.toml` (the
+//! one source; `pepc config default` prints it, docs/configuration.md is made
+//! from it).
 
 use crate::io::afxdp::{XdpMode, XskConfig, ZeroCopy};
 use pepc_slice::datapath::egress::{EgressConfig, EgressConfigError};
@@ -621,20 +548,6 @@ impl NodeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_documented_key_parses() {
-        let doc = include_str!("config.rs");
-        let toml: String = doc
-            .lines()
-            .skip_while(|l| !l.starts_with("//! ```toml"))
-            .skip(1)
-            .take_while(|l| !l.starts_with("//! ```"))
-            .map(|l| l.trim_start_matches("//!").trim_start().to_string() + "\n")
-            .collect();
-        let v = NodeConfig::parse(&toml).unwrap().validate().unwrap();
-        assert_eq!(v.egress, [EgressConfig::default(), EgressConfig::default()]);
-    }
 
     #[test]
     fn egress_keys_reach_the_schedulers_and_errors_name_the_key() {

@@ -4,11 +4,9 @@
 //! here is served by the next attach, no restart). K, OP and OPc are taken, never
 //! returned. Bad input changes nothing and the error says what was wrong.
 //!
-//! ```toml
-//! [api]
-//! listen = "127.0.0.1:8080"   # "" = off; off loopback a token is required
-//! token = ""                  # every request then needs Authorization: Bearer <token>
-//! ```
+//! The keys, their defaults and what each means: `crates/pepc/pepc.toml` (the
+//! one source; `pepc config default` prints it, docs/configuration.md is made
+//! from it).
 
 use crate::subscriber::{to_json, AddArgs};
 use pepc_hss::Hss;

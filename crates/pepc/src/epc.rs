@@ -4,68 +4,9 @@
 //! on loopback with the MME over SCTP (userspace SCTP-in-UDP where the kernel has no
 //! SCTP) and the embedded HSS in `pepc-hss.redb`.
 //!
-//! ```toml
-//! [mme]
-//! enabled = true              # false: the control thread runs [synthetic] events instead
-//! plmn = "00101"              # MCC+MNC digits (5 or 6)
-//! mme_group_id = 1
-//! mme_code = 1
-//! name = "pepc"
-//! tacs = [1]                  # served TACs; also the TAI list given to UEs
-//! eea = ["eea2", "eea1", "eea0"]   # ciphering preference
-//! eia = ["eia2", "eia1"]           # integrity preference (EIA0 is never chosen)
-//! t3412_s = 3240              # periodic TAU timer given to UEs
-//! t3413_s = 2                 # paging supervision
-//! paging_attempts = 3
-//! esm_info_request = false    # always ask for APN/PCO
-//! default_apn = "internet"
-//! network_name = "pepc"       # EMM Information after attach ("" = none)
-//! ambr_ul = 100000000         # bit/s when the subscription has no AMBR
-//! ambr_dl = 100000000
-//! slice_policy = "consistent-hash"  # user→slice for IMSI / foreign-GUTI attaches: consistent-hash | modulo
-//! hss_timeout_ms = 5000      # how long the MME waits for each HSS answer (then #17)
-//! overload_high = 8192        # a slice's signaling backlog (messages) above which it is
-//!                             # congested: new attaches get #22 + T3346, eNBs OVERLOAD START
-//! overload_low = 1024         # ... and below which it is relieved (OVERLOAD STOP); high 0 = off
-//! t3346_s = 60                # back-off given with #22 (2..=11160 s)
-//! overload_action = "permit-emergency-and-mt"  # asked of eNBs: | permit-high-priority-and-mt
-//!                             # | reject-signalling | reject-mo-data | reject-delay-tolerant
-//! [s1mme]
-//! transport = "auto"          # auto (kernel SCTP if present, else SCTP over UDP) | kernel | udp
-//! bind = "127.0.0.1"          # S1-MME address
-//! sctp_port = 36412
-//! udp_port = 9899             # RFC 6951 encapsulation port
-//! # SCTP association tunables (RFC 9260 §16 defaults). The userspace (udp) backend
-//! # applies them; kernel SCTP takes its own from the net.sctp sysctls.
-//! heartbeat_interval_s = 30   # HB.interval on an idle path
-//! path_max_retrans = 5        # Path.Max.Retrans: errors before the eNB is declared gone
-//! assoc_max_retrans = 10      # Association.Max.Retrans
-//! rto_initial_ms = 1000       # RTO.Initial
-//! rto_min_ms = 1000           # RTO.Min
-//! rto_max_ms = 60000          # RTO.Max
-//! [hss]
-//! mode = "embedded"           # embedded | diameter (an external HSS over S6a, TS 29.272)
-//! db = "pepc-hss.redb"        # embedded: subscriber database file; ":memory:" = volatile
-//! purge_on_detach = false     # PUR after a UE-initiated detach too (always at implicit detach)
-//! # diameter only (ignored when embedded):
-//! peers = ["127.0.0.1:3868"]  # "host:port" by preference; the first one up takes requests
-//! origin_host = "mme.pepc.localdomain"
-//! origin_realm = "pepc.localdomain"
-//! destination_realm = "epc.localdomain"
-//! destination_host = ""       # "" = realm routing only
-//! watchdog_s = 30             # Tw of RFC 3539 (DWR when the connection is quiet)
-//! request_timeout_ms = 2000   # per attempt; a request may fail over once, so the MME's
-//!                             # hss_timeout_ms must exceed twice this
-//! reconnect_s = 5             # Tc: a failed peer is tried again after this
-//! [state]
-//! store = "embedded"          # embedded | none: registered UEs checkpointed at the end of each
-//!                             # procedure, so a restart (even kill -9) loses none of them
-//! path = ""                   # "" = beside hss.db (pepc-hss.redb -> pepc-hss.state.redb);
-//!                             # with an in-memory HSS there is nothing to restart from: none
-//! [debug]
-//! record = ""                 # "" = off; else every slice's MME inputs and outputs go to
-//!                             # <record>.<slice> (mode 0600, holds keys): `pepc replay <record>`
-//! ```
+//! The keys, their defaults and what each means: `crates/pepc/pepc.toml` (the
+//! one source; `pepc config default` prints it, docs/configuration.md is made
+//! from it).
 //!
 //! `[log]` (level, format) is in `crate::logging`.
 
@@ -1564,17 +1505,110 @@ mod tests {
         assert!(e.contains("debug.record"), "{e}");
     }
 
+    /// The struct fields serde takes for `T` (its keys, with `deny_unknown_fields`).
+    fn fields_of<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+        use serde::de::{Error, Visitor};
+        struct Capture<'a>(&'a mut Option<&'static [&'static str]>);
+        impl<'de> serde::Deserializer<'de> for Capture<'_> {
+            type Error = serde::de::value::Error;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+                Err(Self::Error::custom("not a struct"))
+            }
+            fn deserialize_struct<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Self::Error> {
+                *self.0 = Some(fields);
+                Err(Self::Error::custom("captured"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+                byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map
+                enum identifier ignored_any
+            }
+        }
+        let mut f = None;
+        let _ = T::deserialize(Capture(&mut f));
+        f.expect("a struct")
+    }
+
+    /// `pepc config default` (crates/pepc/pepc.toml) is the default configuration:
+    /// taken as it is, it gives what no file gives.
     #[test]
-    fn every_documented_key_parses() {
-        let doc = include_str!("epc.rs");
-        let toml: String = doc
-            .lines()
-            .skip_while(|l| !l.starts_with("//! ```toml"))
-            .skip(1)
-            .take_while(|l| !l.starts_with("//! ```"))
-            .map(|l| l.trim_start_matches("//!").trim_start().to_string() + "\n")
-            .collect();
-        let c = EpcConfig::parse(&toml).unwrap();
-        assert!(c.mme.is_some());
+    fn the_default_file_is_the_default_configuration() {
+        let from_file = EpcConfig::parse(crate::config_doc::DEFAULT_TOML).unwrap();
+        assert_eq!(
+            format!("{from_file:?}"),
+            format!("{:?}", EpcConfig::default_config())
+        );
+    }
+
+    /// Every key the code takes is in the reference, section by section, and every
+    /// section of the file is one the code has.
+    #[test]
+    fn every_key_the_code_takes_is_documented() {
+        use crate::config_doc::{documented_keys, sections};
+        use pepc_node::config as n;
+        let by_section: Vec<(&str, &[&str])> = vec![
+            ("node", fields_of::<n::NodeSection>()),
+            ("s1u", fields_of::<n::S1uSection>()),
+            ("sgi", fields_of::<n::SgiSection>()),
+            ("qos", fields_of::<n::QosSection>()),
+            ("synthetic", fields_of::<n::SyntheticSection>()),
+            ("mme", fields_of::<MmeSection>()),
+            ("s1mme", fields_of::<S1mmeSection>()),
+            ("hss", fields_of::<HssSection>()),
+            ("state", fields_of::<StateSection>()),
+            ("log", fields_of::<crate::logging::LogSection>()),
+            ("metrics", fields_of::<MetricsSection>()),
+            ("api", fields_of::<ApiSection>()),
+            ("pcrf", fields_of::<crate::policy::PcrfSection>()),
+            ("charging", fields_of::<crate::policy::ChargingSection>()),
+            ("debug", fields_of::<DebugSection>()),
+        ];
+        let mut names: Vec<&str> = by_section.iter().map(|s| s.0).collect();
+        let mut file_sections: Vec<&str> = fields_of::<ConfigFile>().to_vec();
+        names.sort();
+        file_sections.sort();
+        assert_eq!(
+            names, file_sections,
+            "a section of the file is not checked here"
+        );
+        let mut doc_sections: Vec<String> = sections().into_iter().map(|s| s.name).collect();
+        doc_sections.sort();
+        assert_eq!(doc_sections, names);
+        let mut missing = Vec::new();
+        for (section, fields) in &by_section {
+            let documented = documented_keys(section);
+            for f in *fields {
+                // Arrays of tables are documented by their example's keys.
+                if (*section, *f) == ("pcrf", "rule") || (*section, *f) == ("pcrf", "monitoring") {
+                    continue;
+                }
+                if !documented.iter().any(|d| d == f) {
+                    missing.push(format!("{section}.{f}"));
+                }
+            }
+        }
+        for (table, fields) in [
+            ("rule", fields_of::<crate::policy::RuleSection>()),
+            (
+                "monitoring",
+                fields_of::<crate::policy::MonitoringSection>(),
+            ),
+        ] {
+            let documented = documented_keys("pcrf");
+            for f in fields {
+                if !documented.iter().any(|d| d == f) {
+                    missing.push(format!("pcrf.{table}.{f}"));
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "not in crates/pepc/pepc.toml: {missing:?}"
+        );
     }
 }

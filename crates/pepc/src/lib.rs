@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 pub mod api;
+pub mod config_doc;
 mod config_file;
 pub mod ctl;
 pub mod demo;

@@ -3,11 +3,9 @@
 //! `info,pepc_mme=debug`) overrides `[log] level`; `[log] format` is `text` or `json`
 //! (one object per line, for a log shipper).
 //!
-//! ```toml
-//! [log]
-//! level = "info"     # error | warn | info | debug | trace, or any RUST_LOG directive
-//! format = "text"    # text | json
-//! ```
+//! The keys, their defaults and what each means: `crates/pepc/pepc.toml` (the
+//! one source; `pepc config default` prints it, docs/configuration.md is made
+//! from it).
 //!
 //! Spans: `slice{slice=N}` around each slice thread, `ue{mme_ue_s1ap_id, enb_ue_s1ap_id,
 //! procedure}` around a UE's signaling (DEBUG, so it costs nothing at INFO). No IMSI

@@ -46,6 +46,13 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// The configuration: `default` prints every key with its default and meaning
+    /// (a file `pepc run --config` takes unchanged); `docs` prints the reference
+    /// (docs/configuration.md); `check FILE` validates a file as `pepc run` would.
+    Config {
+        #[command(subcommand)]
+        what: ConfigCmd,
+    },
     /// Print the node's plan for a configuration without starting it: every thread
     /// (and the core it is pinned to), every ring between two threads, every port and
     /// its owner. `pepc run` logs the same at start.
@@ -71,6 +78,16 @@ enum Cmd {
         #[command(subcommand)]
         what: BenchCmd,
     },
+}
+
+#[derive(Subcommand)]
+enum ConfigCmd {
+    /// The whole default configuration, commented.
+    Default,
+    /// The configuration reference as Markdown (docs/configuration.md).
+    Docs,
+    /// Validate FILE (every key, every section, with the line of an error).
+    Check { file: std::path::PathBuf },
 }
 
 #[derive(Args)]
@@ -445,6 +462,19 @@ fn main() -> ExitCode {
             .map_err(|e| e.to_string()),
         Cmd::Replay { file, json } => replay(&file, json),
         Cmd::Plan { config, cores } => plan(config.as_deref(), cores),
+        Cmd::Config { what } => match what {
+            ConfigCmd::Default => {
+                outln!("{}", pepc::config_doc::DEFAULT_TOML.trim_end());
+                Ok(())
+            }
+            ConfigCmd::Docs => {
+                outln!("{}", pepc::config_doc::markdown().trim_end());
+                Ok(())
+            }
+            ConfigCmd::Check { file } => pepc::epc::EpcConfig::load(&file)
+                .map(|_| outln!("{}: valid", file.display()))
+                .map_err(|e| e.to_string()),
+        },
         Cmd::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = Cli::command();

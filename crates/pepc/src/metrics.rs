@@ -3,10 +3,9 @@
 //! threads' gauges and the copy of their MME counters they refresh every 100 ms, the
 //! S1AP endpoint's gauges. Nothing here takes a lock on the data path.
 //!
-//! ```toml
-//! [metrics]
-//! listen = "127.0.0.1:9090"   # "" turns the endpoint off
-//! ```
+//! The keys, their defaults and what each means: `crates/pepc/pepc.toml` (the
+//! one source; `pepc config default` prints it, docs/configuration.md is made
+//! from it).
 
 use pepc_mgmt::{Exposition, MetricsSource};
 use pepc_node::io::PortInfo;

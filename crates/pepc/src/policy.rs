@@ -2,40 +2,9 @@
 //! embedded PCRF with rules per APN and per subscriber, or an external PCRF over
 //! Diameter Gx) and where usage records go.
 //!
-//! ```toml
-//! [pcrf]
-//! mode = "embedded"           # embedded | diameter (an external PCRF over Gx, TS 29.212) | off
-//! timeout_ms = 3000           # how long an attach waits for the CCA-I
-//! failure_handling = "terminate"  # PCRF refused/unreachable: terminate (attach rejected, #19)
-//!                             # | continue (the subscription's QoS, no rules)
-//! usage_check_ms = 1000       # how often monitored sessions' volumes are read
-//! # diameter only: the same keys as [hss] (peers, origin_host, origin_realm,
-//! # destination_realm, destination_host, watchdog_s, request_timeout_ms, reconnect_s)
-//! # embedded only: rules and monitoring per APN ("apn") or subscriber ("imsi")
-//! [[pcrf.rule]]
-//! name = "voice"
-//! apn = "ims"                 # or imsi = "001010000000001"
-//! qci = 1
-//! arp = 2                     # ARP priority 1..15
-//! mbr_ul = 128000             # bit/s
-//! mbr_dl = 128000
-//! gbr_ul = 64000              # GBR QCIs (1-4) need a guaranteed rate
-//! gbr_dl = 64000
-//! precedence = 10
-//! rating_group = 100          # counted (and charged) under this
-//! flows = ["permit out 17 from 10.45.0.0/16 to assigned 5000-5999"]  # IPFilterRule
-//! direction = "both"          # both | downlink | uplink
-//! [[pcrf.monitoring]]
-//! key = "mk1"                 # usage monitoring key (session level)
-//! apn = "internet"            # or imsi
-//! octets = 1000000000         # granted volume: reached, it is reported (CCR-U)
-//! [charging]
-//! cdr_path = ""               # usage records as JSON lines; "" = beside hss.db
-//!                             # (pepc-hss.redb -> pepc-hss.cdr.jsonl), off with an in-memory HSS
-//! rotate_mb = 64              # rotate the file past this size
-//! keep = 10                   # rotated files kept
-//! interim_s = 3600            # interim records of long sessions (0 = at release only)
-//! ```
+//! The keys, their defaults and what each means: `crates/pepc/pepc.toml` (the
+//! one source; `pepc config default` prints it, docs/configuration.md is made
+//! from it).
 
 use crate::error::{invalid, ConfigError};
 use pepc_diameter::driver::DriverConfig;

@@ -322,3 +322,27 @@ fn version_names_the_commit() {
         None => assert!(out.contains("unknown commit"), "{out}"),
     }
 }
+
+/// `pepc config default` is a file `pepc run --config` takes unchanged; `pepc config
+/// check` says so, and names the key and line of a bad one.
+#[test]
+fn the_default_configuration_is_a_valid_file() {
+    let (ok, _, text) = pepc(&["config", "default"]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("[node]") && text.contains("[debug]"),
+        "{text}"
+    );
+    let dir = std::env::temp_dir().join(format!("pepc-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("pepc.toml");
+    std::fs::write(&f, &text).unwrap();
+    let (ok, _, said) = pepc(&["config", "check", f.to_str().unwrap()]);
+    assert!(ok && said.contains("valid"), "{said}");
+    std::fs::write(&f, text.replace("slices = 1", "slicez = 1")).unwrap();
+    let (ok, _, said) = pepc(&["config", "check", f.to_str().unwrap()]);
+    assert!(!ok && said.contains("slicez"), "{said}");
+    let (ok, _, md) = pepc(&["config", "docs"]);
+    assert!(ok && md.starts_with("# Configuration"), "{md}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

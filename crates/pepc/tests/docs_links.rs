@@ -226,7 +226,9 @@ fn every_crate_says_where_it_stands_on_unsafe_and_takes_the_workspace_lints() {
 fn the_architecture_figure_is_the_codes_plan() {
     let path = root().join("docs/architecture.md");
     let doc = std::fs::read_to_string(&path).unwrap();
-    let cfg_at = doc.find("# plan-config\n").expect("the plan's configuration");
+    let cfg_at = doc
+        .find("# plan-config\n")
+        .expect("the plan's configuration");
     let cfg_end = cfg_at + doc[cfg_at..].find("```").expect("its end");
     let cfg = pepc::epc::EpcConfig::parse(&doc[cfg_at..cfg_end]).expect("it parses");
     let plan = pepc::epc::plan_of(&cfg, 8).to_string();
@@ -242,5 +244,22 @@ fn the_architecture_figure_is_the_codes_plan() {
         doc[open..close],
         plan,
         "docs/architecture.md's figure is not the plan (PEPC_BLESS_DOCS=1 rewrites it)"
+    );
+}
+
+/// docs/configuration.md is what the code makes of crates/pepc/pepc.toml
+/// (`PEPC_BLESS_DOCS=1` rewrites it).
+#[test]
+fn the_configuration_reference_is_generated() {
+    let path = root().join("docs/configuration.md");
+    let want = pepc::config_doc::markdown();
+    if std::env::var_os("PEPC_BLESS_DOCS").is_some() {
+        std::fs::write(&path, format!("{}\n", want.trim_end())).unwrap();
+        return;
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have.trim_end() == want.trim_end(),
+        "docs/configuration.md differs from `pepc config docs` (PEPC_BLESS_DOCS=1 rewrites it)"
     );
 }
