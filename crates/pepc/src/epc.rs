@@ -298,6 +298,31 @@ pub struct EpcConfig {
     /// A metrics endpoint or API that cannot listen is left off (said) instead of
     /// refusing the start: for `pepc demo` only, never from a file.
     pub mgmt_optional: bool,
+    /// Every key as the node runs with it, in the file's own words: the defaults
+    /// (`pepc config default`) with the file's keys over them. What the API shows.
+    pub keys: toml::Table,
+}
+
+/// The defaults with `file`'s keys over them, section by section (an array of tables
+/// in the file replaces the default one).
+fn effective_keys(file: &str) -> toml::Table {
+    let mut keys: toml::Table = crate::config_doc::DEFAULT_TOML.parse().unwrap_or_default();
+    let Ok(over) = file.parse::<toml::Table>() else {
+        return keys;
+    };
+    for (section, v) in over {
+        match (keys.get_mut(&section), v) {
+            (Some(toml::Value::Table(base)), toml::Value::Table(t)) => {
+                for (k, v) in t {
+                    base.insert(k, v);
+                }
+            }
+            (_, v) => {
+                keys.insert(section, v);
+            }
+        }
+    }
+    keys
 }
 
 /// Parse PLMN digits ("00101", "310410") into the TBCD octets of TS 24.008 10.5.1.13.
@@ -394,7 +419,9 @@ impl EpcConfig {
     pub fn parse(text: &str) -> Result<EpcConfig, ConfigError> {
         let spans = crate::config_file::Spans::new(text);
         let file: ConfigFile = toml::from_str(text).map_err(|e| spans.toml_error(&e))?;
-        Self::from_file(file).map_err(|e| spans.place(e))
+        let mut c = Self::from_file(file).map_err(|e| spans.place(e))?;
+        c.keys = effective_keys(text);
+        Ok(c)
     }
 
     pub fn load(path: &std::path::Path) -> Result<EpcConfig, ConfigError> {
@@ -606,6 +633,7 @@ impl EpcConfig {
             state,
             policy,
             mgmt_optional: false,
+            keys: toml::Table::new(),
             record: match sig.debug.record.trim() {
                 "" => None,
                 p => {
@@ -836,35 +864,16 @@ pub struct Epc {
 
 /// The configuration as the API shows it: everything but secrets (the API token).
 fn shown_config(cfg: &EpcConfig) -> serde_json::Value {
-    let v = &cfg.node;
-    serde_json::json!({
-        "node": {
-            "slices": v.slices,
-            "max_users": v.max_users,
-            "ue_pool": format!("{}/{}", v.ue_pool.0, v.ue_pool.1),
-            "s1u": v.s1u_bind.to_string(),
-            "sgi": format!("{:?}", v.sgi_mode),
-        },
-        "mme": cfg.mme.as_ref().map(|m| serde_json::json!({
-            "plmn": format!("{:?}", m.plmn),
-            "mme_group_id": m.mme_group_id,
-            "mme_code": m.mme_code,
-            "tacs": m.served_tacs,
-            "overload_high": m.overload.high,
-            "overload_low": m.overload.low,
-        })),
-        "s1mme": format!("{:?} {}:{} (UDP {})", cfg.transport.backend, cfg.transport.ip, cfg.transport.sctp_port, cfg.transport.udp_port),
-        "hss": match &cfg.hss_mode {
-            HssMode::Embedded => serde_json::json!({"mode": "embedded", "db": format!("{:?}", cfg.hss)}),
-            HssMode::Diameter(d) => serde_json::json!({"mode": "diameter", "peers": d.peers}),
-        },
-        "state": format!("{:?}", cfg.state),
-        "metrics": cfg.metrics.map(|a| a.to_string()),
-        "api": cfg.api.as_ref().map(|a| serde_json::json!({
-            "listen": a.listen.to_string(),
-            "token": if a.token.is_some() { "<set>" } else { "" },
-        })),
-    })
+    // The operator's keys as `pepc config default` names them; the API token is a
+    // secret: only whether it is set.
+    let mut keys = cfg.keys.clone();
+    if let Some(toml::Value::Table(api)) = keys.get_mut("api") {
+        if let Some(t) = api.get_mut("token") {
+            let set = t.as_str().is_some_and(|t| !t.is_empty());
+            *t = toml::Value::String(if set { "<set>" } else { "" }.into());
+        }
+    }
+    serde_json::to_value(&keys).unwrap_or(serde_json::Value::Null)
 }
 
 /// A slice's share of the checkpoints found at start: (IMSI, snapshot).

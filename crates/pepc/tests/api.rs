@@ -291,6 +291,14 @@ fn off_loopback_a_token_is_required() {
     assert_eq!(st, 200, "{node}");
     assert!(!node.to_string().contains("s3cret"), "{node}");
     assert_eq!(node["config"]["api"]["token"], "<set>");
+    // The configuration in the operator's words: `pepc config default`'s keys and
+    // values, this file's over them (no Rust Debug strings).
+    let c = &node["config"];
+    assert_eq!(c["api"]["listen"], format!("127.0.{n}.1:0"), "{c}");
+    assert_eq!(c["mme"]["plmn"], "00101", "{c}");
+    assert_eq!(c["hss"]["db"], ":memory:", "{c}");
+    assert_eq!(c["s1mme"]["udp_port"], 9899, "{c}");
+    assert_eq!(c["node"]["slices"], 2, "{c}");
     // The scheme is case-insensitive (RFC 7235 §2.1); another scheme is not a bearer.
     for ok in ["bearer s3cret-token", "BEARER  s3cret-token"] {
         let (st, node) = call(a, "GET", "/api/v1/node", None, Some(ok));
