@@ -27,6 +27,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 # The fuzz step (scripts/fuzz.sh) builds with cargo-fuzz.
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install -q cargo-fuzz --version 0.13.2 --locked
+# The Debian package (scripts/package.sh) is built with cargo-deb.
+command -v cargo-deb >/dev/null 2>&1 || cargo install -q cargo-deb --version 3.6.2 --locked
 python3 -c 'import pycrate_asn1dir.S1AP, pycrate_mobile.NASLTE, pycrate_diameter.Diameter3GPP' 2>/dev/null || python3 -m pip install -q 'pycrate==0.8.1' || python3 -m pip install -q --break-system-packages 'pycrate==0.8.1'
 # An independent parser of the metrics endpoint's OpenMetrics text (crates/pepc/tests/metrics.rs).
 python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q 'prometheus_client==0.21.1' || python3 -m pip install -q --break-system-packages 'prometheus_client==0.21.1'
@@ -42,6 +44,9 @@ cargo build --workspace --all-targets
 # Bounded: a test that hangs fails the run with its name in the log instead of
 # running into CI's own limit.
 timeout --kill-after=30s 45m cargo test --workspace 2>&1
+# The Debian package of the debug build just made: its contents, conffile,
+# configuration and systemd unit (systemd-analyze verify).
+scripts/package.sh --check --dev
 # 20 s of every fuzz target from its corpus, two at a time on CI's two cores
 # (~3.5 min with the build; fuzz/README.md).
 FUZZ_JOBS=2 scripts/fuzz.sh 20
