@@ -70,9 +70,12 @@ impl Mme {
                         .mme_ue_id
                         .filter(|i| {
                             self.ue(cp, *i)
-                                .is_some_and(|u| u.conn.map(|x| x.0) == Some(assoc))
+                                .is_some_and(|u| u.conn.map(|x| x.assoc) == Some(assoc))
                         })
-                        .or_else(|| c.enb_ue_id.and_then(|e| self.index.by_conn((assoc, e))));
+                        .or_else(|| {
+                            c.enb_ue_id
+                                .and_then(|e| self.index.by_conn(ConnKey::new(assoc, e)))
+                        });
                     if let Some(id) = id {
                         self.make_idle(id, cp, out);
                     }

@@ -368,11 +368,11 @@ mod procedures {
                     self.create_session(now, id, cp, out);
                 }
                 (Ok(HssData::Vector(v)), true) => {
-                    self.send_auth_request(cp, now, id, v, (resynced, then), out)
+                    self.send_auth_request(cp, id, v, (resynced, then), out)
                 }
                 (Err(HssFailure::ResyncRefused), true) => {
                     tracing::info!("UE {id}: HSS refused the resynchronisation");
-                    self.auth_reject(cp, now, id, then, out);
+                    self.auth_reject(cp, id, then, out);
                 }
                 (Err(e), _) => {
                     self.stats.hss_failures += 1;

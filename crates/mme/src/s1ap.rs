@@ -62,9 +62,8 @@ impl Mme {
                     return;
                 };
                 // The message must come from one of the UE's S1 connections.
-                let known = |c: Option<(AssocId, u32)>| {
-                    c.is_some_and(|(a, e)| a == assoc && Some(e) == enb_id)
-                };
+                let pair = enb_id.map(|e| ConnKey::new(assoc, e));
+                let known = |c: Option<ConnKey>| c.is_some() && c == pair;
                 let from_target = ue.handover.as_ref().is_some_and(|h| {
                     h.target_assoc == assoc
                         && (h.target_enb_ue_id == enb_id || h.target_enb_ue_id.is_none())
@@ -89,9 +88,22 @@ impl Mme {
                     );
                     return;
                 }
+                // A context superseded only waits for its release; a message from the
+                // source of a finished X2 handover is the source's late answer.
+                let superseded = ue.superseded;
+                let from_x2_source =
+                    pair.is_some() && ue.conn != pair && ue.x2_source.map(|(c, _)| c) == pair;
                 let _span = crate::mme::ue_span(mme_id, enb_id, ue.proc.name()).entered();
                 tracing::trace!("{}", other.name());
-                self.ue_message(now, assoc, mme_id, other, cp, out);
+                self.ue_message(
+                    now,
+                    assoc,
+                    mme_id,
+                    other,
+                    (superseded, from_x2_source),
+                    cp,
+                    out,
+                );
             }
         }
     }
@@ -141,7 +153,7 @@ impl Mme {
             Some(id) => id,
             // At the bound on contexts awaiting authentication, an attach is still
             // told to back off (#22 + T3346) rather than left to time out.
-            None if attach && self.crowded.is_some() => {
+            None if attach && self.admission.crowded.is_some() => {
                 return self.congestion_reject(cp, assoc, &m, out);
             }
             // At a bound (unauthenticated contexts, UE slots).
@@ -221,22 +233,23 @@ impl Mme {
         }
     }
 
+    /// UE-associated message `msg` from one of UE `id`'s connections (`on_s1ap`
+    /// checked it, and found whether the context is `superseded` and whether the
+    /// message is `from_x2_source`).
+    // The MME and the slice (`cp`) travel apart until handlers take one context (STYLE.md §4).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn ue_message(
         &mut self,
         now: Instant,
         assoc: AssocId,
         id: u32,
         msg: S1apMessage,
+        (superseded, from_x2_source): (bool, bool),
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         self.now = now;
         use S1apMessage as M;
-        let pair = msg.enb_ue_id().map(|e| (assoc, e));
-        let (superseded, from_x2_source) = self.ue(cp, id).map_or((false, false), |u| {
-            let x2 = pair.is_some() && u.conn != pair && u.x2_source.map(|(c, _)| c) == pair;
-            (u.superseded, x2)
-        });
         if superseded && !matches!(msg, M::UeContextReleaseComplete(_)) {
             // The context only waits for its release: whatever crossed our command
             // (NAS, a Release Request, responses) has nobody to go to.
@@ -290,9 +303,12 @@ impl Mme {
                     return;
                 };
                 if matches!(u.proc, Procedure::ExpectIcsResponse { attach: true }) {
+                    // The session goes through the slice; then the context.
                     self.drop_session(cp, id);
-                    self.stop_nas_timer(cp, id);
-                    self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
+                    if let Some((mut cx, u)) = self.split(cp, id, out) {
+                        u.stop_nas_timer();
+                        cx.release(u, Cause::NAS_UNSPECIFIED, true);
+                    }
                 } else {
                     self.release_connection(id, Cause::RADIO_UNSPECIFIED, cp, out);
                 }
@@ -310,10 +326,11 @@ impl Mme {
                 let Some(u) = self.ue_mut(cp, id) else {
                     return;
                 };
-                if u.old_conn == Some((assoc, m.enb_ue_id)) {
+                let c = ConnKey::new(assoc, m.enb_ue_id);
+                if u.old_conn == Some(c) {
                     // The source side of a finished handover.
                     u.old_conn = None;
-                    self.index.unlink_conn((assoc, m.enb_ue_id));
+                    self.index.unlink_conn(c);
                     return;
                 }
                 let remove = matches!(

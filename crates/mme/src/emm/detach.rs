@@ -74,7 +74,15 @@ impl Mme {
         u.proc = Procedure::ExpectDetachAccept;
         let req = nasx::NasDetachRequestUeTerminated::new(nasx::NasDetachType::new(1));
         let t = self.cfg.t3422;
-        self.send_nas_ue(u, now, id, NasEpsMessage::new_emm(req), false, Some(t), out);
+        self.send_nas(
+            cp,
+            now,
+            id,
+            NasEpsMessage::new_emm(req),
+            false,
+            Some(t),
+            out,
+        );
         self.flush_released(cp, out);
         Ok(())
     }

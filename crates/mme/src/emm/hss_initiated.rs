@@ -72,7 +72,15 @@ impl Mme {
             let req =
                 nasx::NasDetachRequestUeTerminated::new(nasx::NasDetachType::new(detach_type));
             let t = self.cfg.t3422;
-            self.send_nas_ue(u, now, id, NasEpsMessage::new_emm(req), false, Some(t), out);
+            self.send_nas(
+                cp,
+                now,
+                id,
+                NasEpsMessage::new_emm(req),
+                false,
+                Some(t),
+                out,
+            );
             return;
         }
         // Served elsewhere now, idle, or not registered yet: the context goes here,
@@ -149,7 +157,7 @@ impl Mme {
             cp.modify_bearer_qos(slot, ebi, qci, mbr.0, mbr.1),
         );
         warn_cp(id, "ARP change", cp.set_bearer_arp(slot, ebi, arp));
-        let Some((assoc, enb_ue_id)) = over_the_air else {
+        let Some(ConnKey { assoc, enb_ue_id }) = over_the_air else {
             return; // idle or busy: the next Initial Context Setup carries them
         };
         let mut req = nasx::NasModifyEpsBearerContextRequest::new();

@@ -58,7 +58,7 @@ impl Mme {
     ) -> Result<u8, MmeError> {
         let DedicatedQos { qci, arp, mbr, gbr } = qos;
         let u = self.ue(cp, id).ok_or(MmeError::UnknownUe)?;
-        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
+        let (Some(slot), Some(ConnKey { assoc, enb_ue_id })) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
         };
         let ctx = cp.ue(slot).ok_or(MmeError::UnknownUe)?;
@@ -133,7 +133,7 @@ impl Mme {
     ) -> Result<(), MmeError> {
         let id = self.index.by_imsi(imsi).ok_or(MmeError::UnknownUe)?;
         let u = self.ue(cp, id).ok_or(MmeError::UnknownUe)?;
-        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
+        let (Some(slot), Some(ConnKey { assoc, enb_ue_id })) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
         };
         cp.modify_bearer_qos(slot, ebi, qci, mbr.0, mbr.1)
@@ -195,7 +195,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) -> Result<(), MmeError> {
         let u = self.ue(cp, id).ok_or(MmeError::UnknownUe)?;
-        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
+        let (Some(slot), Some(ConnKey { assoc, enb_ue_id })) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
         };
         let arp = cp
@@ -251,7 +251,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) -> Result<(), MmeError> {
         let u = self.ue(cp, id).ok_or(MmeError::UnknownUe)?;
-        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
+        let (Some(slot), Some(ConnKey { assoc, enb_ue_id })) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
         };
         let ctx = cp.ue(slot).ok_or(MmeError::UnknownUe)?;

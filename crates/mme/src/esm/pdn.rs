@@ -132,13 +132,14 @@ impl Mme {
         )));
         let msg = NasEpsMessage::new_emm(acc);
         u.proc = Procedure::ExpectIcsResponse { attach: true };
-        let Some(nas) = self.nas_bytes_ue(u, id, &msg, false) else {
+        let Some(nas) = crate::mme::cx::nas_bytes(&self.cfg, &mut self.dirty, u, &msg, false)
+        else {
             return;
         };
         u.retx = Some(Box::new((msg, false)));
         u.retx_count = 0;
         let t = self.cfg.t3450;
-        self.arm_ue(u, id, TimerKind::Nas, now + t);
+        self.arm_ue(u, TimerKind::Nas, now + t);
         self.send_ics_at(id, slot, Some(nas), cp, out);
     }
 
@@ -183,7 +184,7 @@ impl Mme {
         let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
-        let (Some((assoc, enb_ue_id)), Some(sec)) = (u.conn, u.sec.as_mut()) else {
+        let (Some(ConnKey { assoc, enb_ue_id }), Some(sec)) = (u.conn, u.sec.as_mut()) else {
             return;
         };
         let count = sec.last_ul_count;
@@ -222,7 +223,8 @@ impl Mme {
         let u = self
             .ue(cp, id)
             .ok_or(EsmCause::RequestRejectedUnspecified)?;
-        let (Some(slot), Some((assoc, enb_ue_id)), Some(_)) = (u.slot, u.conn, u.imsi) else {
+        let (Some(slot), Some(ConnKey { assoc, enb_ue_id }), Some(_)) = (u.slot, u.conn, u.imsi)
+        else {
             return Err(EsmCause::RequestRejectedUnspecified);
         };
         if u.emm != Emm_::Registered {
@@ -369,7 +371,7 @@ impl Mme {
         let u = self
             .ue(cp, id)
             .ok_or(EsmCause::RequestRejectedUnspecified)?;
-        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
+        let (Some(slot), Some(ConnKey { assoc, enb_ue_id })) = (u.slot, u.conn) else {
             return Err(EsmCause::RequestRejectedUnspecified);
         };
         if pti == 0 || pti == 0xff {

@@ -256,7 +256,9 @@ impl Mme {
         let esm = NasEpsMessage::new_esm(rej, 0, pti);
         let mut r = nasx::NasAttachReject::new(nasx::NasEmmCause::new(EmmCause::EsmFailure.into()));
         r.esm_message_container = nasx::NasEsmMessageContainer::from_esm_message(&esm).ok();
-        self.send_attach_reject(cp, id, r, out);
+        if let Some((mut cx, u)) = self.split(cp, id, out) {
+            crate::emm::attach::send_attach_reject(&mut cx, u, r);
+        }
     }
 
     /// Runs `f` on the session of default bearer `ebi` of UE `id`, if it has one.

@@ -81,7 +81,7 @@ impl Mme {
             target_assoc: target,
             target_enb_ue_id: None,
             admitted: vec![],
-            source: (assoc, m.enb_ue_id),
+            source: ConnKey::new(assoc, m.enb_ue_id),
             started: self.now,
         }));
         self.send(target, Some(id), req.into(), out);
@@ -113,8 +113,11 @@ impl Mme {
         };
         h.target_enb_ue_id = Some(m.enb_ue_id);
         h.admitted = m.admitted.clone();
-        let (sa, se) = h.source;
-        self.index.link_conn((assoc, m.enb_ue_id), id);
+        let ConnKey {
+            assoc: sa,
+            enb_ue_id: se,
+        } = h.source;
+        self.index.link_conn(ConnKey::new(assoc, m.enb_ue_id), id);
         let cmd = HandoverCommand {
             mme_ue_id: id,
             enb_ue_id: se,
@@ -146,11 +149,11 @@ impl Mme {
             return;
         };
         self.send(
-            h.source.0,
+            h.source.assoc,
             Some(id),
             HandoverPreparationFailure {
                 mme_ue_id: id,
-                enb_ue_id: h.source.1,
+                enb_ue_id: h.source.enb_ue_id,
                 cause: m.cause,
             }
             .into(),
@@ -190,23 +193,23 @@ impl Mme {
         let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
-        u.conn = Some((assoc, m.enb_ue_id));
+        u.conn = Some(ConnKey::new(assoc, m.enb_ue_id));
         u.old_conn = Some(h.source);
         u.tai = m.tai;
         u.ecgi = m.ecgi;
-        self.index.link_conn((assoc, m.enb_ue_id), id);
+        self.index.link_conn(ConnKey::new(assoc, m.enb_ue_id), id);
         self.stats.s1_handovers += 1;
         self.stats
             .handover_latency
             .observe(self.now.saturating_duration_since(h.started));
         self.procedure_done(id);
         self.send(
-            h.source.0,
+            h.source.assoc,
             Some(id),
             UeContextReleaseCommand {
                 ids: UeS1apIds::Pair {
                     mme_ue_id: id,
-                    enb_ue_id: h.source.1,
+                    enb_ue_id: h.source.enb_ue_id,
                 },
                 cause: Cause::SUCCESSFUL_HANDOVER,
             }

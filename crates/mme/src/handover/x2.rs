@@ -100,7 +100,7 @@ impl Mme {
             return fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID);
         };
         u.x2_source = old
-            .filter(|c| *c != (assoc, m.enb_ue_id))
+            .filter(|c| *c != ConnKey::new(assoc, m.enb_ue_id))
             .map(|c| (c, now + X2_SOURCE_GRACE));
         let Some(sc) = self.next_nh(cp, id) else {
             return fail(self, out, Cause::MISC_UNSPECIFIED);

@@ -19,15 +19,19 @@ pub(crate) type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// An S1-MME association, as the transport names it.
 pub type AssocId = u64;
 
+pub(crate) mod admission;
 pub(crate) mod context;
+pub(crate) mod cx;
 mod events;
-mod index;
+pub(crate) mod index;
 mod stats;
 mod timers;
 pub(crate) use timers::TimerKind;
 
 pub(crate) use context::*;
+pub(crate) use cx::Cx;
 pub use events::*;
+pub(crate) use index::ConnKey;
 pub use stats::*;
 
 /// Why an operator's or the PCRF's request on a UE (detach, GUTI reallocation, bearer
@@ -93,13 +97,7 @@ pub struct Mme {
     pub(crate) parked_order: VecDeque<(Instant, u32)>,
     /// Contexts without a security context, per eNB and in all (bounded by
     /// `cfg.max_unauth_per_enb` and `cfg.max_unauth_contexts`).
-    pub(crate) unauth: Map<AssocId, u32>,
-    pub(crate) unauth_total: usize,
-    /// Contexts awaiting authentication passed 3/4 of a bound (of the slice, or of
-    /// the eNB kept here): the MME is congested by its own measure until they are
-    /// under half of it again (overload control; the node hears of it).
-    pub(crate) crowded: Option<Option<AssocId>>,
-    pub(crate) crowded_told: bool,
+    pub(crate) admission: admission::Admission,
     /// Which slice of the node this MME serves (identifier bits, IMSI routing).
     pub(crate) role: SliceRole,
     /// IMSIs held outside their policy slice whose context went (for the node).
@@ -144,10 +142,7 @@ impl Mme {
             parked: Map::default(),
             restoring: None,
             parked_order: VecDeque::new(),
-            unauth: Map::default(),
-            unauth_total: 0,
-            crowded: None,
-            crowded_told: false,
+            admission: Default::default(),
             role: SliceRole::default(),
             released: Vec::new(),
             dirty: Vec::new(),
@@ -320,14 +315,13 @@ impl Mme {
 
     pub(crate) fn arm(&mut self, cp: &mut ControlPlane, id: u32, kind: TimerKind, at: Instant) {
         if let Some(u) = self.ue_mut(cp, id) {
-            self.arm_ue(u, id, kind, at);
+            self.arm_ue(u, kind, at);
         }
     }
 
     /// [`Mme::arm`] on UE `id`'s context `u`, already looked up.
-    pub(crate) fn arm_ue(&mut self, u: &mut Ue, id: u32, kind: TimerKind, at: Instant) {
-        *u.timer_mut(kind) = Some(at);
-        self.timers.push(at, id, kind);
+    pub(crate) fn arm_ue(&mut self, u: &mut Ue, kind: TimerKind, at: Instant) {
+        cx::arm(&mut self.timers, u, kind, at)
     }
 
     pub fn handle_timeout(&mut self, now: Instant, cp: &mut ControlPlane, out: &mut Vec<Output>) {
@@ -355,7 +349,7 @@ impl Mme {
                 continue; // stale: stopped or armed again since
             }
             *u.timer_mut(kind) = None;
-            let _span = ue_span(id, u.conn.map(|c| c.1), u.proc.name()).entered();
+            let _span = ue_span(id, u.conn.map(|c| c.enb_ue_id), u.proc.name()).entered();
             match kind {
                 TimerKind::Nas => self.nas_timer_expired(now, id, cp, out),
                 TimerKind::Paging => self.paging_expired(now, id, cp, out),
@@ -414,9 +408,7 @@ impl Mme {
                 .is_some_and(|u| u.timer(kind) == Some(t))
         });
         self.index.shrink();
-        if self.unauth.capacity() > 1024 && self.unauth.len() * 8 < self.unauth.capacity() {
-            self.unauth.shrink_to_fit();
-        }
+        self.admission.shrink();
         if self.hss_deadlines.capacity() > 1024
             && self.hss_deadlines.len() * 8 < self.hss_deadlines.capacity()
         {
@@ -437,48 +429,26 @@ impl Mme {
     /// UE `id` has a security context now: it no longer counts as unauthenticated.
     pub(crate) fn authenticated(&mut self, cp: &mut ControlPlane, id: u32) {
         if let Some(u) = self.ue_mut(cp, id) {
-            self.authenticated_ue(u);
-        }
-    }
-
-    /// [`Mme::authenticated`] on the UE's context `u`, already looked up.
-    pub(crate) fn authenticated_ue(&mut self, u: &mut Ue) {
-        u.guard_timer = None;
-        if let Some(a) = u.unauth_on.take() {
-            self.uncount_unauth(a);
+            u.guard_timer = None;
+            if let Some(a) = u.unauth_on.take() {
+                self.admission.uncount(&self.cfg, a);
+            }
         }
     }
 
     fn uncount_unauth(&mut self, assoc: AssocId) {
-        self.unauth_total = self.unauth_total.saturating_sub(1);
-        if let Some(n) = self.unauth.get_mut(&assoc) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.unauth.remove(&assoc);
-            }
-        }
-        let relieved = match self.crowded {
-            Some(None) => self.unauth_total * 2 < self.cfg.max_unauth_contexts,
-            Some(Some(a)) => {
-                (self.unauth.get(&a).map_or(0, |n| *n as usize)) * 2 < self.cfg.max_unauth_per_enb
-            }
-            None => false,
-        };
-        if relieved {
-            self.crowded = None;
-        }
+        self.admission.uncount(&self.cfg, assoc);
     }
 
     /// Congested, by the node's measure (backlog) or by its own (contexts awaiting
     /// authentication near their bound): new non-emergency attaches are turned away.
     pub(crate) fn congested(&self) -> bool {
-        self.congested || self.crowded.is_some()
+        self.congested || self.admission.crowded.is_some()
     }
 
     /// Room for one more context without security from eNB `assoc`?
     fn unauth_room(&self, assoc: AssocId) -> bool {
-        self.unauth_total < self.cfg.max_unauth_contexts
-            && self.unauth.get(&assoc).map_or(0, |n| *n as usize) < self.cfg.max_unauth_per_enb
+        self.admission.room(&self.cfg, assoc)
     }
 
     /// [`Mme::handle`] of an S1AP PDU the caller keeps: a driver that reuses its
@@ -510,14 +480,14 @@ impl Mme {
             && self.released.is_empty()
             && self.forgotten.is_empty()
             && self.dirty.is_empty()
-            && self.crowded.is_some() == self.crowded_told
+            && self.admission.crowded.is_some() == self.admission.crowded_told
         {
             return;
         }
         out.append(&mut self.records);
-        let crowded = self.crowded.is_some();
-        if crowded != self.crowded_told {
-            self.crowded_told = crowded;
+        let crowded = self.admission.crowded.is_some();
+        if crowded != self.admission.crowded_told {
+            self.admission.crowded_told = crowded;
             tracing::info!(
                 "contexts awaiting authentication {} (slice {}, eNB {}): new attaches {}",
                 if crowded {
@@ -525,10 +495,13 @@ impl Mme {
                 } else {
                     "back under half of it"
                 },
-                self.unauth_total,
-                self.crowded
-                    .flatten()
-                    .map_or(0, |a| self.unauth.get(&a).copied().unwrap_or(0)),
+                self.admission.total,
+                self.admission.crowded.flatten().map_or(0, |a| self
+                    .admission
+                    .per_enb
+                    .get(&a)
+                    .copied()
+                    .unwrap_or(0)),
                 if crowded {
                     "get #22 with T3346"
                 } else {
@@ -551,9 +524,7 @@ impl Mme {
     /// The end of a procedure of UE `id`: its state is worth a checkpoint once the
     /// input is handled (a registered UE's whole snapshot, or its removal).
     pub(crate) fn procedure_done(&mut self, id: u32) {
-        if self.cfg.checkpoints && !self.dirty.contains(&id) {
-            self.dirty.push(id);
-        }
+        cx::procedure_done(&self.cfg, &mut self.dirty, id)
     }
 
     fn flush_checkpoints(&mut self, cp: &mut ControlPlane, out: &mut Vec<Output>) {
@@ -703,15 +674,6 @@ impl Mme {
         self.flush_released(cp, out);
     }
 
-    pub(crate) fn stream_for(&self, assoc: AssocId, id: u32) -> u16 {
-        let n = self.enbs.get(&assoc).map(|e| e.out_streams).unwrap_or(1);
-        if n <= 1 {
-            0
-        } else {
-            1 + (id % (n as u32 - 1)) as u16
-        }
-    }
-
     pub(crate) fn send(
         &self,
         assoc: AssocId,
@@ -719,15 +681,7 @@ impl Mme {
         msg: S1apMessage,
         out: &mut Vec<Output>,
     ) {
-        let stream = ue.map(|i| self.stream_for(assoc, i)).unwrap_or(0);
-        match msg.encode() {
-            Ok(bytes) => out.push(Output::S1ap {
-                assoc,
-                stream,
-                bytes,
-            }),
-            Err(e) => tracing::warn!("cannot encode {}: {e}", msg.name()),
-        }
+        cx::send_s1(&self.enbs, assoc, ue, msg, out)
     }
 
     /// Drop the UE's S1 connection; a registered UE becomes ECM-IDLE, a UE in the
@@ -889,10 +843,12 @@ impl Mme {
         unauth: bool,
     ) -> Option<u32> {
         let id = self.alloc_mme_ue_id();
+        let conn = ConnKey::new(assoc, enb_ue_id);
         let ue = Box::new(Ue {
+            id,
             imsi: None,
             emm: Emm_::Deregistered,
-            conn: Some((assoc, enb_ue_id)),
+            conn: Some(conn),
             proc: Procedure::Idle,
             sec: None,
             nas_secured: false,
@@ -940,21 +896,11 @@ impl Mme {
             }
         };
         self.index.insert(id, slot);
-        self.index.link_conn((assoc, enb_ue_id), id);
+        self.index.link_conn(conn, id);
         if !unauth {
             return Some(id);
         }
-        let n = self.unauth.entry(assoc).or_insert(0);
-        *n += 1;
-        let n = *n as usize;
-        self.unauth_total += 1;
-        if self.crowded.is_none() {
-            if self.unauth_total * 4 > self.cfg.max_unauth_contexts * 3 {
-                self.crowded = Some(None);
-            } else if n * 4 > self.cfg.max_unauth_per_enb * 3 {
-                self.crowded = Some(Some(assoc));
-            }
-        }
+        self.admission.count(&self.cfg, assoc);
         let at = self.now + self.cfg.unauth_context_ttl;
         self.arm(cp, id, TimerKind::Guard, at);
         Some(id)
@@ -968,35 +914,9 @@ impl Mme {
         then_remove: bool,
         out: &mut Vec<Output>,
     ) {
-        let Some(u) = self.ue_mut(cp, id) else {
-            return;
-        };
-        let Some((assoc, enb_ue_id)) = u.conn else {
-            return;
-        };
-        u.proc = Procedure::ExpectReleaseComplete { then_remove };
-        // The release ends the NAS procedure it replaces: its retransmission timer
-        // goes with it. Left running, it re-sent a Downlink NAS Transport after the
-        // UE Context Release Command, for a UE the eNB had already let go (seen
-        // under SCTP loss, where retransmissions are pending more often).
-        u.nas_timer = None;
-        u.retx = None;
-        // Not for ever: an eNB that never completes is not keeping the context.
-        let at = self.now + self.cfg.release_guard;
-        self.arm(cp, id, TimerKind::Guard, at);
-        self.send(
-            assoc,
-            Some(id),
-            UeContextReleaseCommand {
-                ids: UeS1apIds::Pair {
-                    mme_ue_id: id,
-                    enb_ue_id,
-                },
-                cause,
-            }
-            .into(),
-            out,
-        );
+        if let Some((mut cx, u)) = self.split(cp, id, out) {
+            cx.release(u, cause, then_remove);
+        }
     }
 
     /// Release a registered UE's S1 connection, keeping the UE (ECM-CONNECTED → IDLE).
@@ -1035,9 +955,10 @@ impl Mme {
         let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
-        u.conn = Some((assoc, enb_ue_id));
+        let c = ConnKey::new(assoc, enb_ue_id);
+        u.conn = Some(c);
         u.nas_secured = false;
-        self.index.link_conn((assoc, enb_ue_id), id);
+        self.index.link_conn(c, id);
     }
 
     /// Give a known UE a new S1 connection (idle → connected).
@@ -1053,9 +974,9 @@ impl Mme {
         let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
+        let new = ConnKey::new(assoc, enb_ue_id);
         if let Some(c) = u.conn.take() {
-            if matches!(u.proc, Procedure::ExpectReleaseComplete { .. }) && c != (assoc, enb_ue_id)
-            {
+            if matches!(u.proc, Procedure::ExpectReleaseComplete { .. }) && c != new {
                 // The old connection's release is still in flight (its Release Complete
                 // may come late, after a loss): it stays known, to be taken quietly.
                 if let Some(o) = u.old_conn.replace(c) {
@@ -1065,7 +986,7 @@ impl Mme {
                 self.index.unlink_conn(c);
             }
         }
-        u.conn = Some((assoc, enb_ue_id));
+        u.conn = Some(new);
         u.nas_secured = false; // a new NAS signalling connection
         u.tai = tai;
         u.ecgi = ecgi;
@@ -1077,7 +998,7 @@ impl Mme {
         if u.paging_timer.take().is_some() {
             u.page_after_release = true;
         }
-        self.index.link_conn((assoc, enb_ue_id), id);
+        self.index.link_conn(new, id);
     }
 }
 
