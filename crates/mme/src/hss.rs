@@ -206,6 +206,22 @@ mod procedures {
     use super::{HssAnswer, HssData, HssFailure, HssRef, HssRequest, SubscriptionData};
     use crate::prelude::*;
 
+    /// The subscription's QoS, AMBR and APN (`apn`: its index) into the UE's context.
+    fn adopt_profile(u: &mut Ue, sub: &SubscriptionData, apn: u16, default_ambr: (u64, u64)) {
+        u.ambr = if sub.ambr_ul_bps > 0 {
+            (sub.ambr_ul_bps, sub.ambr_dl_bps)
+        } else {
+            default_ambr
+        };
+        u.qci = sub.qci;
+        u.arp_priority = sub.arp_priority;
+        u.hss_location = true;
+        if u.apn.is_empty() && !u.esm_info_flag {
+            u.apn.clone_from(&sub.apn);
+        }
+        u.subscribed_apn = apn;
+    }
+
     impl Mme {
         /// Send `req` (made for the reference given) for UE `id`, which then waits for
         /// its answer in state `wait` (made for the sequence number), guarded by
@@ -331,7 +347,12 @@ mod procedures {
         ) {
             let HssRef { mme_ue_id: id, seq } = a.r;
             let _span = crate::mme::ue_span(id, None, "HSS answer").entered();
-            let awaited = self.ue(cp, id).map(|u| match u.proc {
+            let Some(u) = self.ue_mut(cp, id) else {
+                self.stats.hss_late_answers += 1;
+                tracing::debug!("UE {id}: HSS answer {seq} not awaited (any more), dropped");
+                return;
+            };
+            let awaited = match u.proc {
                 Procedure::ExpectHssProfile { seq: s, .. } if s == seq => {
                     Some((false, false, Resume::Attach))
                 }
@@ -342,15 +363,13 @@ mod procedures {
                     ..
                 } if s == seq => Some((true, resynced, then)),
                 _ => None,
-            });
-            let (want_vector, resynced, then) = match awaited.flatten() {
-                Some(a) => a,
-                _ => {
-                    self.stats.hss_late_answers += 1;
-                    tracing::debug!("UE {id}: HSS answer {seq} not awaited (any more), dropped");
-                    return;
-                }
             };
+            let Some((want_vector, resynced, then)) = awaited else {
+                self.stats.hss_late_answers += 1;
+                tracing::debug!("UE {id}: HSS answer {seq} not awaited (any more), dropped");
+                return;
+            };
+            u.proc = Procedure::Idle;
             // The front entry of the deadlines is usually this one.
             if self
                 .hss_deadlines
@@ -359,16 +378,15 @@ mod procedures {
             {
                 self.hss_deadlines.pop_front();
             }
-            if let Some(u) = self.ue_mut(cp, id) {
-                u.proc = Procedure::Idle;
-            }
             match (a.result, want_vector) {
                 (Ok(HssData::Profile(sub)), false) => {
-                    self.adopt_profile(cp, id, sub);
+                    let apn = self.apn_id(&sub.apn);
+                    adopt_profile(u, &sub, apn, self.cfg.default_ambr);
                     self.create_session(now, id, cp, out);
                 }
                 (Ok(HssData::Vector(v)), true) => {
-                    self.send_auth_request(cp, id, v, (resynced, then), out)
+                    let mut cx = self.cx(out);
+                    crate::emm::auth::send_auth_request(&mut cx, u, v, resynced, then)
                 }
                 (Err(HssFailure::ResyncRefused), true) => {
                     tracing::info!("UE {id}: HSS refused the resynchronisation");
@@ -398,27 +416,6 @@ mod procedures {
                     self.aka_failed(cp, id, then, EmmCause::NetworkFailure, out);
                 }
             }
-        }
-
-        /// The subscription's QoS, AMBR and APN into the UE's context.
-        fn adopt_profile(&mut self, cp: &mut ControlPlane, id: u32, sub: SubscriptionData) {
-            let default_ambr = self.cfg.default_ambr;
-            let apn = self.apn_id(&sub.apn);
-            let Some(u) = self.ue_mut(cp, id) else {
-                return;
-            };
-            u.ambr = if sub.ambr_ul_bps > 0 {
-                (sub.ambr_ul_bps, sub.ambr_dl_bps)
-            } else {
-                default_ambr
-            };
-            u.qci = sub.qci;
-            u.arp_priority = sub.arp_priority;
-            u.hss_location = true;
-            if u.apn.is_empty() && !u.esm_info_flag {
-                u.apn.clone_from(&sub.apn);
-            }
-            u.subscribed_apn = apn;
         }
 
         /// Requests unanswered past their deadline: the attach is rejected (#17) and

@@ -26,21 +26,6 @@ impl Mme {
         self.ask_vector(cp, now, id, imsi, attach, Resume::Attach, out);
     }
 
-    /// The Authentication Request with vector `v` from the HSS (`resynced`: after a
-    /// resynchronisation, which is not done twice in one AKA; `then`: what follows).
-    pub(crate) fn send_auth_request(
-        &mut self,
-        cp: &mut ControlPlane,
-        id: u32,
-        v: Box<AuthVector>,
-        (resynced, then): (bool, Resume),
-        out: &mut Vec<Output>,
-    ) {
-        if let Some((mut cx, u)) = self.split(cp, id, out) {
-            send_auth_request(&mut cx, u, v, resynced, then);
-        }
-    }
-
     pub(crate) fn auth_failure(
         &mut self,
         now: Instant,

@@ -14,7 +14,11 @@ impl Mme {
         cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        let Some(u) = self.ue_mut(cp, id) else {
+        // The UE's entry: its signaling part now, its session next to it.
+        let Some(entry) = self.entry_of(id) else {
+            return;
+        };
+        let Some(u) = cp.signaling_mut(entry) else {
             return;
         };
         if u.apn.is_empty() {
@@ -23,7 +27,7 @@ impl Mme {
         let mut p = AttachParams::new(u.imsi.unwrap_or(0));
         p.apn = u.apn.clone();
         // The session goes into the UE's entry, beside this signaling part.
-        p.ue_slot = self.entry_of(id);
+        p.ue_slot = Some(entry);
         p.ambr_ul = u.ambr.0;
         p.ambr_dl = u.ambr.1;
         p.qci = u.qci;
@@ -39,7 +43,8 @@ impl Mme {
                 return;
             }
         };
-        let Some(u) = self.ue_mut(cp, id) else {
+        debug_assert_eq!(att.ue_slot, entry);
+        let Some(u) = cp.signaling_mut(entry) else {
             return;
         };
         u.slot = Some(att.ue_slot);
@@ -95,7 +100,13 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let tmsi = self.alloc_tmsi();
-        let Some(u) = self.ue_mut(cp, id) else {
+        // `slot` is the UE's entry: its session's and this signaling part's.
+        debug_assert_eq!(
+            self.entry_of(id),
+            Some(slot),
+            "a UE's session is in its entry"
+        );
+        let Some(u) = cp.signaling_mut(slot) else {
             return;
         };
         self.index.link_tmsi(tmsi, id);
@@ -181,7 +192,12 @@ impl Mme {
                 nas_pdu: nas.take(),
             });
         }
-        let Some(u) = self.ue_mut(cp, id) else {
+        debug_assert_eq!(
+            self.entry_of(id),
+            Some(slot),
+            "a UE's session is in its entry"
+        );
+        let Some(u) = cp.signaling_mut(slot) else {
             return;
         };
         let (Some(ConnKey { assoc, enb_ue_id }), Some(sec)) = (u.conn, u.sec.as_mut()) else {
