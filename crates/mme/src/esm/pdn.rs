@@ -25,7 +25,8 @@ impl Mme {
             u.apn = self.cfg.default_apn.clone();
         }
         let mut p = AttachParams::new(u.imsi.unwrap_or(0));
-        p.apn = u.apn.clone();
+        // Lent to the slice for the call, and back (no copy).
+        p.apn = std::mem::take(&mut u.apn);
         // The session goes into the UE's entry, beside this signaling part.
         p.ue_slot = Some(entry);
         p.ambr_ul = u.ambr.0;
@@ -35,7 +36,12 @@ impl Mme {
             priority_level: u.arp_priority,
             ..Arp::default()
         };
-        let att = match cp.attach(&p) {
+        let r = cp.attach(&p);
+        let Some(u) = cp.signaling_mut(entry) else {
+            return;
+        };
+        u.apn = std::mem::take(&mut p.apn);
+        let att = match r {
             Ok(a) => a,
             Err(e) => {
                 tracing::warn!("UE {id}: slice refused attach: {e}");
@@ -44,9 +50,6 @@ impl Mme {
             }
         };
         debug_assert_eq!(att.ue_slot, entry);
-        let Some(u) = cp.signaling_mut(entry) else {
-            return;
-        };
         u.slot = Some(att.ue_slot);
         self.schedule_interim(u, now, id);
         let session = PolicySession {
