@@ -3,6 +3,7 @@
 mod bearer;
 mod pdn;
 pub(crate) mod policy;
+mod usage;
 
 pub(crate) use bearer::{free_ebi, release_unlisted, DedicatedQos};
 
