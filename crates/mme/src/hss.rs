@@ -229,12 +229,12 @@ mod procedures {
         pub(crate) fn ask_hss(
             &mut self,
             cp: &mut ControlPlane,
-            now: Instant,
             id: u32,
             req: impl FnOnce(HssRef) -> HssRequest,
             wait: impl FnOnce(u32) -> Procedure,
             out: &mut Vec<Output>,
         ) {
+            let now = self.now;
             let Some(u) = self.ue_mut(cp, id) else {
                 return;
             };
@@ -256,7 +256,6 @@ mod procedures {
         pub(crate) fn ask_profile(
             &mut self,
             cp: &mut ControlPlane,
-            now: Instant,
             id: u32,
             imsi: u64,
             out: &mut Vec<Output>,
@@ -265,7 +264,6 @@ mod procedures {
             // served as a new attach (the UE restarted it).
             self.ask_hss(
                 cp,
-                now,
                 id,
                 |r| HssRequest::Profile { r, imsi },
                 |seq| Procedure::ExpectHssProfile { seq, attach: 0 },
@@ -280,7 +278,6 @@ mod procedures {
         pub(crate) fn ask_vector(
             &mut self,
             cp: &mut ControlPlane,
-            now: Instant,
             id: u32,
             imsi: u64,
             attach: u16,
@@ -290,7 +287,6 @@ mod procedures {
             let plmn = self.cfg.plmn.0;
             self.ask_hss(
                 cp,
-                now,
                 id,
                 |r| HssRequest::Vector { r, imsi, plmn },
                 |seq| Procedure::ExpectHssVector {
@@ -309,7 +305,6 @@ mod procedures {
         pub(crate) fn ask_resync(
             &mut self,
             cp: &mut ControlPlane,
-            now: Instant,
             id: u32,
             imsi: u64,
             (rand, auts): ([u8; 16], [u8; 14]),
@@ -319,7 +314,6 @@ mod procedures {
             let plmn = self.cfg.plmn.0;
             self.ask_hss(
                 cp,
-                now,
                 id,
                 |r| HssRequest::Resync {
                     r,
@@ -340,9 +334,8 @@ mod procedures {
 
         pub(crate) fn hss_answer(
             &mut self,
-            now: Instant,
-            a: HssAnswer,
             cp: &mut ControlPlane,
+            a: HssAnswer,
             out: &mut Vec<Output>,
         ) {
             let HssRef { mme_ue_id: id, seq } = a.r;
@@ -382,7 +375,7 @@ mod procedures {
                 (Ok(HssData::Profile(sub)), false) => {
                     let apn = self.apn_id(&sub.apn);
                     adopt_profile(u, &sub, apn, self.cfg.default_ambr);
-                    self.create_session(now, id, cp, out);
+                    self.create_session(cp, id, out);
                 }
                 (Ok(HssData::Vector(v)), true) => {
                     let mut cx = self.cx(out);
@@ -420,12 +413,8 @@ mod procedures {
 
         /// Requests unanswered past their deadline: the attach is rejected (#17) and
         /// its context released.
-        pub(crate) fn expire_hss_requests(
-            &mut self,
-            now: Instant,
-            cp: &mut ControlPlane,
-            out: &mut Vec<Output>,
-        ) {
+        pub(crate) fn expire_hss_requests(&mut self, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+            let now = self.now;
             loop {
                 self.prune_hss_deadlines(cp);
                 match self.hss_deadlines.front() {

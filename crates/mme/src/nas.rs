@@ -25,14 +25,12 @@ impl Mme {
     pub(crate) fn send_nas(
         &mut self,
         cp: &mut ControlPlane,
-        now: Instant,
         id: u32,
         msg: NasEpsMessage,
         new_ctx: bool,
         timer: Option<std::time::Duration>,
         out: &mut Vec<Output>,
     ) {
-        debug_assert_eq!(now, self.now);
         if let Some((mut cx, u)) = self.split(cp, id, out) {
             cx.send_nas(u, msg, new_ctx, timer);
         }
@@ -46,9 +44,8 @@ impl Mme {
 
     pub(crate) fn nas_timer_expired(
         &mut self,
-        now: Instant,
-        id: u32,
         cp: &mut ControlPlane,
+        id: u32,
         out: &mut Vec<Output>,
     ) {
         let Some((mut cx, u)) = self.split(cp, id, out) else {
@@ -58,7 +55,7 @@ impl Mme {
             Expiry::Handled => {}
             Expiry::PolicyTimeout => {
                 let e = crate::pcrf::PcrfFailure::Timeout;
-                self.policy_failed(now, id, e, cp, out)
+                self.policy_failed(cp, id, e, out)
             }
             Expiry::AbortReauth => self.abort_reauth(cp, id, out),
             Expiry::AttachLeft => {
@@ -152,11 +149,10 @@ impl Mme {
     /// the UE is): verified, passed through the security gate, then served.
     pub(crate) fn nas_in(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         bytes: &[u8],
         loc: Option<(Tai, Ecgi)>,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let Some((msg, verified)) = self.uplink_nas(cp, id, bytes) else {
@@ -178,7 +174,7 @@ impl Mme {
         match verdict {
             Verdict::Process => {
                 if self.admit(u, id, &msg, verified, loc) {
-                    self.serve(now, id, msg, verified, cp, out);
+                    self.serve(cp, id, msg, verified, out);
                 }
             }
             Verdict::Discard => self.gate_discard(id, kind, sec),
@@ -191,12 +187,12 @@ impl Mme {
                         return;
                     };
                     let (tai, ecgi) = loc.unwrap_or((u.tai, u.ecgi));
-                    self.make_idle(id, cp, out);
+                    self.make_idle(cp, id, out);
                     if let Some(new) = self.new_ue(cp, assoc, enb_ue_id, tai, ecgi) {
-                        self.dispatch(now, new, msg, false, loc, cp, out);
+                        self.dispatch(cp, new, msg, false, loc, out);
                     }
                 }
-                _ => self.authenticate_first(now, id, kind, cp, out),
+                _ => self.authenticate_first(cp, id, kind, out),
             },
         }
     }
@@ -212,12 +208,12 @@ impl Mme {
     /// served (the gate's "authenticate first").
     pub(crate) fn authenticate_first(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         kind: Kind,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        let now = self.now;
         let then = match kind {
             Kind::TauRequest { active } => {
                 // The TAU's latency counts its re-authentication.
@@ -229,7 +225,7 @@ impl Mme {
             Kind::DetachRequest { .. } => Resume::Detach,
             _ => return,
         };
-        self.reauthenticate(cp, now, id, then, out);
+        self.reauthenticate(cp, id, then, out);
     }
 
     /// Serve a NAS message the gate let through.
@@ -237,19 +233,18 @@ impl Mme {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn dispatch(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         msg: NasEpsMessage,
         verified: bool,
         loc: Option<(Tai, Ecgi)>,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
         if self.admit(u, id, &msg, verified, loc) {
-            self.serve(now, id, msg, verified, cp, out);
+            self.serve(cp, id, msg, verified, out);
         }
     }
 
@@ -292,22 +287,20 @@ impl Mme {
     /// Serve an admitted NAS message: EMM or ESM.
     fn serve(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         msg: NasEpsMessage,
         verified: bool,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         match msg {
-            NasEpsMessage::Emm(_, e) => self.emm(now, id, e, verified, cp, out),
+            NasEpsMessage::Emm(_, e) => self.emm(cp, id, e, verified, out),
             NasEpsMessage::Esm(h, e) => self.esm(
-                now,
+                cp,
                 id,
                 h.procedure_transaction_identity,
                 h.eps_bearer_identity,
                 e,
-                cp,
                 out,
             ),
             // The gate classes anything else as "other": only verified ones come here.

@@ -5,10 +5,9 @@ use crate::prelude::*;
 impl Mme {
     pub(crate) fn page(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         _slot: u32,
         imsi: u64,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         self.restore_imsi_first(cp, imsi, out);
@@ -32,32 +31,17 @@ impl Mme {
         if u.paging_timer.is_some() {
             return;
         }
-        debug_assert_eq!(now, cx.now);
         u.paging_left = cx.cfg.paging_attempts;
         send_paging(&mut cx, u);
     }
 
-    pub(crate) fn send_paging(
-        &mut self,
-        cp: &mut ControlPlane,
-        now: Instant,
-        id: u32,
-        out: &mut Vec<Output>,
-    ) {
-        debug_assert_eq!(now, self.now);
+    pub(crate) fn send_paging(&mut self, cp: &mut ControlPlane, id: u32, out: &mut Vec<Output>) {
         if let Some((mut cx, u)) = self.split(cp, id, out) {
             send_paging(&mut cx, u);
         }
     }
 
-    pub(crate) fn paging_expired(
-        &mut self,
-        now: Instant,
-        id: u32,
-        cp: &mut ControlPlane,
-        out: &mut Vec<Output>,
-    ) {
-        debug_assert_eq!(now, self.now);
+    pub(crate) fn paging_expired(&mut self, cp: &mut ControlPlane, id: u32, out: &mut Vec<Output>) {
         let Some((mut cx, u)) = self.split(cp, id, out) else {
             return;
         };

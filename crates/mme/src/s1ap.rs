@@ -14,13 +14,13 @@ const RRC_MT_ACCESS: u8 = 2;
 impl Mme {
     pub(crate) fn on_s1ap(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         assoc: AssocId,
         _stream: u16,
         bytes: &[u8],
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        let now = self.now;
         self.enbs.entry(assoc).or_insert(Enb {
             out_streams: 1,
             global_id: None,
@@ -35,11 +35,11 @@ impl Mme {
         };
         use S1apMessage as M;
         match msg {
-            M::InitialUeMessage(m) => self.initial_ue(now, assoc, m, cp, out),
+            M::InitialUeMessage(m) => self.initial_ue(cp, assoc, m, out),
             M::HandoverRequestAcknowledge(m) => self.ho_request_ack(cp, assoc, m, out),
             M::HandoverFailure(m) => self.ho_failure(cp, assoc, m, out),
             // Comes from the target eNB, which has no connection for the UE yet.
-            M::PathSwitchRequest(m) => self.path_switch(assoc, m, cp, out),
+            M::PathSwitchRequest(m) => self.path_switch(cp, assoc, m, out),
             other => {
                 let (Some(mme_id), enb_id) = (other.mme_ue_id(), other.enb_ue_id()) else {
                     pepc_ratelog::peer_warn!(
@@ -95,27 +95,19 @@ impl Mme {
                     pair.is_some() && ue.conn != pair && ue.x2_source.map(|(c, _)| c) == pair;
                 let _span = crate::mme::ue_span(mme_id, enb_id, ue.proc.name()).entered();
                 tracing::trace!("{}", other.name());
-                self.ue_message(
-                    now,
-                    assoc,
-                    mme_id,
-                    other,
-                    (superseded, from_x2_source),
-                    cp,
-                    out,
-                );
+                self.ue_message(cp, mme_id, assoc, other, (superseded, from_x2_source), out);
             }
         }
     }
 
     pub(crate) fn initial_ue(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         assoc: AssocId,
         m: InitialUeMessage,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        let now = self.now;
         self.now = now;
         let _span = crate::mme::ue_span(0, Some(m.enb_ue_id), "initial UE message").entered();
         // Service Request: short header, the UE is known by S-TMSI.
@@ -127,7 +119,7 @@ impl Mme {
                 self.restore_tmsi_first(cp, s.m_tmsi, out);
             }
             let id = m.s_tmsi.and_then(|s| self.ue_by_tmsi(cp, s.m_tmsi));
-            self.service_request(now, assoc, id, m, cp, out);
+            self.service_request(cp, id, assoc, m, out);
             return;
         }
         // Overload control: a congested slice turns new non-emergency attaches away
@@ -147,7 +139,7 @@ impl Mme {
             .filter(|s| s.mmec == self.cfg.mme_code)
             .and_then(|s| self.ue_by_tmsi(cp, s.m_tmsi));
         if let Some(id) = known {
-            return self.initial_known(now, assoc, id, m, cp, out);
+            return self.initial_known(cp, id, assoc, m, out);
         }
         let id = match self.new_ue(cp, assoc, m.enb_ue_id, m.tai, m.ecgi) {
             Some(id) => id,
@@ -159,7 +151,7 @@ impl Mme {
             // At a bound (unauthenticated contexts, UE slots).
             None => return self.refuse_initial(assoc, &m, out),
         };
-        self.nas_in(now, id, &m.nas_pdu, Some((m.tai, m.ecgi)), cp, out);
+        self.nas_in(cp, id, &m.nas_pdu, Some((m.tai, m.ecgi)), out);
     }
 
     /// The first message of a new connection of known UE `id` (by its S-TMSI, which
@@ -169,11 +161,10 @@ impl Mme {
     /// authenticated first, anything else is refused.
     pub(crate) fn initial_known(
         &mut self,
-        now: Instant,
-        assoc: AssocId,
-        id: u32,
-        m: InitialUeMessage,
         cp: &mut ControlPlane,
+        id: u32,
+        assoc: AssocId,
+        m: InitialUeMessage,
         out: &mut Vec<Output>,
     ) {
         let loc = (m.tai, m.ecgi);
@@ -196,12 +187,12 @@ impl Mme {
                 if let Some(s) = m.s_tmsi {
                     self.resolve_pending_guti(cp, id, s.m_tmsi);
                 }
-                self.dispatch(now, id, msg, verified, Some(loc), cp, out);
+                self.dispatch(cp, id, msg, verified, Some(loc), out);
             }
             Verdict::Authenticate if kind == Kind::AttachRequest => {
                 // On a new context; the known one stays as it is until that is secured.
                 if let Some(new) = self.new_ue(cp, assoc, m.enb_ue_id, m.tai, m.ecgi) {
-                    self.dispatch(now, new, msg, false, Some(loc), cp, out);
+                    self.dispatch(cp, new, msg, false, Some(loc), out);
                 }
             }
             // The connection is the UE's for the authentication only: no location,
@@ -209,7 +200,7 @@ impl Mme {
             // elsewhere keeps its connection (a real one sends its TAU protected).
             Verdict::Authenticate if idle => {
                 self.bind_conn(cp, id, assoc, m.enb_ue_id);
-                self.authenticate_first(now, id, kind, cp, out);
+                self.authenticate_first(cp, id, kind, out);
             }
             Verdict::Authenticate | Verdict::Discard => {
                 self.gate_discard(id, kind, sec);
@@ -240,14 +231,14 @@ impl Mme {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn ue_message(
         &mut self,
-        now: Instant,
-        assoc: AssocId,
+        cp: &mut ControlPlane,
         id: u32,
+        assoc: AssocId,
         msg: S1apMessage,
         (superseded, from_x2_source): (bool, bool),
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        let now = self.now;
         self.now = now;
         use S1apMessage as M;
         if superseded && !matches!(msg, M::UeContextReleaseComplete(_)) {
@@ -257,12 +248,10 @@ impl Mme {
             return;
         }
         if from_x2_source {
-            return self.x2_source_message(now, id, msg, cp, out);
+            return self.x2_source_message(cp, id, msg, out);
         }
         match msg {
-            M::UplinkNasTransport(m) => {
-                self.nas_in(now, id, &m.nas_pdu, Some((m.tai, m.ecgi)), cp, out)
-            }
+            M::UplinkNasTransport(m) => self.nas_in(cp, id, &m.nas_pdu, Some((m.tai, m.ecgi)), out),
             M::InitialContextSetupResponse(m) => {
                 let Some(u) = self.ue_mut(cp, id) else {
                     return;
@@ -295,7 +284,7 @@ impl Mme {
                     }
                     self.procedure_done(id);
                     // Rules pushed while it was idle (it was paged for them).
-                    self.apply_pending_policy(now, id, cp, out);
+                    self.apply_pending_policy(cp, id, out);
                 }
             }
             M::InitialContextSetupFailure(_) => {
@@ -310,7 +299,7 @@ impl Mme {
                         cx.release(u, Cause::NAS_UNSPECIFIED, true);
                     }
                 } else {
-                    self.release_connection(id, Cause::RADIO_UNSPECIFIED, cp, out);
+                    self.release_connection(cp, id, Cause::RADIO_UNSPECIFIED, out);
                 }
             }
             // A Release Request crossing our Release Command (TS 36.413 §8.3.2): the
@@ -321,7 +310,7 @@ impl Mme {
                     .ue(cp, id)
                     .is_some_and(|u| matches!(u.proc, Procedure::ExpectReleaseComplete { .. })) => {
             }
-            M::UeContextReleaseRequest(m) => self.release_connection(id, m.cause, cp, out),
+            M::UeContextReleaseRequest(m) => self.release_connection(cp, id, m.cause, out),
             M::UeContextReleaseComplete(m) => {
                 let Some(u) = self.ue_mut(cp, id) else {
                     return;
@@ -338,9 +327,9 @@ impl Mme {
                     Procedure::ExpectReleaseComplete { then_remove: true }
                 ) || u.emm == Emm_::Deregistered;
                 if remove {
-                    self.remove_ue(id, true, cp);
+                    self.remove_ue(cp, id, true);
                 } else {
-                    self.make_idle(id, cp, out);
+                    self.make_idle(cp, id, out);
                 }
             }
             M::NasNonDeliveryIndication(m) => {
@@ -370,8 +359,8 @@ impl Mme {
                 }
             }
             M::ERabModifyResponse(_) | M::ERabReleaseResponse(_) => {}
-            M::PathSwitchRequest(m) => self.path_switch(assoc, m, cp, out),
-            M::HandoverRequired(m) => self.ho_required(assoc, m, cp, out),
+            M::PathSwitchRequest(m) => self.path_switch(cp, assoc, m, out),
+            M::HandoverRequired(m) => self.ho_required(cp, assoc, m, out),
             M::HandoverCancel(m) => {
                 let handover = self.ue_mut(cp, id).and_then(|u| u.handover.take());
                 if let Some(h) = handover {
@@ -420,7 +409,7 @@ impl Mme {
                     }
                 }
             }
-            M::HandoverNotify(m) => self.ho_notify(assoc, m, cp, out),
+            M::HandoverNotify(m) => self.ho_notify(cp, assoc, m, out),
             other => pepc_ratelog::peer_info!(
                 pepc_ratelog::Kind::S1apUnexpected,
                 "UE {id}: ignoring {}",

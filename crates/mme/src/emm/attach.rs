@@ -7,11 +7,10 @@ use crate::prelude::*;
 impl Mme {
     pub(crate) fn attach_request(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         r: nasx::NasAttachRequest,
         verified: bool,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let digest = attach_digest(&r);
@@ -23,13 +22,11 @@ impl Mme {
         };
         match next {
             AttachNext::Resumed(imsi) => {
-                self.adopt_subscriber(id, imsi, true, cp, out);
+                self.adopt_subscriber(cp, id, imsi, true, out);
                 // Secured already: Update Location follows (TS 23.401 §5.3.2.1 step 8).
-                self.security_established(now, id, Resume::Attach, cp, out);
+                self.security_established(cp, id, Resume::Attach, out);
             }
-            AttachNext::Authenticate(imsi) => {
-                self.start_auth(now, id, imsi, digest, false, cp, out)
-            }
+            AttachNext::Authenticate(imsi) => self.start_auth(cp, id, imsi, digest, false, out),
             AttachNext::Guti(t) => {
                 // Another UE's context, known by the GUTI we gave it (restored first
                 // if it is still in a dead process's checkpoints).
@@ -37,7 +34,7 @@ impl Mme {
                 let known = self.ue_by_tmsi(cp, t).filter(|o| *o != id);
                 match known.and_then(|o| self.ue(cp, o).and_then(|u| u.imsi)) {
                     // A GUTI we allocated: re-authenticate the known subscriber.
-                    Some(imsi) => self.start_auth(now, id, imsi, digest, false, cp, out),
+                    Some(imsi) => self.start_auth(cp, id, imsi, digest, false, out),
                     None => {
                         if let Some((mut cx, u)) = self.split(cp, id, out) {
                             identity_request(&mut cx, u);
@@ -59,13 +56,13 @@ impl Mme {
     /// another SCTP stream than the new Initial UE Message, may well arrive after it,
     /// and must not meet an Error Indication (unknown MME UE S1AP ID). A release already
     /// under way (switch-off detach, then re-attach) is not commanded twice.
-    pub(crate) fn supersede(&mut self, old: u32, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    pub(crate) fn supersede(&mut self, cp: &mut ControlPlane, old: u32, out: &mut Vec<Output>) {
         self.drop_session(cp, old);
         let Some(o) = self.ue_mut(cp, old) else {
             return;
         };
         let Some(ConnKey { assoc, enb_ue_id }) = o.conn else {
-            self.remove_ue(old, false, cp);
+            self.remove_ue(cp, old, false);
             return;
         };
         let commanded = matches!(o.proc, Procedure::ExpectReleaseComplete { .. });
@@ -133,17 +130,17 @@ impl Mme {
     /// node is told once secured.
     pub(crate) fn adopt_subscriber(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         imsi: u64,
         claim: bool,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         self.restore_imsi_first(cp, imsi, out);
         match self.index.by_imsi(imsi) {
             Some(old) if old != id => {
                 if self.ue(cp, old).is_none_or(|u| u.sec.is_none()) {
-                    self.supersede(old, cp, out);
+                    self.supersede(cp, old, out);
                     self.index.link_imsi(imsi, id);
                 }
             }
@@ -175,7 +172,7 @@ impl Mme {
         };
         if let Some(old) = self.index.link_imsi(imsi, id) {
             if old != id {
-                self.supersede(old, cp, out);
+                self.supersede(cp, old, out);
             }
         }
         if claim {

@@ -14,25 +14,23 @@ impl Mme {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn start_auth(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         imsi: u64,
         attach: u16,
         claim: bool,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        self.adopt_subscriber(id, imsi, claim, cp, out);
-        self.ask_vector(cp, now, id, imsi, attach, Resume::Attach, out);
+        self.adopt_subscriber(cp, id, imsi, claim, out);
+        self.ask_vector(cp, id, imsi, attach, Resume::Attach, out);
     }
 
     pub(crate) fn auth_failure(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         cause: u8,
         auts: Option<Vec<u8>>,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let Some(u) = self.ue(cp, id) else {
@@ -57,7 +55,7 @@ impl Mme {
                 self.stats.resyncs += 1;
                 // The HSS answers with a fresh vector, or refuses (Authentication
                 // Reject, as when the AUTS does not verify).
-                self.ask_resync(cp, now, id, imsi, (rand, a), then, out);
+                self.ask_resync(cp, id, imsi, (rand, a), then, out);
             }
             _ => self.auth_reject(cp, id, then, out),
         }
@@ -114,7 +112,7 @@ impl Mme {
             u.stop_nas_timer();
             u.proc = Procedure::Idle;
         }
-        self.release_connection(id, Cause::NAS_UNSPECIFIED, cp, out);
+        self.release_connection(cp, id, Cause::NAS_UNSPECIFIED, out);
     }
 
     /// Authenticate UE `id` again before the message the gate held (`then`) changes
@@ -122,7 +120,6 @@ impl Mme {
     pub(crate) fn reauthenticate(
         &mut self,
         cp: &mut ControlPlane,
-        now: Instant,
         id: u32,
         then: Resume,
         out: &mut Vec<Output>,
@@ -131,7 +128,7 @@ impl Mme {
         let Some(imsi) = self.ue(cp, id).and_then(|u| u.imsi) else {
             return;
         };
-        self.ask_vector(cp, now, id, imsi, 0, then, out);
+        self.ask_vector(cp, id, imsi, 0, then, out);
     }
 }
 

@@ -6,11 +6,10 @@ use crate::prelude::*;
 impl Mme {
     pub(crate) fn ue_detach(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         switch_off: bool,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
-        now: Instant,
     ) {
         self.stats.detaches += 1;
         if self.cfg.purge_on_detach {
@@ -18,7 +17,6 @@ impl Mme {
         }
         self.drop_session(cp, id);
         self.procedure_done(id);
-        debug_assert_eq!(now, self.now);
         let Some((mut cx, u)) = self.split(cp, id, out) else {
             return;
         };
@@ -67,7 +65,7 @@ impl Mme {
             cx.send_nas(u, NasEpsMessage::new_emm(req), false, Some(t));
         } else {
             self.stats.detaches += 1;
-            self.remove_ue(id, false, cp);
+            self.remove_ue(cp, id, false);
         }
         self.flush_released(cp, out);
         Ok(())

@@ -16,18 +16,17 @@ use crate::prelude::*;
 impl Mme {
     pub(crate) fn emm(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         e: Emm,
         verified: bool,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         // The message came on UE `id`'s connection. A procedure takes the UE's context
         // and the MME's beside it (`Mme::split`, one lookup); what it leaves for the
         // slice or for other UEs follows here.
         match e {
-            Emm::AttachRequest(r) => self.attach_request(now, id, *r, verified, cp, out),
+            Emm::AttachRequest(r) => self.attach_request(cp, id, *r, verified, out),
             Emm::IdentityResponse(r) => {
                 let Some((mut cx, u)) = self.split(cp, id, out) else {
                     return;
@@ -36,7 +35,7 @@ impl Mme {
                     // The Attach Request's digest is not kept past the
                     // identification: a repetition now restarts the attach. The
                     // IMSI is claimed from the node once the attach is secured.
-                    self.start_auth(now, id, imsi, 0, true, cp, out)
+                    self.start_auth(cp, id, imsi, 0, true, out)
                 }
             }
             Emm::AuthenticationResponse(r) => {
@@ -57,14 +56,14 @@ impl Mme {
                     .authentication_failure_parameter
                     .as_ref()
                     .map(|p| p.value.to_vec());
-                self.auth_failure(now, id, cause, auts, cp, out);
+                self.auth_failure(cp, id, cause, auts, out);
             }
             Emm::SecurityModeComplete(_) => {
                 let Some((mut cx, u)) = self.split(cp, id, out) else {
                     return;
                 };
                 if let Some(then) = security_mode::smc_complete(&mut cx, u) {
-                    self.security_established(now, id, then, cp, out);
+                    self.security_established(cp, id, then, out);
                 }
             }
             Emm::SecurityModeReject(_) => self.smc_reject(cp, id, out),
@@ -78,7 +77,7 @@ impl Mme {
                     return;
                 }
                 // Rules that need dedicated bearers follow the default one.
-                self.apply_pending_policy(now, id, cp, out);
+                self.apply_pending_policy(cp, id, out);
                 if let Some(name) = &self.cfg.network_name {
                     let mut info = nasx::NasEmmInformation::new();
                     info.full_name_for_network =
@@ -91,7 +90,7 @@ impl Mme {
                 }
             }
             Emm::DetachRequestUeOriginating(d) => {
-                self.ue_detach(id, d.detach_type.value & 0x08 != 0, cp, out, now)
+                self.ue_detach(cp, id, d.detach_type.value & 0x08 != 0, out)
             }
             Emm::DetachAccept(_) => {
                 let Some(u) = self.ue_mut(cp, id) else {
@@ -110,7 +109,7 @@ impl Mme {
                     cx.release(u, Cause::NAS_DETACH, true);
                 }
             }
-            Emm::TrackingAreaUpdateRequest(t) => self.tau(now, id, *t, verified, cp, out),
+            Emm::TrackingAreaUpdateRequest(t) => self.tau(cp, id, *t, verified, out),
             Emm::TrackingAreaUpdateComplete(_) | Emm::GutiReallocationComplete(_) => {
                 if let Some((mut cx, u)) = self.split(cp, id, out) {
                     guti::realloc_complete(&mut cx, u);

@@ -24,16 +24,15 @@ impl Mme {
     /// the message the gate held is served.
     pub(crate) fn security_established(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         then: Resume,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         match then {
             Resume::Attach => self.commit_subscriber(cp, id, out),
-            Resume::Tau { active } => return self.tau_accept(now, id, active, cp, out),
-            Resume::Detach => return self.ue_detach(id, false, cp, out, now),
+            Resume::Tau { active } => return self.tau_accept(cp, id, active, out),
+            Resume::Detach => return self.ue_detach(cp, id, false, out),
         }
         // The subscriber's context may have superseded another: looked up again.
         let Some((mut cx, u)) = self.split(cp, id, out) else {
@@ -50,7 +49,7 @@ impl Mme {
         }
         // Update Location, as `update_location` asks it.
         if let Some(imsi) = u.imsi {
-            self.ask_profile(cp, now, id, imsi, out);
+            self.ask_profile(cp, id, imsi, out);
         }
     }
 
@@ -59,15 +58,14 @@ impl Mme {
     /// subscriber's. The session follows its answer.
     pub(crate) fn update_location(
         &mut self,
-        now: Instant,
-        id: u32,
         cp: &mut ControlPlane,
+        id: u32,
         out: &mut Vec<Output>,
     ) {
         let Some(imsi) = self.ue(cp, id).and_then(|u| u.imsi) else {
             return;
         };
-        self.ask_profile(cp, now, id, imsi, out);
+        self.ask_profile(cp, id, imsi, out);
     }
 }
 

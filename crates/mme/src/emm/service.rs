@@ -5,13 +5,13 @@ use crate::prelude::*;
 impl Mme {
     pub(crate) fn service_request(
         &mut self,
-        now: Instant,
-        assoc: AssocId,
-        id: Option<u32>,
-        m: InitialUeMessage,
         cp: &mut ControlPlane,
+        id: Option<u32>,
+        assoc: AssocId,
+        m: InitialUeMessage,
         out: &mut Vec<Output>,
     ) {
+        let now = self.now;
         self.stats.service_requests += 1;
         let sr = match NasEpsMessage::decode(&m.nas_pdu) {
             Ok(NasEpsMessage::ServiceRequest(sr)) => sr,
@@ -72,6 +72,6 @@ impl Mme {
         if let Some(u) = self.ue_mut(cp, id) {
             u.nas_secured = true; // the Service Request verified
         }
-        self.send_ics(id, None, cp, out);
+        self.send_ics(cp, id, None, out);
     }
 }

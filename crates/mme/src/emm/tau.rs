@@ -7,14 +7,12 @@ impl Mme {
     /// from a context without security (which cannot be updated).
     pub(crate) fn tau(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         t: nasx::NasTrackingAreaUpdateRequest,
         verified: bool,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        debug_assert_eq!(now, self.now);
         let Some((mut cx, u)) = self.split(cp, id, out) else {
             // No context: counted as the reject it would have had.
             self.stats
@@ -35,27 +33,27 @@ impl Mme {
             cx.send_nas(u, NasEpsMessage::new_emm(rej), false, None);
             if registered {
                 // Its eNB tunnels go first: with the slice.
-                self.release_connection(id, Cause::NAS_UNSPECIFIED, cp, out);
+                self.release_connection(cp, id, Cause::NAS_UNSPECIFIED, out);
             } else {
                 cx.release(u, Cause::NAS_UNSPECIFIED, true);
             }
             return;
         }
         let active = t.eps_update_type.value & 0x08 != 0;
-        u.started.get_or_insert(now);
-        self.tau_accept(now, id, active, cp, out);
+        u.started.get_or_insert(cx.now);
+        self.tau_accept(cp, id, active, out);
     }
 
     /// Tracking Area Update Accept, then the user plane (`active` flag) or the release
     /// of the connection.
     pub(crate) fn tau_accept(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         active: bool,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        let now = self.now;
         self.stats.tau += 1;
         let Some(slot) = self.entry_of(id) else {
             return;
@@ -82,9 +80,9 @@ impl Mme {
         }
         cx.procedure_done(id);
         if active {
-            self.send_ics(id, None, cp, out);
+            self.send_ics(cp, id, None, out);
         } else {
-            self.release_connection(id, Cause::NAS_NORMAL_RELEASE, cp, out);
+            self.release_connection(cp, id, Cause::NAS_NORMAL_RELEASE, out);
         }
     }
 }

@@ -7,13 +7,8 @@ use crate::prelude::*;
 
 impl Mme {
     /// ControlPlane::attach, then Initial Context Setup with Attach Accept.
-    pub(crate) fn create_session(
-        &mut self,
-        now: Instant,
-        id: u32,
-        cp: &mut ControlPlane,
-        out: &mut Vec<Output>,
-    ) {
+    pub(crate) fn create_session(&mut self, cp: &mut ControlPlane, id: u32, out: &mut Vec<Output>) {
+        let now = self.now;
         // The UE's entry: its signaling part now, its session next to it.
         let Some(entry) = self.entry_of(id) else {
             return;
@@ -66,42 +61,36 @@ impl Mme {
         };
         if self.cfg.policy.enabled {
             // The Attach Accept waits for the PCRF's policy (CCR-I/CCA-I).
-            self.ask_policy(cp, now, id, session, subscribed, true, out);
+            self.ask_policy(cp, id, session, subscribed, true, out);
         } else {
             crate::esm::policy::open_session_ue(u, now, session);
-            self.accept_attach_at(now, id, att.ue_slot, att.ue_ip, cp, out);
+            self.accept_attach_at(cp, id, att.ue_slot, att.ue_ip, out);
         }
     }
 
     /// The attach's default bearer is set up (and its policy applied): a GUTI, the
     /// Attach Accept with Activate Default EPS Bearer Context Request, in Initial
     /// Context Setup.
-    pub(crate) fn accept_attach(
-        &mut self,
-        now: Instant,
-        id: u32,
-        cp: &mut ControlPlane,
-        out: &mut Vec<Output>,
-    ) {
+    pub(crate) fn accept_attach(&mut self, cp: &mut ControlPlane, id: u32, out: &mut Vec<Output>) {
         let Some(slot) = self.ue(cp, id).and_then(|u| u.slot) else {
             return;
         };
         let Some(ue_ip) = cp.ue(slot).map(|c| c.ue_ip) else {
             return;
         };
-        self.accept_attach_at(now, id, slot, ue_ip, cp, out);
+        self.accept_attach_at(cp, id, slot, ue_ip, out);
     }
 
     /// [`Mme::accept_attach`] for the default bearer's session in UE `slot`, at `ue_ip`.
     fn accept_attach_at(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         slot: u32,
         ue_ip: std::net::Ipv4Addr,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        let now = self.now;
         let tmsi = self.alloc_tmsi();
         // `slot` is the UE's entry: its session's and this signaling part's.
         debug_assert_eq!(
@@ -154,31 +143,31 @@ impl Mme {
         u.retx_count = 0;
         let t = self.cfg.t3450;
         self.arm_ue(u, TimerKind::Nas, now + t);
-        self.send_ics_at(id, slot, Some(nas), cp, out);
+        self.send_ics_at(cp, id, slot, Some(nas), out);
     }
 
     /// Initial Context Setup for all the UE's bearers, with a fresh KeNB from the
     /// latest uplink NAS COUNT (TS 33.401 A.3).
     pub(crate) fn send_ics(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         nas: Option<Vec<u8>>,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let Some(slot) = self.ue(cp, id).and_then(|u| u.slot) else {
             return;
         };
-        self.send_ics_at(id, slot, nas, cp, out);
+        self.send_ics_at(cp, id, slot, nas, out);
     }
 
     /// [`Mme::send_ics`] for UE `id`, whose bearers are in UE `slot`.
     fn send_ics_at(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         slot: u32,
         nas: Option<Vec<u8>>,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let Some(ctx) = cp.ue(slot) else { return };
@@ -233,10 +222,10 @@ impl Mme {
     /// Context Request. `Err` is the ESM cause of the PDN Connectivity Reject.
     pub(crate) fn pdn_connect(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         pti: u8,
         r: &nasx::NasPdnConnectivityRequest,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), EsmCause> {
         let u = self
@@ -342,11 +331,9 @@ impl Mme {
                 ambr_ul: ambr.0,
                 ambr_dl: ambr.1,
             };
-            let now = self.now;
-            self.ask_policy(cp, now, id, session, subscribed, false, out);
+            self.ask_policy(cp, id, session, subscribed, false, out);
         } else {
-            let now = self.now;
-            self.open_session(cp, now, id, session);
+            self.open_session(cp, id, session);
         }
         let erab = pepc_s1ap::ERab {
             id: ebi,
@@ -381,10 +368,10 @@ impl Mme {
     /// of the PDN connection; the address is freed. `Err` is the ESM cause.
     pub(crate) fn pdn_disconnect(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         pti: u8,
         linked: u8,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), EsmCause> {
         let u = self

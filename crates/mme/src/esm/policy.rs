@@ -142,13 +142,8 @@ type TftFilters<'a> = Vec<(u8, u8, &'a FlowFilter)>;
 
 impl Mme {
     /// The policy state of a new PDN connection (no Gx session yet).
-    pub(crate) fn open_session(
-        &mut self,
-        cp: &mut ControlPlane,
-        now: Instant,
-        id: u32,
-        session: PolicySession,
-    ) {
+    pub(crate) fn open_session(&mut self, cp: &mut ControlPlane, id: u32, session: PolicySession) {
+        let now = self.now;
         if let Some(u) = self.ue_mut(cp, id) {
             open_session_ue(u, now, session);
         }
@@ -162,14 +157,14 @@ impl Mme {
     pub(crate) fn ask_policy(
         &mut self,
         cp: &mut ControlPlane,
-        now: Instant,
         id: u32,
         session: PolicySession,
         subscribed: SessionQos,
         wait: bool,
         out: &mut Vec<Output>,
     ) {
-        self.open_session(cp, now, id, session.clone());
+        let now = self.now;
+        self.open_session(cp, id, session.clone());
         self.hss_seq = self.hss_seq.wrapping_add(1);
         let seq = self.hss_seq;
         if wait {
@@ -191,9 +186,8 @@ impl Mme {
     /// The PCRF's answer: a CCA-I the attach waits for, or a CCA-U's new grants.
     pub(crate) fn pcrf_answer(
         &mut self,
-        now: Instant,
-        a: PcrfAnswer,
         cp: &mut ControlPlane,
+        a: PcrfAnswer,
         out: &mut Vec<Output>,
     ) {
         let id = a.r.mme_ue_id;
@@ -213,7 +207,7 @@ impl Mme {
                 };
                 let first = self.session_of(cp, id, a.ebi, |s| !std::mem::replace(&mut s.gx, true));
                 match first {
-                    Some(true) => self.apply_policy(now, id, a.ebi, d, cp, out),
+                    Some(true) => self.apply_policy(cp, id, a.ebi, d, out),
                     Some(false) => self.update_grants(cp, id, a.ebi, &d, true),
                     None => self.stats.pcrf_late_answers += 1,
                 }
@@ -227,26 +221,25 @@ impl Mme {
         match a.result {
             Ok(d) => {
                 self.session_of(cp, id, a.ebi, |s| s.gx = true);
-                self.apply_policy(now, id, a.ebi, d, cp, out);
-                self.accept_attach(now, id, cp, out);
+                self.apply_policy(cp, id, a.ebi, d, out);
+                self.accept_attach(cp, id, out);
             }
-            Err(e) => self.policy_failed(now, id, e, cp, out),
+            Err(e) => self.policy_failed(cp, id, e, out),
         }
     }
 
     /// The CCR-I failed (refused, unreachable, no answer in time): Failure-Handling.
     pub(crate) fn policy_failed(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         e: PcrfFailure,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         self.stats.pcrf_failures += 1;
         if self.cfg.policy.continue_on_failure {
             tracing::warn!("UE {id}: {e}; the PDN connection goes on with the subscription's QoS");
-            return self.accept_attach(now, id, cp, out);
+            return self.accept_attach(cp, id, out);
         }
         tracing::warn!("UE {id}: {e}; the attach is rejected");
         let rej = nasx::NasPdnConnectivityReject::new(nasx::NasEsmCause::new(
@@ -339,13 +332,13 @@ impl Mme {
     /// bearers once the UE is connected and registered (else kept pending).
     pub(crate) fn apply_policy(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         ebi: u8,
         d: PolicyDecision,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        let now = self.now;
         let Some(slot) = self.ue(cp, id).and_then(|u| u.slot) else {
             return;
         };
@@ -405,7 +398,7 @@ impl Mme {
                 if let Some(u) = self.ue_mut(cp, id) {
                     u.paging_left = self.cfg.paging_attempts;
                 }
-                self.send_paging(cp, now, id, out);
+                self.send_paging(cp, id, out);
             }
             return;
         }
@@ -415,11 +408,11 @@ impl Mme {
     /// What was pushed while the UE could not take it, now that it is connected.
     pub(crate) fn apply_pending_policy(
         &mut self,
-        now: Instant,
-        id: u32,
         cp: &mut ControlPlane,
+        id: u32,
         out: &mut Vec<Output>,
     ) {
+        let now = self.now;
         let pending: Vec<(u8, PolicyDecision)> = match self.ue_mut(cp, id) {
             Some(u) => u.policy.as_mut().map_or(vec![], |p| {
                 p.sessions
@@ -547,7 +540,7 @@ impl Mme {
                 // The bearer's record lists the rules it carried last.
                 let last: Vec<Bound> = gone.iter().filter(|b| b.ebi == ebi).cloned().collect();
                 self.session_of(cp, id, pdn_ebi, |s| s.rules = last);
-                if let Err(e) = self.deactivate(id, ebi, 0, cp, out) {
+                if let Err(e) = self.deactivate(cp, id, ebi, 0, out) {
                     tracing::warn!("UE {id}: bearer {ebi} without rules not deactivated: {e}");
                 }
                 continue;
@@ -607,7 +600,7 @@ impl Mme {
                 ..Arp::default()
             };
             let qos = crate::esm::DedicatedQos { qci, arp, mbr, gbr };
-            match self.dedicated(id, pdn_ebi, qos, 0, tft, cp, out) {
+            match self.dedicated(cp, id, pdn_ebi, qos, 0, tft, out) {
                 Ok(ebi) => {
                     self.stats.pcc_bearers_activated += 1;
                     for b in &mut bound {
@@ -676,11 +669,10 @@ impl Mme {
     /// `ebi` (`None`: its first). False if no context of this slice has it.
     pub(crate) fn policy_update(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         imsi: u64,
         ebi: Option<u8>,
         d: PolicyDecision,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> bool {
         let Some(id) = self.index.by_imsi(imsi) else {
@@ -704,7 +696,7 @@ impl Mme {
                 tracing::warn!("UE {id}: default bearer not modified: {e}");
             }
         }
-        self.apply_policy(now, id, ebi, d, cp, out);
+        self.apply_policy(cp, id, ebi, d, out);
         self.procedure_done(id);
         true
     }
@@ -763,7 +755,7 @@ impl Mme {
                 .map(|r| r.name.clone())
                 .collect();
             d.install.retain(|r| !current.contains(r));
-            self.policy_update(now, imsi, Some(ebi), d, cp, out);
+            self.policy_update(cp, imsi, Some(ebi), d, out);
         }
         self.end_call(rec, cp, out, Some(&known));
         known

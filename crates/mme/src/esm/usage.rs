@@ -8,12 +8,8 @@ use crate::prelude::*;
 
 impl Mme {
     /// Sessions under usage monitoring whose volume passed a grant: CCR-U.
-    pub(crate) fn check_usage(
-        &mut self,
-        now: Instant,
-        cp: &mut ControlPlane,
-        out: &mut Vec<Output>,
-    ) {
+    pub(crate) fn check_usage(&mut self, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+        let now = self.now;
         while let Some(&(at, id)) = self.usage_checks.front() {
             if at > now {
                 break;

@@ -6,9 +6,9 @@ use crate::prelude::*;
 impl Mme {
     pub(crate) fn ho_required(
         &mut self,
+        cp: &mut ControlPlane,
         assoc: AssocId,
         m: HandoverRequired,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let id = m.mme_ue_id;
@@ -163,9 +163,9 @@ impl Mme {
 
     pub(crate) fn ho_notify(
         &mut self,
+        cp: &mut ControlPlane,
         assoc: AssocId,
         m: HandoverNotify,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let id = m.mme_ue_id;

@@ -10,16 +10,15 @@ impl Mme {
     /// the UE's location is the target cell.
     pub(crate) fn x2_source_message(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         msg: S1apMessage,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         use S1apMessage as M;
         match msg {
             // NAS the UE sent through the source: integrity and COUNT checks as usual.
-            M::UplinkNasTransport(m) => self.nas_in(now, id, &m.nas_pdu, None, cp, out),
+            M::UplinkNasTransport(m) => self.nas_in(cp, id, &m.nas_pdu, None, out),
             // Bearers the source set up keep the tunnel the Path Switch gave them (or
             // stay released); those it failed to set up are gone.
             M::ERabSetupResponse(m) => {
@@ -47,9 +46,9 @@ impl Mme {
 
     pub(crate) fn path_switch(
         &mut self,
+        cp: &mut ControlPlane,
         assoc: AssocId,
         m: PathSwitchRequest,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let id = m.source_mme_ue_id;

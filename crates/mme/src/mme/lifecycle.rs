@@ -8,7 +8,7 @@ use super::*;
 impl Mme {
     /// Drop the UE's S1 connection; a registered UE becomes ECM-IDLE, a UE in the
     /// middle of attach is forgotten.
-    pub(crate) fn make_idle(&mut self, id: u32, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    pub(crate) fn make_idle(&mut self, cp: &mut ControlPlane, id: u32, out: &mut Vec<Output>) {
         let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
@@ -40,11 +40,11 @@ impl Mme {
                     if let Some(u) = self.ue_mut(cp, id) {
                         u.paging_left = self.cfg.paging_attempts;
                     }
-                    self.send_paging(cp, at - self.cfg.mobile_reachable, id, out);
+                    self.send_paging(cp, id, out);
                 }
             }
         } else {
-            self.remove_ue(id, true, cp);
+            self.remove_ue(cp, id, true);
         }
     }
 
@@ -83,7 +83,7 @@ impl Mme {
     /// security context, so we keep it too for a GUTI re-attach. The subscription data
     /// goes with the context: if the HSS holds this MME for the subscriber, a Purge UE
     /// tells it now, or when the parked context goes (`Mme::expire_parked`).
-    pub(crate) fn remove_ue(&mut self, id: u32, park: bool, cp: &mut ControlPlane) {
+    pub(crate) fn remove_ue(&mut self, cp: &mut ControlPlane, id: u32, park: bool) {
         if self.index.contains(id) {
             self.end_sessions(cp, id, crate::pcrf::RecordCause::Detached);
         }
@@ -247,9 +247,9 @@ impl Mme {
     /// the UE once the release completes, instead of going to the released eNB.
     pub(crate) fn release_connection(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         cause: Cause,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         if let Some(u) = self.ue(cp, id) {

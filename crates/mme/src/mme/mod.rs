@@ -335,8 +335,8 @@ impl Mme {
         self.now = now;
         // Keys of expired parked contexts do not outlive their TTL by more than a tick.
         self.expire_parked(now);
-        self.expire_hss_requests(now, cp, out);
-        self.check_usage(now, cp, out);
+        self.expire_hss_requests(cp, out);
+        self.check_usage(cp, out);
         self.interim_records(now, cp);
         while let Some((t, id, kind)) = self.timers.peek() {
             if t > now {
@@ -352,13 +352,13 @@ impl Mme {
             *u.timer_mut(kind) = None;
             let _span = ue_span(id, u.conn.map(|c| c.enb_ue_id), u.proc.name()).entered();
             match kind {
-                TimerKind::Nas => self.nas_timer_expired(now, id, cp, out),
-                TimerKind::Paging => self.paging_expired(now, id, cp, out),
+                TimerKind::Nas => self.nas_timer_expired(cp, id, out),
+                TimerKind::Paging => self.paging_expired(cp, id, out),
                 TimerKind::Reachable => {
                     self.stats.implicit_detaches += 1;
                     tracing::info!("implicit detach of UE {id}");
                     // The context goes with its subscription data: Purge UE.
-                    self.remove_ue(id, false, cp);
+                    self.remove_ue(cp, id, false);
                 }
                 TimerKind::Guard => self.guard_expired(id, cp, out),
             }
@@ -378,9 +378,9 @@ impl Mme {
                 self.stats.release_guard_expiries += 1;
                 tracing::info!("UE {id}: no UE Context Release Complete in time, released locally");
                 if then_remove || u.emm == Emm_::Deregistered {
-                    self.remove_ue(id, true, cp);
+                    self.remove_ue(cp, id, true);
                 } else {
-                    self.make_idle(id, cp, out);
+                    self.make_idle(cp, id, out);
                 }
             }
             _ if u.sec.is_none() => {
@@ -389,7 +389,7 @@ impl Mme {
                 if u.conn.is_some() {
                     self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
                 } else {
-                    self.remove_ue(id, false, cp);
+                    self.remove_ue(cp, id, false);
                 }
             }
             _ => {}
@@ -470,7 +470,7 @@ impl Mme {
             crate::record::put::s1ap(assoc, stream, bytes),
         );
         self.now = now;
-        self.on_s1ap(now, assoc, stream, bytes, cp, out);
+        self.on_s1ap(cp, assoc, stream, bytes, out);
         self.flush_released(cp, out);
         self.end_call(rec, cp, out, None);
     }
@@ -613,7 +613,7 @@ impl Mme {
                     },
                 );
             }
-            Input::EnbDown { assoc } => self.enb_gone(assoc, cp, out),
+            Input::EnbDown { assoc } => self.enb_gone(cp, assoc, out),
             Input::EnbSetup {
                 assoc,
                 out_streams,
@@ -632,21 +632,21 @@ impl Mme {
                 token,
                 connections,
             } => {
-                self.reset(assoc, connections, cp, out);
+                self.reset(cp, assoc, connections, out);
                 out.push(Output::ResetDone { token });
             }
             Input::Supersede { imsi } => {
                 if let Some(old) = self.index.by_imsi(imsi) {
-                    self.supersede(old, cp, out);
+                    self.supersede(cp, old, out);
                 }
             }
             Input::S1ap {
                 assoc,
                 stream,
                 bytes,
-            } => self.on_s1ap(now, assoc, stream, &bytes, cp, out),
+            } => self.on_s1ap(cp, assoc, stream, &bytes, out),
             Input::Control(ev) => match ev {
-                ControlEvent::Page { ue_slot, imsi } => self.page(now, ue_slot, imsi, cp, out),
+                ControlEvent::Page { ue_slot, imsi } => self.page(cp, ue_slot, imsi, out),
                 ControlEvent::EnbErrorIndication { enb_teid, enb_addr } => {
                     pepc_ratelog::peer_warn!(
                         pepc_ratelog::Kind::EnbReport,
@@ -654,22 +654,22 @@ impl Mme {
                     )
                 }
             },
-            Input::Hss(a) => self.hss_answer(now, a, cp, out),
+            Input::Hss(a) => self.hss_answer(cp, a, out),
             Input::HssCancelLocation {
                 imsi,
                 cancellation_type,
                 reattach_required,
-            } => self.hss_cancel_location(now, imsi, cancellation_type, reattach_required, cp, out),
+            } => self.hss_cancel_location(cp, imsi, cancellation_type, reattach_required, out),
             Input::HssInsertSubscriberData { imsi, update } => {
                 self.hss_insert_subscriber_data(imsi, update, cp, out)
             }
-            Input::Pcrf(a) => self.pcrf_answer(now, a, cp, out),
+            Input::Pcrf(a) => self.pcrf_answer(cp, a, out),
             Input::PolicyUpdate {
                 imsi,
                 ebi,
                 decision,
             } => {
-                self.policy_update(now, imsi, ebi, decision, cp, out);
+                self.policy_update(cp, imsi, ebi, decision, out);
             }
         }
         self.flush_released(cp, out);

@@ -410,7 +410,7 @@ impl Mme {
         if let Some(u) = self.ue_mut(cp, id) {
             u.hss_location = false;
         }
-        self.remove_ue(id, false, cp);
+        self.remove_ue(cp, id, false);
         Ok(())
     }
 
@@ -741,7 +741,7 @@ impl Mme {
         }
         if !registered {
             // Checkpoints are of registered UEs: anything else has nothing to resume.
-            return self.remove_ue(id, false, cp);
+            return self.remove_ue(cp, id, false);
         }
         if reach {
             self.arm(cp, id, TimerKind::Reachable, now + mobile_reachable);
