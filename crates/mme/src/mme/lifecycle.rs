@@ -3,6 +3,7 @@
 //! (ECM-CONNECTED, ECM-IDLE), its release commanded, its session dropped, and the
 //! context removed (parking its security context for a GUTI re-attach).
 
+use super::index::UeIndex;
 use super::*;
 
 impl Mme {
@@ -293,33 +294,42 @@ impl Mme {
         tai: Tai,
         ecgi: Ecgi,
     ) {
-        let Some(u) = self.ue_mut(cp, id) else {
-            return;
-        };
-        let new = ConnKey::new(assoc, enb_ue_id);
-        if let Some(c) = u.conn.take() {
-            if matches!(u.proc, Procedure::ExpectReleaseComplete { .. }) && c != new {
-                // The old connection's release is still in flight (its Release Complete
-                // may come late, after a loss): it stays known, to be taken quietly.
-                if let Some(o) = u.old_conn.replace(c) {
-                    self.index.unlink_conn(o);
-                }
-            } else {
-                self.index.unlink_conn(c);
-            }
+        if let Some(u) = self.ue_mut(cp, id) {
+            attach_conn(
+                &mut self.index,
+                u,
+                ConnKey::new(assoc, enb_ue_id),
+                (tai, ecgi),
+            );
         }
-        u.conn = Some(new);
-        u.nas_secured = false; // a new NAS signalling connection
-        u.tai = tai;
-        u.ecgi = ecgi;
-        u.reach_timer = None;
-        // A paged UE that answers with another procedure than a Service Request (a
-        // TAU without the active flag) is reachable, but its downlink still waits:
-        // paging ends here and starts again once this connection is released, unless
-        // a bearer setup delivers the data first.
-        if u.paging_timer.take().is_some() {
-            u.page_after_release = true;
-        }
-        self.index.link_conn(new, id);
     }
+}
+
+/// Give UE `u` the new S1 connection `new` at location `(tai, ecgi)` (idle →
+/// connected, or a handover's target).
+pub(crate) fn attach_conn(index: &mut UeIndex, u: &mut Ue, new: ConnKey, (tai, ecgi): (Tai, Ecgi)) {
+    if let Some(c) = u.conn.take() {
+        if matches!(u.proc, Procedure::ExpectReleaseComplete { .. }) && c != new {
+            // The old connection's release is still in flight (its Release Complete
+            // may come late, after a loss): it stays known, to be taken quietly.
+            if let Some(o) = u.old_conn.replace(c) {
+                index.unlink_conn(o);
+            }
+        } else {
+            index.unlink_conn(c);
+        }
+    }
+    u.conn = Some(new);
+    u.nas_secured = false; // a new NAS signalling connection
+    u.tai = tai;
+    u.ecgi = ecgi;
+    u.reach_timer = None;
+    // A paged UE that answers with another procedure than a Service Request (a
+    // TAU without the active flag) is reachable, but its downlink still waits:
+    // paging ends here and starts again once this connection is released, unless
+    // a bearer setup delivers the data first.
+    if u.paging_timer.take().is_some() {
+        u.page_after_release = true;
+    }
+    index.link_conn(new, u.id);
 }

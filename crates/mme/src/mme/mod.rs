@@ -24,7 +24,7 @@ pub(crate) mod context;
 pub(crate) mod cx;
 mod events;
 pub(crate) mod index;
-mod lifecycle;
+pub(crate) mod lifecycle;
 mod stats;
 mod timers;
 pub(crate) use timers::TimerKind;
