@@ -25,39 +25,35 @@ impl Mme {
         self.ask_vector(cp, id, imsi, attach, Resume::Attach, out);
     }
 
+    /// The UE's Authentication Failure (§5.4.2.6): a synch failure resynchronises
+    /// the HSS once (then a fresh challenge); anything else is an Authentication
+    /// Reject.
     pub(crate) fn auth_failure(
         &mut self,
         cp: &mut ControlPlane,
         id: u32,
-        cause: u8,
-        auts: Option<Vec<u8>>,
+        f: &nasx::NasAuthenticationFailure,
         out: &mut Vec<Output>,
     ) {
-        let Some(u) = self.ue(cp, id) else {
+        let Some((mut cx, u)) = self.split(cp, id, out) else {
             return;
         };
-        let imsi = u.imsi;
-        let (rand, resynced, then) = match &u.proc {
-            Procedure::ExpectAuthResponse {
-                vector,
-                resynced,
+        match auth_failure(&mut cx, u, f) {
+            Failure::Ignored => {}
+            Failure::Resync {
+                imsi,
+                rand_auts,
                 then,
-            } => (vector.rand, *resynced, *then),
-            _ => return,
-        };
-        match (EmmCause::try_from(cause), auts, imsi) {
-            // Synch failure: resynchronise the HSS once, then a fresh challenge.
-            (Ok(EmmCause::SynchFailure), Some(auts), Some(imsi))
-                if !resynced && auts.len() == 14 =>
-            {
-                let mut a = [0u8; 14];
-                a.copy_from_slice(&auts);
-                self.stats.resyncs += 1;
+            } => {
                 // The HSS answers with a fresh vector, or refuses (Authentication
                 // Reject, as when the AUTS does not verify).
-                self.ask_resync(cp, id, imsi, (rand, a), then, out);
+                self.ask_resync(cp, id, imsi, rand_auts, then, out);
             }
-            _ => self.auth_reject(cp, id, then, out),
+            Failure::Rejected { abort_reauth } => {
+                if abort_reauth {
+                    self.abort_reauth(cp, id, out);
+                }
+            }
         }
     }
 
@@ -244,5 +240,57 @@ pub(crate) fn auth_reject(cx: &mut Cx<'_>, u: &mut Ue, then: Resume) -> bool {
             false
         }
         Resume::Tau { .. } | Resume::Detach => true,
+    }
+}
+
+/// What an Authentication Failure leads to beyond the UE's context.
+pub(crate) enum Failure {
+    /// Not awaited.
+    Ignored,
+    /// A synch failure: resynchronise subscriber `imsi` with (RAND, AUTS).
+    Resync {
+        imsi: u64,
+        rand_auts: ([u8; 16], [u8; 14]),
+        then: Resume,
+    },
+    /// Authentication Reject sent; `abort_reauth`: a re-authentication of a
+    /// registered UE, whose connection goes ([`Mme::abort_reauth`]).
+    Rejected { abort_reauth: bool },
+}
+
+/// The Authentication Failure `f` on `u`'s context (§5.4.2.6).
+pub(crate) fn auth_failure(
+    cx: &mut Cx<'_>,
+    u: &mut Ue,
+    f: &nasx::NasAuthenticationFailure,
+) -> Failure {
+    let (rand, resynced, then) = match &u.proc {
+        Procedure::ExpectAuthResponse {
+            vector,
+            resynced,
+            then,
+        } => (vector.rand, *resynced, *then),
+        _ => return Failure::Ignored,
+    };
+    u.stop_nas_timer();
+    let auts = f
+        .authentication_failure_parameter
+        .as_ref()
+        .map(|p| &p.value[..]);
+    match (EmmCause::try_from(f.emm_cause.value), auts, u.imsi) {
+        // Synch failure: resynchronise the HSS once, then a fresh challenge.
+        (Ok(EmmCause::SynchFailure), Some(auts), Some(imsi)) if !resynced && auts.len() == 14 => {
+            let mut a = [0u8; 14];
+            a.copy_from_slice(auts);
+            cx.stats.resyncs += 1;
+            Failure::Resync {
+                imsi,
+                rand_auts: (rand, a),
+                then,
+            }
+        }
+        _ => Failure::Rejected {
+            abort_reauth: auth_reject(cx, u, then),
+        },
     }
 }

@@ -43,21 +43,7 @@ impl Mme {
                     auth::auth_response(&mut cx, u, &r.authentication_response_parameter.value)
                 }
             }
-            Emm::AuthenticationFailure(f) => {
-                let Some(u) = self.ue_mut(cp, id) else {
-                    return;
-                };
-                if !matches!(u.proc, Procedure::ExpectAuthResponse { .. }) {
-                    return;
-                }
-                u.stop_nas_timer();
-                let cause = f.emm_cause.value;
-                let auts = f
-                    .authentication_failure_parameter
-                    .as_ref()
-                    .map(|p| p.value.to_vec());
-                self.auth_failure(cp, id, cause, auts, out);
-            }
+            Emm::AuthenticationFailure(f) => self.auth_failure(cp, id, &f, out),
             Emm::SecurityModeComplete(_) => {
                 let Some((mut cx, u)) = self.split(cp, id, out) else {
                     return;

@@ -47,25 +47,11 @@ impl Mme {
             cx.send_nas(u, msg, false, Some(t));
             return;
         }
-        // Update Location, as `update_location` asks it.
+        // Update Location (TS 23.401 §5.3.2.1 step 8): only now does the HSS record
+        // this MME as the subscriber's. The session follows its answer.
         if let Some(imsi) = u.imsi {
             self.ask_profile(cp, id, imsi, out);
         }
-    }
-
-    /// The authenticated attach asks the HSS for the subscription data (S6a ULR,
-    /// TS 23.401 §5.3.2.1 step 8): only now does the HSS record this MME as the
-    /// subscriber's. The session follows its answer.
-    pub(crate) fn update_location(
-        &mut self,
-        cp: &mut ControlPlane,
-        id: u32,
-        out: &mut Vec<Output>,
-    ) {
-        let Some(imsi) = self.ue(cp, id).and_then(|u| u.imsi) else {
-            return;
-        };
-        self.ask_profile(cp, id, imsi, out);
     }
 }
 

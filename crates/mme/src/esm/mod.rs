@@ -44,7 +44,10 @@ impl Mme {
                 if let Some(a) = r.access_point_name.as_ref() {
                     u.apn = nasx::apn_string(&a.value);
                 }
-                self.update_location(cp, id, out);
+                // Update Location (TS 23.401 §5.3.2.1 step 8), the attach authenticated.
+                if let Some(imsi) = u.imsi {
+                    self.ask_profile(cp, id, imsi, out);
+                }
             }
             Esm::PdnConnectivityRequest(r) => {
                 if let Err(cause) = self.pdn_connect(cp, id, pti, &r, out) {
