@@ -107,8 +107,6 @@ impl Mme {
         m: InitialUeMessage,
         out: &mut Vec<Output>,
     ) {
-        let now = self.now;
-        self.now = now;
         let _span = crate::mme::ue_span(0, Some(m.enb_ue_id), "initial UE message").entered();
         // Service Request: short header, the UE is known by S-TMSI.
         if m.nas_pdu
@@ -239,7 +237,6 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         let now = self.now;
-        self.now = now;
         use S1apMessage as M;
         if superseded && !matches!(msg, M::UeContextReleaseComplete(_)) {
             // The context only waits for its release: whatever crossed our command
