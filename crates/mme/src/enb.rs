@@ -22,8 +22,8 @@ impl Mme {
     /// The eNB lost its association: its connected UEs go idle (TS 23.401 §5.3.5).
     pub(crate) fn enb_gone(
         &mut self,
-        assoc: AssocId,
         cp: &mut ControlPlane,
+        assoc: AssocId,
         out: &mut Vec<Output>,
     ) {
         if let Some(e) = self.enbs.remove(&assoc) {
@@ -33,11 +33,11 @@ impl Mme {
                 }
             }
         }
-        self.idle_all_of(assoc, cp, out);
+        self.idle_all_of(cp, assoc, out);
     }
 
     /// Every UE with an S1 connection on `assoc` goes ECM-IDLE.
-    fn idle_all_of(&mut self, assoc: AssocId, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    fn idle_all_of(&mut self, cp: &mut ControlPlane, assoc: AssocId, out: &mut Vec<Output>) {
         let mut ids: Vec<u32> = self
             .index
             .conns()
@@ -48,7 +48,7 @@ impl Mme {
         // hashing (a replay gives the same bytes in the same order).
         ids.sort_unstable();
         for id in ids {
-            self.make_idle(id, cp, out);
+            self.make_idle(cp, id, out);
         }
     }
 
@@ -57,24 +57,27 @@ impl Mme {
     /// acknowledges once every slice is done).
     pub(crate) fn reset(
         &mut self,
+        cp: &mut ControlPlane,
         assoc: AssocId,
         connections: Option<Vec<pepc_s1ap::UeConnection>>,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         match connections {
-            None => self.idle_all_of(assoc, cp, out),
+            None => self.idle_all_of(cp, assoc, out),
             Some(list) => {
                 for c in list {
                     let id = c
                         .mme_ue_id
                         .filter(|i| {
                             self.ue(cp, *i)
-                                .is_some_and(|u| u.conn.map(|x| x.0) == Some(assoc))
+                                .is_some_and(|u| u.conn.map(|x| x.assoc) == Some(assoc))
                         })
-                        .or_else(|| c.enb_ue_id.and_then(|e| self.index.by_conn((assoc, e))));
+                        .or_else(|| {
+                            c.enb_ue_id
+                                .and_then(|e| self.index.by_conn(ConnKey::new(assoc, e)))
+                        });
                     if let Some(id) = id {
-                        self.make_idle(id, cp, out);
+                        self.make_idle(cp, id, out);
                     }
                 }
             }

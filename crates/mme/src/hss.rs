@@ -206,6 +206,22 @@ mod procedures {
     use super::{HssAnswer, HssData, HssFailure, HssRef, HssRequest, SubscriptionData};
     use crate::prelude::*;
 
+    /// The subscription's QoS, AMBR and APN (`apn`: its index) into the UE's context.
+    fn adopt_profile(u: &mut Ue, sub: &SubscriptionData, apn: u16, default_ambr: (u64, u64)) {
+        u.ambr = if sub.ambr_ul_bps > 0 {
+            (sub.ambr_ul_bps, sub.ambr_dl_bps)
+        } else {
+            default_ambr
+        };
+        u.qci = sub.qci;
+        u.arp_priority = sub.arp_priority;
+        u.hss_location = true;
+        if u.apn.is_empty() && !u.esm_info_flag {
+            u.apn.clone_from(&sub.apn);
+        }
+        u.subscribed_apn = apn;
+    }
+
     impl Mme {
         /// Send `req` (made for the reference given) for UE `id`, which then waits for
         /// its answer in state `wait` (made for the sequence number), guarded by
@@ -213,12 +229,12 @@ mod procedures {
         pub(crate) fn ask_hss(
             &mut self,
             cp: &mut ControlPlane,
-            now: Instant,
             id: u32,
             req: impl FnOnce(HssRef) -> HssRequest,
             wait: impl FnOnce(u32) -> Procedure,
             out: &mut Vec<Output>,
         ) {
+            let now = self.now;
             let Some(u) = self.ue_mut(cp, id) else {
                 return;
             };
@@ -240,7 +256,6 @@ mod procedures {
         pub(crate) fn ask_profile(
             &mut self,
             cp: &mut ControlPlane,
-            now: Instant,
             id: u32,
             imsi: u64,
             out: &mut Vec<Output>,
@@ -249,7 +264,6 @@ mod procedures {
             // served as a new attach (the UE restarted it).
             self.ask_hss(
                 cp,
-                now,
                 id,
                 |r| HssRequest::Profile { r, imsi },
                 |seq| Procedure::ExpectHssProfile { seq, attach: 0 },
@@ -264,7 +278,6 @@ mod procedures {
         pub(crate) fn ask_vector(
             &mut self,
             cp: &mut ControlPlane,
-            now: Instant,
             id: u32,
             imsi: u64,
             attach: u16,
@@ -274,7 +287,6 @@ mod procedures {
             let plmn = self.cfg.plmn.0;
             self.ask_hss(
                 cp,
-                now,
                 id,
                 |r| HssRequest::Vector { r, imsi, plmn },
                 |seq| Procedure::ExpectHssVector {
@@ -293,7 +305,6 @@ mod procedures {
         pub(crate) fn ask_resync(
             &mut self,
             cp: &mut ControlPlane,
-            now: Instant,
             id: u32,
             imsi: u64,
             (rand, auts): ([u8; 16], [u8; 14]),
@@ -303,7 +314,6 @@ mod procedures {
             let plmn = self.cfg.plmn.0;
             self.ask_hss(
                 cp,
-                now,
                 id,
                 |r| HssRequest::Resync {
                     r,
@@ -324,14 +334,18 @@ mod procedures {
 
         pub(crate) fn hss_answer(
             &mut self,
-            now: Instant,
-            a: HssAnswer,
             cp: &mut ControlPlane,
+            a: HssAnswer,
             out: &mut Vec<Output>,
         ) {
             let HssRef { mme_ue_id: id, seq } = a.r;
             let _span = crate::mme::ue_span(id, None, "HSS answer").entered();
-            let awaited = self.ue(cp, id).map(|u| match u.proc {
+            let Some(u) = self.ue_mut(cp, id) else {
+                self.stats.hss_late_answers += 1;
+                tracing::debug!("UE {id}: HSS answer {seq} not awaited (any more), dropped");
+                return;
+            };
+            let awaited = match u.proc {
                 Procedure::ExpectHssProfile { seq: s, .. } if s == seq => {
                     Some((false, false, Resume::Attach))
                 }
@@ -342,15 +356,13 @@ mod procedures {
                     ..
                 } if s == seq => Some((true, resynced, then)),
                 _ => None,
-            });
-            let (want_vector, resynced, then) = match awaited.flatten() {
-                Some(a) => a,
-                _ => {
-                    self.stats.hss_late_answers += 1;
-                    tracing::debug!("UE {id}: HSS answer {seq} not awaited (any more), dropped");
-                    return;
-                }
             };
+            let Some((want_vector, resynced, then)) = awaited else {
+                self.stats.hss_late_answers += 1;
+                tracing::debug!("UE {id}: HSS answer {seq} not awaited (any more), dropped");
+                return;
+            };
+            u.proc = Procedure::Idle;
             // The front entry of the deadlines is usually this one.
             if self
                 .hss_deadlines
@@ -359,20 +371,19 @@ mod procedures {
             {
                 self.hss_deadlines.pop_front();
             }
-            if let Some(u) = self.ue_mut(cp, id) {
-                u.proc = Procedure::Idle;
-            }
             match (a.result, want_vector) {
                 (Ok(HssData::Profile(sub)), false) => {
-                    self.adopt_profile(cp, id, sub);
-                    self.create_session(now, id, cp, out);
+                    let apn = self.apn_id(&sub.apn);
+                    adopt_profile(u, &sub, apn, self.cfg.default_ambr);
+                    self.create_session(cp, id, out);
                 }
                 (Ok(HssData::Vector(v)), true) => {
-                    self.send_auth_request(cp, now, id, v, (resynced, then), out)
+                    let mut cx = self.cx(out);
+                    crate::emm::auth::send_auth_request(&mut cx, u, v, resynced, then)
                 }
                 (Err(HssFailure::ResyncRefused), true) => {
                     tracing::info!("UE {id}: HSS refused the resynchronisation");
-                    self.auth_reject(cp, now, id, then, out);
+                    self.auth_reject(cp, id, then, out);
                 }
                 (Err(e), _) => {
                     self.stats.hss_failures += 1;
@@ -400,35 +411,10 @@ mod procedures {
             }
         }
 
-        /// The subscription's QoS, AMBR and APN into the UE's context.
-        fn adopt_profile(&mut self, cp: &mut ControlPlane, id: u32, sub: SubscriptionData) {
-            let default_ambr = self.cfg.default_ambr;
-            let apn = self.apn_id(&sub.apn);
-            let Some(u) = self.ue_mut(cp, id) else {
-                return;
-            };
-            u.ambr = if sub.ambr_ul_bps > 0 {
-                (sub.ambr_ul_bps, sub.ambr_dl_bps)
-            } else {
-                default_ambr
-            };
-            u.qci = sub.qci;
-            u.arp_priority = sub.arp_priority;
-            u.hss_location = true;
-            if u.apn.is_empty() && !u.esm_info_flag {
-                u.apn.clone_from(&sub.apn);
-            }
-            u.subscribed_apn = apn;
-        }
-
         /// Requests unanswered past their deadline: the attach is rejected (#17) and
         /// its context released.
-        pub(crate) fn expire_hss_requests(
-            &mut self,
-            now: Instant,
-            cp: &mut ControlPlane,
-            out: &mut Vec<Output>,
-        ) {
+        pub(crate) fn expire_hss_requests(&mut self, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+            let now = self.now;
             loop {
                 self.prune_hss_deadlines(cp);
                 match self.hss_deadlines.front() {

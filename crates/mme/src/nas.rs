@@ -6,7 +6,8 @@ use crate::gate::{self, Kind, SecState, Verdict};
 use crate::prelude::*;
 
 impl Mme {
-    /// Encode (and protect when a context is in use) a downlink NAS message.
+    /// Encode (and protect when a context is in use) a downlink NAS message for UE
+    /// `id` (the ESM procedures that send it inside an S1AP request of their own).
     pub(crate) fn nas_bytes(
         &mut self,
         cp: &mut ControlPlane,
@@ -15,38 +16,7 @@ impl Mme {
         new_ctx: bool,
     ) -> Option<Vec<u8>> {
         let u = self.ue_mut(cp, id)?;
-        self.nas_bytes_ue(u, id, msg, new_ctx)
-    }
-
-    /// [`Mme::nas_bytes`] on UE `id`'s context `u`, already looked up.
-    pub(crate) fn nas_bytes_ue(
-        &mut self,
-        u: &mut Ue,
-        id: u32,
-        msg: &NasEpsMessage,
-        new_ctx: bool,
-    ) -> Option<Vec<u8>> {
-        let r = if new_ctx {
-            // The context being established: the Security Mode Command's.
-            let Procedure::ExpectSmcComplete { sec, .. } = &mut u.proc else {
-                return None;
-            };
-            sec.protect(msg, true, Direction::Downlink)
-        } else if let (Some(s), true) = (u.sec.as_mut(), u.nas_secured) {
-            // Protected once the secure exchange is established on this connection;
-            // before (a re-authentication the gate asked for: the sender may not hold
-            // the context), the UE takes them plain (§4.4.4.2).
-            s.protect(msg, false, Direction::Downlink)
-        } else {
-            msg.encode()
-                .map_err(|e| crate::nasx::NasSecError::Codec(e.to_string()))
-        };
-        let dl = u.sec.as_ref().map_or(0, |s| s.ctx.dl_count);
-        if dl.wrapping_sub(u.ckpt_dl) & 0x00ff_ffff >= CHECKPOINT_DL_LEASE / 2 {
-            // Renew the lease before the count can pass it.
-            self.procedure_done(id);
-        }
-        r.ok()
+        crate::mme::cx::nas_bytes(&self.cfg, &mut self.dirty, u, msg, new_ctx)
     }
 
     /// Send a NAS message in Downlink NAS Transport; `timer` arms T3450/T3460/T3470/T3422.
@@ -55,53 +25,15 @@ impl Mme {
     pub(crate) fn send_nas(
         &mut self,
         cp: &mut ControlPlane,
-        now: Instant,
         id: u32,
         msg: NasEpsMessage,
         new_ctx: bool,
         timer: Option<std::time::Duration>,
         out: &mut Vec<Output>,
     ) {
-        if let Some(u) = self.ue_mut(cp, id) {
-            self.send_nas_ue(u, now, id, msg, new_ctx, timer, out);
+        if let Some((mut cx, u)) = self.split(cp, id, out) {
+            cx.send_nas(u, msg, new_ctx, timer);
         }
-    }
-
-    /// [`Mme::send_nas`] to UE `id`, whose context `u` is at hand.
-    // As `send_nas`, with the UE's context in place of the slice.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn send_nas_ue(
-        &mut self,
-        u: &mut Ue,
-        now: Instant,
-        id: u32,
-        msg: NasEpsMessage,
-        new_ctx: bool,
-        timer: Option<std::time::Duration>,
-        out: &mut Vec<Output>,
-    ) {
-        let Some(bytes) = self.nas_bytes_ue(u, id, &msg, new_ctx) else {
-            return;
-        };
-        let Some((assoc, enb_ue_id)) = u.conn else {
-            return;
-        };
-        if let Some(d) = timer {
-            u.retx = Some(Box::new((msg, new_ctx)));
-            u.retx_count = 0;
-            self.arm_ue(u, id, TimerKind::Nas, now + d);
-        }
-        self.send(
-            assoc,
-            Some(id),
-            DownlinkNasTransport {
-                mme_ue_id: id,
-                enb_ue_id,
-                nas_pdu: bytes,
-            }
-            .into(),
-            out,
-        );
     }
 
     pub(crate) fn stop_nas_timer(&mut self, cp: &mut ControlPlane, id: u32) {
@@ -112,84 +44,25 @@ impl Mme {
 
     pub(crate) fn nas_timer_expired(
         &mut self,
-        now: Instant,
-        id: u32,
         cp: &mut ControlPlane,
+        id: u32,
         out: &mut Vec<Output>,
     ) {
-        let Some(u) = self.ue_mut(cp, id) else {
+        let Some((mut cx, u)) = self.split(cp, id, out) else {
             return;
         };
-        if let Procedure::ExpectPolicy { .. } = u.proc {
-            // The policy timeout: no CCA-I in time.
-            u.proc = Procedure::Idle;
-            self.stats.procedure_timeouts += 1;
-            let e = crate::pcrf::PcrfFailure::Timeout;
-            return self.policy_failed(now, id, e, cp, out);
-        }
-        u.retx_count += 1;
-        // Retransmit on the first four expiries; abort on the fifth (TS 24.301 §5.4, §5.5).
-        let retx = if u.retx_count >= 5 {
-            None
-        } else {
-            u.retx.clone()
-        };
-        let Some(retx) = retx else {
-            self.stats.procedure_timeouts += 1;
-            pepc_ratelog::peer_warn!(
-                pepc_ratelog::Kind::ProcedureTimeout,
-                "UE {id}: NAS procedure {} timed out",
-                u.proc.name()
-            );
-            u.retx = None;
-            if u.proc.reauthenticating() {
-                // The gate's re-authentication got no answer: the context stays.
-                return self.abort_reauth(cp, id, out);
+        match nas_expiry(&mut cx, u) {
+            Expiry::Handled => {}
+            Expiry::PolicyTimeout => {
+                let e = crate::pcrf::PcrfFailure::Timeout;
+                self.policy_failed(cp, id, e, out)
             }
-            let detaching = matches!(u.proc, Procedure::ExpectDetachAccept);
-            let registered = u.emm == Emm_::Registered
-                && !detaching
-                && !matches!(u.proc, Procedure::ExpectAttachComplete);
-            if detaching {
-                self.release(cp, id, Cause::NAS_DETACH, true, out);
-            } else if registered {
-                u.proc = Procedure::Idle;
-            } else {
-                // Not registered and not detaching: an attach that the UE left.
-                self.stats.attach_timeouts += 1;
-                u.emm = Emm_::Deregistered;
+            Expiry::AbortReauth => self.abort_reauth(cp, id, out),
+            Expiry::AttachLeft => {
                 self.drop_session(cp, id);
                 self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
             }
-            return;
-        };
-        let (msg, new_ctx) = *retx;
-        let d = match u.proc {
-            Procedure::ExpectIdentity => self.cfg.t3470,
-            Procedure::ExpectAuthResponse { .. } | Procedure::ExpectSmcComplete { .. } => {
-                self.cfg.t3460
-            }
-            Procedure::ExpectDetachAccept => self.cfg.t3422,
-            _ => self.cfg.t3450,
-        };
-        self.stats.retransmissions += 1;
-        // Protected messages are re-protected: a repeated COUNT would be a replay.
-        if let Some(bytes) = self.nas_bytes_ue(u, id, &msg, new_ctx) {
-            if let Some((assoc, enb_ue_id)) = u.conn {
-                self.send(
-                    assoc,
-                    Some(id),
-                    DownlinkNasTransport {
-                        mme_ue_id: id,
-                        enb_ue_id,
-                        nas_pdu: bytes,
-                    }
-                    .into(),
-                    out,
-                );
-            }
         }
-        self.arm_ue(u, id, TimerKind::Nas, now + d);
     }
 
     /// Decode an uplink NAS PDU, verifying its MAC first when a context exists.
@@ -276,11 +149,10 @@ impl Mme {
     /// the UE is): verified, passed through the security gate, then served.
     pub(crate) fn nas_in(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         bytes: &[u8],
         loc: Option<(Tai, Ecgi)>,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let Some((msg, verified)) = self.uplink_nas(cp, id, bytes) else {
@@ -302,7 +174,7 @@ impl Mme {
         match verdict {
             Verdict::Process => {
                 if self.admit(u, id, &msg, verified, loc) {
-                    self.serve(now, id, msg, verified, cp, out);
+                    self.serve(cp, id, msg, verified, out);
                 }
             }
             Verdict::Discard => self.gate_discard(id, kind, sec),
@@ -311,16 +183,16 @@ impl Mme {
                 // new context, which replaces this one only once secured. This one
                 // gives up the connection and stays as it was (ECM-IDLE).
                 Kind::AttachRequest => {
-                    let Some((assoc, enb_ue_id)) = u.conn else {
+                    let Some(ConnKey { assoc, enb_ue_id }) = u.conn else {
                         return;
                     };
                     let (tai, ecgi) = loc.unwrap_or((u.tai, u.ecgi));
-                    self.make_idle(id, cp, out);
+                    self.make_idle(cp, id, out);
                     if let Some(new) = self.new_ue(cp, assoc, enb_ue_id, tai, ecgi) {
-                        self.dispatch(now, new, msg, false, loc, cp, out);
+                        self.dispatch(cp, new, msg, false, loc, out);
                     }
                 }
-                _ => self.authenticate_first(now, id, kind, cp, out),
+                _ => self.authenticate_first(cp, id, kind, out),
             },
         }
     }
@@ -336,12 +208,12 @@ impl Mme {
     /// served (the gate's "authenticate first").
     pub(crate) fn authenticate_first(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         kind: Kind,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        let now = self.now;
         let then = match kind {
             Kind::TauRequest { active } => {
                 // The TAU's latency counts its re-authentication.
@@ -353,7 +225,7 @@ impl Mme {
             Kind::DetachRequest { .. } => Resume::Detach,
             _ => return,
         };
-        self.reauthenticate(cp, now, id, then, out);
+        self.reauthenticate(cp, id, then, out);
     }
 
     /// Serve a NAS message the gate let through.
@@ -361,19 +233,18 @@ impl Mme {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn dispatch(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         msg: NasEpsMessage,
         verified: bool,
         loc: Option<(Tai, Ecgi)>,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
         if self.admit(u, id, &msg, verified, loc) {
-            self.serve(now, id, msg, verified, cp, out);
+            self.serve(cp, id, msg, verified, out);
         }
     }
 
@@ -416,22 +287,20 @@ impl Mme {
     /// Serve an admitted NAS message: EMM or ESM.
     fn serve(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         msg: NasEpsMessage,
         verified: bool,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         match msg {
-            NasEpsMessage::Emm(_, e) => self.emm(now, id, e, verified, cp, out),
+            NasEpsMessage::Emm(_, e) => self.emm(cp, id, e, verified, out),
             NasEpsMessage::Esm(h, e) => self.esm(
-                now,
+                cp,
                 id,
                 h.procedure_transaction_identity,
                 h.eps_bearer_identity,
                 e,
-                cp,
                 out,
             ),
             // The gate classes anything else as "other": only verified ones come here.
@@ -440,4 +309,88 @@ impl Mme {
             }
         }
     }
+}
+
+/// What a NAS timer's expiry leaves for the MME to do with the slice.
+enum Expiry {
+    /// Retransmitted, or ended without the slice.
+    Handled,
+    /// No CCA-I in time: the policy failure handling.
+    PolicyTimeout,
+    /// The gate's re-authentication got no answer: the context stays, the
+    /// connection goes.
+    AbortReauth,
+    /// An attach the UE left: its session goes, then the context.
+    AttachLeft,
+}
+
+/// UE `u`'s NAS timer ran out: retransmit on the first four expiries, abort the
+/// procedure on the fifth (TS 24.301 §5.4, §5.5).
+fn nas_expiry(cx: &mut Cx<'_>, u: &mut Ue) -> Expiry {
+    let id = u.id;
+    if let Procedure::ExpectPolicy { .. } = u.proc {
+        // The policy timeout: no CCA-I in time.
+        u.proc = Procedure::Idle;
+        cx.stats.procedure_timeouts += 1;
+        return Expiry::PolicyTimeout;
+    }
+    u.retx_count += 1;
+    let retx = if u.retx_count >= 5 {
+        None
+    } else {
+        u.retx.clone()
+    };
+    let Some(retx) = retx else {
+        cx.stats.procedure_timeouts += 1;
+        pepc_ratelog::peer_warn!(
+            pepc_ratelog::Kind::ProcedureTimeout,
+            "UE {id}: NAS procedure {} timed out",
+            u.proc.name()
+        );
+        u.retx = None;
+        if u.proc.reauthenticating() {
+            return Expiry::AbortReauth;
+        }
+        let detaching = matches!(u.proc, Procedure::ExpectDetachAccept);
+        let registered = u.emm == Emm_::Registered
+            && !detaching
+            && !matches!(u.proc, Procedure::ExpectAttachComplete);
+        if detaching {
+            cx.release(u, Cause::NAS_DETACH, true);
+        } else if registered {
+            u.proc = Procedure::Idle;
+        } else {
+            // Not registered and not detaching: an attach that the UE left.
+            cx.stats.attach_timeouts += 1;
+            u.emm = Emm_::Deregistered;
+            return Expiry::AttachLeft;
+        }
+        return Expiry::Handled;
+    };
+    let (msg, new_ctx) = *retx;
+    let d = match u.proc {
+        Procedure::ExpectIdentity => cx.cfg.t3470,
+        Procedure::ExpectAuthResponse { .. } | Procedure::ExpectSmcComplete { .. } => cx.cfg.t3460,
+        Procedure::ExpectDetachAccept => cx.cfg.t3422,
+        _ => cx.cfg.t3450,
+    };
+    cx.stats.retransmissions += 1;
+    // Protected messages are re-protected: a repeated COUNT would be a replay.
+    if let Some(bytes) = crate::mme::cx::nas_bytes(cx.cfg, cx.dirty, u, &msg, new_ctx) {
+        if let Some(c) = u.conn {
+            cx.send(
+                c.assoc,
+                Some(id),
+                DownlinkNasTransport {
+                    mme_ue_id: id,
+                    enb_ue_id: c.enb_ue_id,
+                    nas_pdu: bytes,
+                }
+                .into(),
+            );
+        }
+    }
+    let at = cx.now + d;
+    cx.arm(u, TimerKind::Nas, at);
+    Expiry::Handled
 }

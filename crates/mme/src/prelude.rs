@@ -5,8 +5,8 @@ pub(crate) use crate::cause::{EmmCause, EsmCause, HssFailureCause};
 pub(crate) use crate::config::MmeConfig;
 pub(crate) use crate::esm::{free_ebi, release_unlisted};
 pub(crate) use crate::mme::{
-    gbr_of, log_cp, sec_caps, warn_cp, AssocId, Emm_, Enb, HoState, Mme, MmeError, Output, Parked,
-    Procedure, Resume, TimerKind, Ue, CHECKPOINT_DL_LEASE,
+    gbr_of, log_cp, sec_caps, warn_cp, AssocId, ConnKey, Cx, Emm_, Enb, HoState, Mme, MmeError,
+    Output, Parked, Procedure, Resume, TimerKind, Ue, CHECKPOINT_DL_LEASE,
 };
 pub(crate) use crate::nasx::{
     self, Direction, Identity, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, SecCtx,

@@ -14,13 +14,13 @@ const RRC_MT_ACCESS: u8 = 2;
 impl Mme {
     pub(crate) fn on_s1ap(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         assoc: AssocId,
         _stream: u16,
         bytes: &[u8],
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        let now = self.now;
         self.enbs.entry(assoc).or_insert(Enb {
             out_streams: 1,
             global_id: None,
@@ -35,11 +35,11 @@ impl Mme {
         };
         use S1apMessage as M;
         match msg {
-            M::InitialUeMessage(m) => self.initial_ue(now, assoc, m, cp, out),
+            M::InitialUeMessage(m) => self.initial_ue(cp, assoc, m, out),
             M::HandoverRequestAcknowledge(m) => self.ho_request_ack(cp, assoc, m, out),
             M::HandoverFailure(m) => self.ho_failure(cp, assoc, m, out),
             // Comes from the target eNB, which has no connection for the UE yet.
-            M::PathSwitchRequest(m) => self.path_switch(assoc, m, cp, out),
+            M::PathSwitchRequest(m) => self.path_switch(cp, assoc, m, out),
             other => {
                 let (Some(mme_id), enb_id) = (other.mme_ue_id(), other.enb_ue_id()) else {
                     pepc_ratelog::peer_warn!(
@@ -62,9 +62,8 @@ impl Mme {
                     return;
                 };
                 // The message must come from one of the UE's S1 connections.
-                let known = |c: Option<(AssocId, u32)>| {
-                    c.is_some_and(|(a, e)| a == assoc && Some(e) == enb_id)
-                };
+                let pair = enb_id.map(|e| ConnKey::new(assoc, e));
+                let known = |c: Option<ConnKey>| c.is_some() && c == pair;
                 let from_target = ue.handover.as_ref().is_some_and(|h| {
                     h.target_assoc == assoc
                         && (h.target_enb_ue_id == enb_id || h.target_enb_ue_id.is_none())
@@ -89,22 +88,25 @@ impl Mme {
                     );
                     return;
                 }
+                // A context superseded only waits for its release; a message from the
+                // source of a finished X2 handover is the source's late answer.
+                let superseded = ue.superseded;
+                let from_x2_source =
+                    pair.is_some() && ue.conn != pair && ue.x2_source.map(|(c, _)| c) == pair;
                 let _span = crate::mme::ue_span(mme_id, enb_id, ue.proc.name()).entered();
                 tracing::trace!("{}", other.name());
-                self.ue_message(now, assoc, mme_id, other, cp, out);
+                self.ue_message(cp, mme_id, assoc, other, (superseded, from_x2_source), out);
             }
         }
     }
 
     pub(crate) fn initial_ue(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         assoc: AssocId,
         m: InitialUeMessage,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        self.now = now;
         let _span = crate::mme::ue_span(0, Some(m.enb_ue_id), "initial UE message").entered();
         // Service Request: short header, the UE is known by S-TMSI.
         if m.nas_pdu
@@ -115,7 +117,7 @@ impl Mme {
                 self.restore_tmsi_first(cp, s.m_tmsi, out);
             }
             let id = m.s_tmsi.and_then(|s| self.ue_by_tmsi(cp, s.m_tmsi));
-            self.service_request(now, assoc, id, m, cp, out);
+            self.service_request(cp, id, assoc, m, out);
             return;
         }
         // Overload control: a congested slice turns new non-emergency attaches away
@@ -135,19 +137,19 @@ impl Mme {
             .filter(|s| s.mmec == self.cfg.mme_code)
             .and_then(|s| self.ue_by_tmsi(cp, s.m_tmsi));
         if let Some(id) = known {
-            return self.initial_known(now, assoc, id, m, cp, out);
+            return self.initial_known(cp, id, assoc, m, out);
         }
         let id = match self.new_ue(cp, assoc, m.enb_ue_id, m.tai, m.ecgi) {
             Some(id) => id,
             // At the bound on contexts awaiting authentication, an attach is still
             // told to back off (#22 + T3346) rather than left to time out.
-            None if attach && self.crowded.is_some() => {
+            None if attach && self.admission.crowded.is_some() => {
                 return self.congestion_reject(cp, assoc, &m, out);
             }
             // At a bound (unauthenticated contexts, UE slots).
             None => return self.refuse_initial(assoc, &m, out),
         };
-        self.nas_in(now, id, &m.nas_pdu, Some((m.tai, m.ecgi)), cp, out);
+        self.nas_in(cp, id, &m.nas_pdu, Some((m.tai, m.ecgi)), out);
     }
 
     /// The first message of a new connection of known UE `id` (by its S-TMSI, which
@@ -157,11 +159,10 @@ impl Mme {
     /// authenticated first, anything else is refused.
     pub(crate) fn initial_known(
         &mut self,
-        now: Instant,
-        assoc: AssocId,
-        id: u32,
-        m: InitialUeMessage,
         cp: &mut ControlPlane,
+        id: u32,
+        assoc: AssocId,
+        m: InitialUeMessage,
         out: &mut Vec<Output>,
     ) {
         let loc = (m.tai, m.ecgi);
@@ -184,12 +185,12 @@ impl Mme {
                 if let Some(s) = m.s_tmsi {
                     self.resolve_pending_guti(cp, id, s.m_tmsi);
                 }
-                self.dispatch(now, id, msg, verified, Some(loc), cp, out);
+                self.dispatch(cp, id, msg, verified, Some(loc), out);
             }
             Verdict::Authenticate if kind == Kind::AttachRequest => {
                 // On a new context; the known one stays as it is until that is secured.
                 if let Some(new) = self.new_ue(cp, assoc, m.enb_ue_id, m.tai, m.ecgi) {
-                    self.dispatch(now, new, msg, false, Some(loc), cp, out);
+                    self.dispatch(cp, new, msg, false, Some(loc), out);
                 }
             }
             // The connection is the UE's for the authentication only: no location,
@@ -197,7 +198,7 @@ impl Mme {
             // elsewhere keeps its connection (a real one sends its TAU protected).
             Verdict::Authenticate if idle => {
                 self.bind_conn(cp, id, assoc, m.enb_ue_id);
-                self.authenticate_first(now, id, kind, cp, out);
+                self.authenticate_first(cp, id, kind, out);
             }
             Verdict::Authenticate | Verdict::Discard => {
                 self.gate_discard(id, kind, sec);
@@ -221,22 +222,22 @@ impl Mme {
         }
     }
 
+    /// UE-associated message `msg` from one of UE `id`'s connections (`on_s1ap`
+    /// checked it, and found whether the context is `superseded` and whether the
+    /// message is `from_x2_source`).
+    // The MME and the slice (`cp`) travel apart until handlers take one context (STYLE.md §4).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn ue_message(
         &mut self,
-        now: Instant,
-        assoc: AssocId,
-        id: u32,
-        msg: S1apMessage,
         cp: &mut ControlPlane,
+        id: u32,
+        assoc: AssocId,
+        msg: S1apMessage,
+        (superseded, from_x2_source): (bool, bool),
         out: &mut Vec<Output>,
     ) {
-        self.now = now;
+        let now = self.now;
         use S1apMessage as M;
-        let pair = msg.enb_ue_id().map(|e| (assoc, e));
-        let (superseded, from_x2_source) = self.ue(cp, id).map_or((false, false), |u| {
-            let x2 = pair.is_some() && u.conn != pair && u.x2_source.map(|(c, _)| c) == pair;
-            (u.superseded, x2)
-        });
         if superseded && !matches!(msg, M::UeContextReleaseComplete(_)) {
             // The context only waits for its release: whatever crossed our command
             // (NAS, a Release Request, responses) has nobody to go to.
@@ -244,12 +245,10 @@ impl Mme {
             return;
         }
         if from_x2_source {
-            return self.x2_source_message(now, id, msg, cp, out);
+            return self.x2_source_message(cp, id, msg, out);
         }
         match msg {
-            M::UplinkNasTransport(m) => {
-                self.nas_in(now, id, &m.nas_pdu, Some((m.tai, m.ecgi)), cp, out)
-            }
+            M::UplinkNasTransport(m) => self.nas_in(cp, id, &m.nas_pdu, Some((m.tai, m.ecgi)), out),
             M::InitialContextSetupResponse(m) => {
                 let Some(u) = self.ue_mut(cp, id) else {
                     return;
@@ -282,7 +281,7 @@ impl Mme {
                     }
                     self.procedure_done(id);
                     // Rules pushed while it was idle (it was paged for them).
-                    self.apply_pending_policy(now, id, cp, out);
+                    self.apply_pending_policy(cp, id, out);
                 }
             }
             M::InitialContextSetupFailure(_) => {
@@ -290,11 +289,14 @@ impl Mme {
                     return;
                 };
                 if matches!(u.proc, Procedure::ExpectIcsResponse { attach: true }) {
+                    // The session goes through the slice; then the context.
                     self.drop_session(cp, id);
-                    self.stop_nas_timer(cp, id);
-                    self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
+                    if let Some((mut cx, u)) = self.split(cp, id, out) {
+                        u.stop_nas_timer();
+                        cx.release(u, Cause::NAS_UNSPECIFIED, true);
+                    }
                 } else {
-                    self.release_connection(id, Cause::RADIO_UNSPECIFIED, cp, out);
+                    self.release_connection(cp, id, Cause::RADIO_UNSPECIFIED, out);
                 }
             }
             // A Release Request crossing our Release Command (TS 36.413 §8.3.2): the
@@ -305,15 +307,16 @@ impl Mme {
                     .ue(cp, id)
                     .is_some_and(|u| matches!(u.proc, Procedure::ExpectReleaseComplete { .. })) => {
             }
-            M::UeContextReleaseRequest(m) => self.release_connection(id, m.cause, cp, out),
+            M::UeContextReleaseRequest(m) => self.release_connection(cp, id, m.cause, out),
             M::UeContextReleaseComplete(m) => {
                 let Some(u) = self.ue_mut(cp, id) else {
                     return;
                 };
-                if u.old_conn == Some((assoc, m.enb_ue_id)) {
+                let c = ConnKey::new(assoc, m.enb_ue_id);
+                if u.old_conn == Some(c) {
                     // The source side of a finished handover.
                     u.old_conn = None;
-                    self.index.unlink_conn((assoc, m.enb_ue_id));
+                    self.index.unlink_conn(c);
                     return;
                 }
                 let remove = matches!(
@@ -321,9 +324,9 @@ impl Mme {
                     Procedure::ExpectReleaseComplete { then_remove: true }
                 ) || u.emm == Emm_::Deregistered;
                 if remove {
-                    self.remove_ue(id, true, cp);
+                    self.remove_ue(cp, id, true);
                 } else {
-                    self.make_idle(id, cp, out);
+                    self.make_idle(cp, id, out);
                 }
             }
             M::NasNonDeliveryIndication(m) => {
@@ -353,8 +356,8 @@ impl Mme {
                 }
             }
             M::ERabModifyResponse(_) | M::ERabReleaseResponse(_) => {}
-            M::PathSwitchRequest(m) => self.path_switch(assoc, m, cp, out),
-            M::HandoverRequired(m) => self.ho_required(assoc, m, cp, out),
+            M::PathSwitchRequest(m) => self.path_switch(cp, assoc, m, out),
+            M::HandoverRequired(m) => self.ho_required(cp, assoc, m, out),
             M::HandoverCancel(m) => {
                 let handover = self.ue_mut(cp, id).and_then(|u| u.handover.take());
                 if let Some(h) = handover {
@@ -403,7 +406,7 @@ impl Mme {
                     }
                 }
             }
-            M::HandoverNotify(m) => self.ho_notify(assoc, m, cp, out),
+            M::HandoverNotify(m) => self.ho_notify(cp, assoc, m, out),
             other => pepc_ratelog::peer_info!(
                 pepc_ratelog::Kind::S1apUnexpected,
                 "UE {id}: ignoring {}",

@@ -135,7 +135,7 @@ impl Mme {
             mme_ue_s1ap_id: id,
             registered: u.emm == Emm_::Registered,
             connected: u.conn.is_some(),
-            enb: u.conn,
+            enb: u.conn.map(|c| (c.assoc, c.enb_ue_id)),
             tac: u.tai.tac,
             cell_id: u.ecgi.cell_id,
             m_tmsi: u.m_tmsi,

@@ -7,90 +7,45 @@ use crate::prelude::*;
 impl Mme {
     pub(crate) fn attach_request(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         r: nasx::NasAttachRequest,
-        _verified: bool,
-        cp: &mut ControlPlane,
+        verified: bool,
         out: &mut Vec<Output>,
     ) {
         let digest = attach_digest(&r);
-        let Some(u) = self.ue_mut(cp, id) else {
+        let Some((mut cx, u)) = self.split(cp, id, out) else {
             return;
         };
-        if u.proc.awaits_hss() && u.proc.hss_attach() == digest {
-            // The same Attach Request again while the HSS is asked: the attach goes on
-            // and this one is not treated further (TS 24.301 §5.5.1.2.7 e). A
-            // different one aborts it and is served; the pending answer is then late.
-            self.stats.nas_dropped_awaiting_hss += 1;
-            tracing::debug!("UE {id}: repeated Attach Request while the HSS is asked, ignored");
+        let Some(next) = attach_start(&mut cx, u, &r, digest, verified) else {
             return;
-        }
-        if u.proc.awaits_hss() {
-            u.proc = Procedure::Idle; // the request pending is abandoned
-        }
-        self.stats.attach_requests += 1;
-        let esm = r.esm_message_container.decode_as_esm_message().ok();
-        u.started = Some(now);
-        u.ue_net_cap = r.ue_network_capability.value.to_vec();
-        u.emm = Emm_::Deregistered;
-        if let Some(NasEpsMessage::Esm(h, Esm::PdnConnectivityRequest(p))) = &esm {
-            u.pti = h.procedure_transaction_identity;
-            u.apn = p
-                .access_point_name
-                .as_ref()
-                .map(|a| nasx::apn_string(&a.value))
-                .unwrap_or_default();
-            if p.esm_information_transfer_flag
-                .is_some_and(|f| f.value & 1 == 1)
-            {
-                u.apn.clear();
-                u.esm_info_flag = true;
-            }
-        } else {
-            self.attach_reject(cp, id, EmmCause::InvalidMandatoryInformation, out);
-            return;
-        }
-        // Verified with a parked context: the subscriber is known and the UE holds the
-        // keys, so identity, AKA and SMC are skipped (TS 24.301 §5.5.1.2.3).
-        if std::mem::take(&mut u.resumed) {
-            if let (true, Some(imsi)) = (_verified, u.imsi) {
-                self.stats.parked_contexts_reused += 1;
-                self.adopt_subscriber(id, imsi, true, cp, out);
+        };
+        match next {
+            AttachNext::Resumed(imsi) => {
+                self.adopt_subscriber(cp, id, imsi, true, out);
                 // Secured already: Update Location follows (TS 23.401 §5.3.2.1 step 8).
-                self.security_established(now, id, Resume::Attach, cp, out);
-                return;
+                self.security_established(cp, id, Resume::Attach, out);
             }
-        }
-        match nasx::parse_identity(&r.eps_mobile_identity.value) {
-            Identity::Imsi(imsi) => self.start_auth(now, id, imsi, digest, false, cp, out),
-            Identity::Guti(plmn, g, c, t) => {
-                let ours =
-                    plmn == self.cfg.plmn.0 && g == self.cfg.mme_group_id && c == self.cfg.mme_code;
-                if ours {
-                    self.restore_tmsi_first(cp, t, out);
-                }
-                let known = ours
-                    .then(|| self.ue_by_tmsi(cp, t))
-                    .flatten()
-                    .filter(|o| *o != id);
+            AttachNext::Authenticate(imsi) => self.start_auth(cp, id, imsi, digest, false, out),
+            AttachNext::Guti(t) => {
+                // Another UE's context, known by the GUTI we gave it (restored first
+                // if it is still in a dead process's checkpoints).
+                self.restore_tmsi_first(cp, t, out);
+                let known = self.ue_by_tmsi(cp, t).filter(|o| *o != id);
                 match known.and_then(|o| self.ue(cp, o).and_then(|u| u.imsi)) {
                     // A GUTI we allocated: re-authenticate the known subscriber.
-                    Some(imsi) => self.start_auth(now, id, imsi, digest, false, cp, out),
+                    Some(imsi) => self.start_auth(cp, id, imsi, digest, false, out),
                     None => {
-                        let Some(u) = self.ue_mut(cp, id) else {
-                            return;
-                        };
-                        u.proc = Procedure::ExpectIdentity;
-                        let req = nasx::NasIdentityRequest::new(nasx::NasIdentityType2::new(1));
-                        let t = self.cfg.t3470;
-                        let msg = NasEpsMessage::new_emm(req);
-                        self.send_nas_ue(u, now, id, msg, false, Some(t), out);
+                        if let Some((mut cx, u)) = self.split(cp, id, out) {
+                            identity_request(&mut cx, u);
+                        }
                     }
                 }
             }
-            Identity::Other => {
-                self.attach_reject(cp, id, EmmCause::InvalidMandatoryInformation, out)
+            AttachNext::Identify => {
+                if let Some((mut cx, u)) = self.split(cp, id, out) {
+                    identity_request(&mut cx, u);
+                }
             }
         }
     }
@@ -101,13 +56,13 @@ impl Mme {
     /// another SCTP stream than the new Initial UE Message, may well arrive after it,
     /// and must not meet an Error Indication (unknown MME UE S1AP ID). A release already
     /// under way (switch-off detach, then re-attach) is not commanded twice.
-    pub(crate) fn supersede(&mut self, old: u32, cp: &mut ControlPlane, out: &mut Vec<Output>) {
+    pub(crate) fn supersede(&mut self, cp: &mut ControlPlane, old: u32, out: &mut Vec<Output>) {
         self.drop_session(cp, old);
         let Some(o) = self.ue_mut(cp, old) else {
             return;
         };
-        let Some((assoc, enb_ue_id)) = o.conn else {
-            self.remove_ue(old, false, cp);
+        let Some(ConnKey { assoc, enb_ue_id }) = o.conn else {
+            self.remove_ue(cp, old, false);
             return;
         };
         let commanded = matches!(o.proc, Procedure::ExpectReleaseComplete { .. });
@@ -175,17 +130,17 @@ impl Mme {
     /// node is told once secured.
     pub(crate) fn adopt_subscriber(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         imsi: u64,
         claim: bool,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         self.restore_imsi_first(cp, imsi, out);
         match self.index.by_imsi(imsi) {
             Some(old) if old != id => {
                 if self.ue(cp, old).is_none_or(|u| u.sec.is_none()) {
-                    self.supersede(old, cp, out);
+                    self.supersede(cp, old, out);
                     self.index.link_imsi(imsi, id);
                 }
             }
@@ -217,7 +172,7 @@ impl Mme {
         };
         if let Some(old) = self.index.link_imsi(imsi, id) {
             if old != id {
-                self.supersede(old, cp, out);
+                self.supersede(cp, old, out);
             }
         }
         if claim {
@@ -232,8 +187,9 @@ impl Mme {
         cause: EmmCause,
         out: &mut Vec<Output>,
     ) {
-        let rej = nasx::NasAttachReject::new(nasx::NasEmmCause::new(cause.into()));
-        self.send_attach_reject(cp, id, rej, out);
+        if let Some((mut cx, u)) = self.split(cp, id, out) {
+            attach_reject(&mut cx, u, cause);
+        }
     }
 
     /// Overload control (`crate::overload`): the slice is congested, so a new
@@ -259,7 +215,9 @@ impl Mme {
         let mut rej =
             nasx::NasAttachReject::new(nasx::NasEmmCause::new(EmmCause::Congestion.into()));
         rej.t3346_value = nasx::NasGprsTimer2::from_seconds(t3346).ok();
-        self.send_attach_reject(cp, id, rej, out);
+        if let Some((mut cx, u)) = self.split(cp, id, out) {
+            send_attach_reject(&mut cx, u, rej);
+        }
     }
 
     /// No context can be had for a new UE (its slots are full): the eNB is told with an
@@ -279,28 +237,138 @@ impl Mme {
             out,
         );
     }
+}
 
-    pub(crate) fn send_attach_reject(
-        &mut self,
-        cp: &mut ControlPlane,
-        id: u32,
-        rej: nasx::NasAttachReject,
-        out: &mut Vec<Output>,
-    ) {
-        self.stats.attach_rejects += 1;
-        self.stats.failed("attach", rej.emm_cause.value);
-        let now = self.now;
-        if let Some(u) = self.ue_mut(cp, id) {
-            u.proc = Procedure::Idle;
-            // A reject to an unauthenticated UE is sent plain; one after security mode
-            // (the HSS refused the Update Location, say) goes protected.
-            if u.emm == Emm_::Deregistered && !u.nas_secured {
-                u.sec = None;
-            }
-        }
-        self.send_nas(cp, now, id, NasEpsMessage::new_emm(rej), false, None, out);
-        self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
+/// What an Attach Request leads to once checked against the UE's context.
+enum AttachNext {
+    /// Verified with a parked context of subscriber `imsi`: no identity, AKA or SMC.
+    Resumed(u64),
+    /// By IMSI: AKA for the subscriber.
+    Authenticate(u64),
+    /// By a GUTI of ours with M-TMSI `t`: the subscriber of the context it names, if any.
+    Guti(u32),
+    /// By a GUTI we cannot resolve: identification (§5.4.4).
+    Identify,
+}
+
+/// The Attach Request `r` (digest `digest`) on `u`'s context: a repetition while the
+/// HSS is asked is dropped (§5.5.1.2.7 e), a malformed one rejected (`None`); else the
+/// request's parameters go into the context and the identity says what follows.
+fn attach_start(
+    cx: &mut Cx<'_>,
+    u: &mut Ue,
+    r: &nasx::NasAttachRequest,
+    digest: u16,
+    verified: bool,
+) -> Option<AttachNext> {
+    if u.proc.awaits_hss() && u.proc.hss_attach() == digest {
+        // The same Attach Request again while the HSS is asked: the attach goes on
+        // and this one is not treated further (TS 24.301 §5.5.1.2.7 e). A
+        // different one aborts it and is served; the pending answer is then late.
+        cx.stats.nas_dropped_awaiting_hss += 1;
+        tracing::debug!(
+            "UE {}: repeated Attach Request while the HSS is asked, ignored",
+            u.id
+        );
+        return None;
     }
+    if u.proc.awaits_hss() {
+        u.proc = Procedure::Idle; // the request pending is abandoned
+    }
+    cx.stats.attach_requests += 1;
+    let esm = r.esm_message_container.decode_as_esm_message().ok();
+    u.started = Some(cx.now);
+    u.ue_net_cap.clear();
+    u.ue_net_cap
+        .extend_from_slice(&r.ue_network_capability.value);
+    u.emm = Emm_::Deregistered;
+    if let Some(NasEpsMessage::Esm(h, Esm::PdnConnectivityRequest(p))) = &esm {
+        u.pti = h.procedure_transaction_identity;
+        u.apn = p
+            .access_point_name
+            .as_ref()
+            .map(|a| nasx::apn_string(&a.value))
+            .unwrap_or_default();
+        if p.esm_information_transfer_flag
+            .is_some_and(|f| f.value & 1 == 1)
+        {
+            u.apn.clear();
+            u.esm_info_flag = true;
+        }
+    } else {
+        attach_reject(cx, u, EmmCause::InvalidMandatoryInformation);
+        return None;
+    }
+    // Verified with a parked context: the subscriber is known and the UE holds the
+    // keys, so identity, AKA and SMC are skipped (TS 24.301 §5.5.1.2.3).
+    if std::mem::take(&mut u.resumed) {
+        if let (true, Some(imsi)) = (verified, u.imsi) {
+            cx.stats.parked_contexts_reused += 1;
+            return Some(AttachNext::Resumed(imsi));
+        }
+    }
+    match nasx::parse_identity(&r.eps_mobile_identity.value) {
+        Identity::Imsi(imsi) => Some(AttachNext::Authenticate(imsi)),
+        Identity::Guti(plmn, g, c, t) => {
+            let ours = plmn == cx.cfg.plmn.0 && g == cx.cfg.mme_group_id && c == cx.cfg.mme_code;
+            Some(if ours {
+                AttachNext::Guti(t)
+            } else {
+                AttachNext::Identify
+            })
+        }
+        Identity::Other => {
+            attach_reject(cx, u, EmmCause::InvalidMandatoryInformation);
+            None
+        }
+    }
+}
+
+/// Identification (§5.4.4): an Identity Request for the IMSI, under T3470.
+fn identity_request(cx: &mut Cx<'_>, u: &mut Ue) {
+    u.proc = Procedure::ExpectIdentity;
+    let req = nasx::NasIdentityRequest::new(nasx::NasIdentityType2::new(1));
+    let t = cx.cfg.t3470;
+    cx.send_nas(u, NasEpsMessage::new_emm(req), false, Some(t));
+}
+
+/// The Identity Response to an Identity Request (§5.4.4.4): the IMSI, or the attach
+/// is rejected (`None`).
+pub(crate) fn identity_response(
+    cx: &mut Cx<'_>,
+    u: &mut Ue,
+    r: &nasx::NasIdentityResponse,
+) -> Option<u64> {
+    if !matches!(u.proc, Procedure::ExpectIdentity) {
+        return None;
+    }
+    u.stop_nas_timer();
+    match nasx::parse_identity(&r.mobile_identity.value) {
+        Identity::Imsi(imsi) => Some(imsi),
+        _ => {
+            attach_reject(cx, u, EmmCause::InvalidMandatoryInformation);
+            None
+        }
+    }
+}
+
+/// Attach Reject with `cause`; the context is released.
+pub(crate) fn attach_reject(cx: &mut Cx<'_>, u: &mut Ue, cause: EmmCause) {
+    let rej = nasx::NasAttachReject::new(nasx::NasEmmCause::new(cause.into()));
+    send_attach_reject(cx, u, rej);
+}
+
+pub(crate) fn send_attach_reject(cx: &mut Cx<'_>, u: &mut Ue, rej: nasx::NasAttachReject) {
+    cx.stats.attach_rejects += 1;
+    cx.stats.failed("attach", rej.emm_cause.value);
+    u.proc = Procedure::Idle;
+    // A reject to an unauthenticated UE is sent plain; one after security mode
+    // (the HSS refused the Update Location, say) goes protected.
+    if u.emm == Emm_::Deregistered && !u.nas_secured {
+        u.sec = None;
+    }
+    cx.send_nas(u, NasEpsMessage::new_emm(rej), false, None);
+    cx.release(u, Cause::NAS_UNSPECIFIED, true);
 }
 
 /// A digest of the IEs of an Attach Request, to recognise a repeated one; never 0

@@ -6,11 +6,10 @@ use crate::prelude::*;
 impl Mme {
     pub(crate) fn ue_detach(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         switch_off: bool,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
-        now: Instant,
     ) {
         self.stats.detaches += 1;
         if self.cfg.purge_on_detach {
@@ -18,23 +17,17 @@ impl Mme {
         }
         self.drop_session(cp, id);
         self.procedure_done(id);
-        if let Some(u) = self.ue_mut(cp, id) {
-            u.emm = Emm_::Deregistered;
-            u.nas_timer = None;
-            u.retx = None;
-        }
+        let Some((mut cx, u)) = self.split(cp, id, out) else {
+            return;
+        };
+        u.emm = Emm_::Deregistered;
+        u.nas_timer = None;
+        u.retx = None;
         if !switch_off {
-            self.send_nas(
-                cp,
-                now,
-                id,
-                NasEpsMessage::new_emm(nasx::NasDetachAccept::new()),
-                false,
-                None,
-                out,
-            );
+            let acc = NasEpsMessage::new_emm(nasx::NasDetachAccept::new());
+            cx.send_nas(u, acc, false, None);
         }
-        self.release(cp, id, Cause::NAS_DETACH, true, out);
+        cx.release(u, Cause::NAS_DETACH, true);
     }
 
     /// Network-initiated detach (re-attach required), supervised by T3422. An idle UE
@@ -62,19 +55,18 @@ impl Mme {
         self.now = now;
         self.restore_imsi_first(cp, imsi, out);
         let id = self.index.by_imsi(imsi).ok_or(MmeError::UnknownUe)?;
-        let Some(u) = self.ue_mut(cp, id) else {
+        let Some((mut cx, u)) = self.split(cp, id, out) else {
             return Err(MmeError::UnknownUe);
         };
-        if u.conn.is_none() {
+        if u.conn.is_some() {
+            u.proc = Procedure::ExpectDetachAccept;
+            let req = nasx::NasDetachRequestUeTerminated::new(nasx::NasDetachType::new(1));
+            let t = cx.cfg.t3422;
+            cx.send_nas(u, NasEpsMessage::new_emm(req), false, Some(t));
+        } else {
             self.stats.detaches += 1;
-            self.remove_ue(id, false, cp);
-            self.flush_released(cp, out);
-            return Ok(());
+            self.remove_ue(cp, id, false);
         }
-        u.proc = Procedure::ExpectDetachAccept;
-        let req = nasx::NasDetachRequestUeTerminated::new(nasx::NasDetachType::new(1));
-        let t = self.cfg.t3422;
-        self.send_nas_ue(u, now, id, NasEpsMessage::new_emm(req), false, Some(t), out);
         self.flush_released(cp, out);
         Ok(())
     }

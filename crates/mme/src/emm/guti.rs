@@ -62,26 +62,40 @@ impl Mme {
         self.now = now;
         self.restore_imsi_first(cp, imsi, out);
         let id = self.index.by_imsi(imsi).ok_or(MmeError::UnknownUe)?;
-        let Some(u) = self.ue_mut(cp, id) else {
-            return Err(MmeError::UnknownUe);
-        };
+        let slot = self.entry_of(id).ok_or(MmeError::UnknownUe)?;
+        let u = cp.signaling_mut(slot).ok_or(MmeError::UnknownUe)?;
         if u.conn.is_none() {
             return Err(MmeError::NotConnected);
         }
         let t = self.alloc_tmsi();
-        let plmn = self.cfg.plmn.0;
+        let mut cx = self.cx(out);
+        let plmn = cx.cfg.plmn.0;
         let cmd = nasx::NasGutiReallocationCommand::new(nasx::NasEpsMobileIdentity::new(
-            nasx::guti_value(plmn, self.cfg.mme_group_id, self.cfg.mme_code, t),
+            nasx::guti_value(plmn, cx.cfg.mme_group_id, cx.cfg.mme_code, t),
         ));
         u.proc = Procedure::ExpectGutiReallocComplete { m_tmsi: t };
         // Old and new GUTI are both valid until the UE confirms (TS 24.301 §5.4.1.4),
         // and a checkpoint keeps the new one: a UE that took it finds its context
         // after a restart too.
-        self.index.link_tmsi(t, id);
-        self.procedure_done(id);
-        let d = self.cfg.t3450;
-        self.send_nas_ue(u, now, id, NasEpsMessage::new_emm(cmd), false, Some(d), out);
+        cx.index.link_tmsi(t, id);
+        cx.procedure_done(id);
+        let d = cx.cfg.t3450;
+        cx.send_nas(u, NasEpsMessage::new_emm(cmd), false, Some(d));
         self.flush_released(cp, out);
         Ok(t)
     }
+}
+
+/// GUTI Reallocation Complete, or the TAU Complete of a TAU that gave a new GUTI
+/// (§5.4.1.4): the new M-TMSI is the UE's, the old one no longer names it.
+pub(crate) fn realloc_complete(cx: &mut Cx<'_>, u: &mut Ue) {
+    let Procedure::ExpectGutiReallocComplete { m_tmsi: t } = u.proc else {
+        return;
+    };
+    u.proc = Procedure::Idle;
+    cx.index.unlink_tmsi(u.m_tmsi);
+    u.m_tmsi = t;
+    cx.index.link_tmsi(t, u.id);
+    u.stop_nas_timer();
+    cx.procedure_done(u.id);
 }

@@ -43,11 +43,10 @@ impl Mme {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn hss_cancel_location(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         imsi: u64,
         kind: CancellationType,
         reattach_required: bool,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         self.restore_imsi_first(cp, imsi, out);
@@ -72,7 +71,7 @@ impl Mme {
             let req =
                 nasx::NasDetachRequestUeTerminated::new(nasx::NasDetachType::new(detach_type));
             let t = self.cfg.t3422;
-            self.send_nas_ue(u, now, id, NasEpsMessage::new_emm(req), false, Some(t), out);
+            self.send_nas(cp, id, NasEpsMessage::new_emm(req), false, Some(t), out);
             return;
         }
         // Served elsewhere now, idle, or not registered yet: the context goes here,
@@ -88,7 +87,7 @@ impl Mme {
         if connected {
             self.release(cp, id, Cause::NAS_DETACH, true, out);
         } else if !releasing {
-            self.remove_ue(id, false, cp);
+            self.remove_ue(cp, id, false);
         }
     }
 
@@ -149,7 +148,7 @@ impl Mme {
             cp.modify_bearer_qos(slot, ebi, qci, mbr.0, mbr.1),
         );
         warn_cp(id, "ARP change", cp.set_bearer_arp(slot, ebi, arp));
-        let Some((assoc, enb_ue_id)) = over_the_air else {
+        let Some(ConnKey { assoc, enb_ue_id }) = over_the_air else {
             return; // idle or busy: the next Initial Context Setup carries them
         };
         let mut req = nasx::NasModifyEpsBearerContextRequest::new();

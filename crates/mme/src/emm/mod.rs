@@ -2,12 +2,12 @@
 //! procedure; the identification procedure (§5.4.4) is the Identity Request of
 //! `attach_request` and the Identity Response arm of `emm`.
 
-mod attach;
-mod auth;
+pub(crate) mod attach;
+pub(crate) mod auth;
 mod detach;
-mod guti;
+pub(crate) mod guti;
 mod hss_initiated;
-mod security_mode;
+pub(crate) mod security_mode;
 mod service;
 mod tau;
 
@@ -16,85 +16,67 @@ use crate::prelude::*;
 impl Mme {
     pub(crate) fn emm(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         e: Emm,
         verified: bool,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        // The message came on UE `id`'s connection: the arms that look at its context
-        // take it once (a handler they call looks it up itself).
+        // The message came on UE `id`'s connection. A procedure takes the UE's context
+        // and the MME's beside it (`Mme::split`, one lookup); what it leaves for the
+        // slice or for other UEs follows here.
         match e {
-            Emm::AttachRequest(r) => self.attach_request(now, id, *r, verified, cp, out),
+            Emm::AttachRequest(r) => self.attach_request(cp, id, *r, verified, out),
             Emm::IdentityResponse(r) => {
-                let Some(u) = self.ue_mut(cp, id) else {
+                let Some((mut cx, u)) = self.split(cp, id, out) else {
                     return;
                 };
-                if !matches!(u.proc, Procedure::ExpectIdentity) {
-                    return;
-                }
-                u.stop_nas_timer();
-                match nasx::parse_identity(&r.mobile_identity.value) {
-                    Identity::Imsi(imsi) => {
-                        // The Attach Request's digest is not kept past the
-                        // identification: a repetition now restarts the attach. The
-                        // IMSI is claimed from the node once the attach is secured.
-                        self.start_auth(now, id, imsi, 0, true, cp, out)
-                    }
-                    _ => self.attach_reject(cp, id, EmmCause::InvalidMandatoryInformation, out),
+                if let Some(imsi) = attach::identity_response(&mut cx, u, &r) {
+                    // The Attach Request's digest is not kept past the
+                    // identification: a repetition now restarts the attach. The
+                    // IMSI is claimed from the node once the attach is secured.
+                    self.start_auth(cp, id, imsi, 0, true, out)
                 }
             }
             Emm::AuthenticationResponse(r) => {
-                self.auth_response(cp, now, id, &r.authentication_response_parameter.value, out)
+                if let Some((mut cx, u)) = self.split(cp, id, out) {
+                    auth::auth_response(&mut cx, u, &r.authentication_response_parameter.value)
+                }
             }
-            Emm::AuthenticationFailure(f) => {
-                let Some(u) = self.ue_mut(cp, id) else {
+            Emm::AuthenticationFailure(f) => self.auth_failure(cp, id, &f, out),
+            Emm::SecurityModeComplete(_) => {
+                let Some((mut cx, u)) = self.split(cp, id, out) else {
                     return;
                 };
-                if !matches!(u.proc, Procedure::ExpectAuthResponse { .. }) {
-                    return;
+                if let Some(then) = security_mode::smc_complete(&mut cx, u) {
+                    self.security_established(cp, id, then, out);
                 }
-                u.stop_nas_timer();
-                let cause = f.emm_cause.value;
-                let auts = f
-                    .authentication_failure_parameter
-                    .as_ref()
-                    .map(|p| p.value.to_vec());
-                self.auth_failure(now, id, cause, auts, cp, out);
             }
-            Emm::SecurityModeComplete(_) => self.smc_complete(now, id, cp, out),
             Emm::SecurityModeReject(_) => self.smc_reject(cp, id, out),
             // It carries the Activate Default EPS Bearer Context Accept, which needs
             // nothing more: the bearer was set up with the Initial Context Setup.
             Emm::AttachComplete(_) => {
-                let Some(u) = self.ue_mut(cp, id) else {
+                let Some((mut cx, u)) = self.split(cp, id, out) else {
                     return;
                 };
-                if !matches!(u.proc, Procedure::ExpectAttachComplete) {
+                if !attach_complete(&mut cx, u) {
                     return;
                 }
-                u.stop_nas_timer();
-                u.proc = Procedure::Idle;
-                u.emm = Emm_::Registered;
-                if let Some(t0) = u.started.take() {
-                    self.stats
-                        .attach_latency
-                        .observe(now.saturating_duration_since(t0));
-                }
-                self.stats.attaches += 1;
-                self.procedure_done(id);
                 // Rules that need dedicated bearers follow the default one.
-                self.apply_pending_policy(now, id, cp, out);
-                if let Some(name) = self.cfg.network_name.clone() {
+                self.apply_pending_policy(cp, id, out);
+                if let Some(name) = &self.cfg.network_name {
                     let mut info = nasx::NasEmmInformation::new();
                     info.full_name_for_network =
-                        Some(nasx::NasNetworkName::new(nasx::network_name_value(&name)));
-                    self.send_nas(cp, now, id, NasEpsMessage::new_emm(info), false, None, out);
+                        Some(nasx::NasNetworkName::new(nasx::network_name_value(name)));
+                    // After the policy, which may have gone to the slice: looked up
+                    // again.
+                    if let Some((mut cx, u)) = self.split(cp, id, out) {
+                        cx.send_nas(u, NasEpsMessage::new_emm(info), false, None);
+                    }
                 }
             }
             Emm::DetachRequestUeOriginating(d) => {
-                self.ue_detach(id, d.detach_type.value & 0x08 != 0, cp, out, now)
+                self.ue_detach(cp, id, d.detach_type.value & 0x08 != 0, out)
             }
             Emm::DetachAccept(_) => {
                 let Some(u) = self.ue_mut(cp, id) else {
@@ -105,29 +87,40 @@ impl Mme {
                 }
                 u.stop_nas_timer();
                 self.stats.detaches += 1;
+                // The session goes through the slice; then the context, looked up
+                // again.
                 self.drop_session(cp, id);
-                if let Some(u) = self.ue_mut(cp, id) {
+                if let Some((mut cx, u)) = self.split(cp, id, out) {
                     u.emm = Emm_::Deregistered;
+                    cx.release(u, Cause::NAS_DETACH, true);
                 }
-                self.release(cp, id, Cause::NAS_DETACH, true, out);
             }
-            Emm::TrackingAreaUpdateRequest(t) => self.tau(now, id, *t, verified, cp, out),
+            Emm::TrackingAreaUpdateRequest(t) => self.tau(cp, id, *t, verified, out),
             Emm::TrackingAreaUpdateComplete(_) | Emm::GutiReallocationComplete(_) => {
-                let Some(u) = self.ue_mut(cp, id) else {
-                    return;
-                };
-                let Procedure::ExpectGutiReallocComplete { m_tmsi: t } = u.proc else {
-                    return;
-                };
-                u.proc = Procedure::Idle;
-                self.index.unlink_tmsi(u.m_tmsi);
-                u.m_tmsi = t;
-                self.index.link_tmsi(t, id);
-                u.stop_nas_timer();
-                self.procedure_done(id);
+                if let Some((mut cx, u)) = self.split(cp, id, out) {
+                    guti::realloc_complete(&mut cx, u);
+                }
             }
             Emm::EmmStatus(_) => {}
             _ => {}
         }
     }
+}
+
+/// The Attach Complete (§5.5.1.2.4): the UE is registered. `false`: not awaited.
+fn attach_complete(cx: &mut Cx<'_>, u: &mut Ue) -> bool {
+    if !matches!(u.proc, Procedure::ExpectAttachComplete) {
+        return false;
+    }
+    u.stop_nas_timer();
+    u.proc = Procedure::Idle;
+    u.emm = Emm_::Registered;
+    if let Some(t0) = u.started.take() {
+        cx.stats
+            .attach_latency
+            .observe(cx.now.saturating_duration_since(t0));
+    }
+    cx.stats.attaches += 1;
+    cx.procedure_done(u.id);
+    true
 }

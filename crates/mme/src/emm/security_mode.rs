@@ -4,30 +4,6 @@
 use crate::prelude::*;
 
 impl Mme {
-    pub(crate) fn smc_complete(
-        &mut self,
-        now: Instant,
-        id: u32,
-        cp: &mut ControlPlane,
-        out: &mut Vec<Output>,
-    ) {
-        let Some(u) = self.ue_mut(cp, id) else {
-            return;
-        };
-        let (sec, then) = match std::mem::replace(&mut u.proc, Procedure::Idle) {
-            Procedure::ExpectSmcComplete { sec, then } => (sec, then),
-            other => {
-                u.proc = other; // not awaited: a stray Complete changes nothing
-                return;
-            }
-        };
-        u.stop_nas_timer();
-        u.sec = Some(sec);
-        u.nas_secured = true;
-        self.authenticated_ue(u);
-        self.security_established(now, id, then, cp, out);
-    }
-
     /// A Security Mode Reject: the security mode procedure under way (if one is: an
     /// unverified reject outside one changes nothing) fails; an attach is rejected, a
     /// re-authentication aborted.
@@ -48,48 +24,51 @@ impl Mme {
     /// the message the gate held is served.
     pub(crate) fn security_established(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         then: Resume,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         match then {
             Resume::Attach => self.commit_subscriber(cp, id, out),
-            Resume::Tau { active } => return self.tau_accept(now, id, active, cp, out),
-            Resume::Detach => return self.ue_detach(id, false, cp, out, now),
+            Resume::Tau { active } => return self.tau_accept(cp, id, active, out),
+            Resume::Detach => return self.ue_detach(cp, id, false, out),
         }
-        let Some(u) = self.ue_mut(cp, id) else {
+        // The subscriber's context may have superseded another: looked up again.
+        let Some((mut cx, u)) = self.split(cp, id, out) else {
             return;
         };
-        let want_info = self.cfg.esm_info_request || std::mem::take(&mut u.esm_info_flag);
+        let want_info = cx.cfg.esm_info_request || std::mem::take(&mut u.esm_info_flag);
         if want_info {
             u.proc = Procedure::ExpectEsmInfo;
             let pti = u.pti;
             let msg = NasEpsMessage::new_esm(nasx::NasEsmInformationRequest::new(), 0, pti);
-            let t = self.cfg.t3460;
-            self.send_nas_ue(u, now, id, msg, false, Some(t), out);
+            let t = cx.cfg.t3460;
+            cx.send_nas(u, msg, false, Some(t));
             return;
         }
-        // Update Location, as `update_location` asks it.
+        // Update Location (TS 23.401 §5.3.2.1 step 8): only now does the HSS record
+        // this MME as the subscriber's. The session follows its answer.
         if let Some(imsi) = u.imsi {
-            self.ask_profile(cp, now, id, imsi, out);
+            self.ask_profile(cp, id, imsi, out);
         }
     }
+}
 
-    /// The authenticated attach asks the HSS for the subscription data (S6a ULR,
-    /// TS 23.401 §5.3.2.1 step 8): only now does the HSS record this MME as the
-    /// subscriber's. The session follows its answer.
-    pub(crate) fn update_location(
-        &mut self,
-        now: Instant,
-        id: u32,
-        cp: &mut ControlPlane,
-        out: &mut Vec<Output>,
-    ) {
-        let Some(imsi) = self.ue(cp, id).and_then(|u| u.imsi) else {
-            return;
-        };
-        self.ask_profile(cp, now, id, imsi, out);
-    }
+/// The Security Mode Complete, verified under the context being established
+/// (§5.4.3.3): that context is the UE's now; what the AKA was for follows. `None`:
+/// not awaited (a stray Complete changes nothing).
+pub(crate) fn smc_complete(cx: &mut Cx<'_>, u: &mut Ue) -> Option<Resume> {
+    let (sec, then) = match std::mem::replace(&mut u.proc, Procedure::Idle) {
+        Procedure::ExpectSmcComplete { sec, then } => (sec, then),
+        other => {
+            u.proc = other;
+            return None;
+        }
+    };
+    u.stop_nas_timer();
+    u.sec = Some(sec);
+    u.nas_secured = true;
+    cx.authenticated(u);
+    Some(then)
 }

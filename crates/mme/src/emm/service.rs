@@ -5,13 +5,13 @@ use crate::prelude::*;
 impl Mme {
     pub(crate) fn service_request(
         &mut self,
-        now: Instant,
-        assoc: AssocId,
-        id: Option<u32>,
-        m: InitialUeMessage,
         cp: &mut ControlPlane,
+        id: Option<u32>,
+        assoc: AssocId,
+        m: InitialUeMessage,
         out: &mut Vec<Output>,
     ) {
+        let now = self.now;
         self.stats.service_requests += 1;
         let sr = match NasEpsMessage::decode(&m.nas_pdu) {
             Ok(NasEpsMessage::ServiceRequest(sr)) => sr,
@@ -33,23 +33,25 @@ impl Mme {
             let Some(tmp) = self.new_ue(cp, assoc, m.enb_ue_id, m.tai, m.ecgi) else {
                 return;
             };
+            let Some((mut cx, u)) = self.split(cp, tmp, out) else {
+                return;
+            };
             let rej = nasx::NasServiceReject::new(nasx::NasEmmCause::new(
                 EmmCause::UeIdentityCannotBeDerived.into(),
             ));
-            self.send_nas(cp, now, tmp, NasEpsMessage::new_emm(rej), false, None, out);
-            self.release(cp, tmp, Cause::NAS_UNSPECIFIED, true, out);
+            cx.send_nas(u, NasEpsMessage::new_emm(rej), false, None);
+            cx.release(u, Cause::NAS_UNSPECIFIED, true);
             return;
         };
-        let res = self
-            .ue_mut(cp, id)
-            .and_then(|u| u.sec.as_mut())
-            .map(|s| s.unprotect_service_request(&sr));
-        match res {
-            Some(Ok(_)) => {
-                if let Some(u) = self.ue_mut(cp, id) {
-                    u.started = Some(now);
-                }
+        let res = self.ue_mut(cp, id).and_then(|u| {
+            let r = u.sec.as_mut()?.unprotect_service_request(&sr);
+            if r.is_ok() {
+                u.started = Some(now);
             }
+            Some(r)
+        });
+        match res {
+            Some(Ok(_)) => {}
             Some(Err(UnprotectError::Replay)) => {
                 self.stats.nas_replays += 1;
                 return;
@@ -70,6 +72,6 @@ impl Mme {
         if let Some(u) = self.ue_mut(cp, id) {
             u.nas_secured = true; // the Service Request verified
         }
-        self.send_ics(id, None, cp, out);
+        self.send_ics(cp, id, None, out);
     }
 }

@@ -7,79 +7,82 @@ impl Mme {
     /// from a context without security (which cannot be updated).
     pub(crate) fn tau(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         t: nasx::NasTrackingAreaUpdateRequest,
         verified: bool,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
-        let registered = self
-            .ue(cp, id)
-            .is_some_and(|u| u.emm == Emm_::Registered && u.sec.is_some());
+        let Some((mut cx, u)) = self.split(cp, id, out) else {
+            // No context: counted as the reject it would have had.
+            self.stats
+                .failed("tau", EmmCause::UeIdentityCannotBeDerived.into());
+            return;
+        };
+        let registered = u.emm == Emm_::Registered && u.sec.is_some();
         if !verified || !registered {
             // Unknown here, or known without a security context: the UE must attach
             // again (#9). (A registered UE's unverified TAU never comes here: the gate
             // has it authenticated first.)
             let cause = EmmCause::UeIdentityCannotBeDerived;
-            self.stats.failed("tau", cause.into());
+            cx.stats.failed("tau", cause.into());
             let rej = nasx::NasTrackingAreaUpdateReject::new(nasx::NasEmmCause::new(cause.into()));
-            if let Some(u) = self.ue_mut(cp, id) {
-                if !registered {
-                    u.sec = None;
-                }
+            if !registered {
+                u.sec = None;
             }
-            self.send_nas(cp, now, id, NasEpsMessage::new_emm(rej), false, None, out);
+            cx.send_nas(u, NasEpsMessage::new_emm(rej), false, None);
             if registered {
-                self.release_connection(id, Cause::NAS_UNSPECIFIED, cp, out);
+                // Its eNB tunnels go first: with the slice.
+                self.release_connection(cp, id, Cause::NAS_UNSPECIFIED, out);
             } else {
-                self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
+                cx.release(u, Cause::NAS_UNSPECIFIED, true);
             }
             return;
         }
         let active = t.eps_update_type.value & 0x08 != 0;
-        if let Some(u) = self.ue_mut(cp, id) {
-            u.started.get_or_insert(now);
-        }
-        self.tau_accept(now, id, active, cp, out);
+        u.started.get_or_insert(cx.now);
+        self.tau_accept(cp, id, active, out);
     }
 
     /// Tracking Area Update Accept, then the user plane (`active` flag) or the release
     /// of the connection.
     pub(crate) fn tau_accept(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         active: bool,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        let now = self.now;
         self.stats.tau += 1;
-        let Some(u) = self.ue(cp, id) else {
+        let Some(slot) = self.entry_of(id) else {
             return;
         };
-        let plmn = self.cfg.plmn.0;
+        let status = cp.signaling(slot).map(|u| bearer_status(cp, u.slot));
+        let (Some(status), Some(u)) = (status, cp.signaling_mut(slot)) else {
+            return;
+        };
+        let mut cx = self.cx(out);
+        let plmn = cx.cfg.plmn.0;
         let mut acc = nasx::NasTrackingAreaUpdateAccept::new(nasx::NasEpsUpdateResult::new(0));
         acc.t3412_value = Some(nasx::NasT3412Value::new(nasx::gprs_timer(
-            self.cfg.t3412.as_secs(),
+            cx.cfg.t3412.as_secs(),
         )));
         acc.tai_list = Some(nasx::NasTrackingAreaIdentityList::new(
-            nasx::tai_list_value(plmn, &self.cfg.served_tacs),
+            nasx::tai_list_value(plmn, &cx.cfg.served_tacs),
         ));
-        acc.eps_bearer_context_status = Some(nasx::NasEpsBearerContextStatus::new(bearer_status(
-            cp, u.slot,
-        )));
-        self.send_nas(cp, now, id, NasEpsMessage::new_emm(acc), false, None, out);
-        if let Some(t0) = self.ue_mut(cp, id).and_then(|u| u.started.take()) {
-            self.stats
+        acc.eps_bearer_context_status = Some(nasx::NasEpsBearerContextStatus::new(status));
+        cx.send_nas(u, NasEpsMessage::new_emm(acc), false, None);
+        if let Some(t0) = u.started.take() {
+            cx.stats
                 .tau_latency
                 .observe(now.saturating_duration_since(t0));
         }
-        self.procedure_done(id);
+        cx.procedure_done(id);
         if active {
-            self.send_ics(id, None, cp, out);
+            self.send_ics(cp, id, None, out);
         } else {
-            self.release_connection(id, Cause::NAS_NORMAL_RELEASE, cp, out);
+            self.release_connection(cp, id, Cause::NAS_NORMAL_RELEASE, out);
         }
     }
 }

@@ -40,7 +40,7 @@ impl Mme {
             mbr,
             gbr,
         };
-        self.dedicated(id, linked, qos, 0, tft, cp, out)
+        self.dedicated(cp, id, linked, qos, 0, tft, out)
     }
 
     /// Dedicated bearer activation on the PDN connection of `linked`, with procedure
@@ -48,17 +48,17 @@ impl Mme {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn dedicated(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         linked: u8,
         qos: DedicatedQos,
         pti: u8,
         tft: Vec<u8>,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<u8, MmeError> {
         let DedicatedQos { qci, arp, mbr, gbr } = qos;
         let u = self.ue(cp, id).ok_or(MmeError::UnknownUe)?;
-        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
+        let (Some(slot), Some(ConnKey { assoc, enb_ue_id })) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
         };
         let ctx = cp.ue(slot).ok_or(MmeError::UnknownUe)?;
@@ -133,7 +133,7 @@ impl Mme {
     ) -> Result<(), MmeError> {
         let id = self.index.by_imsi(imsi).ok_or(MmeError::UnknownUe)?;
         let u = self.ue(cp, id).ok_or(MmeError::UnknownUe)?;
-        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
+        let (Some(slot), Some(ConnKey { assoc, enb_ue_id })) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
         };
         cp.modify_bearer_qos(slot, ebi, qci, mbr.0, mbr.1)
@@ -195,7 +195,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) -> Result<(), MmeError> {
         let u = self.ue(cp, id).ok_or(MmeError::UnknownUe)?;
-        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
+        let (Some(slot), Some(ConnKey { assoc, enb_ue_id })) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
         };
         let arp = cp
@@ -237,21 +237,21 @@ impl Mme {
         out: &mut Vec<Output>,
     ) -> Result<(), MmeError> {
         let id = self.index.by_imsi(imsi).ok_or(MmeError::UnknownUe)?;
-        self.deactivate(id, ebi, 0, cp, out)
+        self.deactivate(cp, id, ebi, 0, out)
     }
 
     /// Deactivate dedicated bearer `ebi` (Deactivate EPS Bearer Context Request #36 in
     /// E-RAB Release Command) with procedure transaction `pti`.
     pub(crate) fn deactivate(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         ebi: u8,
         pti: u8,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), MmeError> {
         let u = self.ue(cp, id).ok_or(MmeError::UnknownUe)?;
-        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
+        let (Some(slot), Some(ConnKey { assoc, enb_ue_id })) = (u.slot, u.conn) else {
             return Err(MmeError::NotConnected);
         };
         let ctx = cp.ue(slot).ok_or(MmeError::UnknownUe)?;
@@ -316,10 +316,10 @@ impl Mme {
     /// request's PTI. `Err` is the ESM cause of the Bearer Resource Allocation Reject.
     pub(crate) fn bearer_resource_allocation(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         pti: u8,
         r: &nasx::NasBearerResourceAllocationRequest,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), EsmCause> {
         let slot = self.bearer_request_slot(cp, id, pti)?;
@@ -362,7 +362,7 @@ impl Mme {
             mbr,
             gbr,
         };
-        self.dedicated(id, linked, qos, pti, tft, cp, out)
+        self.dedicated(cp, id, linked, qos, pti, tft, out)
             .map(|_| ())
             .map_err(|e| match e {
                 MmeError::Busy => EsmCause::MaximumEpsBearersReached,
@@ -377,10 +377,10 @@ impl Mme {
     /// refused with #31. `Err` is the ESM cause of the reject.
     pub(crate) fn bearer_resource_modification(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         pti: u8,
         r: &nasx::NasBearerResourceModificationRequest,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), EsmCause> {
         let slot = self.bearer_request_slot(cp, id, pti)?;
@@ -400,7 +400,7 @@ impl Mme {
             // A default bearer is released by PDN disconnect only.
             return Err(EsmCause::RequestRejectedByGw);
         }
-        self.deactivate(id, ebi, pti, cp, out)
+        self.deactivate(cp, id, ebi, pti, out)
             .map_err(|_| EsmCause::RequestRejectedUnspecified)
     }
 }

@@ -3,6 +3,7 @@
 mod bearer;
 mod pdn;
 pub(crate) mod policy;
+mod usage;
 
 pub(crate) use bearer::{free_ebi, release_unlisted, DedicatedQos};
 
@@ -12,12 +13,11 @@ impl Mme {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn esm(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         pti: u8,
         ebi: u8,
         e: Esm,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         if matches!(
@@ -44,29 +44,32 @@ impl Mme {
                 if let Some(a) = r.access_point_name.as_ref() {
                     u.apn = nasx::apn_string(&a.value);
                 }
-                self.update_location(now, id, cp, out);
+                // Update Location (TS 23.401 §5.3.2.1 step 8), the attach authenticated.
+                if let Some(imsi) = u.imsi {
+                    self.ask_profile(cp, id, imsi, out);
+                }
             }
             Esm::PdnConnectivityRequest(r) => {
-                if let Err(cause) = self.pdn_connect(id, pti, &r, cp, out) {
+                if let Err(cause) = self.pdn_connect(cp, id, pti, &r, out) {
                     self.stats.pdn_connect_rejects += 1;
                     self.stats.failed("pdn_connect", cause.into());
                     tracing::info!("UE {id}: PDN connectivity rejected, ESM cause {cause}");
                     let rej =
                         nasx::NasPdnConnectivityReject::new(nasx::NasEsmCause::new(cause.into()));
-                    self.send_esm_reject(cp, now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
+                    self.send_esm_reject(cp, id, NasEpsMessage::new_esm(rej, 0, pti), out);
                 }
             }
             Esm::PdnDisconnectRequest(r) => {
                 let linked = r.linked_eps_bearer_identity.bearer_identity();
-                if let Err(cause) = self.pdn_disconnect(id, pti, linked, cp, out) {
+                if let Err(cause) = self.pdn_disconnect(cp, id, pti, linked, out) {
                     self.stats.pdn_disconnect_rejects += 1;
                     let rej =
                         nasx::NasPdnDisconnectReject::new(nasx::NasEsmCause::new(cause.into()));
-                    self.send_esm_reject(cp, now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
+                    self.send_esm_reject(cp, id, NasEpsMessage::new_esm(rej, 0, pti), out);
                 }
             }
             Esm::BearerResourceAllocationRequest(r) => {
-                if let Err(cause) = self.bearer_resource_allocation(id, pti, &r, cp, out) {
+                if let Err(cause) = self.bearer_resource_allocation(cp, id, pti, &r, out) {
                     self.stats.bearer_resource_rejects += 1;
                     self.stats
                         .failed("bearer_resource_allocation", cause.into());
@@ -75,16 +78,16 @@ impl Mme {
                     let rej = nasx::NasBearerResourceAllocationReject::new(nasx::NasEsmCause::new(
                         cause.into(),
                     ));
-                    self.send_esm_reject(cp, now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
+                    self.send_esm_reject(cp, id, NasEpsMessage::new_esm(rej, 0, pti), out);
                 }
             }
             Esm::BearerResourceModificationRequest(r) => {
-                if let Err(cause) = self.bearer_resource_modification(id, pti, &r, cp, out) {
+                if let Err(cause) = self.bearer_resource_modification(cp, id, pti, &r, out) {
                     self.stats.bearer_resource_rejects += 1;
                     let rej = nasx::NasBearerResourceModificationReject::new(
                         nasx::NasEsmCause::new(cause.into()),
                     );
-                    self.send_esm_reject(cp, now, id, NasEpsMessage::new_esm(rej, 0, pti), out);
+                    self.send_esm_reject(cp, id, NasEpsMessage::new_esm(rej, 0, pti), out);
                 }
             }
             Esm::ActivateDefaultEpsBearerContextAccept(_) => {
@@ -142,11 +145,10 @@ impl Mme {
     pub(crate) fn send_esm_reject(
         &mut self,
         cp: &mut ControlPlane,
-        now: Instant,
         id: u32,
         m: NasEpsMessage,
         out: &mut Vec<Output>,
     ) {
-        self.send_nas(cp, now, id, m, false, None, out);
+        self.send_nas(cp, id, m, false, None, out);
     }
 }

@@ -7,23 +7,23 @@ use crate::prelude::*;
 
 impl Mme {
     /// ControlPlane::attach, then Initial Context Setup with Attach Accept.
-    pub(crate) fn create_session(
-        &mut self,
-        now: Instant,
-        id: u32,
-        cp: &mut ControlPlane,
-        out: &mut Vec<Output>,
-    ) {
-        let Some(u) = self.ue_mut(cp, id) else {
+    pub(crate) fn create_session(&mut self, cp: &mut ControlPlane, id: u32, out: &mut Vec<Output>) {
+        let now = self.now;
+        // The UE's entry: its signaling part now, its session next to it.
+        let Some(entry) = self.entry_of(id) else {
+            return;
+        };
+        let Some(u) = cp.signaling_mut(entry) else {
             return;
         };
         if u.apn.is_empty() {
             u.apn = self.cfg.default_apn.clone();
         }
         let mut p = AttachParams::new(u.imsi.unwrap_or(0));
-        p.apn = u.apn.clone();
+        // Lent to the slice for the call, and back (no copy).
+        p.apn = std::mem::take(&mut u.apn);
         // The session goes into the UE's entry, beside this signaling part.
-        p.ue_slot = self.entry_of(id);
+        p.ue_slot = Some(entry);
         p.ambr_ul = u.ambr.0;
         p.ambr_dl = u.ambr.1;
         p.qci = u.qci;
@@ -31,7 +31,12 @@ impl Mme {
             priority_level: u.arp_priority,
             ..Arp::default()
         };
-        let att = match cp.attach(&p) {
+        let r = cp.attach(&p);
+        let Some(u) = cp.signaling_mut(entry) else {
+            return;
+        };
+        u.apn = std::mem::take(&mut p.apn);
+        let att = match r {
             Ok(a) => a,
             Err(e) => {
                 tracing::warn!("UE {id}: slice refused attach: {e}");
@@ -39,9 +44,7 @@ impl Mme {
                 return;
             }
         };
-        let Some(u) = self.ue_mut(cp, id) else {
-            return;
-        };
+        debug_assert_eq!(att.ue_slot, entry);
         u.slot = Some(att.ue_slot);
         self.schedule_interim(u, now, id);
         let session = PolicySession {
@@ -58,44 +61,44 @@ impl Mme {
         };
         if self.cfg.policy.enabled {
             // The Attach Accept waits for the PCRF's policy (CCR-I/CCA-I).
-            self.ask_policy(cp, now, id, session, subscribed, true, out);
+            self.ask_policy(cp, id, session, subscribed, true, out);
         } else {
             crate::esm::policy::open_session_ue(u, now, session);
-            self.accept_attach_at(now, id, att.ue_slot, att.ue_ip, cp, out);
+            self.accept_attach_at(cp, id, att.ue_slot, att.ue_ip, out);
         }
     }
 
     /// The attach's default bearer is set up (and its policy applied): a GUTI, the
     /// Attach Accept with Activate Default EPS Bearer Context Request, in Initial
     /// Context Setup.
-    pub(crate) fn accept_attach(
-        &mut self,
-        now: Instant,
-        id: u32,
-        cp: &mut ControlPlane,
-        out: &mut Vec<Output>,
-    ) {
+    pub(crate) fn accept_attach(&mut self, cp: &mut ControlPlane, id: u32, out: &mut Vec<Output>) {
         let Some(slot) = self.ue(cp, id).and_then(|u| u.slot) else {
             return;
         };
         let Some(ue_ip) = cp.ue(slot).map(|c| c.ue_ip) else {
             return;
         };
-        self.accept_attach_at(now, id, slot, ue_ip, cp, out);
+        self.accept_attach_at(cp, id, slot, ue_ip, out);
     }
 
     /// [`Mme::accept_attach`] for the default bearer's session in UE `slot`, at `ue_ip`.
     fn accept_attach_at(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         slot: u32,
         ue_ip: std::net::Ipv4Addr,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        let now = self.now;
         let tmsi = self.alloc_tmsi();
-        let Some(u) = self.ue_mut(cp, id) else {
+        // `slot` is the UE's entry: its session's and this signaling part's.
+        debug_assert_eq!(
+            self.entry_of(id),
+            Some(slot),
+            "a UE's session is in its entry"
+        );
+        let Some(u) = cp.signaling_mut(slot) else {
             return;
         };
         self.index.link_tmsi(tmsi, id);
@@ -132,38 +135,39 @@ impl Mme {
         )));
         let msg = NasEpsMessage::new_emm(acc);
         u.proc = Procedure::ExpectIcsResponse { attach: true };
-        let Some(nas) = self.nas_bytes_ue(u, id, &msg, false) else {
+        let Some(nas) = crate::mme::cx::nas_bytes(&self.cfg, &mut self.dirty, u, &msg, false)
+        else {
             return;
         };
         u.retx = Some(Box::new((msg, false)));
         u.retx_count = 0;
         let t = self.cfg.t3450;
-        self.arm_ue(u, id, TimerKind::Nas, now + t);
-        self.send_ics_at(id, slot, Some(nas), cp, out);
+        self.arm_ue(u, TimerKind::Nas, now + t);
+        self.send_ics_at(cp, id, slot, Some(nas), out);
     }
 
     /// Initial Context Setup for all the UE's bearers, with a fresh KeNB from the
     /// latest uplink NAS COUNT (TS 33.401 A.3).
     pub(crate) fn send_ics(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         nas: Option<Vec<u8>>,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let Some(slot) = self.ue(cp, id).and_then(|u| u.slot) else {
             return;
         };
-        self.send_ics_at(id, slot, nas, cp, out);
+        self.send_ics_at(cp, id, slot, nas, out);
     }
 
     /// [`Mme::send_ics`] for UE `id`, whose bearers are in UE `slot`.
     fn send_ics_at(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         slot: u32,
         nas: Option<Vec<u8>>,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let Some(ctx) = cp.ue(slot) else { return };
@@ -180,10 +184,15 @@ impl Mme {
                 nas_pdu: nas.take(),
             });
         }
-        let Some(u) = self.ue_mut(cp, id) else {
+        debug_assert_eq!(
+            self.entry_of(id),
+            Some(slot),
+            "a UE's session is in its entry"
+        );
+        let Some(u) = cp.signaling_mut(slot) else {
             return;
         };
-        let (Some((assoc, enb_ue_id)), Some(sec)) = (u.conn, u.sec.as_mut()) else {
+        let (Some(ConnKey { assoc, enb_ue_id }), Some(sec)) = (u.conn, u.sec.as_mut()) else {
             return;
         };
         let count = sec.last_ul_count;
@@ -213,16 +222,17 @@ impl Mme {
     /// Context Request. `Err` is the ESM cause of the PDN Connectivity Reject.
     pub(crate) fn pdn_connect(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         pti: u8,
         r: &nasx::NasPdnConnectivityRequest,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), EsmCause> {
         let u = self
             .ue(cp, id)
             .ok_or(EsmCause::RequestRejectedUnspecified)?;
-        let (Some(slot), Some((assoc, enb_ue_id)), Some(_)) = (u.slot, u.conn, u.imsi) else {
+        let (Some(slot), Some(ConnKey { assoc, enb_ue_id }), Some(_)) = (u.slot, u.conn, u.imsi)
+        else {
             return Err(EsmCause::RequestRejectedUnspecified);
         };
         if u.emm != Emm_::Registered {
@@ -321,11 +331,9 @@ impl Mme {
                 ambr_ul: ambr.0,
                 ambr_dl: ambr.1,
             };
-            let now = self.now;
-            self.ask_policy(cp, now, id, session, subscribed, false, out);
+            self.ask_policy(cp, id, session, subscribed, false, out);
         } else {
-            let now = self.now;
-            self.open_session(cp, now, id, session);
+            self.open_session(cp, id, session);
         }
         let erab = pepc_s1ap::ERab {
             id: ebi,
@@ -360,16 +368,16 @@ impl Mme {
     /// of the PDN connection; the address is freed. `Err` is the ESM cause.
     pub(crate) fn pdn_disconnect(
         &mut self,
+        cp: &mut ControlPlane,
         id: u32,
         pti: u8,
         linked: u8,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> Result<(), EsmCause> {
         let u = self
             .ue(cp, id)
             .ok_or(EsmCause::RequestRejectedUnspecified)?;
-        let (Some(slot), Some((assoc, enb_ue_id))) = (u.slot, u.conn) else {
+        let (Some(slot), Some(ConnKey { assoc, enb_ue_id })) = (u.slot, u.conn) else {
             return Err(EsmCause::RequestRejectedUnspecified);
         };
         if pti == 0 || pti == 0xff {

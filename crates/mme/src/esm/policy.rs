@@ -8,10 +8,10 @@
 //! rules and bearers are the same ([`RuleSets`]: the data path holds at most
 //! `MAX_RULE_SETS` sets, so a set is found by its content and counted).
 
+use super::usage::RULE_PAIRS;
 use crate::pcrf::{
     FlowFilter, PccRule, PcrfAnswer, PcrfFailure, PcrfRequest, PolicyDecision, PolicySession,
-    RecordCause, RuleUsage, SessionQos, UsageRecord, UsageReport, MAX_MONITORING_KEYS,
-    MAX_RULES_PER_SESSION,
+    SessionQos, MAX_MONITORING_KEYS, MAX_RULES_PER_SESSION,
 };
 use crate::prelude::*;
 use std::net::Ipv4Addr;
@@ -115,7 +115,7 @@ impl RuleSets {
         Ok(id)
     }
 
-    fn release(&mut self, id: u16) {
+    pub(super) fn release(&mut self, id: u16) {
         let Some(key) = self.key_of.get(&id) else {
             return;
         };
@@ -142,13 +142,8 @@ type TftFilters<'a> = Vec<(u8, u8, &'a FlowFilter)>;
 
 impl Mme {
     /// The policy state of a new PDN connection (no Gx session yet).
-    pub(crate) fn open_session(
-        &mut self,
-        cp: &mut ControlPlane,
-        now: Instant,
-        id: u32,
-        session: PolicySession,
-    ) {
+    pub(crate) fn open_session(&mut self, cp: &mut ControlPlane, id: u32, session: PolicySession) {
+        let now = self.now;
         if let Some(u) = self.ue_mut(cp, id) {
             open_session_ue(u, now, session);
         }
@@ -162,14 +157,14 @@ impl Mme {
     pub(crate) fn ask_policy(
         &mut self,
         cp: &mut ControlPlane,
-        now: Instant,
         id: u32,
         session: PolicySession,
         subscribed: SessionQos,
         wait: bool,
         out: &mut Vec<Output>,
     ) {
-        self.open_session(cp, now, id, session.clone());
+        let now = self.now;
+        self.open_session(cp, id, session.clone());
         self.hss_seq = self.hss_seq.wrapping_add(1);
         let seq = self.hss_seq;
         if wait {
@@ -191,9 +186,8 @@ impl Mme {
     /// The PCRF's answer: a CCA-I the attach waits for, or a CCA-U's new grants.
     pub(crate) fn pcrf_answer(
         &mut self,
-        now: Instant,
-        a: PcrfAnswer,
         cp: &mut ControlPlane,
+        a: PcrfAnswer,
         out: &mut Vec<Output>,
     ) {
         let id = a.r.mme_ue_id;
@@ -213,7 +207,7 @@ impl Mme {
                 };
                 let first = self.session_of(cp, id, a.ebi, |s| !std::mem::replace(&mut s.gx, true));
                 match first {
-                    Some(true) => self.apply_policy(now, id, a.ebi, d, cp, out),
+                    Some(true) => self.apply_policy(cp, id, a.ebi, d, out),
                     Some(false) => self.update_grants(cp, id, a.ebi, &d, true),
                     None => self.stats.pcrf_late_answers += 1,
                 }
@@ -227,26 +221,25 @@ impl Mme {
         match a.result {
             Ok(d) => {
                 self.session_of(cp, id, a.ebi, |s| s.gx = true);
-                self.apply_policy(now, id, a.ebi, d, cp, out);
-                self.accept_attach(now, id, cp, out);
+                self.apply_policy(cp, id, a.ebi, d, out);
+                self.accept_attach(cp, id, out);
             }
-            Err(e) => self.policy_failed(now, id, e, cp, out),
+            Err(e) => self.policy_failed(cp, id, e, out),
         }
     }
 
     /// The CCR-I failed (refused, unreachable, no answer in time): Failure-Handling.
     pub(crate) fn policy_failed(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         e: PcrfFailure,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         self.stats.pcrf_failures += 1;
         if self.cfg.policy.continue_on_failure {
             tracing::warn!("UE {id}: {e}; the PDN connection goes on with the subscription's QoS");
-            return self.accept_attach(now, id, cp, out);
+            return self.accept_attach(cp, id, out);
         }
         tracing::warn!("UE {id}: {e}; the attach is rejected");
         let rej = nasx::NasPdnConnectivityReject::new(nasx::NasEsmCause::new(
@@ -256,11 +249,13 @@ impl Mme {
         let esm = NasEpsMessage::new_esm(rej, 0, pti);
         let mut r = nasx::NasAttachReject::new(nasx::NasEmmCause::new(EmmCause::EsmFailure.into()));
         r.esm_message_container = nasx::NasEsmMessageContainer::from_esm_message(&esm).ok();
-        self.send_attach_reject(cp, id, r, out);
+        if let Some((mut cx, u)) = self.split(cp, id, out) {
+            crate::emm::attach::send_attach_reject(&mut cx, u, r);
+        }
     }
 
     /// Runs `f` on the session of default bearer `ebi` of UE `id`, if it has one.
-    fn session_of<R>(
+    pub(super) fn session_of<R>(
         &self,
         cp: &mut ControlPlane,
         id: u32,
@@ -279,7 +274,7 @@ impl Mme {
 
     /// The volume of the PDN connection of default bearer `ebi` (all its bearers,
     /// both directions).
-    fn session_volume(&self, cp: &ControlPlane, id: u32, ebi: u8) -> u64 {
+    pub(super) fn session_volume(&self, cp: &ControlPlane, id: u32, ebi: u8) -> u64 {
         let Some(slot) = self.ue(cp, id).and_then(|u| u.slot) else {
             return 0;
         };
@@ -297,7 +292,7 @@ impl Mme {
 
     /// Monitoring grants of a decision into the session (a key granted again starts
     /// counting from now). `report`: from a CCA-U.
-    fn update_grants(
+    pub(super) fn update_grants(
         &mut self,
         cp: &mut ControlPlane,
         id: u32,
@@ -337,13 +332,13 @@ impl Mme {
     /// bearers once the UE is connected and registered (else kept pending).
     pub(crate) fn apply_policy(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         ebi: u8,
         d: PolicyDecision,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
+        let now = self.now;
         let Some(slot) = self.ue(cp, id).and_then(|u| u.slot) else {
             return;
         };
@@ -403,7 +398,7 @@ impl Mme {
                 if let Some(u) = self.ue_mut(cp, id) {
                     u.paging_left = self.cfg.paging_attempts;
                 }
-                self.send_paging(cp, now, id, out);
+                self.send_paging(cp, id, out);
             }
             return;
         }
@@ -413,11 +408,11 @@ impl Mme {
     /// What was pushed while the UE could not take it, now that it is connected.
     pub(crate) fn apply_pending_policy(
         &mut self,
-        now: Instant,
-        id: u32,
         cp: &mut ControlPlane,
+        id: u32,
         out: &mut Vec<Output>,
     ) {
+        let now = self.now;
         let pending: Vec<(u8, PolicyDecision)> = match self.ue_mut(cp, id) {
             Some(u) => u.policy.as_mut().map_or(vec![], |p| {
                 p.sessions
@@ -438,7 +433,7 @@ impl Mme {
     /// deactivated; then the UE's PCEF rule set. Rules that cannot be taken (invalid,
     /// over the bounds, no bearer left) are counted and logged.
     #[allow(clippy::too_many_arguments)]
-    fn bind_rules(
+    pub(super) fn bind_rules(
         &mut self,
         now: Instant,
         id: u32,
@@ -545,7 +540,7 @@ impl Mme {
                 // The bearer's record lists the rules it carried last.
                 let last: Vec<Bound> = gone.iter().filter(|b| b.ebi == ebi).cloned().collect();
                 self.session_of(cp, id, pdn_ebi, |s| s.rules = last);
-                if let Err(e) = self.deactivate(id, ebi, 0, cp, out) {
+                if let Err(e) = self.deactivate(cp, id, ebi, 0, out) {
                     tracing::warn!("UE {id}: bearer {ebi} without rules not deactivated: {e}");
                 }
                 continue;
@@ -605,7 +600,7 @@ impl Mme {
                 ..Arp::default()
             };
             let qos = crate::esm::DedicatedQos { qci, arp, mbr, gbr };
-            match self.dedicated(id, pdn_ebi, qos, 0, tft, cp, out) {
+            match self.dedicated(cp, id, pdn_ebi, qos, 0, tft, out) {
                 Ok(ebi) => {
                     self.stats.pcc_bearers_activated += 1;
                     for b in &mut bound {
@@ -674,11 +669,10 @@ impl Mme {
     /// `ebi` (`None`: its first). False if no context of this slice has it.
     pub(crate) fn policy_update(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         imsi: u64,
         ebi: Option<u8>,
         d: PolicyDecision,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) -> bool {
         let Some(id) = self.index.by_imsi(imsi) else {
@@ -702,7 +696,7 @@ impl Mme {
                 tracing::warn!("UE {id}: default bearer not modified: {e}");
             }
         }
-        self.apply_policy(now, id, ebi, d, cp, out);
+        self.apply_policy(cp, id, ebi, d, out);
         self.procedure_done(id);
         true
     }
@@ -761,7 +755,7 @@ impl Mme {
                 .map(|r| r.name.clone())
                 .collect();
             d.install.retain(|r| !current.contains(r));
-            self.policy_update(now, imsi, Some(ebi), d, cp, out);
+            self.policy_update(cp, imsi, Some(ebi), d, out);
         }
         self.end_call(rec, cp, out, Some(&known));
         known
@@ -769,7 +763,11 @@ impl Mme {
 
     /// The subscriber's sessions: default bearer, APN, and the PCC rules they have
     /// or will have once a pending decision applies.
-    fn policy_sessions(&self, cp: &ControlPlane, imsi: u64) -> Vec<(u8, String, Vec<PccRule>)> {
+    pub(super) fn policy_sessions(
+        &self,
+        cp: &ControlPlane,
+        imsi: u64,
+    ) -> Vec<(u8, String, Vec<PccRule>)> {
         let Some(id) = self.index.by_imsi(imsi) else {
             return Vec::new();
         };
@@ -791,324 +789,16 @@ impl Mme {
             })
             .unwrap_or_default()
     }
-
-    /// Sessions under usage monitoring whose volume passed a grant: CCR-U.
-    pub(crate) fn check_usage(
-        &mut self,
-        now: Instant,
-        cp: &mut ControlPlane,
-        out: &mut Vec<Output>,
-    ) {
-        while let Some(&(at, id)) = self.usage_checks.front() {
-            if at > now {
-                break;
-            }
-            self.usage_checks.pop_front();
-            let sessions: Vec<u8> = self
-                .ue(cp, id)
-                .and_then(|u| u.policy.as_ref())
-                .map(|p| {
-                    p.sessions
-                        .iter()
-                        .filter(|s| !s.monitors.is_empty())
-                        .map(|s| s.ebi)
-                        .collect()
-                })
-                .unwrap_or_default();
-            if sessions.is_empty() {
-                self.monitored.remove(&id);
-                continue;
-            }
-            for ebi in sessions {
-                let v = self.session_volume(cp, id, ebi);
-                let due = self.session_of(cp, id, ebi, |s| {
-                    let mut usage = Vec::new();
-                    for m in s.monitors.iter_mut().filter(|m| !m.reported) {
-                        if v.saturating_sub(m.base) >= m.threshold {
-                            m.reported = true;
-                            usage.push(UsageReport {
-                                key: m.key.clone(),
-                                // Session level: the volume is not split by direction.
-                                ul_bytes: 0,
-                                dl_bytes: v - m.base,
-                            });
-                        }
-                    }
-                    (!usage.is_empty()).then(|| {
-                        (
-                            PolicySession {
-                                imsi: 0,
-                                apn: s.apn.clone(),
-                                ebi: s.ebi,
-                                ue_ip: s.ue_ip,
-                            },
-                            usage,
-                        )
-                    })
-                });
-                if let (Some(Some((mut session, usage))), Some(imsi)) =
-                    (due, self.ue(cp, id).and_then(|u| u.imsi))
-                {
-                    session.imsi = imsi;
-                    self.stats.usage_reports += 1;
-                    out.push(Output::Pcrf(PcrfRequest::Report {
-                        r: crate::hss::HssRef {
-                            mme_ue_id: id,
-                            seq: 0,
-                        },
-                        session,
-                        usage,
-                    }));
-                }
-            }
-            self.usage_checks
-                .push_back((now + self.cfg.policy.usage_check, id));
-        }
-    }
-
-    /// Interim usage records of long sessions.
-    pub(crate) fn interim_records(&mut self, now: Instant, cp: &mut ControlPlane) {
-        let Some(every) = self.cfg.policy.interim else {
-            return;
-        };
-        while let Some(&(at, id)) = self.interims.front() {
-            if at > now {
-                break;
-            }
-            self.interims.pop_front();
-            let ebis: Vec<u8> = self
-                .ue(cp, id)
-                .and_then(|u| u.policy.as_ref())
-                .map(|p| p.sessions.iter().map(|s| s.ebi).collect())
-                .unwrap_or_default();
-            if ebis.is_empty() {
-                continue;
-            }
-            for pdn in ebis {
-                let bearers: Vec<u8> = self
-                    .session_of(cp, id, pdn, |s| s.bearers.iter().map(|b| b.0).collect())
-                    .unwrap_or_default();
-                for b in bearers {
-                    self.record(now, cp, id, pdn, b, RecordCause::Interim);
-                }
-            }
-            self.interims.push_back((now + every, id));
-            self.set_interim_due(cp, id, now + every);
-        }
-    }
-
-    fn set_interim_due(&mut self, cp: &mut ControlPlane, id: u32, at: Instant) {
-        if let Some(u) = self.ue_mut(cp, id) {
-            set_interim_due_ue(u, at);
-        }
-    }
-
-    /// A usage record of bearer `ebi` of the PDN connection of `pdn` (kept in
-    /// `self.records` until the input's outputs are flushed). The bearer must still
-    /// be in the slice (its counters are read).
-    pub(crate) fn record(
-        &mut self,
-        now: Instant,
-        cp: &mut ControlPlane,
-        id: u32,
-        pdn: u8,
-        ebi: u8,
-        cause: RecordCause,
-    ) {
-        let Some(u) = self.ue(cp, id) else { return };
-        let (Some(slot), Some(imsi)) = (u.slot, u.imsi) else {
-            return;
-        };
-        let Ok(usage) = cp.usage(slot, ebi) else {
-            return;
-        };
-        let qci = cp.ue(slot).and_then(|c| c.bearer(ebi)).map_or(0, |b| b.qci);
-        let vols = cp.rule_volumes(slot, ebi).ok();
-        let rec = self.session_of(cp, id, pdn, |s| {
-            let b = s.bearers.iter_mut().find(|b| b.0 == ebi)?;
-            let seq = b.2;
-            b.2 += 1;
-            Some(UsageRecord {
-                imsi,
-                apn: s.apn.clone(),
-                ue_ip: s.ue_ip,
-                ebi,
-                default_ebi: pdn,
-                qci,
-                rules: s
-                    .rules
-                    .iter()
-                    .filter(|r| r.ebi == ebi)
-                    .map(|r| rule_usage(r, vols.as_ref()))
-                    .collect(),
-                usage,
-                duration: now.saturating_duration_since(b.1),
-                cause,
-                sequence: seq,
-            })
-        });
-        if let Some(Some(r)) = rec {
-            self.stats.usage_records += 1;
-            self.records.push(Output::UsageRecord(Box::new(r)));
-        }
-    }
-
-    /// The PDN connection of default bearer `pdn` goes (PDN disconnect, detach, the
-    /// context's end): records of its bearers, CCR-T if the PCRF held a session.
-    /// Call while its bearers are still in the slice.
-    pub(crate) fn end_session(
-        &mut self,
-        cp: &mut ControlPlane,
-        id: u32,
-        pdn: u8,
-        cause: RecordCause,
-    ) {
-        let now = self.now;
-        let bearers: Vec<u8> = self
-            .session_of(cp, id, pdn, |s| s.bearers.iter().map(|b| b.0).collect())
-            .unwrap_or_default();
-        for b in bearers {
-            self.record(now, cp, id, pdn, b, cause);
-        }
-        let imsi = self.ue(cp, id).and_then(|u| u.imsi);
-        let Some(u) = self.ue_mut(cp, id) else { return };
-        let Some(p) = u.policy.as_mut() else { return };
-        let Some(i) = p.sessions.iter().position(|s| s.ebi == pdn) else {
-            return;
-        };
-        let s = p.sessions.remove(i);
-        if let (true, Some(imsi)) = (s.gx, imsi) {
-            self.stats.pcrf_terminations += 1;
-            self.records.push(Output::Pcrf(PcrfRequest::Terminate {
-                session: PolicySession {
-                    imsi,
-                    apn: s.apn,
-                    ebi: s.ebi,
-                    ue_ip: s.ue_ip,
-                },
-                usage: vec![],
-            }));
-        }
-        self.refresh_rule_set(cp, id);
-    }
-
-    /// Every session of UE `id` ends (its session or context goes).
-    pub(crate) fn end_sessions(&mut self, cp: &mut ControlPlane, id: u32, cause: RecordCause) {
-        let pdns: Vec<u8> = self
-            .ue(cp, id)
-            .and_then(|u| u.policy.as_ref())
-            .map(|p| p.sessions.iter().map(|s| s.ebi).collect())
-            .unwrap_or_default();
-        for pdn in pdns {
-            self.end_session(cp, id, pdn, cause);
-        }
-        if let Some(set) = self
-            .ue_mut(cp, id)
-            .and_then(|u| u.policy.take())
-            .and_then(|p| p.rule_set)
-        {
-            self.rule_sets.release(set);
-        }
-    }
-
-    /// Dedicated bearer `ebi` goes: its record, and its rules leave the session.
-    pub(crate) fn end_bearer(&mut self, cp: &mut ControlPlane, id: u32, ebi: u8) {
-        let now = self.now;
-        let Some(pdn) = self.ue(cp, id).and_then(|u| {
-            u.policy
-                .as_ref()?
-                .sessions
-                .iter()
-                .find(|s| s.bearers.iter().any(|b| b.0 == ebi))
-                .map(|s| s.ebi)
-        }) else {
-            return;
-        };
-        self.record(now, cp, id, pdn, ebi, RecordCause::BearerReleased);
-        let had_rules = self
-            .session_of(cp, id, pdn, |s| {
-                s.bearers.retain(|b| b.0 != ebi);
-                let n = s.rules.len();
-                s.rules.retain(|r| r.ebi != ebi);
-                n != s.rules.len()
-            })
-            .unwrap_or(false);
-        if had_rules {
-            self.refresh_rule_set(cp, id);
-        }
-    }
-
-    /// A UE-requested dedicated bearer joins its PDN connection's records.
-    pub(crate) fn note_bearer(&mut self, cp: &mut ControlPlane, id: u32, pdn: u8, ebi: u8) {
-        let now = self.now;
-        self.session_of(cp, id, pdn, |s| {
-            if !s.bearers.iter().any(|b| b.0 == ebi) {
-                s.bearers.push((ebi, now, 0));
-            }
-        });
-    }
-
-    /// A UE's first session: its interim records start.
-    pub(crate) fn schedule_interim(&mut self, u: &mut Ue, now: Instant, id: u32) {
-        if let Some(every) = self.cfg.policy.interim {
-            self.interims.push_back((now + every, id));
-            set_interim_due_ue(u, now + every);
-        }
-    }
-
-    /// The earliest policy timer (usage checks, interim records).
-    pub(crate) fn policy_timeout(&self) -> Option<Instant> {
-        let a = self.usage_checks.front().map(|x| x.0);
-        let b = self
-            .cfg
-            .policy
-            .interim
-            .and(self.interims.front().map(|x| x.0));
-        match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-}
-
-impl Mme {
-    /// The usage record of a rule leaving a bearer that stays (`RuleRemoved`): the
-    /// bearer's figures, and that rule alone with its volume.
-    fn rule_record(&mut self, now: Instant, cp: &mut ControlPlane, id: u32, pdn: u8, b: &Bound) {
-        if b.counter.is_none() {
-            return;
-        }
-        let before = self.records.len();
-        self.record(now, cp, id, pdn, b.ebi, RecordCause::RuleRemoved);
-        let vols = self
-            .ue(cp, id)
-            .and_then(|u| u.slot)
-            .and_then(|s| cp.rule_volumes(s, b.ebi).ok());
-        if let Some(Output::UsageRecord(r)) = self.records.get_mut(before) {
-            r.rules = vec![rule_usage(b, vols.as_ref())];
-        }
-    }
-}
-
-const RULE_PAIRS: usize = pepc_slice::counters::RULE_COUNTERS_PER_BEARER;
-
-/// A bound rule's volumes from its bearer's per-rule counters.
-fn rule_usage(b: &Bound, vols: Option<&[(u64, u64); RULE_PAIRS]>) -> RuleUsage {
-    let v = b.counter.and_then(|(k, ub, db)| {
-        vols.map(|v| v[k as usize])
-            .map(|(u, d)| (u.wrapping_sub(ub), d.wrapping_sub(db)))
-    });
-    RuleUsage {
-        name: b.rule.name.clone(),
-        rating_group: b.rule.rating_group,
-        ul_bytes: v.map(|v| v.0),
-        dl_bytes: v.map(|v| v.1),
-    }
 }
 
 /// A free pair of bearer `ebi`'s per-rule volumes (`used`: rules bound already),
 /// with its values now; `None` when all are taken.
-fn assign_counter(cp: &ControlPlane, slot: u32, ebi: u8, used: &[Bound]) -> Option<(u8, u64, u64)> {
+pub(super) fn assign_counter(
+    cp: &ControlPlane,
+    slot: u32,
+    ebi: u8,
+    used: &[Bound],
+) -> Option<(u8, u64, u64)> {
     let k = (0..RULE_PAIRS as u8).find(|k| {
         !used
             .iter()
@@ -1119,7 +809,7 @@ fn assign_counter(cp: &ControlPlane, slot: u32, ebi: u8, used: &[Bound]) -> Opti
 }
 
 /// The summed bit rates of the rules on one bearer: (MBR, GBR), UL and DL.
-fn rates(rules: &[&Bound]) -> ((u64, u64), (u64, u64)) {
+pub(super) fn rates(rules: &[&Bound]) -> ((u64, u64), (u64, u64)) {
     rules
         .iter()
         .fold(((0, 0), (0, 0)), |((mu, md), (gu, gd)), b| {
@@ -1134,7 +824,7 @@ fn rates(rules: &[&Bound]) -> ((u64, u64), (u64, u64)) {
 /// `n` packet filter identifiers free in bearer `ebi`'s TFT, with precedences free
 /// in the PDN connection (TS 24.008 §10.5.6.12: at most 16 filters; precedences
 /// unique).
-fn free_filters(rules: &[Bound], ebi: u8, n: usize) -> Vec<(u8, u8)> {
+pub(super) fn free_filters(rules: &[Bound], ebi: u8, n: usize) -> Vec<(u8, u8)> {
     let used: Vec<u8> = rules
         .iter()
         .filter(|b| b.ebi == ebi)
@@ -1145,7 +835,7 @@ fn free_filters(rules: &[Bound], ebi: u8, n: usize) -> Vec<(u8, u8)> {
 }
 
 /// `n` evaluation precedences no filter of the session uses.
-fn precedences(rules: &[Bound], n: usize) -> Vec<u8> {
+pub(super) fn precedences(rules: &[Bound], n: usize) -> Vec<u8> {
     let used: Vec<u8> = rules
         .iter()
         .flat_map(|b| b.filters.iter().map(|f| f.1))
@@ -1167,10 +857,4 @@ pub(crate) fn open_session_ue(u: &mut Ue, now: Instant, session: PolicySession) 
         bearers: vec![(session.ebi, now, 0)],
         pending: None,
     });
-}
-
-/// The due time of UE `u`'s next interim record.
-fn set_interim_due_ue(u: &mut Ue, at: Instant) {
-    // Scheduled with the UE's first session, before its policy state exists.
-    u.policy.get_or_insert_with(Default::default).interim_due = Some(at);
 }

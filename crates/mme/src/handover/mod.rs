@@ -6,19 +6,16 @@ mod x2;
 
 use crate::prelude::*;
 
-impl Mme {
-    /// Next {NH, NCC}: NH_{n+1} = KDF(KASME, NH_n) (TS 33.401 A.4, §7.2.8.4).
-    pub(crate) fn next_nh(&mut self, cp: &mut ControlPlane, id: u32) -> Option<SecurityContext> {
-        let u = self.ue_mut(cp, id)?;
-        let sec = u.sec.as_mut()?;
-        let prev = u.nh.clone()?;
-        let nh = sec.kdf().nh(&prev);
-        u.ncc = (u.ncc + 1) & 7;
-        let sc = SecurityContext {
-            ncc: u.ncc,
-            next_hop: S1Key(*nh.as_bytes()),
-        };
-        u.nh = Some(nh);
-        Some(sc)
-    }
+/// Next {NH, NCC} of `u`: NH_{n+1} = KDF(KASME, NH_n) (TS 33.401 A.4, §7.2.8.4).
+pub(crate) fn next_nh(u: &mut Ue) -> Option<SecurityContext> {
+    let sec = u.sec.as_mut()?;
+    let prev = u.nh.clone()?;
+    let nh = sec.kdf().nh(&prev);
+    u.ncc = (u.ncc + 1) & 7;
+    let sc = SecurityContext {
+        ncc: u.ncc,
+        next_hop: S1Key(*nh.as_bytes()),
+    };
+    u.nh = Some(nh);
+    Some(sc)
 }

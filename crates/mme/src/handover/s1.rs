@@ -6,9 +6,9 @@ use crate::prelude::*;
 impl Mme {
     pub(crate) fn ho_required(
         &mut self,
+        cp: &mut ControlPlane,
         assoc: AssocId,
         m: HandoverRequired,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let id = m.mme_ue_id;
@@ -34,7 +34,11 @@ impl Mme {
         let Some(target) = target else {
             return prep_fail(self, out, Cause::UNKNOWN_TARGET_ID);
         };
-        let Some(u) = self.ue(cp, id) else {
+        // The UE's entry, found once: its signaling part and, by slot, its bearers.
+        let Some(entry) = self.entry_of(id) else {
+            return prep_fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID);
+        };
+        let Some(u) = cp.signaling(entry) else {
             return prep_fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID);
         };
         let (Some(slot), true) = (u.slot, u.sec.is_some()) else {
@@ -56,12 +60,15 @@ impl Mme {
                 nas_pdu: None,
             })
             .collect();
+        let Some(u) = cp.signaling_mut(entry) else {
+            return prep_fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID);
+        };
         let caps = sec_caps(&u.ue_net_cap);
         let ambr = pepc_s1ap::Ambr {
             dl: u.ambr.1,
             ul: u.ambr.0,
         };
-        let Some(sc) = self.next_nh(cp, id) else {
+        let Some(sc) = super::next_nh(u) else {
             return prep_fail(self, out, Cause::RADIO_UNSPECIFIED);
         };
         let req = HandoverRequest {
@@ -74,14 +81,11 @@ impl Mme {
             ue_security_capabilities: caps,
             security_context: sc,
         };
-        let Some(u) = self.ue_mut(cp, id) else {
-            return prep_fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID);
-        };
         u.handover = Some(Box::new(HoState {
             target_assoc: target,
             target_enb_ue_id: None,
             admitted: vec![],
-            source: (assoc, m.enb_ue_id),
+            source: ConnKey::new(assoc, m.enb_ue_id),
             started: self.now,
         }));
         self.send(target, Some(id), req.into(), out);
@@ -113,8 +117,11 @@ impl Mme {
         };
         h.target_enb_ue_id = Some(m.enb_ue_id);
         h.admitted = m.admitted.clone();
-        let (sa, se) = h.source;
-        self.index.link_conn((assoc, m.enb_ue_id), id);
+        let ConnKey {
+            assoc: sa,
+            enb_ue_id: se,
+        } = h.source;
+        self.index.link_conn(ConnKey::new(assoc, m.enb_ue_id), id);
         let cmd = HandoverCommand {
             mme_ue_id: id,
             enb_ue_id: se,
@@ -146,11 +153,11 @@ impl Mme {
             return;
         };
         self.send(
-            h.source.0,
+            h.source.assoc,
             Some(id),
             HandoverPreparationFailure {
                 mme_ue_id: id,
-                enb_ue_id: h.source.1,
+                enb_ue_id: h.source.enb_ue_id,
                 cause: m.cause,
             }
             .into(),
@@ -160,14 +167,18 @@ impl Mme {
 
     pub(crate) fn ho_notify(
         &mut self,
+        cp: &mut ControlPlane,
         assoc: AssocId,
         m: HandoverNotify,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let id = m.mme_ue_id;
-        let Some((h, slot)) = self
-            .ue_mut(cp, id)
+        // The UE's entry, found once: its signaling part and, by slot, its session.
+        let Some(entry) = self.entry_of(id) else {
+            return;
+        };
+        let Some((h, slot)) = cp
+            .signaling_mut(entry)
             .and_then(|u| Some((u.handover.take()?, u.slot)))
         else {
             return;
@@ -187,31 +198,32 @@ impl Mme {
                 tracing::warn!("UE {id}: target admitted no default bearer");
             }
         }
-        let Some(u) = self.ue_mut(cp, id) else {
+        let Some(u) = cp.signaling_mut(entry) else {
             return;
         };
-        u.conn = Some((assoc, m.enb_ue_id));
+        let mut cx = self.cx(out);
+        let new = ConnKey::new(assoc, m.enb_ue_id);
+        u.conn = Some(new);
         u.old_conn = Some(h.source);
         u.tai = m.tai;
         u.ecgi = m.ecgi;
-        self.index.link_conn((assoc, m.enb_ue_id), id);
-        self.stats.s1_handovers += 1;
-        self.stats
+        cx.index.link_conn(new, id);
+        cx.stats.s1_handovers += 1;
+        cx.stats
             .handover_latency
-            .observe(self.now.saturating_duration_since(h.started));
-        self.procedure_done(id);
-        self.send(
-            h.source.0,
+            .observe(cx.now.saturating_duration_since(h.started));
+        cx.procedure_done(id);
+        cx.send(
+            h.source.assoc,
             Some(id),
             UeContextReleaseCommand {
                 ids: UeS1apIds::Pair {
                     mme_ue_id: id,
-                    enb_ue_id: h.source.1,
+                    enb_ue_id: h.source.enb_ue_id,
                 },
                 cause: Cause::SUCCESSFUL_HANDOVER,
             }
             .into(),
-            out,
         );
     }
 }

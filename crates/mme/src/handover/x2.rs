@@ -10,16 +10,15 @@ impl Mme {
     /// the UE's location is the target cell.
     pub(crate) fn x2_source_message(
         &mut self,
-        now: Instant,
+        cp: &mut ControlPlane,
         id: u32,
         msg: S1apMessage,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         use S1apMessage as M;
         match msg {
             // NAS the UE sent through the source: integrity and COUNT checks as usual.
-            M::UplinkNasTransport(m) => self.nas_in(now, id, &m.nas_pdu, None, cp, out),
+            M::UplinkNasTransport(m) => self.nas_in(cp, id, &m.nas_pdu, None, out),
             // Bearers the source set up keep the tunnel the Path Switch gave them (or
             // stay released); those it failed to set up are gone.
             M::ERabSetupResponse(m) => {
@@ -47,9 +46,9 @@ impl Mme {
 
     pub(crate) fn path_switch(
         &mut self,
+        cp: &mut ControlPlane,
         assoc: AssocId,
         m: PathSwitchRequest,
-        cp: &mut ControlPlane,
         out: &mut Vec<Output>,
     ) {
         let id = m.source_mme_ue_id;
@@ -83,26 +82,24 @@ impl Mme {
         let Some(released) = release_unlisted(cp, slot, &switched) else {
             return fail(self, out, Cause::RADIO_UNSPECIFIED);
         };
-        // A late accept of a released bearer (through the source) completes nothing.
-        let Some(u) = self.ue_mut(cp, id) else {
+        // The rest is the UE's context, after the slice's calls: found once.
+        let Some((cx, u)) = self.split(cp, id, out) else {
             return fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID);
         };
+        // A late accept of a released bearer (through the source) completes nothing.
         u.pending_bearers.retain(|b| !released.contains(b));
         let old = u.conn;
         if let Some(c) = old {
-            self.index.unlink_conn(c);
+            cx.index.unlink_conn(c);
         }
-        self.attach_conn(cp, id, assoc, m.enb_ue_id, m.tai, m.ecgi);
+        let new = ConnKey::new(assoc, m.enb_ue_id);
+        crate::mme::lifecycle::attach_conn(cx.index, u, new, (m.tai, m.ecgi));
         // Not in `by_conn`: the source frees its eNB UE S1AP ID at the X2 release and
         // may give it to a new UE; late messages carry our MME UE S1AP ID anyway.
-        let now = self.now;
-        let Some(u) = self.ue_mut(cp, id) else {
-            return fail(self, out, Cause::UNKNOWN_MME_UE_S1AP_ID);
-        };
         u.x2_source = old
-            .filter(|c| *c != (assoc, m.enb_ue_id))
-            .map(|c| (c, now + X2_SOURCE_GRACE));
-        let Some(sc) = self.next_nh(cp, id) else {
+            .filter(|c| *c != new)
+            .map(|c| (c, cx.now + X2_SOURCE_GRACE));
+        let Some(sc) = super::next_nh(u) else {
             return fail(self, out, Cause::MISC_UNSPECIFIED);
         };
         self.stats.path_switches += 1;

@@ -162,7 +162,7 @@ pub(crate) struct HoState {
     pub(crate) target_assoc: AssocId,
     pub(crate) target_enb_ue_id: Option<u32>,
     pub(crate) admitted: Vec<pepc_s1ap::ERabAdmitted>,
-    pub(crate) source: (AssocId, u32),
+    pub(crate) source: ConnKey,
     /// When the Handover Required came (its latency is measured to the Notify).
     pub(crate) started: Instant,
 }
@@ -170,10 +170,12 @@ pub(crate) struct HoState {
 /// The MME's state of one UE: the signaling part of its entry in the slice's control
 /// table ([`crate::ControlPlane`]). Opaque outside this crate.
 pub struct Ue {
+    /// Its MME UE S1AP ID (the key of `Mme::index`).
+    pub(crate) id: u32,
     pub(crate) imsi: Option<u64>,
     pub(crate) emm: Emm_,
     /// Current S1 connection (assoc, eNB UE S1AP ID).
-    pub(crate) conn: Option<(AssocId, u32)>,
+    pub(crate) conn: Option<ConnKey>,
     /// The EMM procedure in progress (what it awaits, with its own state).
     pub(crate) proc: Procedure,
     /// Boxed: the keyed EIA/EEA state makes it ~700 bytes; the context established
@@ -223,12 +225,12 @@ pub struct Ue {
     /// stays per UE is smaller.
     pub(crate) handover: Option<Box<HoState>>,
     /// Source connection of a finished handover awaiting its release complete.
-    pub(crate) old_conn: Option<(AssocId, u32)>,
+    pub(crate) old_conn: Option<ConnKey>,
     /// Source connection of the last X2 handover and until when it stays known. The
     /// source eNB answers over its own SCTP association, which has no ordering with the
     /// target's: its responses to what we sent before the Path Switch can arrive after
     /// it. The target releases the source over X2, so no Release Complete ends this.
-    pub(crate) x2_source: Option<((AssocId, u32), Instant)>,
+    pub(crate) x2_source: Option<(ConnKey, Instant)>,
     pub(crate) ambr: (u64, u64),
     pub(crate) qci: u8,
     pub(crate) arp_priority: u8,

@@ -15,6 +15,12 @@ pub(crate) struct ConnKey {
     pub(crate) enb_ue_id: u32,
 }
 
+impl ConnKey {
+    pub(crate) fn new(assoc: AssocId, enb_ue_id: u32) -> ConnKey {
+        ConnKey { assoc, enb_ue_id }
+    }
+}
+
 impl From<(AssocId, u32)> for ConnKey {
     fn from((assoc, enb_ue_id): (AssocId, u32)) -> Self {
         ConnKey { assoc, enb_ue_id }
@@ -127,25 +133,24 @@ impl UeIndex {
         self.conns.len()
     }
 
-    pub(crate) fn by_conn(&self, c: (AssocId, u32)) -> Option<u32> {
-        self.conns.get(&ConnKey::from(c)).map(|i| i.0)
+    pub(crate) fn by_conn(&self, c: ConnKey) -> Option<u32> {
+        self.conns.get(&c).map(|i| i.0)
     }
 
-    pub(crate) fn has_conn(&self, c: (AssocId, u32)) -> bool {
-        self.conns.contains_key(&ConnKey::from(c))
+    pub(crate) fn has_conn(&self, c: ConnKey) -> bool {
+        self.conns.contains_key(&c)
     }
 
-    pub(crate) fn link_conn(&mut self, c: (AssocId, u32), id: u32) {
-        self.conns.insert(ConnKey::from(c), MmeUeId(id));
+    pub(crate) fn link_conn(&mut self, c: ConnKey, id: u32) {
+        self.conns.insert(c, MmeUeId(id));
     }
 
-    pub(crate) fn unlink_conn(&mut self, c: (AssocId, u32)) {
-        self.conns.remove(&ConnKey::from(c));
+    pub(crate) fn unlink_conn(&mut self, c: ConnKey) {
+        self.conns.remove(&c);
     }
 
     /// Forget connection `c` if it still names UE `id`.
-    pub(crate) fn unlink_conn_of(&mut self, c: (AssocId, u32), id: u32) {
-        let k = ConnKey::from(c);
+    pub(crate) fn unlink_conn_of(&mut self, k: ConnKey, id: u32) {
         if self.conns.get(&k) == Some(&MmeUeId(id)) {
             self.conns.remove(&k);
         }

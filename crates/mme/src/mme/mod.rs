@@ -19,15 +19,20 @@ pub(crate) type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// An S1-MME association, as the transport names it.
 pub type AssocId = u64;
 
+pub(crate) mod admission;
 pub(crate) mod context;
+pub(crate) mod cx;
 mod events;
-mod index;
+pub(crate) mod index;
+pub(crate) mod lifecycle;
 mod stats;
 mod timers;
 pub(crate) use timers::TimerKind;
 
 pub(crate) use context::*;
+pub(crate) use cx::Cx;
 pub use events::*;
+pub(crate) use index::ConnKey;
 pub use stats::*;
 
 /// Why an operator's or the PCRF's request on a UE (detach, GUTI reallocation, bearer
@@ -93,13 +98,7 @@ pub struct Mme {
     pub(crate) parked_order: VecDeque<(Instant, u32)>,
     /// Contexts without a security context, per eNB and in all (bounded by
     /// `cfg.max_unauth_per_enb` and `cfg.max_unauth_contexts`).
-    pub(crate) unauth: Map<AssocId, u32>,
-    pub(crate) unauth_total: usize,
-    /// Contexts awaiting authentication passed 3/4 of a bound (of the slice, or of
-    /// the eNB kept here): the MME is congested by its own measure until they are
-    /// under half of it again (overload control; the node hears of it).
-    pub(crate) crowded: Option<Option<AssocId>>,
-    pub(crate) crowded_told: bool,
+    pub(crate) admission: admission::Admission,
     /// Which slice of the node this MME serves (identifier bits, IMSI routing).
     pub(crate) role: SliceRole,
     /// IMSIs held outside their policy slice whose context went (for the node).
@@ -144,10 +143,7 @@ impl Mme {
             parked: Map::default(),
             restoring: None,
             parked_order: VecDeque::new(),
-            unauth: Map::default(),
-            unauth_total: 0,
-            crowded: None,
-            crowded_told: false,
+            admission: Default::default(),
             role: SliceRole::default(),
             released: Vec::new(),
             dirty: Vec::new(),
@@ -320,14 +316,13 @@ impl Mme {
 
     pub(crate) fn arm(&mut self, cp: &mut ControlPlane, id: u32, kind: TimerKind, at: Instant) {
         if let Some(u) = self.ue_mut(cp, id) {
-            self.arm_ue(u, id, kind, at);
+            self.arm_ue(u, kind, at);
         }
     }
 
     /// [`Mme::arm`] on UE `id`'s context `u`, already looked up.
-    pub(crate) fn arm_ue(&mut self, u: &mut Ue, id: u32, kind: TimerKind, at: Instant) {
-        *u.timer_mut(kind) = Some(at);
-        self.timers.push(at, id, kind);
+    pub(crate) fn arm_ue(&mut self, u: &mut Ue, kind: TimerKind, at: Instant) {
+        cx::arm(&mut self.timers, u, kind, at)
     }
 
     pub fn handle_timeout(&mut self, now: Instant, cp: &mut ControlPlane, out: &mut Vec<Output>) {
@@ -340,8 +335,8 @@ impl Mme {
         self.now = now;
         // Keys of expired parked contexts do not outlive their TTL by more than a tick.
         self.expire_parked(now);
-        self.expire_hss_requests(now, cp, out);
-        self.check_usage(now, cp, out);
+        self.expire_hss_requests(cp, out);
+        self.check_usage(cp, out);
         self.interim_records(now, cp);
         while let Some((t, id, kind)) = self.timers.peek() {
             if t > now {
@@ -355,15 +350,15 @@ impl Mme {
                 continue; // stale: stopped or armed again since
             }
             *u.timer_mut(kind) = None;
-            let _span = ue_span(id, u.conn.map(|c| c.1), u.proc.name()).entered();
+            let _span = ue_span(id, u.conn.map(|c| c.enb_ue_id), u.proc.name()).entered();
             match kind {
-                TimerKind::Nas => self.nas_timer_expired(now, id, cp, out),
-                TimerKind::Paging => self.paging_expired(now, id, cp, out),
+                TimerKind::Nas => self.nas_timer_expired(cp, id, out),
+                TimerKind::Paging => self.paging_expired(cp, id, out),
                 TimerKind::Reachable => {
                     self.stats.implicit_detaches += 1;
                     tracing::info!("implicit detach of UE {id}");
                     // The context goes with its subscription data: Purge UE.
-                    self.remove_ue(id, false, cp);
+                    self.remove_ue(cp, id, false);
                 }
                 TimerKind::Guard => self.guard_expired(id, cp, out),
             }
@@ -383,9 +378,9 @@ impl Mme {
                 self.stats.release_guard_expiries += 1;
                 tracing::info!("UE {id}: no UE Context Release Complete in time, released locally");
                 if then_remove || u.emm == Emm_::Deregistered {
-                    self.remove_ue(id, true, cp);
+                    self.remove_ue(cp, id, true);
                 } else {
-                    self.make_idle(id, cp, out);
+                    self.make_idle(cp, id, out);
                 }
             }
             _ if u.sec.is_none() => {
@@ -394,7 +389,7 @@ impl Mme {
                 if u.conn.is_some() {
                     self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
                 } else {
-                    self.remove_ue(id, false, cp);
+                    self.remove_ue(cp, id, false);
                 }
             }
             _ => {}
@@ -414,9 +409,7 @@ impl Mme {
                 .is_some_and(|u| u.timer(kind) == Some(t))
         });
         self.index.shrink();
-        if self.unauth.capacity() > 1024 && self.unauth.len() * 8 < self.unauth.capacity() {
-            self.unauth.shrink_to_fit();
-        }
+        self.admission.shrink();
         if self.hss_deadlines.capacity() > 1024
             && self.hss_deadlines.len() * 8 < self.hss_deadlines.capacity()
         {
@@ -437,48 +430,26 @@ impl Mme {
     /// UE `id` has a security context now: it no longer counts as unauthenticated.
     pub(crate) fn authenticated(&mut self, cp: &mut ControlPlane, id: u32) {
         if let Some(u) = self.ue_mut(cp, id) {
-            self.authenticated_ue(u);
-        }
-    }
-
-    /// [`Mme::authenticated`] on the UE's context `u`, already looked up.
-    pub(crate) fn authenticated_ue(&mut self, u: &mut Ue) {
-        u.guard_timer = None;
-        if let Some(a) = u.unauth_on.take() {
-            self.uncount_unauth(a);
+            u.guard_timer = None;
+            if let Some(a) = u.unauth_on.take() {
+                self.admission.uncount(&self.cfg, a);
+            }
         }
     }
 
     fn uncount_unauth(&mut self, assoc: AssocId) {
-        self.unauth_total = self.unauth_total.saturating_sub(1);
-        if let Some(n) = self.unauth.get_mut(&assoc) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.unauth.remove(&assoc);
-            }
-        }
-        let relieved = match self.crowded {
-            Some(None) => self.unauth_total * 2 < self.cfg.max_unauth_contexts,
-            Some(Some(a)) => {
-                (self.unauth.get(&a).map_or(0, |n| *n as usize)) * 2 < self.cfg.max_unauth_per_enb
-            }
-            None => false,
-        };
-        if relieved {
-            self.crowded = None;
-        }
+        self.admission.uncount(&self.cfg, assoc);
     }
 
     /// Congested, by the node's measure (backlog) or by its own (contexts awaiting
     /// authentication near their bound): new non-emergency attaches are turned away.
     pub(crate) fn congested(&self) -> bool {
-        self.congested || self.crowded.is_some()
+        self.congested || self.admission.crowded.is_some()
     }
 
     /// Room for one more context without security from eNB `assoc`?
     fn unauth_room(&self, assoc: AssocId) -> bool {
-        self.unauth_total < self.cfg.max_unauth_contexts
-            && self.unauth.get(&assoc).map_or(0, |n| *n as usize) < self.cfg.max_unauth_per_enb
+        self.admission.room(&self.cfg, assoc)
     }
 
     /// [`Mme::handle`] of an S1AP PDU the caller keeps: a driver that reuses its
@@ -499,7 +470,7 @@ impl Mme {
             crate::record::put::s1ap(assoc, stream, bytes),
         );
         self.now = now;
-        self.on_s1ap(now, assoc, stream, bytes, cp, out);
+        self.on_s1ap(cp, assoc, stream, bytes, out);
         self.flush_released(cp, out);
         self.end_call(rec, cp, out, None);
     }
@@ -510,14 +481,14 @@ impl Mme {
             && self.released.is_empty()
             && self.forgotten.is_empty()
             && self.dirty.is_empty()
-            && self.crowded.is_some() == self.crowded_told
+            && self.admission.crowded.is_some() == self.admission.crowded_told
         {
             return;
         }
         out.append(&mut self.records);
-        let crowded = self.crowded.is_some();
-        if crowded != self.crowded_told {
-            self.crowded_told = crowded;
+        let crowded = self.admission.crowded.is_some();
+        if crowded != self.admission.crowded_told {
+            self.admission.crowded_told = crowded;
             tracing::info!(
                 "contexts awaiting authentication {} (slice {}, eNB {}): new attaches {}",
                 if crowded {
@@ -525,10 +496,13 @@ impl Mme {
                 } else {
                     "back under half of it"
                 },
-                self.unauth_total,
-                self.crowded
-                    .flatten()
-                    .map_or(0, |a| self.unauth.get(&a).copied().unwrap_or(0)),
+                self.admission.total,
+                self.admission.crowded.flatten().map_or(0, |a| self
+                    .admission
+                    .per_enb
+                    .get(&a)
+                    .copied()
+                    .unwrap_or(0)),
                 if crowded {
                     "get #22 with T3346"
                 } else {
@@ -551,9 +525,7 @@ impl Mme {
     /// The end of a procedure of UE `id`: its state is worth a checkpoint once the
     /// input is handled (a registered UE's whole snapshot, or its removal).
     pub(crate) fn procedure_done(&mut self, id: u32) {
-        if self.cfg.checkpoints && !self.dirty.contains(&id) {
-            self.dirty.push(id);
-        }
+        cx::procedure_done(&self.cfg, &mut self.dirty, id)
     }
 
     fn flush_checkpoints(&mut self, cp: &mut ControlPlane, out: &mut Vec<Output>) {
@@ -641,7 +613,7 @@ impl Mme {
                     },
                 );
             }
-            Input::EnbDown { assoc } => self.enb_gone(assoc, cp, out),
+            Input::EnbDown { assoc } => self.enb_gone(cp, assoc, out),
             Input::EnbSetup {
                 assoc,
                 out_streams,
@@ -660,21 +632,21 @@ impl Mme {
                 token,
                 connections,
             } => {
-                self.reset(assoc, connections, cp, out);
+                self.reset(cp, assoc, connections, out);
                 out.push(Output::ResetDone { token });
             }
             Input::Supersede { imsi } => {
                 if let Some(old) = self.index.by_imsi(imsi) {
-                    self.supersede(old, cp, out);
+                    self.supersede(cp, old, out);
                 }
             }
             Input::S1ap {
                 assoc,
                 stream,
                 bytes,
-            } => self.on_s1ap(now, assoc, stream, &bytes, cp, out),
+            } => self.on_s1ap(cp, assoc, stream, &bytes, out),
             Input::Control(ev) => match ev {
-                ControlEvent::Page { ue_slot, imsi } => self.page(now, ue_slot, imsi, cp, out),
+                ControlEvent::Page { ue_slot, imsi } => self.page(cp, ue_slot, imsi, out),
                 ControlEvent::EnbErrorIndication { enb_teid, enb_addr } => {
                     pepc_ratelog::peer_warn!(
                         pepc_ratelog::Kind::EnbReport,
@@ -682,34 +654,25 @@ impl Mme {
                     )
                 }
             },
-            Input::Hss(a) => self.hss_answer(now, a, cp, out),
+            Input::Hss(a) => self.hss_answer(cp, a, out),
             Input::HssCancelLocation {
                 imsi,
                 cancellation_type,
                 reattach_required,
-            } => self.hss_cancel_location(now, imsi, cancellation_type, reattach_required, cp, out),
+            } => self.hss_cancel_location(cp, imsi, cancellation_type, reattach_required, out),
             Input::HssInsertSubscriberData { imsi, update } => {
                 self.hss_insert_subscriber_data(imsi, update, cp, out)
             }
-            Input::Pcrf(a) => self.pcrf_answer(now, a, cp, out),
+            Input::Pcrf(a) => self.pcrf_answer(cp, a, out),
             Input::PolicyUpdate {
                 imsi,
                 ebi,
                 decision,
             } => {
-                self.policy_update(now, imsi, ebi, decision, cp, out);
+                self.policy_update(cp, imsi, ebi, decision, out);
             }
         }
         self.flush_released(cp, out);
-    }
-
-    pub(crate) fn stream_for(&self, assoc: AssocId, id: u32) -> u16 {
-        let n = self.enbs.get(&assoc).map(|e| e.out_streams).unwrap_or(1);
-        if n <= 1 {
-            0
-        } else {
-            1 + (id % (n as u32 - 1)) as u16
-        }
     }
 
     pub(crate) fn send(
@@ -719,365 +682,7 @@ impl Mme {
         msg: S1apMessage,
         out: &mut Vec<Output>,
     ) {
-        let stream = ue.map(|i| self.stream_for(assoc, i)).unwrap_or(0);
-        match msg.encode() {
-            Ok(bytes) => out.push(Output::S1ap {
-                assoc,
-                stream,
-                bytes,
-            }),
-            Err(e) => tracing::warn!("cannot encode {}: {e}", msg.name()),
-        }
-    }
-
-    /// Drop the UE's S1 connection; a registered UE becomes ECM-IDLE, a UE in the
-    /// middle of attach is forgotten.
-    pub(crate) fn make_idle(&mut self, id: u32, cp: &mut ControlPlane, out: &mut Vec<Output>) {
-        let Some(u) = self.ue_mut(cp, id) else {
-            return;
-        };
-        if let Some(c) = u.conn.take() {
-            self.index.unlink_conn(c);
-        }
-        if let Some(c) = u.old_conn.take() {
-            self.index.unlink_conn(c);
-        }
-        u.x2_source = None;
-        u.handover = None;
-        u.guard_timer = None;
-        u.nas_secured = false;
-        u.proc = Procedure::Idle;
-        u.retx = None;
-        u.nas_timer = None;
-        if u.emm == Emm_::Registered {
-            let page = std::mem::take(&mut u.page_after_release);
-            if let Some(s) = u.slot {
-                warn_cp(id, "release to idle", cp.release_to_idle(s));
-            }
-            self.stats.releases += 1;
-            self.procedure_done(id);
-            let at = self.now + self.cfg.mobile_reachable;
-            {
-                self.arm(cp, id, TimerKind::Reachable, at);
-                // Downlink came while the connection was being released.
-                if page {
-                    if let Some(u) = self.ue_mut(cp, id) {
-                        u.paging_left = self.cfg.paging_attempts;
-                    }
-                    self.send_paging(cp, at - self.cfg.mobile_reachable, id, out);
-                }
-            }
-        } else {
-            self.remove_ue(id, true, cp);
-        }
-    }
-
-    /// Drop UE `id`'s session (the data-path part of its entry: PDN connections,
-    /// bearers, tunnels); its signaling part stays.
-    pub(crate) fn drop_session(&mut self, cp: &mut ControlPlane, id: u32) {
-        self.end_sessions(cp, id, crate::pcrf::RecordCause::Detached);
-        if let Some(s) = self.ue_mut(cp, id).and_then(|u| u.slot.take()) {
-            warn_cp(id, "detach", cp.detach(s));
-        }
-    }
-
-    /// The index of subscribed APN `apn` (0 if the table is full: an APN beyond the
-    /// 65535 first ones is then not known as subscribed).
-    pub(crate) fn apn_id(&mut self, apn: &str) -> u16 {
-        if apn.is_empty() {
-            return 0;
-        }
-        if let Some(i) = self.apn_ids.get(apn) {
-            return *i;
-        }
-        let Ok(i) = u16::try_from(self.apns.len() + 1) else {
-            return 0;
-        };
-        self.apns.push(apn.into());
-        self.apn_ids.insert(apn.into(), i);
-        i
-    }
-
-    /// The subscribed APN of index `i`.
-    pub(crate) fn apn_name(&self, i: u16) -> Option<&str> {
-        self.apns.get(usize::from(i).checked_sub(1)?).map(|a| &**a)
-    }
-
-    /// Drop a UE context. `park`: the UE detached (or was rejected) and keeps its EPS
-    /// security context, so we keep it too for a GUTI re-attach. The subscription data
-    /// goes with the context: if the HSS holds this MME for the subscriber, a Purge UE
-    /// tells it now, or when the parked context goes (`Mme::expire_parked`).
-    pub(crate) fn remove_ue(&mut self, id: u32, park: bool, cp: &mut ControlPlane) {
-        if self.index.contains(id) {
-            self.end_sessions(cp, id, crate::pcrf::RecordCause::Detached);
-        }
-        let Some(slot) = self.index.remove(id) else {
-            return;
-        };
-        // The whole entry goes: the data-path part if any (detach), and this part.
-        let Some(mut u) = cp.release_ue(slot) else {
-            return;
-        };
-        if let Some(a) = u.unauth_on.take() {
-            self.uncount_unauth(a);
-        }
-        // Only the subscriber's current context speaks for it to the HSS (a superseded
-        // one has no IMSI; a newer context has the subscriber's index).
-        let current = u.imsi.is_some_and(|i| self.index.is_imsi_of(i, id));
-        let mut purge = current && u.hss_location;
-        if park && u.emm == Emm_::Deregistered && u.m_tmsi != 0 {
-            if let (Some(sec), Some(imsi)) = (u.sec.take(), u.imsi) {
-                self.park(self.now, u.m_tmsi, imsi, sec, purge);
-                purge = false;
-            }
-        }
-
-        if let Some(c) = u.conn {
-            self.index.unlink_conn(c);
-        }
-        if let Some(c) = u.old_conn {
-            self.index.unlink_conn(c);
-        }
-        if let Some(i) = u.imsi {
-            if self.index.is_imsi_of(i, id) {
-                self.index.unlink_imsi(i);
-                if !self.role.is_home_of(i) {
-                    self.released.push(i);
-                }
-                if self.cfg.checkpoints {
-                    self.forgotten.push(i);
-                }
-            }
-        }
-        self.index.unlink_tmsi_of(u.m_tmsi, id);
-        if let Procedure::ExpectGutiReallocComplete { m_tmsi } = u.proc {
-            self.index.unlink_tmsi_of(m_tmsi, id);
-        }
-        if let (true, Some(imsi)) = (purge, u.imsi) {
-            self.purge_subscriber(imsi);
-        }
-    }
-
-    /// A new UE context for a UE's first message on S1 connection (`assoc`,
-    /// `enb_ue_id`): its entry in the slice's table. `None` when the slice has no
-    /// entry left (counted; the message is not served).
-    pub(crate) fn new_ue(
-        &mut self,
-        cp: &mut ControlPlane,
-        assoc: AssocId,
-        enb_ue_id: u32,
-        tai: Tai,
-        ecgi: Ecgi,
-    ) -> Option<u32> {
-        if !self.unauth_room(assoc) {
-            self.stats.unauth_refused += 1;
-            return None;
-        }
-        self.new_context(cp, assoc, enb_ue_id, tai, ecgi, true)
-    }
-
-    /// A context for a new S1 connection; `unauth`: it counts against the bounds on
-    /// contexts without security (a context made only to send a reject and release
-    /// does not: its release guard bounds it).
-    pub(crate) fn new_context(
-        &mut self,
-        cp: &mut ControlPlane,
-        assoc: AssocId,
-        enb_ue_id: u32,
-        tai: Tai,
-        ecgi: Ecgi,
-        unauth: bool,
-    ) -> Option<u32> {
-        let id = self.alloc_mme_ue_id();
-        let ue = Box::new(Ue {
-            imsi: None,
-            emm: Emm_::Deregistered,
-            conn: Some((assoc, enb_ue_id)),
-            proc: Procedure::Idle,
-            sec: None,
-            nas_secured: false,
-            claim_imsi: false,
-            ue_net_cap: vec![],
-            pti: 0,
-            apn: String::new(),
-            subscribed_apn: 0,
-            slot: None,
-            m_tmsi: 0,
-            tai,
-            ecgi,
-            nh: None,
-            ncc: 0,
-            retx: None,
-            retx_count: 0,
-            nas_timer: None,
-            paging_timer: None,
-            paging_left: 0,
-            reach_timer: None,
-            guard_timer: None,
-            unauth_on: unauth.then_some(assoc),
-            started: None,
-            ckpt_dl: 0,
-            handover: None,
-            old_conn: None,
-            x2_source: None,
-            ambr: self.cfg.default_ambr,
-            qci: 9,
-            arp_priority: 9,
-            next_ksi: 0,
-            pending_bearers: vec![],
-            esm_info_flag: false,
-            resumed: false,
-            superseded: false,
-            hss_location: false,
-            page_after_release: false,
-            policy: None,
-        });
-        let slot = match cp.reserve_ue(ue) {
-            Ok(s) => s,
-            Err(_) => {
-                self.stats.no_ue_entry += 1;
-                return None;
-            }
-        };
-        self.index.insert(id, slot);
-        self.index.link_conn((assoc, enb_ue_id), id);
-        if !unauth {
-            return Some(id);
-        }
-        let n = self.unauth.entry(assoc).or_insert(0);
-        *n += 1;
-        let n = *n as usize;
-        self.unauth_total += 1;
-        if self.crowded.is_none() {
-            if self.unauth_total * 4 > self.cfg.max_unauth_contexts * 3 {
-                self.crowded = Some(None);
-            } else if n * 4 > self.cfg.max_unauth_per_enb * 3 {
-                self.crowded = Some(Some(assoc));
-            }
-        }
-        let at = self.now + self.cfg.unauth_context_ttl;
-        self.arm(cp, id, TimerKind::Guard, at);
-        Some(id)
-    }
-
-    pub(crate) fn release(
-        &mut self,
-        cp: &mut ControlPlane,
-        id: u32,
-        cause: Cause,
-        then_remove: bool,
-        out: &mut Vec<Output>,
-    ) {
-        let Some(u) = self.ue_mut(cp, id) else {
-            return;
-        };
-        let Some((assoc, enb_ue_id)) = u.conn else {
-            return;
-        };
-        u.proc = Procedure::ExpectReleaseComplete { then_remove };
-        // The release ends the NAS procedure it replaces: its retransmission timer
-        // goes with it. Left running, it re-sent a Downlink NAS Transport after the
-        // UE Context Release Command, for a UE the eNB had already let go (seen
-        // under SCTP loss, where retransmissions are pending more often).
-        u.nas_timer = None;
-        u.retx = None;
-        // Not for ever: an eNB that never completes is not keeping the context.
-        let at = self.now + self.cfg.release_guard;
-        self.arm(cp, id, TimerKind::Guard, at);
-        self.send(
-            assoc,
-            Some(id),
-            UeContextReleaseCommand {
-                ids: UeS1apIds::Pair {
-                    mme_ue_id: id,
-                    enb_ue_id,
-                },
-                cause,
-            }
-            .into(),
-            out,
-        );
-    }
-
-    /// Release a registered UE's S1 connection, keeping the UE (ECM-CONNECTED → IDLE).
-    /// Its eNB tunnels go first, as Release Access Bearers does before the UE Context
-    /// Release Command (TS 23.401 §5.3.5): downlink from now on is buffered and pages
-    /// the UE once the release completes, instead of going to the released eNB.
-    pub(crate) fn release_connection(
-        &mut self,
-        id: u32,
-        cause: Cause,
-        cp: &mut ControlPlane,
-        out: &mut Vec<Output>,
-    ) {
-        if let Some(u) = self.ue(cp, id) {
-            if let (Some(s), true) = (u.slot, u.emm == Emm_::Registered) {
-                warn_cp(
-                    id,
-                    "release of the eNB tunnels",
-                    cp.release_access_bearers(s),
-                );
-            }
-        }
-        self.release(cp, id, cause, false, out);
-    }
-
-    /// Give idle UE `id` the S1 connection its unverified first message came on, for
-    /// a re-authentication only: nothing else of the context changes (location,
-    /// timers) unless it succeeds.
-    pub(crate) fn bind_conn(
-        &mut self,
-        cp: &mut ControlPlane,
-        id: u32,
-        assoc: AssocId,
-        enb_ue_id: u32,
-    ) {
-        let Some(u) = self.ue_mut(cp, id) else {
-            return;
-        };
-        u.conn = Some((assoc, enb_ue_id));
-        u.nas_secured = false;
-        self.index.link_conn((assoc, enb_ue_id), id);
-    }
-
-    /// Give a known UE a new S1 connection (idle → connected).
-    pub(crate) fn attach_conn(
-        &mut self,
-        cp: &mut ControlPlane,
-        id: u32,
-        assoc: AssocId,
-        enb_ue_id: u32,
-        tai: Tai,
-        ecgi: Ecgi,
-    ) {
-        let Some(u) = self.ue_mut(cp, id) else {
-            return;
-        };
-        if let Some(c) = u.conn.take() {
-            if matches!(u.proc, Procedure::ExpectReleaseComplete { .. }) && c != (assoc, enb_ue_id)
-            {
-                // The old connection's release is still in flight (its Release Complete
-                // may come late, after a loss): it stays known, to be taken quietly.
-                if let Some(o) = u.old_conn.replace(c) {
-                    self.index.unlink_conn(o);
-                }
-            } else {
-                self.index.unlink_conn(c);
-            }
-        }
-        u.conn = Some((assoc, enb_ue_id));
-        u.nas_secured = false; // a new NAS signalling connection
-        u.tai = tai;
-        u.ecgi = ecgi;
-        u.reach_timer = None;
-        // A paged UE that answers with another procedure than a Service Request (a
-        // TAU without the active flag) is reachable, but its downlink still waits:
-        // paging ends here and starts again once this connection is released, unless
-        // a bearer setup delivers the data first.
-        if u.paging_timer.take().is_some() {
-            u.page_after_release = true;
-        }
-        self.index.link_conn((assoc, enb_ue_id), id);
+        cx::send_s1(&self.enbs, assoc, ue, msg, out)
     }
 }
 

@@ -70,7 +70,7 @@
 //! bytes, except `mme_ue_id` when restore had to renumber it (see [`MmeRestored`]).
 
 use crate::mme::{
-    AssocId, Emm_, HoState, Mme, Procedure, Resume, TimerKind, Ue, CHECKPOINT_DL_LEASE,
+    AssocId, ConnKey, Emm_, HoState, Mme, Procedure, Resume, TimerKind, Ue, CHECKPOINT_DL_LEASE,
 };
 use crate::nasx::{Direction, NasEpsMessage, RecentTags, SecCtx};
 use crate::ControlPlane;
@@ -304,7 +304,7 @@ impl Mme {
         for (i, c) in conns.iter().enumerate() {
             if let Some(c) = c {
                 if self.index.has_conn(*c) || conns[..i].contains(&Some(*c)) {
-                    return Err(SnapshotError::ConnectionInUse(c.0, c.1));
+                    return Err(SnapshotError::ConnectionInUse(c.assoc, c.enb_ue_id));
                 }
             }
         }
@@ -332,10 +332,11 @@ impl Mme {
         let imsi = u.imsi;
         // The entry: the session's, or a new one. The last thing that can fail.
         let mut ue = d.ue;
+        ue.id = id;
         ue.subscribed_apn = d.subscribed_apn.as_deref().map_or(0, |a| self.apn_id(a));
         let hss_wait = ue.proc.hss_seq().is_some();
         // Without security it counts against its eNB's budget here too.
-        ue.unauth_on = ue.conn.filter(|_| ue.sec.is_none()).map(|c| c.0);
+        ue.unauth_on = ue.conn.filter(|_| ue.sec.is_none()).map(|c| c.assoc);
         let unauth = ue.unauth_on;
         let entry = match slot {
             Some(s) => cp.set_signaling(s, ue).map(|()| s),
@@ -344,8 +345,8 @@ impl Mme {
         .map_err(SnapshotError::Slice)?;
         self.index.insert(id, entry);
         if let Some(a) = unauth {
-            *self.unauth.entry(a).or_insert(0) += 1;
-            self.unauth_total += 1;
+            *self.admission.per_enb.entry(a).or_insert(0) += 1;
+            self.admission.total += 1;
         }
         let result = MmeRestored {
             mme_ue_id: id,
@@ -409,7 +410,7 @@ impl Mme {
         if let Some(u) = self.ue_mut(cp, id) {
             u.hss_location = false;
         }
-        self.remove_ue(id, false, cp);
+        self.remove_ue(cp, id, false);
         Ok(())
     }
 
@@ -427,11 +428,11 @@ impl Mme {
 /// The S1 connections a context is found by: its own, a handover's source side
 /// awaiting release, and an S1 handover's target once acknowledged. (An X2 source is
 /// deliberately not in `by_conn`, see handover/x2.rs.)
-fn restored_conns(u: &Ue) -> [Option<(AssocId, u32)>; 3] {
+fn restored_conns(u: &Ue) -> [Option<ConnKey>; 3] {
     let target = u
         .handover
         .as_ref()
-        .and_then(|h| h.target_enb_ue_id.map(|e| (h.target_assoc, e)));
+        .and_then(|h| h.target_enb_ue_id.map(|e| ConnKey::new(h.target_assoc, e)));
     [u.conn, u.old_conn, target]
 }
 
@@ -740,7 +741,7 @@ impl Mme {
         }
         if !registered {
             // Checkpoints are of registered UEs: anything else has nothing to resume.
-            return self.remove_ue(id, false, cp);
+            return self.remove_ue(cp, id, false);
         }
         if reach {
             self.arm(cp, id, TimerKind::Reachable, now + mobile_reachable);
@@ -777,9 +778,9 @@ impl std::ops::DerefMut for Writer<'_> {
 }
 
 impl Writer<'_> {
-    fn conn(&mut self, assoc: AssocId, enb_ue_id: u32) {
-        self.varint(assoc);
-        self.varint(u64::from(enb_ue_id));
+    fn conn(&mut self, c: ConnKey) {
+        self.varint(c.assoc);
+        self.varint(u64::from(c.enb_ue_id));
     }
     /// Length u8 then the octets (the caller checked the bound).
     fn short_bytes(&mut self, b: &[u8]) {
@@ -879,8 +880,8 @@ impl<'a> Reader<'a> {
         Ok(c as u32)
     }
 
-    fn conn(&mut self) -> Result<(AssocId, u32), SnapshotError> {
-        Ok((self.varint()?, self.varint_u32()?))
+    fn conn(&mut self) -> Result<ConnKey, SnapshotError> {
+        Ok(ConnKey::new(self.varint()?, self.varint_u32()?))
     }
 
     fn short_bytes(&mut self, max: usize, what: &'static str) -> Result<&'a [u8], SnapshotError> {

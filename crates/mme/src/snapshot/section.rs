@@ -143,6 +143,7 @@ pub(super) fn write_ue(
 ) -> Result<(), SnapshotError> {
     // Every field named: a new one fails to compile until the snapshot decides on it.
     let Ue {
+        id: _,
         imsi,
         emm,
         conn,
@@ -282,8 +283,8 @@ pub(super) fn write_ue(
     if let Some(i) = imsi {
         w.varint(*i);
     }
-    if let Some((a, e)) = conn {
-        w.conn(*a, *e);
+    if let Some(c) = conn {
+        w.conn(*c);
     }
     w.u32(*m_tmsi);
     if let Some(t) = pending_tmsi {
@@ -372,7 +373,7 @@ pub(super) fn write_ue(
         if let Some(e) = target_enb_ue_id {
             w.varint(u64::from(*e));
         }
-        w.conn(source.0, source.1);
+        w.conn(*source);
         w.u8(admitted.len() as u8);
         for a in admitted {
             let ERabAdmitted {
@@ -392,11 +393,11 @@ pub(super) fn write_ue(
             }
         }
     }
-    if let Some((a, e)) = old_conn {
-        w.conn(*a, *e);
+    if let Some(c) = old_conn {
+        w.conn(*c);
     }
-    if let Some(((a, e), until)) = x2_source {
-        w.conn(*a, *e);
+    if let Some((c, until)) = x2_source {
+        w.conn(*c);
         w.varint(remaining_us(*until, now));
     }
     let guard = guard_timer.filter(|_| version >= 3);
@@ -645,6 +646,8 @@ pub(super) fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError
         mme_ue_id,
         had_slot: has(F_SLOT),
         ue: Box::new(Ue {
+            // Set by the restoring MME (kept, or renumbered).
+            id: mme_ue_id,
             imsi,
             emm: if has(F_REGISTERED) {
                 Emm_::Registered
