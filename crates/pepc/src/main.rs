@@ -416,8 +416,7 @@ struct SweepArgs {
 /// glibc malloc, free/consolidate/page faults were ~20% of the MME thread (perf), and
 /// mimalloc's per-thread free lists take most of that away.
 #[global_allocator]
-static ALLOC: pepc::alloc::Counting<mimalloc::MiMalloc> =
-    pepc::alloc::Counting(mimalloc::MiMalloc);
+static ALLOC: pepc::alloc::Counting<mimalloc::MiMalloc> = pepc::alloc::Counting(mimalloc::MiMalloc);
 
 fn main() -> ExitCode {
     pepc::alloc::keep_freed_memory();
@@ -505,7 +504,10 @@ fn bench_memory(a: &MemoryArgs) -> Result<(), String> {
     )
     .map_err(|e| format!("bench memory: {e}"))?;
     if a.json {
-        outln!("{}", serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?);
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+        );
     } else {
         outln!("storm  attached  failed  live heap MB  RSS MB  mimalloc commit MB  UE contexts");
         for s in &r.storms {
