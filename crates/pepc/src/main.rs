@@ -137,8 +137,9 @@ struct MemoryArgs {
     /// Emulated eNBs (one SCTP association each).
     #[arg(long, default_value_t = 1)]
     enbs: u32,
-    /// Loopback S1-MME UDP port of the node.
-    #[arg(long, default_value_t = 9899)]
+    /// Loopback S1-MME UDP port of the node (S1-U on 127.0.80.1, the eNBs' on
+    /// 127.0.80.2, the SGi sink on UDP 15780/15781).
+    #[arg(long, default_value_t = 19_780)]
     port: u16,
     #[arg(long)]
     json: bool,
@@ -488,9 +489,13 @@ fn bench_memory(a: &MemoryArgs) -> Result<(), String> {
         return Err("bench memory: --storms and --ues must be at least 1".into());
     }
     pepc::alloc::count_live_heap();
+    // Loopback addresses of its own, so it runs beside the demo and the tests.
     let ports = pepc::demo::DemoPorts {
         s1mme_udp: a.port,
-        ..Default::default()
+        s1u: std::net::Ipv4Addr::new(127, 0, 80, 1),
+        sgi_sink_local: 15_780,
+        sgi_sink_peer: 15_781,
+        enb_gtpu: std::net::Ipv4Addr::new(127, 0, 80, 2),
     };
     let r = pepc::memory::run(
         &ports,
