@@ -26,6 +26,9 @@ pub struct Metrics {
     pub ul_sent_extra_pdn: u64,
     /// Events the scenario wanted but no UE was eligible for, or not supported.
     pub skipped: u64,
+    /// The most events the steady state was behind its schedule (the emulator's
+    /// own lag: more than a few hundred means it did not keep up with the rate).
+    pub events_behind_max: u64,
     pub errors: BTreeMap<String, u64>,
     pub back_off: BackOffStats,
     pub sctp: SctpFigures,
@@ -128,6 +131,7 @@ impl Metrics {
             pagings: self.pagings,
             ul_sent_extra_pdn: self.ul_sent_extra_pdn,
             skipped_events: self.skipped,
+            events_behind_max: self.events_behind_max,
             duration_s,
             procedures,
             failures: self.causes.clone(),
@@ -180,6 +184,8 @@ pub struct Report {
     /// Uplink packets sent on a PDN connection other than the attach one.
     pub ul_sent_extra_pdn: u64,
     pub skipped_events: u64,
+    /// The most signalling events the steady state was behind its schedule.
+    pub events_behind_max: u64,
     pub duration_s: f64,
     pub procedures: BTreeMap<String, ProcedureStats>,
     /// Failures by procedure and cause.
@@ -227,8 +233,13 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "lost {}  end markers {}  pagings {}  uplink on extra PDNs {}  skipped events {}",
-            self.lost, self.end_markers, self.pagings, self.ul_sent_extra_pdn, self.skipped_events
+            "lost {}  end markers {}  pagings {}  uplink on extra PDNs {}  skipped events {}  events behind (max) {}",
+            self.lost,
+            self.end_markers,
+            self.pagings,
+            self.ul_sent_extra_pdn,
+            self.skipped_events,
+            self.events_behind_max
         );
         let b = &self.back_off;
         if b.overload_starts + b.rrc_rejects + b.t3346_rejects > 0 {

@@ -23,6 +23,15 @@ impl Mme {
             }
             return;
         }
+        // One parked context per subscriber: a UE holds one native EPS security
+        // context, so the one parked at its previous detach is of no use once it
+        // detaches with a newer one (a re-attach by IMSI ran a new AKA). Kept, every
+        // detach of a subscriber re-attaching by IMSI added one until the bound.
+        if let Some(t) = self.parked_by_imsi.get(&imsi).copied() {
+            if t != m_tmsi && self.parked.get(&t).is_some_and(|p| p.imsi == imsi) {
+                self.take_parked(t);
+            }
+        }
         while self.parked.len() >= self.cfg.parked_contexts {
             let Some((until, t)) = self.parked_order.pop_front() else {
                 break;
@@ -39,19 +48,41 @@ impl Mme {
             purge,
         };
         if let Some(old) = self.parked.insert(m_tmsi, p) {
+            if old.imsi != imsi && self.parked_by_imsi.get(&old.imsi) == Some(&m_tmsi) {
+                self.parked_by_imsi.remove(&old.imsi);
+            }
             // The same M-TMSI parked twice cannot be a live subscriber's twice; the
             // older one's registration is still the HSS's to forget.
             if old.purge && old.imsi != imsi {
                 self.purge_subscriber(old.imsi);
             }
         }
+        self.parked_by_imsi.insert(imsi, m_tmsi);
         self.parked_order.push_back((until, m_tmsi));
+        // Records of contexts taken back or replaced stay in the order until they
+        // reach its front (an hour): compacted once they are half of it, so the
+        // order is bounded by twice the contexts parked.
+        if self.parked_order.len() > 2 * self.parked.len() + 64 {
+            let parked = &self.parked;
+            self.parked_order
+                .retain(|&(u, t)| parked.get(&t).is_some_and(|p| p.until == u));
+        }
+    }
+
+    /// The parked context under `m_tmsi` leaves the table (taken back, replaced,
+    /// dropped), and its subscriber's entry with it.
+    fn take_parked(&mut self, m_tmsi: u32) -> Option<Parked> {
+        let p = self.parked.remove(&m_tmsi)?;
+        if self.parked_by_imsi.get(&p.imsi) == Some(&m_tmsi) {
+            self.parked_by_imsi.remove(&p.imsi);
+        }
+        Some(p)
     }
 
     /// The parked context under `m_tmsi` goes (expired or evicted, not taken back):
     /// the subscription data goes with it.
     fn drop_parked(&mut self, m_tmsi: u32) {
-        if let Some(p) = self.parked.remove(&m_tmsi) {
+        if let Some(p) = self.take_parked(m_tmsi) {
             if p.purge {
                 self.purge_subscriber(p.imsi);
             }
@@ -116,7 +147,7 @@ impl Mme {
             return None;
         }
         let m = p.sec.unprotect(bytes, Direction::Uplink).ok()?;
-        let p = self.parked.remove(&t)?;
+        let p = self.take_parked(t)?;
         let u = self.ue_mut(cp, id)?;
         u.sec = Some(p.sec);
         u.imsi = Some(p.imsi);

@@ -4,6 +4,7 @@
 // Unsafe only where marked `#[allow(unsafe_code)]` (a thread's CPU clock in demo.rs).
 #![deny(unsafe_code)]
 
+pub mod alloc;
 pub mod api;
 pub mod config_doc;
 mod config_file;
@@ -12,6 +13,7 @@ pub mod demo;
 pub mod epc;
 pub mod error;
 pub mod logging;
+pub mod memory;
 pub mod metrics;
 pub mod policy;
 mod policy_api;

@@ -152,6 +152,34 @@ enum BenchCmd {
     /// The memory's floor under the data path: one random line per packet and nothing
     /// else, in a slice's line tables at two sizes measured in alternating windows.
     Lines(LinesArgs),
+    /// Memory that comes back: storms of attach + detach against one node in this
+    /// process (SCTP over UDP on loopback); live heap, RSS and mimalloc's committed
+    /// memory after each storm.
+    Memory(MemoryArgs),
+}
+
+#[derive(Args)]
+struct MemoryArgs {
+    /// Storms of attach + switch-off detach.
+    #[arg(long, default_value_t = 20)]
+    storms: u32,
+    /// UEs per storm (each attaches and detaches once per storm).
+    #[arg(long, default_value_t = 50_000)]
+    ues: u32,
+    /// Attaches (and detaches) offered per second.
+    #[arg(long, default_value_t = 20_000.0)]
+    attach_rate: f64,
+    #[arg(long, default_value_t = 2)]
+    slices: usize,
+    /// Emulated eNBs (one SCTP association each).
+    #[arg(long, default_value_t = 1)]
+    enbs: u32,
+    /// Loopback S1-MME UDP port of the node (S1-U on 127.0.80.1, the eNBs' on
+    /// 127.0.80.2, the SGi sink on UDP 15780/15781).
+    #[arg(long, default_value_t = 19_780)]
+    port: u16,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -426,23 +454,10 @@ struct SweepArgs {
 /// glibc malloc, free/consolidate/page faults were ~20% of the MME thread (perf), and
 /// mimalloc's per-thread free lists take most of that away.
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// mimalloc's `purge_delay` (`mi_option_purge_delay` in mimalloc.h v2).
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// Memory freed by a slice stays with the process for the UEs that come next:
-/// returning it (madvise) costs a TLB shootdown that interrupts every core the
-/// process runs on, data threads included, and a page fault again on reuse. What a
-/// node holds is bounded by its configured UEs (`node.max_users`).
-#[allow(unsafe_code)]
-fn keep_freed_memory() {
-    // SAFETY: sets a process-wide allocator option; read by mimalloc when it purges.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
-}
+static ALLOC: pepc::alloc::Counting<mimalloc::MiMalloc> = pepc::alloc::Counting(mimalloc::MiMalloc);
 
 fn main() -> ExitCode {
-    keep_freed_memory();
+    pepc::alloc::keep_freed_memory();
     let cli = Cli::parse();
     // `pepc run` installs its subscriber once its `[log]` section is read.
     if !matches!(cli.cmd, Cmd::Run(_)) {
@@ -490,6 +505,7 @@ fn main() -> ExitCode {
             BenchCmd::Io(a) => bench_io(&a),
             BenchCmd::Lines(a) => bench_lines(&a),
             BenchCmd::Qos(a) => bench_qos(&a),
+            BenchCmd::Memory(a) => bench_memory(&a),
             BenchCmd::Sweep(s) => {
                 pepc_bench::sweep::run(&s.figure, s.seconds, &s.out, s.scale_down)
             }
@@ -526,6 +542,59 @@ fn ran_outcome(r: &pepc_emulator::Report) -> Result<(), String> {
 /// Ratios as percentages to one decimal, for the paired benches' per-round lists.
 fn percents(ratios: &[f64]) -> Vec<f64> {
     ratios.iter().map(|x| (x * 1000.0).round() / 10.0).collect()
+}
+
+fn bench_memory(a: &MemoryArgs) -> Result<(), String> {
+    if a.storms == 0 || a.ues == 0 {
+        return Err("bench memory: --storms and --ues must be at least 1".into());
+    }
+    pepc::alloc::count_live_heap();
+    // Loopback addresses of its own, so it runs beside the demo and the tests.
+    let ports = pepc::demo::DemoPorts {
+        s1mme_udp: a.port,
+        s1u: std::net::Ipv4Addr::new(127, 0, 80, 1),
+        sgi_sink_local: 15_780,
+        sgi_sink_peer: 15_781,
+        enb_gtpu: std::net::Ipv4Addr::new(127, 0, 80, 2),
+    };
+    let r = pepc::memory::run(
+        &ports,
+        &pepc::memory::MemoryOpts {
+            storms: a.storms,
+            ues: a.ues,
+            attach_rate: a.attach_rate,
+            slices: a.slices,
+            enbs: a.enbs,
+        },
+    )
+    .map_err(|e| format!("bench memory: {e}"))?;
+    if a.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+        );
+    } else {
+        outln!("storm  attached  failed  live heap MB  RSS MB  mimalloc commit MB  UE contexts");
+        for s in &r.storms {
+            outln!(
+                "{:>5}  {:>8}  {:>6}  {:>12.3}  {:>6.1}  {:>18.1}  {:>11}",
+                s.storm,
+                s.attached,
+                s.failed + s.detach_failed,
+                s.live_heap_bytes as f64 / 1e6,
+                s.rss_bytes as f64 / 1e6,
+                s.mimalloc_commit_bytes as f64 / 1e6,
+                s.ue_contexts
+            );
+        }
+        outln!(
+            "live heap after the last storm vs the first: {:+.3}% ({:+} B); RSS after the 2nd storm: {:+.3} MB per storm",
+            r.live_heap_drift_pct,
+            r.live_heap_drift_bytes,
+            r.rss_mb_per_storm_after_2nd
+        );
+    }
+    Ok(())
 }
 
 fn bench_qos(a: &QosArgs) -> Result<(), String> {

@@ -27,6 +27,8 @@ pub use traffic::{ip_packet, TABLE_IV_DL, TABLE_IV_UL};
 
 /// Attaches started per turn of the storm loop at most.
 const ATTACH_BATCH: usize = 1024;
+/// Signalling events started per loop turn at most (steady state).
+const EVENT_BATCH: u64 = 256;
 
 /// How often timeouts, the busy flag and the traffic candidates are recomputed.
 const SCAN_EVERY: Duration = Duration::from_millis(5);
@@ -92,6 +94,9 @@ pub struct Emulator {
     seq: u32,
     enb_out: Vec<EnbOutput>,
     ue_out: Vec<UeOutput>,
+    /// Told the index of each UE whose attach completed (Attach Complete handed to
+    /// its eNB), as it happens: a restart test's record of what the eNB saw.
+    on_attached: Option<Box<dyn FnMut(usize) + Send>>,
 }
 
 impl Emulator {
@@ -178,6 +183,7 @@ impl Emulator {
             rng,
             start: Instant::now(),
             ever_attached: vec![false; n],
+            on_attached: None,
             seq: 0,
             enb_out: Vec::new(),
             ue_out: Vec::new(),
@@ -482,6 +488,9 @@ impl Emulator {
                     self.metrics.record(procedure, took, &result);
                     if procedure == Procedure::Attach && result.is_ok() {
                         self.ever_attached[u] = true;
+                        if let Some(f) = self.on_attached.as_mut() {
+                            f(u);
+                        }
                         if let Some((_, t)) = self.ues[u].s_tmsi() {
                             self.tmsi.insert(t, u as UeId);
                         }
@@ -612,6 +621,13 @@ impl Emulator {
         Ok(())
     }
 
+    /// Calls `f` with the index of each UE (the `i` of `subscribers.imsi(i)`) whose
+    /// attach completes, when it completes.
+    pub fn on_attached(mut self, f: Box<dyn FnMut(usize) + Send>) -> Self {
+        self.on_attached = Some(f);
+        self
+    }
+
     pub fn run(self) -> Result<Report, EmuError> {
         self.run_observed(&mut || {})
     }
@@ -680,9 +696,18 @@ impl Emulator {
         while t1.elapsed() < dur {
             let el = t1.elapsed().as_secs_f64();
             let ev_due = (el * self.scen.event_rate) as u64;
-            while events_done < ev_due {
+            // At most a batch of events per turn: the S1 answers are read between
+            // batches, so an emulator behind its schedule is late with its events,
+            // not with its answers to the EPC (which time out on both sides).
+            self.metrics.events_behind_max = self
+                .metrics
+                .events_behind_max
+                .max(ev_due.saturating_sub(events_done));
+            let mut batch = 0;
+            while events_done < ev_due && batch < EVENT_BATCH {
                 self.event();
                 events_done += 1;
+                batch += 1;
             }
             if !ul.is_empty() {
                 let due = (el * self.scen.traffic.rate_pps) as u64;

@@ -96,6 +96,8 @@ pub struct Mme {
     pub(crate) restoring: Option<Box<crate::restoring::Restoring>>,
     /// (expiry, M-TMSI) in parking order: expiry and eviction of the oldest.
     pub(crate) parked_order: VecDeque<(Instant, u32)>,
+    /// The M-TMSI of each subscriber's parked context: one per subscriber.
+    pub(crate) parked_by_imsi: Map<u64, u32>,
     /// Contexts without a security context, per eNB and in all (bounded by
     /// `cfg.max_unauth_per_enb` and `cfg.max_unauth_contexts`).
     pub(crate) admission: admission::Admission,
@@ -144,6 +146,7 @@ impl Mme {
             restoring: None,
             parked_order: VecDeque::new(),
             admission: Default::default(),
+            parked_by_imsi: Map::default(),
             role: SliceRole::default(),
             released: Vec::new(),
             dirty: Vec::new(),

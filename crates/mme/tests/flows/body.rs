@@ -1270,6 +1270,53 @@ fn guti_reattach_after_detach_reuses_the_parked_security_context() {
     }
 }
 
+/// A subscriber that re-attaches by IMSI (a new AKA: its old context is gone from
+/// the UE) and detaches again has one parked context, the newest: before, every
+/// such cycle parked one more until the bound (65,536 per slice), the live heap
+/// growing with each attach/detach storm (issue 34 item 6).
+#[test]
+fn one_parked_context_per_subscriber_across_imsi_reattaches() {
+    let (mut h, mut ue) = attached();
+    let nas = ue.detach_request(true);
+    let r = ul_nas(&mut h, &ue, nas);
+    pump(&mut h, &mut ue, 1, r).unwrap();
+    assert_eq!(h.mme.parked_count(), 1);
+    for round in 0..3u32 {
+        let mut again = SimUe::new(IMSI, 30 + round);
+        let seen = attach(&mut h, &mut again, 1).unwrap();
+        assert!(
+            seen.contains(&"InitialContextSetupRequest".to_string()),
+            "{seen:?}"
+        );
+        let nas = again.detach_request(true);
+        let r = ul_nas(&mut h, &again, nas);
+        pump(&mut h, &mut again, 1, r).unwrap();
+        assert_eq!(h.mme.ue_count(), 0);
+        assert_eq!(h.mme.parked_count(), 1, "round {round}");
+        // The newest one is the one kept: a GUTI re-attach with it skips AKA.
+        if round == 2 {
+            let t = again.m_tmsi.unwrap();
+            again.received.clear();
+            let nas = again.attach_request_protected(t);
+            let seen = guti_reattach(&mut h, &mut again, 40, nas);
+            assert!(
+                seen.contains(&"InitialContextSetupRequest".to_string()),
+                "{seen:?}"
+            );
+            assert!(
+                !again
+                    .received
+                    .iter()
+                    .any(|m| m.starts_with("AuthenticationRequest")),
+                "{:?}",
+                again.received
+            );
+            assert_eq!(h.mme.stats.parked_contexts_reused, 1);
+            assert_eq!(h.mme.parked_count(), 0);
+        }
+    }
+}
+
 #[test]
 fn guti_reattach_with_wrong_ksi_or_bad_mac_falls_back_to_identification() {
     let (mut h, mut ue) = attached();

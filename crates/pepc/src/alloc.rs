@@ -1,0 +1,104 @@
+//! The `pepc` binary's allocator: mimalloc, with a live-heap count that is off unless a
+//! memory benchmark or test turns it on ([`count_live_heap`]). Off, each allocation
+//! costs one load of a flag no thread writes (shared, never bounced between cores).
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering::Relaxed};
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+/// `A` with the live-heap count: bytes allocated minus bytes freed (by layout size)
+/// since [`count_live_heap`] turned it on.
+pub struct Counting<A>(pub A);
+
+// SAFETY: every call goes to `A`; the count is bookkeeping beside it.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for Counting<A> {
+    #[inline]
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let p = unsafe { self.0.alloc(l) };
+        if COUNTING.load(Relaxed) && !p.is_null() {
+            LIVE.fetch_add(l.size() as isize, Relaxed);
+        }
+        p
+    }
+    #[inline]
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        let p = unsafe { self.0.alloc_zeroed(l) };
+        if COUNTING.load(Relaxed) && !p.is_null() {
+            LIVE.fetch_add(l.size() as isize, Relaxed);
+        }
+        p
+    }
+    #[inline]
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { self.0.dealloc(p, l) };
+        if COUNTING.load(Relaxed) {
+            LIVE.fetch_sub(l.size() as isize, Relaxed);
+        }
+    }
+    #[inline]
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        let q = unsafe { self.0.realloc(p, l, new) };
+        if COUNTING.load(Relaxed) && !q.is_null() {
+            LIVE.fetch_add(new as isize - l.size() as isize, Relaxed);
+        }
+        q
+    }
+}
+
+/// Turns the live-heap count on (once, for the rest of the process). What was
+/// allocated before is not counted, and its frees are: the count is a level to
+/// compare with itself later in the same process, not an absolute size.
+pub fn count_live_heap() {
+    COUNTING.store(true, Relaxed);
+}
+
+/// Live heap since [`count_live_heap`] (bytes), or None while the count is off.
+pub fn live_heap() -> Option<i64> {
+    COUNTING.load(Relaxed).then(|| LIVE.load(Relaxed) as i64)
+}
+
+/// mimalloc's `purge_delay` (`mi_option_purge_delay` in mimalloc.h v2).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Memory freed by a slice stays with the process for the UEs that come next:
+/// returning it (madvise) costs a TLB shootdown that interrupts every core the
+/// process runs on, data threads included, and a page fault again on reuse. What a
+/// node holds is bounded by its configured UEs (`node.max_users`).
+pub fn keep_freed_memory() {
+    // SAFETY: sets a process-wide allocator option; read by mimalloc when it purges.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+}
+
+/// What mimalloc holds: (resident set, committed memory) in bytes, from
+/// `mi_process_info`.
+pub fn mimalloc_held() -> (u64, u64) {
+    let (mut el, mut user, mut sys) = (0usize, 0usize, 0usize);
+    let (mut rss, mut peak_rss, mut commit, mut peak_commit, mut faults) =
+        (0usize, 0usize, 0usize, 0usize, 0usize);
+    // SAFETY: every pointer is to a live local.
+    unsafe {
+        libmimalloc_sys::mi_process_info(
+            &mut el,
+            &mut user,
+            &mut sys,
+            &mut rss,
+            &mut peak_rss,
+            &mut commit,
+            &mut peak_commit,
+            &mut faults,
+        )
+    };
+    (rss as u64, commit as u64)
+}
+
+/// This process's resident set (bytes), from /proc/self/statm.
+pub fn rss_bytes() -> u64 {
+    let page = 4096u64;
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |p| p * page)
+}
