@@ -1,4 +1,4 @@
-//! Memory comes back (issue 34 item 6): storms of attach + switch-off detach against
+//! Memory comes back: storms of attach + switch-off detach against
 //! one node in this process, the live heap (a counting allocator over mimalloc, as
 //! the `pepc` binary has) after each storm back at its level after the first within
 //! 1%. RSS per storm is printed beside it (not asserted: what the allocator keeps is

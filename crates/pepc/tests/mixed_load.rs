@@ -1,4 +1,4 @@
-//! Heavy mixed load (issue 34 item 7): UEs attached on one association, then a steady
+//! Heavy mixed load: UEs attached on one association, then a steady
 //! state of detach + re-attach (half) and connected -> idle (half), against a node of
 //! 2 slices over SCTP-in-UDP. Every procedure completes.
 //!

@@ -1,4 +1,4 @@
-//! Restart durability during an attach storm (issue 34 item 8). The README's rule:
+//! Restart durability during an attach storm. The stated rule (docs/operations.md):
 //! a registered UE's checkpoint is written at the end of each procedure and durable
 //! a few ms later (group commit: a 4 ms window, then the fsync; the longest delay
 //! seen is `pepc_checkpoint_max_delay_us`); a restart, even after kill -9, restores

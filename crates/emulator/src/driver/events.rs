@@ -219,8 +219,7 @@ impl Emulator {
     /// UEs qualify. The run was the whole UE table: with 50,000 UEs of which none
     /// qualified (an attach event with every UE registered, a release when none is
     /// idle), each event cost a pass over every UE (~1 ms), 4,000 events a second
-    /// took more than the emulator's core, and the S1 answers waited behind them
-    /// (issue 34 item 7).
+    /// took more than the emulator's core, and the S1 answers waited behind them.
     pub(super) fn pick_ue(&mut self, f: impl Fn(&Ue) -> bool) -> Option<usize> {
         let n = self.ues.len();
         if n == 0 {

@@ -1273,7 +1273,7 @@ fn guti_reattach_after_detach_reuses_the_parked_security_context() {
 /// A subscriber that re-attaches by IMSI (a new AKA: its old context is gone from
 /// the UE) and detaches again has one parked context, the newest: before, every
 /// such cycle parked one more until the bound (65,536 per slice), the live heap
-/// growing with each attach/detach storm (issue 34 item 6).
+/// growing with each attach/detach storm.
 #[test]
 fn one_parked_context_per_subscriber_across_imsi_reattaches() {
     let (mut h, mut ue) = attached();
