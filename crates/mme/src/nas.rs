@@ -378,16 +378,7 @@ fn nas_expiry(cx: &mut Cx<'_>, u: &mut Ue) -> Expiry {
     // Protected messages are re-protected: a repeated COUNT would be a replay.
     if let Some(bytes) = crate::mme::cx::nas_bytes(cx.cfg, cx.dirty, u, &msg, new_ctx) {
         if let Some(c) = u.conn {
-            cx.send(
-                c.assoc,
-                Some(id),
-                DownlinkNasTransport {
-                    mme_ue_id: id,
-                    enb_ue_id: c.enb_ue_id,
-                    nas_pdu: bytes,
-                }
-                .into(),
-            );
+            cx.send_dl_nas(c, id, bytes);
         }
     }
     let at = cx.now + d;

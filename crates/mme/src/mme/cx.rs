@@ -174,17 +174,17 @@ impl Cx<'_> {
             let at = self.now + d;
             self.arm(u, TimerKind::Nas, at);
         }
-        let id = u.id;
-        self.send(
-            c.assoc,
-            Some(id),
-            DownlinkNasTransport {
-                mme_ue_id: id,
-                enb_ue_id: c.enb_ue_id,
-                nas_pdu: bytes,
-            }
-            .into(),
-        );
+        self.send_dl_nas(c, u.id, bytes);
+    }
+
+    /// NAS bytes to UE `id` on its S1 connection `c` (Downlink NAS Transport).
+    pub(crate) fn send_dl_nas(&mut self, c: ConnKey, id: u32, nas_pdu: Vec<u8>) {
+        let msg = DownlinkNasTransport {
+            mme_ue_id: id,
+            enb_ue_id: c.enb_ue_id,
+            nas_pdu,
+        };
+        self.send(c.assoc, Some(id), msg.into());
     }
 
     /// Command the release of `u`'s S1 connection (UE Context Release Command); then
