@@ -454,7 +454,7 @@ struct SweepArgs {
 /// glibc malloc, free/consolidate/page faults were ~20% of the MME thread (perf), and
 /// mimalloc's per-thread free lists take most of that away.
 #[global_allocator]
-static ALLOC: pepc::alloc::Counting<mimalloc::MiMalloc> = pepc::alloc::Counting(mimalloc::MiMalloc);
+static ALLOC: pepc::alloc::Counting<pepc::alloc::Mi> = pepc::alloc::Counting(pepc::alloc::Mi);
 
 fn main() -> ExitCode {
     pepc::alloc::keep_freed_memory();

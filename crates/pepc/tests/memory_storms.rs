@@ -9,7 +9,7 @@ use pepc::memory::{run, MemoryOpts};
 use std::net::Ipv4Addr;
 
 #[global_allocator]
-static A: pepc::alloc::Counting<mimalloc::MiMalloc> = pepc::alloc::Counting(mimalloc::MiMalloc);
+static A: pepc::alloc::Counting<pepc::alloc::Mi> = pepc::alloc::Counting(pepc::alloc::Mi);
 
 #[test]
 fn live_heap_is_back_at_its_level_after_every_storm() {
