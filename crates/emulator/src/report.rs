@@ -20,8 +20,12 @@ pub struct Metrics {
     pub dl_packets: u64,
     pub dl_bytes: u64,
     pub end_markers: u64,
-    /// Paging messages that reached an emulated UE.
+    /// Pagings of an emulated UE: the first Paging of each episode (until the UE is
+    /// connected again), the one it answers with a Service Request.
     pub pagings: u64,
+    /// Paging messages again in an episode already counted (the MME repeats a
+    /// Paging when T3413 runs out before the UE's Service Request reached it).
+    pub paging_repeats: u64,
     /// Uplink packets sent on a PDN connection other than the attach one.
     pub ul_sent_extra_pdn: u64,
     /// Events the scenario wanted but no UE was eligible for, or not supported.
@@ -129,6 +133,7 @@ impl Metrics {
                 + self.dl_sent.saturating_sub(self.dl_packets),
             end_markers: self.end_markers,
             pagings: self.pagings,
+            paging_repeats: self.paging_repeats,
             ul_sent_extra_pdn: self.ul_sent_extra_pdn,
             skipped_events: self.skipped,
             events_behind_max: self.events_behind_max,
@@ -179,8 +184,12 @@ pub struct Report {
     pub dl_bytes: u64,
     pub lost: u64,
     pub end_markers: u64,
-    /// Paging messages that reached an emulated UE.
+    /// Pagings of an emulated UE: the first Paging of each episode (until the UE is
+    /// connected again), the one it answers with a Service Request.
     pub pagings: u64,
+    /// Paging messages again in an episode already counted (the MME repeats a
+    /// Paging when T3413 runs out before the UE's Service Request reached it).
+    pub paging_repeats: u64,
     /// Uplink packets sent on a PDN connection other than the attach one.
     pub ul_sent_extra_pdn: u64,
     pub skipped_events: u64,
@@ -233,10 +242,11 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "lost {}  end markers {}  pagings {}  uplink on extra PDNs {}  skipped events {}  events behind (max) {}",
+            "lost {}  end markers {}  pagings {} ({} repeated)  uplink on extra PDNs {}  skipped events {}  events behind (max) {}",
             self.lost,
             self.end_markers,
             self.pagings,
+            self.paging_repeats,
             self.ul_sent_extra_pdn,
             self.skipped_events,
             self.events_behind_max

@@ -77,6 +77,8 @@ pub struct Emulator {
     closing: Vec<(usize, Quiet, Instant)>,
     /// UEs paged while busy with another procedure: they answer once it is over.
     paged: Vec<usize>,
+    /// Per UE: paged, and not connected since (a Paging now is the MME's repeat).
+    paging_episode: Vec<bool>,
     gtpu: BatchUdp,
     pdn: Pdn,
     ul_q: TxQueue,
@@ -168,6 +170,7 @@ impl Emulator {
             s1ho_target: HashMap::new(),
             closing: Vec::new(),
             paged: Vec::new(),
+            paging_episode: vec![false; n],
             enbs,
             ues,
             gtpu,
@@ -379,15 +382,26 @@ impl Emulator {
                     };
                     if let Some(u) = ue {
                         let u = u as usize;
-                        self.metrics.pagings += 1;
-                        if !self.ues[u].is_connected() && !self.ues[u].busy() {
+                        if self.paging_episode[u] {
+                            // Already answering this episode's first Paging.
+                            self.metrics.paging_repeats += 1;
+                        } else if !self.ues[u].is_connected() && !self.ues[u].busy() {
+                            self.metrics.pagings += 1;
+                            self.paging_episode[u] = true;
                             self.ue_input(u, UeInput::Paged, now);
                         } else if self.ues[u].busy() && !self.paged.contains(&u) {
+                            self.metrics.pagings += 1;
+                            self.paging_episode[u] = true;
                             self.paged.push(u);
+                        } else {
+                            // Connected already (its Service Request went first).
+                            self.metrics.paging_repeats += 1;
                         }
                     }
                 }
                 EnbOutput::ContextSetup { ue } => {
+                    // Connected: the paging episode, if any, is over.
+                    self.paging_episode[ue as usize] = false;
                     self.ue_input(ue as usize, UeInput::ContextSetup, now)
                 }
                 EnbOutput::PathSwitched { ue, ok, .. } => {
