@@ -95,8 +95,8 @@ pub struct Ring {
     pub from: String,
     pub to: String,
     pub carries: &'static str,
-    /// Its capacity in `unit`s (None: a channel bounded elsewhere).
-    pub capacity: Option<usize>,
+    /// Its capacity in `unit`s (every queue between two threads is bounded).
+    pub capacity: usize,
     pub unit: &'static str,
     /// How many such rings (a mesh between the data threads counts each pair).
     pub count: usize,
@@ -197,7 +197,7 @@ impl Plan {
             from: name(from),
             to: name(to),
             carries,
-            capacity: Some(capacity),
+            capacity,
             unit,
             count: 1,
         };
@@ -231,7 +231,7 @@ impl Plan {
                     from: "pepc-data-*".into(),
                     to: "pepc-data-*".into(),
                     carries,
-                    capacity: Some(v.ring_batches),
+                    capacity: v.ring_batches,
                     unit: "batches",
                     count: n * (n - 1),
                 });
@@ -242,7 +242,7 @@ impl Plan {
                 from: "pepc-ctl-*".into(),
                 to: name(Job::Checkpointer),
                 carries: "UE checkpoints (beyond it, each UE's latest waits in its slice)",
-                capacity: Some(pepc_store::QUEUE),
+                capacity: pepc_store::QUEUE,
                 unit: "records, shared",
                 count: n,
             });
@@ -252,7 +252,7 @@ impl Plan {
                 from: "pepc-ctl-*".into(),
                 to: name(Job::Cdr),
                 carries: "usage records (beyond it, dropped and counted)",
-                capacity: Some(crate::charging::QUEUE),
+                capacity: crate::charging::QUEUE,
                 unit: "records, shared",
                 count: n,
             });
@@ -345,10 +345,7 @@ impl fmt::Display for Plan {
             self.rings.iter().map(|r| r.count).sum::<usize>()
         )?;
         for r in &self.rings {
-            let size = r.capacity.map_or_else(
-                || "unbounded channel".to_string(),
-                |c| format!("{c} {}", r.unit),
-            );
+            let size = format!("{} {}", r.capacity, r.unit);
             let count = if r.count > 1 {
                 format!(" (x{})", r.count)
             } else {
