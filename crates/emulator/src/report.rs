@@ -23,8 +23,9 @@ pub struct Metrics {
     /// Pagings of an emulated UE: the first Paging of each episode (until the UE is
     /// connected again), the one it answers with a Service Request.
     pub pagings: u64,
-    /// Paging messages again in an episode already counted (the MME repeats a
-    /// Paging when T3413 runs out before the UE's Service Request reached it).
+    /// Paging messages again in an episode already counted: the same Paging through
+    /// another eNB of the UE's TAIs, or the MME's repeat when T3413 ran out before the
+    /// UE's Service Request reached it.
     pub paging_repeats: u64,
     /// Uplink packets sent on a PDN connection other than the attach one.
     pub ul_sent_extra_pdn: u64,
@@ -187,8 +188,9 @@ pub struct Report {
     /// Pagings of an emulated UE: the first Paging of each episode (until the UE is
     /// connected again), the one it answers with a Service Request.
     pub pagings: u64,
-    /// Paging messages again in an episode already counted (the MME repeats a
-    /// Paging when T3413 runs out before the UE's Service Request reached it).
+    /// Paging messages again in an episode already counted: the same Paging through
+    /// another eNB of the UE's TAIs, or the MME's repeat when T3413 ran out before the
+    /// UE's Service Request reached it.
     pub paging_repeats: u64,
     /// Uplink packets sent on a PDN connection other than the attach one.
     pub ul_sent_extra_pdn: u64,
