@@ -24,12 +24,13 @@ def panel(title, targets, unit="short", kind="timeseries", w=12, h=8, desc=""):
     })
 panel("Attaches per second, by result",
       [('sum by (result) (rate(pepc_procedures_total{procedure="attach",result!="started"}[1m]))', "{{result}}")], "ops",
-      desc="Attaches that succeeded and failed (rejects and timeouts).")
+      desc="Attaches that succeeded and failed (rejects, timeouts, connections released, contexts gone).")
 panel("Procedures per second, by procedure",
       [('sum by (procedure) (rate(pepc_procedures_total{result="succeeded"}[1m]))', "{{procedure}}")], "ops")
 panel("Failed procedures by cause",
-      [('sum by (procedure, reason) (rate(pepc_procedure_failures_total[5m]))', "{{procedure}}: {{reason}}"),
-       ('sum by (procedure) (rate(pepc_procedure_timeouts_total[5m]))', "{{procedure}}: the UE stopped answering")], "ops")
+      [('sum by (procedure, reason) (rate(pepc_procedure_failures_total[5m]))', "{{procedure}}: {{reason}}")], "ops")
+panel("Procedures in progress",
+      [('sum by (procedure) (pepc_procedures_in_progress)', "{{procedure}}")])
 panel("Procedure latency (p50, p99)",
       [('histogram_quantile(0.5, sum by (le, procedure) (rate(pepc_procedure_duration_seconds_bucket[5m])))', "{{procedure}} p50"),
        ('histogram_quantile(0.99, sum by (le, procedure) (rate(pepc_procedure_duration_seconds_bucket[5m])))', "{{procedure}} p99")], "s")

@@ -57,7 +57,7 @@ impl Mme {
                 let e = crate::pcrf::PcrfFailure::Timeout;
                 self.policy_failed(cp, id, e, out)
             }
-            Expiry::AbortReauth => self.abort_reauth(cp, id, out),
+            Expiry::AbortReauth => self.abort_reauth(cp, id, ProcFailure::Timeout, out),
             Expiry::AttachLeft => {
                 self.drop_session(cp, id);
                 self.release(cp, id, Cause::NAS_UNSPECIFIED, true, out);
@@ -220,9 +220,13 @@ impl Mme {
                 if let Some(u) = self.ue_mut(cp, id) {
                     u.started = Some(now);
                 }
+                self.proc_start(cp, id, Proc::Tau);
                 Resume::Tau { active }
             }
-            Kind::DetachRequest { .. } => Resume::Detach,
+            Kind::DetachRequest { .. } => {
+                self.proc_start(cp, id, Proc::Detach);
+                Resume::Detach
+            }
             _ => return,
         };
         self.reauthenticate(cp, id, then, out);
@@ -349,6 +353,10 @@ fn nas_expiry(cx: &mut Cx<'_>, u: &mut Ue) -> Expiry {
         );
         u.retx = None;
         if u.proc.reauthenticating() {
+            let why = ProcFailure::Timeout;
+            cx.stats
+                .procedures
+                .fail(&mut u.open, Proc::Authentication, why);
             return Expiry::AbortReauth;
         }
         let detaching = matches!(u.proc, Procedure::ExpectDetachAccept);
@@ -356,12 +364,24 @@ fn nas_expiry(cx: &mut Cx<'_>, u: &mut Ue) -> Expiry {
             && !detaching
             && !matches!(u.proc, Procedure::ExpectAttachComplete);
         if detaching {
+            let why = ProcFailure::Timeout;
+            cx.stats
+                .procedures
+                .fail(&mut u.open, Proc::NetworkDetach, why);
             cx.release(u, Cause::NAS_DETACH, true);
         } else if registered {
+            if let Procedure::ExpectGutiReallocComplete { .. } = u.proc {
+                let why = ProcFailure::Timeout;
+                cx.stats
+                    .procedures
+                    .fail(&mut u.open, Proc::GutiReallocation, why);
+            }
             u.proc = Procedure::Idle;
         } else {
             // Not registered and not detaching: an attach that the UE left.
             cx.stats.attach_timeouts += 1;
+            let why = ProcFailure::Timeout;
+            cx.stats.procedures.fail(&mut u.open, Proc::Attach, why);
             u.emm = Emm_::Deregistered;
             return Expiry::AttachLeft;
         }

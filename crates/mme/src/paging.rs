@@ -52,6 +52,8 @@ impl Mme {
             send_paging(&mut cx, u);
         } else {
             cx.stats.paging_failures += 1;
+            let why = ProcFailure::Timeout;
+            cx.stats.procedures.fail(&mut u.open, Proc::Paging, why);
             if let Some(s) = u.slot {
                 cp.paging_failed(s);
             }
@@ -61,6 +63,10 @@ impl Mme {
 
 /// Page `u` (S1AP Paging by its S-TMSI in every served TA) and arm T3413.
 fn send_paging(cx: &mut Cx<'_>, u: &mut Ue) {
+    if !crate::mme::ledger::is_open(u.open, Proc::Paging) {
+        // The first Paging of an episode (its repetitions are the same procedure).
+        cx.stats.procedures.start(&mut u.open, Proc::Paging);
+    }
     u.paging_left = u.paging_left.saturating_sub(1);
     let imsi = u.imsi.unwrap_or(0);
     let tais: Vec<Tai> = cx

@@ -6,7 +6,7 @@ pub(crate) use crate::config::MmeConfig;
 pub(crate) use crate::esm::{free_ebi, release_unlisted};
 pub(crate) use crate::mme::{
     gbr_of, log_cp, sec_caps, warn_cp, AssocId, ConnKey, Cx, Emm_, Enb, HoState, Mme, MmeError,
-    Output, Parked, Procedure, Resume, TimerKind, Ue, CHECKPOINT_DL_LEASE,
+    Output, Parked, Proc, ProcFailure, Procedure, Resume, TimerKind, Ue, CHECKPOINT_DL_LEASE,
 };
 pub(crate) use crate::nasx::{
     self, Direction, Identity, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, SecCtx,

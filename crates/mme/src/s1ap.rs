@@ -257,6 +257,11 @@ impl Mme {
                 u.page_after_release = false;
                 let attach = matches!(u.proc, Procedure::ExpectIcsResponse { attach: true });
                 u.paging_timer = None;
+                self.stats.procedures.succeed(&mut u.open, Proc::Paging);
+                if !attach {
+                    let l = &mut self.stats.procedures;
+                    l.succeed(&mut u.open, Proc::ServiceRequest);
+                }
                 u.proc = if attach {
                     Procedure::ExpectAttachComplete
                 } else {
@@ -359,7 +364,12 @@ impl Mme {
             M::PathSwitchRequest(m) => self.path_switch(cp, assoc, m, out),
             M::HandoverRequired(m) => self.ho_required(cp, assoc, m, out),
             M::HandoverCancel(m) => {
-                let handover = self.ue_mut(cp, id).and_then(|u| u.handover.take());
+                let handover = self.ue_mut(cp, id).and_then(|u| {
+                    let why = ProcFailure::S1ap(m.cause);
+                    let l = &mut self.stats.procedures;
+                    l.fail(&mut u.open, Proc::S1Handover, why);
+                    u.handover.take()
+                });
                 if let Some(h) = handover {
                     if let Some(t) = h.target_enb_ue_id {
                         self.send(

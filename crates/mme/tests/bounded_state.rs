@@ -4,6 +4,7 @@
 //! heap returns to its size before the storm.
 
 use pepc_mme::hss::{HssData, SubscriptionData};
+use pepc_mme::mme::{Proc, ProcFailure};
 use pepc_mme::sim::*;
 use pepc_mme::{HssAnswer, HssRequest, Input, MmeConfig};
 use pepc_s1ap::msg::*;
@@ -172,6 +173,42 @@ fn never_answered_attaches_are_counted_as_failed() {
         s.attach_requests,
         s.attaches + s.attach_rejects + s.attach_timeouts
     );
+    let l = &s.procedures;
+    assert_eq!(l.started(Proc::Attach), N as u64);
+    assert_eq!(l.failed_with(Proc::Attach, ProcFailure::Timeout), N as u64);
+    assert_eq!(
+        (l.failed(Proc::Attach), l.open(Proc::Attach)),
+        (N as u64, 0)
+    );
+}
+
+/// Attaches whose eNB reset every UE connection in the middle of them fail once each,
+/// as released, and none stays open: the ledger still sums to what started.
+#[test]
+fn attaches_cut_by_an_enb_reset_fail_once_each() {
+    let _one = SERIAL.lock().unwrap();
+    const N: usize = 40;
+    let mut h = node(N + 16, MmeConfig::default(), 1);
+    storm(&mut h, N, 1, 7);
+    let reset = Reset {
+        cause: Cause::OM_INTERVENTION,
+        kind: pepc_s1ap::ResetKind::All,
+    };
+    assert_eq!(h.send(1, reset).len(), 1, "Reset Acknowledge");
+    expire(&mut h);
+    assert_eq!((h.mme.ue_count(), h.cp.entry_count()), (0, 0));
+    let l = &h.mme.stats.procedures;
+    let released = ProcFailure::ConnectionReleased;
+    assert_eq!(l.started(Proc::Attach), N as u64);
+    assert_eq!(l.failed_with(Proc::Attach, released), N as u64);
+    assert_eq!(
+        l.failed(Proc::Attach),
+        N as u64,
+        "each once: no timeout after"
+    );
+    for p in Proc::ALL {
+        assert_eq!(l.open(p), 0, "{p:?}");
+    }
 }
 
 #[test]

@@ -1266,6 +1266,7 @@ impl Epc {
                 m.unauth_refused,
                 m.congestion_rejects,
             );
+            stats += &ledger_line(s, &m.procedures);
         }
         if let Some(c) = self.checkpointer {
             // The slices are stopped: what they sent is committed before this returns.
@@ -1284,6 +1285,38 @@ impl Epc {
         }
         stats
     }
+}
+
+/// One slice's procedure ledger as the stop summary says it: each procedure that
+/// started, with what became of it (the failures by cause).
+fn ledger_line(slice: usize, l: &pepc_mme::mme::Ledger) -> String {
+    use pepc_mme::mme::Proc;
+    let mut parts = vec![];
+    for p in Proc::ALL.into_iter().filter(|p| l.started(*p) > 0) {
+        let mut part = format!(
+            "{} {} started, {} succeeded, {} failed",
+            p.name(),
+            l.started(p),
+            l.succeeded(p),
+            l.failed(p)
+        );
+        let causes: Vec<String> = l
+            .failures()
+            .filter(|(q, _, _)| *q == p)
+            .map(|(_, why, n)| format!("{} {n}", why.label()))
+            .collect();
+        if !causes.is_empty() {
+            part += &format!(" ({})", causes.join(", "));
+        }
+        if l.open(p) > 0 {
+            part += &format!(", {} in progress", l.open(p));
+        }
+        parts.push(part);
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    format!("procedures slice {slice}: {}\n", parts.join("; "))
 }
 
 /// The S1-U address our MME hands out when the node binds a wildcard address.

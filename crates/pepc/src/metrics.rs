@@ -318,84 +318,61 @@ impl MetricsSource for NodeMetrics {
             let Some(m) = g.live_stats() else {
                 continue;
             };
-            let procs = [
-                (
-                    "attach",
-                    m.attach_requests,
-                    m.attaches,
-                    m.attach_rejects + m.attach_timeouts,
-                ),
-                (
-                    "service_request",
-                    m.service_requests + m.service_rejects,
-                    m.service_requests,
-                    m.service_rejects,
-                ),
-                (
-                    "pdn_connect",
-                    m.pdn_connects + m.pdn_connect_rejects,
-                    m.pdn_connects,
-                    m.pdn_connect_rejects,
-                ),
-                (
-                    "bearer_resource_allocation",
-                    m.bearer_resource_allocations + m.bearer_resource_rejects,
-                    m.bearer_resource_allocations,
-                    m.bearer_resource_rejects,
-                ),
-                (
-                    "paging",
-                    m.pagings,
-                    m.pagings.saturating_sub(m.paging_failures),
-                    m.paging_failures,
-                ),
-                (
-                    "authentication",
-                    m.nas_reauthentications,
-                    m.nas_reauthentications
-                        .saturating_sub(m.nas_reauth_failures),
-                    m.nas_reauth_failures,
-                ),
-            ];
-            for (p, started, ok, failed) in procs {
-                for (result, v) in [("started", started), ("succeeded", ok), ("failed", failed)] {
+            // The ledger: per procedure, started = succeeded + failed + in progress.
+            let l = &m.procedures;
+            for p in pepc_mme::mme::Proc::ALL {
+                let name = p.name();
+                for (result, v) in [
+                    ("started", l.started(p)),
+                    ("succeeded", l.succeeded(p)),
+                    ("failed", l.failed(p)),
+                ] {
                     out.counter(
                         "pepc_procedures",
-                        "UE procedures by name and result",
-                        &[slice(s), ("procedure", p.into()), ("result", result.into())],
+                        "UE procedures by name and result: every one started ends once as succeeded or failed (started = succeeded + failed + pepc_procedures_in_progress)",
+                        &[slice(s), ("procedure", name.into()), ("result", result.into())],
                         v,
                     );
                 }
+                out.gauge(
+                    "pepc_procedures_in_progress",
+                    "UE procedures started and not ended yet, by name",
+                    &[slice(s), ("procedure", name.into())],
+                    l.open(p) as i64,
+                );
             }
             let bounds: Vec<f64> = pepc_mme::mme::LATENCY_BUCKETS_MS
                 .iter()
                 .map(|ms| *ms as f64 / 1000.0)
                 .collect();
-            for ((p, c), n) in &m.failures {
-                let esm = matches!(*p, "pdn_connect" | "bearer_resource_allocation");
-                let reason = if esm {
-                    pepc_mme::EsmCause::try_from(*c).map(|c| c.text())
-                } else {
-                    pepc_mme::EmmCause::try_from(*c).map(|c| c.text())
+            for (p, why, n) in l.failures() {
+                use pepc_mme::mme::ProcFailure;
+                let reason = match why {
+                    ProcFailure::Rejected(c) if p.esm() => pepc_mme::EsmCause::try_from(c)
+                        .map(|c| c.text())
+                        .unwrap_or("unknown"),
+                    ProcFailure::Rejected(c) => pepc_mme::EmmCause::try_from(c)
+                        .map(|c| c.text())
+                        .unwrap_or("unknown"),
+                    ProcFailure::Timeout => "the UE stopped answering (its timer ran out)",
+                    ProcFailure::AuthenticationRejected => "the UE failed authentication",
+                    ProcFailure::Superseded => "the same procedure started again",
+                    ProcFailure::ConnectionReleased => "the S1 connection was released",
+                    ProcFailure::ContextRemoved => "the UE context went",
+                    ProcFailure::S1ap(_) => "refused or cancelled by S1AP",
                 };
                 out.counter(
                     "pepc_procedure_failures",
-                    "Failed UE procedures by name and the cause of their reject (EMM causes; ESM causes for pdn_connect and bearer_resource_allocation)",
+                    "Failed UE procedures by name and cause: a reject's cause value (EMM; ESM for pdn_connect, pdn_disconnect and bearer_resource_*), an S1AP cause, or timeout, authentication_rejected, superseded, connection_released, context_removed; they sum to pepc_procedures_total{result=\"failed\"}",
                     &[
                         slice(s),
-                        ("procedure", (*p).into()),
-                        ("cause", c.to_string()),
-                        ("reason", reason.unwrap_or("unknown").into()),
+                        ("procedure", p.name().into()),
+                        ("cause", why.label()),
+                        ("reason", reason.into()),
                     ],
-                    *n,
+                    n,
                 );
             }
-            out.counter(
-                "pepc_procedure_timeouts",
-                "Failed UE procedures that ended without a reject because the UE stopped answering (counted in pepc_procedures_total{result=\"failed\"} too)",
-                &[slice(s), ("procedure", "attach".into())],
-                m.attach_timeouts,
-            );
             for (p, h) in [
                 ("attach", &m.attach_latency),
                 ("service_request", &m.service_request_latency),

@@ -109,6 +109,35 @@ fn metrics_match_what_the_emulator_saw() {
         ),
         0.0
     );
+    // Every procedure's ledger sums: started = succeeded + failed + in progress, and
+    // the failures by cause sum to the failed.
+    for p in pepc_mme::mme::Proc::ALL {
+        let n = p.name();
+        let got = |result| {
+            sum(
+                &s,
+                "pepc_procedures_total",
+                &[("procedure", n), ("result", result)],
+            )
+        };
+        let open = sum(&s, "pepc_procedures_in_progress", &[("procedure", n)]);
+        assert_eq!(
+            got("started"),
+            got("succeeded") + got("failed") + open,
+            "{n}\n{text}"
+        );
+        let by_cause = sum(&s, "pepc_procedure_failures_total", &[("procedure", n)]);
+        assert_eq!(by_cause, got("failed"), "{n}\n{text}");
+    }
+    assert_eq!(
+        sum(
+            &s,
+            "pepc_procedures_total",
+            &[("procedure", "attach"), ("result", "started")]
+        ) as u64,
+        r.procedures["attach"].ok,
+        "{text}"
+    );
     assert_eq!(sum(&s, "pepc_enbs", &[]), 2.0, "{text}");
     assert_eq!(
         sum(&s, "pepc_ue_contexts", &[]) as u64,
@@ -188,7 +217,21 @@ fn metrics_match_what_the_emulator_saw() {
         matches!(sgi.0.as_deref(), Some("tun" | "udp_sink")) && sgi.1 == 1.0,
         "{text}"
     );
-    epc.stop();
+    // The stop summary says the same ledger, per slice.
+    let stop = epc.stop();
+    let attaches: u64 = stop
+        .lines()
+        .filter_map(|l| l.strip_prefix("procedures slice "))
+        .filter_map(|l| {
+            l.split("attach ")
+                .nth(1)?
+                .split(' ')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    assert_eq!(attaches, r.procedures["attach"].ok, "{stop}");
 }
 
 /// The Grafana dashboard in the repository (docs/grafana/pepc-node.json) queries only

@@ -172,7 +172,7 @@ impl GlobalEnbId {
 
 /// S1AP Cause (TS 36.413 §9.2.1.3): the group and the spec's enumeration value within
 /// it. Named constants cover the causes this core uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Cause {
     RadioNetwork(u8),
     Transport(u8),

@@ -216,6 +216,7 @@ impl Mme {
             nasx::NasAttachReject::new(nasx::NasEmmCause::new(EmmCause::Congestion.into()));
         rej.t3346_value = nasx::NasGprsTimer2::from_seconds(t3346).ok();
         if let Some((mut cx, u)) = self.split(cp, id, out) {
+            cx.stats.procedures.start(&mut u.open, Proc::Attach);
             send_attach_reject(&mut cx, u, rej);
         }
     }
@@ -276,6 +277,7 @@ fn attach_start(
         u.proc = Procedure::Idle; // the request pending is abandoned
     }
     cx.stats.attach_requests += 1;
+    cx.stats.procedures.start(&mut u.open, Proc::Attach);
     let esm = r.esm_message_container.decode_as_esm_message().ok();
     u.started = Some(cx.now);
     u.ue_net_cap.clear();
@@ -360,7 +362,8 @@ pub(crate) fn attach_reject(cx: &mut Cx<'_>, u: &mut Ue, cause: EmmCause) {
 
 pub(crate) fn send_attach_reject(cx: &mut Cx<'_>, u: &mut Ue, rej: nasx::NasAttachReject) {
     cx.stats.attach_rejects += 1;
-    cx.stats.failed("attach", rej.emm_cause.value);
+    let why = ProcFailure::Rejected(rej.emm_cause.value);
+    cx.stats.procedures.fail(&mut u.open, Proc::Attach, why);
     u.proc = Procedure::Idle;
     // A reject to an unauthenticated UE is sent plain; one after security mode
     // (the HSS refused the Update Location, say) goes protected.

@@ -51,7 +51,8 @@ impl Mme {
             }
             Failure::Rejected { abort_reauth } => {
                 if abort_reauth {
-                    self.abort_reauth(cp, id, out);
+                    let why = ProcFailure::AuthenticationRejected;
+                    self.abort_reauth(cp, id, why, out);
                 }
             }
         }
@@ -70,12 +71,12 @@ impl Mme {
             // No context: counted, nothing to send.
             self.stats.auth_rejects += 1;
             if then != Resume::Attach {
-                self.abort_reauth(cp, id, out);
+                self.abort_reauth(cp, id, ProcFailure::AuthenticationRejected, out);
             }
             return;
         };
         if auth_reject(&mut cx, u, then) {
-            self.abort_reauth(cp, id, out);
+            self.abort_reauth(cp, id, ProcFailure::AuthenticationRejected, out);
         }
     }
 
@@ -95,15 +96,25 @@ impl Mme {
                     crate::emm::attach::attach_reject(&mut cx, u, cause);
                 }
             }
-            Resume::Tau { .. } | Resume::Detach => self.abort_reauth(cp, id, out),
+            Resume::Tau { .. } | Resume::Detach => {
+                let why = ProcFailure::Rejected(cause.into());
+                self.abort_reauth(cp, id, why, out)
+            }
         }
     }
 
     /// A re-authentication the gate asked for failed: whoever sent the unverified
     /// message loses the S1 connection, and the UE's context stays as it was
     /// (registered, its security context and session untouched).
-    pub(crate) fn abort_reauth(&mut self, cp: &mut ControlPlane, id: u32, out: &mut Vec<Output>) {
+    pub(crate) fn abort_reauth(
+        &mut self,
+        cp: &mut ControlPlane,
+        id: u32,
+        why: ProcFailure,
+        out: &mut Vec<Output>,
+    ) {
         self.stats.nas_reauth_failures += 1;
+        self.proc_end(cp, id, Proc::Authentication, Err(why));
         if let Some(u) = self.ue_mut(cp, id) {
             u.stop_nas_timer();
             u.proc = Procedure::Idle;
@@ -121,6 +132,7 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         self.stats.nas_reauthentications += 1;
+        self.proc_start(cp, id, Proc::Authentication);
         let Some(imsi) = self.ue(cp, id).and_then(|u| u.imsi) else {
             return;
         };

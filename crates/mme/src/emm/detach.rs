@@ -12,6 +12,14 @@ impl Mme {
         out: &mut Vec<Output>,
     ) {
         self.stats.detaches += 1;
+        // Started here, or at the gate's re-authentication before it.
+        if let Some(u) = self.ue_mut(cp, id) {
+            let l = &mut self.stats.procedures;
+            if !crate::mme::ledger::is_open(u.open, Proc::Detach) {
+                l.start(&mut u.open, Proc::Detach);
+            }
+            l.succeed(&mut u.open, Proc::Detach);
+        }
         if self.cfg.purge_on_detach {
             self.purge_at_hss(cp, id, out);
         }
@@ -59,12 +67,14 @@ impl Mme {
             return Err(MmeError::UnknownUe);
         };
         if u.conn.is_some() {
+            cx.stats.procedures.start(&mut u.open, Proc::NetworkDetach);
             u.proc = Procedure::ExpectDetachAccept;
             let req = nasx::NasDetachRequestUeTerminated::new(nasx::NasDetachType::new(1));
             let t = cx.cfg.t3422;
             cx.send_nas(u, NasEpsMessage::new_emm(req), false, Some(t));
         } else {
             self.stats.detaches += 1;
+            self.stats.procedures.at_once(Proc::NetworkDetach, Ok(()));
             self.remove_ue(cp, id, false);
         }
         self.flush_released(cp, out);

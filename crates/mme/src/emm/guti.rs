@@ -74,6 +74,9 @@ impl Mme {
             nasx::guti_value(plmn, cx.cfg.mme_group_id, cx.cfg.mme_code, t),
         ));
         u.proc = Procedure::ExpectGutiReallocComplete { m_tmsi: t };
+        cx.stats
+            .procedures
+            .start(&mut u.open, Proc::GutiReallocation);
         // Old and new GUTI are both valid until the UE confirms (TS 24.301 §5.4.1.4),
         // and a checkpoint keeps the new one: a UE that took it finds its context
         // after a restart too.
@@ -97,5 +100,8 @@ pub(crate) fn realloc_complete(cx: &mut Cx<'_>, u: &mut Ue) {
     u.m_tmsi = t;
     cx.index.link_tmsi(t, u.id);
     u.stop_nas_timer();
+    cx.stats
+        .procedures
+        .succeed(&mut u.open, Proc::GutiReallocation);
     cx.procedure_done(u.id);
 }

@@ -67,6 +67,9 @@ impl Mme {
         if withdrawn && registered && connected {
             // §5.5.2.3.1: detach type 1 "re-attach required", 2 "re-attach not required".
             let detach_type = if reattach_required { 1 } else { 2 };
+            self.stats
+                .procedures
+                .start(&mut u.open, Proc::NetworkDetach);
             u.proc = Procedure::ExpectDetachAccept;
             let req =
                 nasx::NasDetachRequestUeTerminated::new(nasx::NasDetachType::new(detach_type));
@@ -77,6 +80,9 @@ impl Mme {
         // Served elsewhere now, idle, or not registered yet: the context goes here,
         // with no NAS (an attach under way is not completed).
         self.stats.detaches += u64::from(registered);
+        if registered {
+            self.stats.procedures.at_once(Proc::NetworkDetach, Ok(()));
+        }
         self.drop_session(cp, id);
         self.procedure_done(id);
         if let Some(u) = self.ue_mut(cp, id) {

@@ -87,6 +87,8 @@ impl Mme {
                 }
                 u.stop_nas_timer();
                 self.stats.detaches += 1;
+                let l = &mut self.stats.procedures;
+                l.succeed(&mut u.open, Proc::NetworkDetach);
                 // The session goes through the slice; then the context, looked up
                 // again.
                 self.drop_session(cp, id);
@@ -121,6 +123,7 @@ fn attach_complete(cx: &mut Cx<'_>, u: &mut Ue) -> bool {
             .observe(cx.now.saturating_duration_since(t0));
     }
     cx.stats.attaches += 1;
+    cx.stats.procedures.succeed(&mut u.open, Proc::Attach);
     cx.procedure_done(u.id);
     true
 }

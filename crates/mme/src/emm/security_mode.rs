@@ -31,8 +31,14 @@ impl Mme {
     ) {
         match then {
             Resume::Attach => self.commit_subscriber(cp, id, out),
-            Resume::Tau { active } => return self.tau_accept(cp, id, active, out),
-            Resume::Detach => return self.ue_detach(cp, id, false, out),
+            Resume::Tau { active } => {
+                self.proc_end(cp, id, Proc::Authentication, Ok(()));
+                return self.tau_accept(cp, id, active, out);
+            }
+            Resume::Detach => {
+                self.proc_end(cp, id, Proc::Authentication, Ok(()));
+                return self.ue_detach(cp, id, false, out);
+            }
         }
         // The subscriber's context may have superseded another: looked up again.
         let Some((mut cx, u)) = self.split(cp, id, out) else {

@@ -26,10 +26,10 @@ impl Mme {
         }) else {
             // Unknown UE: Service Reject #9 (UE identity cannot be derived), on a temporary context.
             self.stats.service_rejects += 1;
-            self.stats.failed(
-                "service_request",
-                EmmCause::UeIdentityCannotBeDerived.into(),
-            );
+            let why = ProcFailure::Rejected(EmmCause::UeIdentityCannotBeDerived.into());
+            self.stats
+                .procedures
+                .at_once(Proc::ServiceRequest, Err(why));
             let Some(tmp) = self.new_ue(cp, assoc, m.enb_ue_id, m.tai, m.ecgi) else {
                 return;
             };
@@ -71,6 +71,9 @@ impl Mme {
         }
         if let Some(u) = self.ue_mut(cp, id) {
             u.nas_secured = true; // the Service Request verified
+            self.stats
+                .procedures
+                .start(&mut u.open, Proc::ServiceRequest);
         }
         self.send_ics(cp, id, None, out);
     }

@@ -15,17 +15,19 @@ impl Mme {
     ) {
         let Some((mut cx, u)) = self.split(cp, id, out) else {
             // No context: counted as the reject it would have had.
-            self.stats
-                .failed("tau", EmmCause::UeIdentityCannotBeDerived.into());
+            let why = ProcFailure::Rejected(EmmCause::UeIdentityCannotBeDerived.into());
+            self.stats.procedures.at_once(Proc::Tau, Err(why));
             return;
         };
+        cx.stats.procedures.start(&mut u.open, Proc::Tau);
         let registered = u.emm == Emm_::Registered && u.sec.is_some();
         if !verified || !registered {
             // Unknown here, or known without a security context: the UE must attach
             // again (#9). (A registered UE's unverified TAU never comes here: the gate
             // has it authenticated first.)
             let cause = EmmCause::UeIdentityCannotBeDerived;
-            cx.stats.failed("tau", cause.into());
+            let why = ProcFailure::Rejected(cause.into());
+            cx.stats.procedures.fail(&mut u.open, Proc::Tau, why);
             let rej = nasx::NasTrackingAreaUpdateReject::new(nasx::NasEmmCause::new(cause.into()));
             if !registered {
                 u.sec = None;
@@ -73,6 +75,7 @@ impl Mme {
         ));
         acc.eps_bearer_context_status = Some(nasx::NasEpsBearerContextStatus::new(status));
         cx.send_nas(u, NasEpsMessage::new_emm(acc), false, None);
+        cx.stats.procedures.succeed(&mut u.open, Proc::Tau);
         if let Some(t0) = u.started.take() {
             cx.stats
                 .tau_latency

@@ -50,9 +50,11 @@ impl Mme {
                 }
             }
             Esm::PdnConnectivityRequest(r) => {
+                self.proc_start(cp, id, Proc::PdnConnect);
                 if let Err(cause) = self.pdn_connect(cp, id, pti, &r, out) {
                     self.stats.pdn_connect_rejects += 1;
-                    self.stats.failed("pdn_connect", cause.into());
+                    let why = ProcFailure::Rejected(cause.into());
+                    self.proc_end(cp, id, Proc::PdnConnect, Err(why));
                     tracing::info!("UE {id}: PDN connectivity rejected, ESM cause {cause}");
                     let rej =
                         nasx::NasPdnConnectivityReject::new(nasx::NasEsmCause::new(cause.into()));
@@ -61,7 +63,10 @@ impl Mme {
             }
             Esm::PdnDisconnectRequest(r) => {
                 let linked = r.linked_eps_bearer_identity.bearer_identity();
-                if let Err(cause) = self.pdn_disconnect(cp, id, pti, linked, out) {
+                let r = self.pdn_disconnect(cp, id, pti, linked, out);
+                let end = r.map_err(|c| ProcFailure::Rejected(c.into()));
+                self.stats.procedures.at_once(Proc::PdnDisconnect, end);
+                if let Err(cause) = r {
                     self.stats.pdn_disconnect_rejects += 1;
                     let rej =
                         nasx::NasPdnDisconnectReject::new(nasx::NasEsmCause::new(cause.into()));
@@ -69,12 +74,12 @@ impl Mme {
                 }
             }
             Esm::BearerResourceAllocationRequest(r) => {
-                if let Err(cause) = self.bearer_resource_allocation(cp, id, pti, &r, out) {
+                let r = self.bearer_resource_allocation(cp, id, pti, &r, out);
+                let end = r.map_err(|c| ProcFailure::Rejected(c.into()));
+                let p = Proc::BearerResourceAllocation;
+                self.stats.procedures.at_once(p, end);
+                if let Err(cause) = r {
                     self.stats.bearer_resource_rejects += 1;
-                    self.stats
-                        .failed("bearer_resource_allocation", cause.into());
-                    self.stats
-                        .failed("bearer_resource_allocation", cause.into());
                     let rej = nasx::NasBearerResourceAllocationReject::new(nasx::NasEsmCause::new(
                         cause.into(),
                     ));
@@ -82,7 +87,11 @@ impl Mme {
                 }
             }
             Esm::BearerResourceModificationRequest(r) => {
-                if let Err(cause) = self.bearer_resource_modification(cp, id, pti, &r, out) {
+                let r = self.bearer_resource_modification(cp, id, pti, &r, out);
+                let end = r.map_err(|c| ProcFailure::Rejected(c.into()));
+                let p = Proc::BearerResourceModification;
+                self.stats.procedures.at_once(p, end);
+                if let Err(cause) = r {
                     self.stats.bearer_resource_rejects += 1;
                     let rej = nasx::NasBearerResourceModificationReject::new(
                         nasx::NasEsmCause::new(cause.into()),
@@ -97,14 +106,19 @@ impl Mme {
                 if u.pending_bearers.contains(&ebi) {
                     u.pending_bearers.retain(|b| *b != ebi);
                     self.stats.pdn_connects += 1;
+                    let l = &mut self.stats.procedures;
+                    l.succeed(&mut u.open, Proc::PdnConnect);
                 }
             }
-            Esm::ActivateDefaultEpsBearerContextReject(_) => {
+            Esm::ActivateDefaultEpsBearerContextReject(r) => {
                 // The UE refused the new PDN connection: release it (never the last).
                 let Some(u) = self.ue_mut(cp, id) else {
                     return;
                 };
                 if u.pending_bearers.contains(&ebi) {
+                    let why = ProcFailure::Rejected(r.esm_cause.value);
+                    let l = &mut self.stats.procedures;
+                    l.fail(&mut u.open, Proc::PdnConnect, why);
                     u.pending_bearers.retain(|b| *b != ebi);
                     if let Some(s) = u.slot {
                         warn_cp(

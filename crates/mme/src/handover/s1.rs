@@ -13,6 +13,8 @@ impl Mme {
     ) {
         let id = m.mme_ue_id;
         let prep_fail = |s: &mut Self, out: &mut Vec<Output>, cause| {
+            let why = ProcFailure::S1ap(cause);
+            s.stats.procedures.at_once(Proc::S1Handover, Err(why));
             s.send(
                 assoc,
                 Some(id),
@@ -81,6 +83,7 @@ impl Mme {
             ue_security_capabilities: caps,
             security_context: sc,
         };
+        self.stats.procedures.start(&mut u.open, Proc::S1Handover);
         u.handover = Some(Box::new(HoState {
             target_assoc: target,
             target_enb_ue_id: None,
@@ -152,6 +155,10 @@ impl Mme {
         let Some(h) = u.handover.take() else {
             return;
         };
+        let why = ProcFailure::S1ap(m.cause);
+        self.stats
+            .procedures
+            .fail(&mut u.open, Proc::S1Handover, why);
         self.send(
             h.source.assoc,
             Some(id),
@@ -209,6 +216,7 @@ impl Mme {
         u.ecgi = m.ecgi;
         cx.index.link_conn(new, id);
         cx.stats.s1_handovers += 1;
+        cx.stats.procedures.succeed(&mut u.open, Proc::S1Handover);
         cx.stats
             .handover_latency
             .observe(cx.now.saturating_duration_since(h.started));

@@ -53,6 +53,8 @@ impl Mme {
     ) {
         let id = m.source_mme_ue_id;
         let fail = |s: &mut Self, out: &mut Vec<Output>, cause| {
+            let why = ProcFailure::S1ap(cause);
+            s.stats.procedures.at_once(Proc::X2Handover, Err(why));
             s.send(
                 assoc,
                 None,
@@ -93,7 +95,13 @@ impl Mme {
             cx.index.unlink_conn(c);
         }
         let new = ConnKey::new(assoc, m.enb_ue_id);
-        crate::mme::lifecycle::attach_conn(cx.index, u, new, (m.tai, m.ecgi));
+        crate::mme::lifecycle::attach_conn(
+            cx.index,
+            &mut cx.stats.procedures,
+            u,
+            new,
+            (m.tai, m.ecgi),
+        );
         // Not in `by_conn`: the source frees its eNB UE S1AP ID at the X2 release and
         // may give it to a new UE; late messages carry our MME UE S1AP ID anyway.
         u.x2_source = old
@@ -103,6 +111,7 @@ impl Mme {
             return fail(self, out, Cause::MISC_UNSPECIFIED);
         };
         self.stats.path_switches += 1;
+        self.stats.procedures.at_once(Proc::X2Handover, Ok(()));
         self.procedure_done(id);
         let ack = PathSwitchRequestAcknowledge {
             mme_ue_id: id,

@@ -255,6 +255,10 @@ pub struct Ue {
     /// Downlink arrived while the S1 connection was being released: page the UE once
     /// the release completes.
     pub(crate) page_after_release: bool,
+    /// The procedures it has open in the slice's ledger ([`crate::mme::ledger`]):
+    /// not in checkpoints (a restored UE's procedure ends uncounted, as it started
+    /// in another process's ledger).
+    pub(crate) open: crate::mme::ledger::Open,
     /// Policy of its PDN connections (Gx sessions, PCC rules, monitoring); boxed:
     /// the context stays within its allocation class.
     pub(crate) policy: Option<Box<crate::esm::policy::UePolicy>>,

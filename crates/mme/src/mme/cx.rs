@@ -195,6 +195,9 @@ impl Cx<'_> {
             return;
         };
         u.proc = Procedure::ExpectReleaseComplete { then_remove };
+        // What needed the connection ends with it.
+        let why = ProcFailure::ConnectionReleased;
+        self.stats.procedures.fail_all(&mut u.open, why);
         // The release ends the NAS procedure it replaces: its retransmission timer
         // goes with it. Left running, it re-sent a Downlink NAS Transport after the
         // UE Context Release Command, for a UE the eNB had already let go (seen

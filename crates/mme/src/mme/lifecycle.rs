@@ -13,6 +13,8 @@ impl Mme {
         let Some(u) = self.ue_mut(cp, id) else {
             return;
         };
+        let why = ProcFailure::ConnectionReleased;
+        self.stats.procedures.fail_all(&mut u.open, why);
         if let Some(c) = u.conn.take() {
             self.index.unlink_conn(c);
         }
@@ -95,6 +97,8 @@ impl Mme {
         let Some(mut u) = cp.release_ue(slot) else {
             return;
         };
+        let why = ProcFailure::ContextRemoved;
+        self.stats.procedures.fail_all(&mut u.open, why);
         if let Some(a) = u.unauth_on.take() {
             self.uncount_unauth(a);
         }
@@ -209,6 +213,7 @@ impl Mme {
             superseded: false,
             hss_location: false,
             page_after_release: false,
+            open: 0,
             policy: None,
         });
         let slot = match cp.reserve_ue(ue) {
@@ -297,6 +302,7 @@ impl Mme {
         if let Some(u) = self.ue_mut(cp, id) {
             attach_conn(
                 &mut self.index,
+                &mut self.stats.procedures,
                 u,
                 ConnKey::new(assoc, enb_ue_id),
                 (tai, ecgi),
@@ -307,7 +313,13 @@ impl Mme {
 
 /// Give UE `u` the new S1 connection `new` at location `(tai, ecgi)` (idle →
 /// connected, or a handover's target).
-pub(crate) fn attach_conn(index: &mut UeIndex, u: &mut Ue, new: ConnKey, (tai, ecgi): (Tai, Ecgi)) {
+pub(crate) fn attach_conn(
+    index: &mut UeIndex,
+    ledger: &mut Ledger,
+    u: &mut Ue,
+    new: ConnKey,
+    (tai, ecgi): (Tai, Ecgi),
+) {
     if let Some(c) = u.conn.take() {
         if matches!(u.proc, Procedure::ExpectReleaseComplete { .. }) && c != new {
             // The old connection's release is still in flight (its Release Complete
@@ -329,6 +341,8 @@ pub(crate) fn attach_conn(index: &mut UeIndex, u: &mut Ue, new: ConnKey, (tai, e
     // paging ends here and starts again once this connection is released, unless
     // a bearer setup delivers the data first.
     if u.paging_timer.take().is_some() {
+        // The UE answered: the paging succeeded, whatever it answered with.
+        ledger.succeed(&mut u.open, Proc::Paging);
         u.page_after_release = true;
     }
     index.link_conn(new, u.id);

@@ -24,6 +24,7 @@ pub(crate) mod context;
 pub(crate) mod cx;
 mod events;
 pub(crate) mod index;
+pub(crate) mod ledger;
 pub(crate) mod lifecycle;
 mod stats;
 mod timers;
@@ -33,6 +34,7 @@ pub(crate) use context::*;
 pub(crate) use cx::Cx;
 pub use events::*;
 pub(crate) use index::ConnKey;
+pub use ledger::{Ledger, Proc, ProcFailure};
 pub use stats::*;
 
 /// Why an operator's or the PCRF's request on a UE (detach, GUTI reallocation, bearer

@@ -41,10 +41,8 @@ pub struct MmeStats {
     pub tau_latency: LatencyHistogram,
     /// From Handover Required to Handover Notify (S1 handover).
     pub handover_latency: LatencyHistogram,
-    /// Failed procedures by (name, cause value): EMM causes for attach,
-    /// service_request and tau; ESM causes for pdn_connect and
-    /// bearer_resource_allocation.
-    pub failures: std::collections::BTreeMap<(&'static str, u8), u64>,
+    /// Every UE procedure started, succeeded, and failed by cause.
+    pub procedures: super::ledger::Ledger,
     pub s1ap_decode_errors: u64,
     pub unknown_ue_ids: u64,
     pub attach_requests: u64,
@@ -143,11 +141,6 @@ pub struct MmeStats {
 }
 
 impl MmeStats {
-    /// A procedure failed with `cause` (its reject's cause value).
-    pub(crate) fn failed(&mut self, procedure: &'static str, cause: u8) {
-        *self.failures.entry((procedure, cause)).or_default() += 1;
-    }
-
     /// Every counter with its field name (the metrics endpoint exposes them all).
     pub fn named(&self) -> [(&'static str, u64); 57] {
         [

@@ -170,6 +170,8 @@ pub(super) fn write_ue(
         unauth_on: _,
         // A latency measurement does not survive a move: not state of the UE.
         started: _,
+        // The ledger's count of what is open belongs to the process that counted it.
+        open: _,
         ckpt_dl: _,
         handover: ho,
         old_conn,
@@ -692,6 +694,7 @@ pub(super) fn read_ue(buf: &[u8], now: Instant) -> Result<Decoded, SnapshotError
             superseded: has(F_SUPERSEDED),
             hss_location,
             page_after_release: has(F_PAGE_AFTER_RELEASE),
+            open: 0,
             subscribed_apn: 0,
             policy: None,
         }),

@@ -3,6 +3,7 @@
 // tests/flows_sliced.rs with two and three.
 
 use pepc_mme::sim::*;
+use pepc_mme::mme::{Proc, ProcFailure};
 use pepc_mme::{Input, MmeConfig};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::Cause;
@@ -17,6 +18,23 @@ fn setup() -> Harness {
         S1apMessage::S1SetupResponse(_)
     ));
     h
+}
+
+/// Procedure `p` over every slice: (started, succeeded, failed, in progress), whose
+/// sum the ledger keeps.
+fn ledger(h: &mut Harness, p: Proc) -> (u64, u64, u64, u64) {
+    let t = (
+        h.stat(|m| m.procedures.started(p)),
+        h.stat(|m| m.procedures.succeeded(p)),
+        h.stat(|m| m.procedures.failed(p)),
+        h.stat(|m| m.procedures.open(p)),
+    );
+    assert_eq!(t.0, t.1 + t.2 + t.3, "{p:?}: {t:?}");
+    t
+}
+
+fn failed_with(h: &mut Harness, p: Proc, why: ProcFailure) -> u64 {
+    h.stat(|m| m.procedures.failed_with(p, why))
 }
 
 fn attached() -> (Harness, SimUe) {
@@ -179,6 +197,9 @@ fn attach_then_uplink_forwards_and_idle_downlink_pages_then_service_request_drai
     // No further paging once connected.
     assert!(h.advance(Duration::from_secs(10)).is_empty());
     assert_eq!(h.mme.stats.paging_failures, 0);
+    assert_eq!(ledger(&mut h, Proc::Attach), (1, 1, 0, 0));
+    assert_eq!(ledger(&mut h, Proc::Paging), (1, 1, 0, 0));
+    assert_eq!(ledger(&mut h, Proc::ServiceRequest), (1, 1, 0, 0));
 }
 
 /// TS 23.401 §5.3.5: the eNB tunnels go before the UE Context Release Command, so
@@ -288,6 +309,9 @@ fn paging_retries_then_fails() {
     }
     assert_eq!(pages, 3);
     assert_eq!(h.mme.stats.paging_failures, 1);
+    // Three Pagings, one procedure: it failed when its repetitions ran out.
+    assert_eq!(ledger(&mut h, Proc::Paging), (1, 0, 1, 0));
+    assert_eq!(failed_with(&mut h, Proc::Paging, ProcFailure::Timeout), 1);
 }
 
 #[test]
@@ -360,9 +384,10 @@ fn unknown_imsi_is_rejected_with_cause_8() {
     assert_eq!(ue.received, vec!["AttachReject#8"]);
     // Counted by cause (the slice that served it).
     assert_eq!(
-        h.stat(|m| m.failures.get(&("attach", 8)).copied().unwrap_or(0)),
+        failed_with(&mut h, Proc::Attach, ProcFailure::Rejected(8)),
         1
     );
+    assert_eq!(ledger(&mut h, Proc::Attach), (1, 0, 1, 0));
 }
 
 #[test]
@@ -486,6 +511,7 @@ fn tau_periodic_and_active() {
     assert!(h.mme.is_connected(&h.cp, IMSI_N));
     assert_eq!(h.mme.stats.tau, 2);
     assert_eq!(h.mme.stats.tau_latency.count(), 2);
+    assert_eq!(ledger(&mut h, Proc::Tau), (2, 2, 0, 0));
 }
 
 #[test]
@@ -514,6 +540,8 @@ fn detach_normal_and_switch_off() {
     );
     pump(&mut h, &mut ue, 1, r).unwrap();
     assert!(h.cp.find_imsi(IMSI_N).is_none());
+    assert_eq!(ledger(&mut h, Proc::Detach), (2, 2, 0, 0));
+    assert_eq!(ledger(&mut h, Proc::Attach), (2, 2, 0, 0));
 }
 
 #[test]
@@ -530,6 +558,7 @@ fn network_detach_with_t3422() {
     let r = h.advance(Duration::from_secs(6));
     pump(&mut h, &mut ue, 1, r).unwrap();
     assert!(h.cp.find_imsi(IMSI_N).is_none());
+    assert_eq!(ledger(&mut h, Proc::NetworkDetach), (1, 1, 0, 0));
 }
 
 #[test]
@@ -553,6 +582,8 @@ fn timer_retransmits_four_times_then_gives_up() {
     assert_eq!(retx, 4);
     assert!(released);
     assert_eq!(h.mme.stats.procedure_timeouts, 1);
+    assert_eq!(ledger(&mut h, Proc::Attach), (1, 0, 1, 0));
+    assert_eq!(failed_with(&mut h, Proc::Attach, ProcFailure::Timeout), 1);
     // The eNB never completes the release: the guard releases the context locally.
     assert!(h.mme.next_timeout(&h.cp).is_some(), "the release guard");
     assert!(h.advance(Duration::from_secs(10)).is_empty());
@@ -626,6 +657,9 @@ fn x2_path_switch_chains_nh() {
     );
     assert_eq!(names(&r), vec!["PathSwitchRequestFailure"]);
     ue.enb_ue_id = 50;
+    let (started, ok, failed, open) = ledger(&mut h, Proc::X2Handover);
+    assert_eq!((failed, open), (1, 0));
+    assert!(ok >= 1 && started == ok + 1, "{started} {ok}");
 }
 
 #[test]
@@ -718,6 +752,7 @@ fn s1_handover_full_sequence() {
     assert!(h.mme.is_connected(&h.cp, IMSI_N));
     assert_eq!(h.mme.stats.s1_handovers, 1);
     assert_eq!(h.mme.stats.handover_latency.count(), 1);
+    assert_eq!(ledger(&mut h, Proc::S1Handover), (1, 1, 0, 0));
 }
 
 #[test]
@@ -753,6 +788,10 @@ fn handover_to_unknown_target_and_cancel() {
         },
     );
     assert_eq!(names(&r), vec!["HandoverCancelAcknowledge"]);
+    // The unknown target failed the handover at once; the cancel found none open.
+    assert_eq!(ledger(&mut h, Proc::S1Handover), (1, 0, 1, 0));
+    let why = ProcFailure::S1ap(Cause::UNKNOWN_TARGET_ID);
+    assert_eq!(failed_with(&mut h, Proc::S1Handover, why), 1);
 }
 
 #[test]
