@@ -810,7 +810,10 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
     let checkpointer = if o.checkpoint {
         let _ = std::fs::remove_file(&store_path);
         let store = pepc_store::EmbeddedStore::open(&store_path).map_err(|e| e.to_string())?;
-        Some(pepc_store::Checkpointer::start(Box::new(store)).map_err(|e| e.to_string())?)
+        Some(
+            pepc_store::Checkpointer::start(Box::new(store), "pepc-checkpoint")
+                .map_err(|e| e.to_string())?,
+        )
     } else {
         None
     };

@@ -46,7 +46,7 @@ pub trait App: Send + Sized + 'static {
     type Request: Send + 'static;
     type Answer: Send + 'static;
     type Event: Clone + Send + 'static;
-    /// The thread's name.
+    /// Its thread's name when it runs alone ([`Driver::start`]); a node names it.
     const THREAD: &'static str;
     fn new(base: Client, cfg: Self::Config, session_hi: u32) -> Self;
     fn base(&mut self) -> &mut Client;
@@ -252,7 +252,7 @@ fn clear(fd: &OwnedFd) {
 impl<A: App> Driver<A> {
     /// The client thread with one consumer.
     pub fn start(cfg: DriverConfig<A::Config>) -> std::io::Result<Driver<A>> {
-        let mut v = Self::start_routed(cfg, 1, Box::new(|_| 0))?;
+        let mut v = Self::start_routed(cfg, 1, Box::new(|_| 0), A::THREAD)?;
         Ok(v.remove(0))
     }
 
@@ -264,6 +264,7 @@ impl<A: App> Driver<A> {
         cfg: DriverConfig<A::Config>,
         n: usize,
         route: Route,
+        thread: &str,
     ) -> std::io::Result<Vec<Driver<A>>> {
         let n = n.max(1);
         let wake_in = eventfd()?;
@@ -293,7 +294,7 @@ impl<A: App> Driver<A> {
             up: up.clone(),
         };
         let thread = std::thread::Builder::new()
-            .name(A::THREAD.into())
+            .name(thread.into())
             .spawn(move || t.run())?;
         let joiner = Arc::new(Joiner(Mutex::new(Some(thread))));
         Ok(ends

@@ -377,6 +377,7 @@ fn a_routed_client_delivers_answers_by_reference_and_events_to_all() {
         config(vec![hss.addr()]),
         2,
         Box::new(|id| (id >> 31) as usize),
+        "test-s6a",
     )
     .unwrap();
     wait_up(&ds[0]);

@@ -210,6 +210,7 @@ pub fn start(
     listen: SocketAddr,
     token: Option<String>,
     backend: Arc<dyn ApiBackend>,
+    thread: &str,
 ) -> Result<HttpServer, ApiStartError> {
     check_listen(listen, token.as_deref())?;
     let ctx = Arc::new(Ctx {
@@ -239,7 +240,7 @@ pub fn start(
             )
         })
         .with_state(ctx);
-    let s = HttpServer::serve(listen, "pepc-api", app)
+    let s = HttpServer::serve(listen, thread, app)
         .map_err(|source| ApiStartError::Listen { listen, source })?;
     tracing::info!(
         "management API: http://{0}/api/v1, console: http://{0}/",

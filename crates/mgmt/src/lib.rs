@@ -188,10 +188,15 @@ async fn metrics(source: Arc<dyn MetricsSource>) -> impl IntoResponse {
 }
 
 impl HttpServer {
-    /// Listens on `listen` (port 0: any) and serves `GET /metrics` from `source`.
-    pub fn start(listen: SocketAddr, source: Arc<dyn MetricsSource>) -> std::io::Result<Self> {
+    /// Listens on `listen` (port 0: any) and serves `GET /metrics` from `source`, on
+    /// a thread named `thread`.
+    pub fn start(
+        listen: SocketAddr,
+        source: Arc<dyn MetricsSource>,
+        thread: &str,
+    ) -> std::io::Result<Self> {
         let app = Router::new().route("/metrics", get(move || metrics(source.clone())));
-        let s = Self::serve(listen, "pepc-metrics", app)?;
+        let s = Self::serve(listen, thread, app)?;
         tracing::info!("metrics: http://{}/metrics", s.addr);
         Ok(s)
     }
@@ -265,7 +270,7 @@ mod tests {
     #[test]
     fn serves_the_text_exposition() {
         use std::io::{Read, Write};
-        let s = MetricsServer::start("127.0.0.1:0".parse().unwrap(), Arc::new(Fixed)).unwrap();
+        let s = MetricsServer::start("127.0.0.1:0".parse().unwrap(), Arc::new(Fixed), "m").unwrap();
         let mut c = std::net::TcpStream::connect(s.local_addr()).unwrap();
         c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .unwrap();

@@ -71,13 +71,14 @@ pub struct CdrWriter {
 }
 
 impl CdrWriter {
-    pub fn start(cfg: CdrConfig) -> std::io::Result<CdrWriter> {
+    /// Its thread, named `thread` (the node's plan names it).
+    pub fn start(cfg: CdrConfig, thread: &str) -> std::io::Result<CdrWriter> {
         let file = open(&cfg.path)?;
         let (tx, rx) = mpsc::sync_channel(QUEUE);
         let stats = Arc::new(CdrStats::default());
         let st = stats.clone();
         let thread = std::thread::Builder::new()
-            .name("pepc-cdr".into())
+            .name(thread.into())
             .spawn(move || run(cfg, file, rx, &st))?;
         Ok(CdrWriter {
             sink: Some(CdrSink {
@@ -248,11 +249,14 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("cdr.jsonl");
-        let w = CdrWriter::start(CdrConfig {
-            path: path.clone(),
-            rotate_bytes: 2000,
-            keep: 2,
-        })
+        let w = CdrWriter::start(
+            CdrConfig {
+                path: path.clone(),
+                rotate_bytes: 2000,
+                keep: 2,
+            },
+            "test-cdr",
+        )
         .unwrap();
         let s = w.sink();
         for i in 0..20 {

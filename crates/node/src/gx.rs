@@ -22,8 +22,9 @@ impl GxBackend {
         cfg: DriverConfig<GxConfig>,
         slices: usize,
         route: Route,
+        thread: &str,
     ) -> std::io::Result<Vec<GxBackend>> {
-        Ok(GxDriver::start_routed(cfg, slices, route)?
+        Ok(GxDriver::start_routed(cfg, slices, route, thread)?
             .into_iter()
             .map(|driver| GxBackend {
                 driver,

@@ -63,8 +63,9 @@ impl S6aBackend {
         cfg: DriverConfig,
         slices: usize,
         route: Route,
+        thread: &str,
     ) -> std::io::Result<Vec<S6aBackend>> {
-        Ok(S6aDriver::start_routed(cfg, slices, route)?
+        Ok(S6aDriver::start_routed(cfg, slices, route, thread)?
             .into_iter()
             .map(Self::new)
             .collect())

@@ -17,7 +17,7 @@ use pepc_mme::{Mme, MmeConfig, S1apEndpoint, SlicePolicy};
 use pepc_node::checkpoint::SliceState;
 use pepc_node::config::{NodeConfig, Validated};
 use pepc_node::node::Node;
-use pepc_node::plan::Job;
+use pepc_node::plan::{Job, Plan};
 use pepc_node::proxy::Proxy;
 use pepc_node::runtime::ControlDriver;
 use pepc_node::s1mme::{start_signaling, EndpointThread, SliceGauges, SliceMme};
@@ -879,6 +879,15 @@ fn shown_config(cfg: &EpcConfig) -> serde_json::Value {
 /// A slice's share of the checkpoints found at start: (IMSI, snapshot).
 type Checkpoints = Vec<(u64, Vec<u8>)>;
 
+/// The name the node's plan gives `job`'s thread: every thread the node starts is in
+/// its plan (what `pepc plan` prints and `pepc run` logs), and is started under that
+/// name, or the start fails.
+fn thread_of(plan: &Plan, job: Job) -> Result<String, StartError> {
+    plan.thread(job)
+        .map(|t| t.name.clone())
+        .ok_or(StartError::NotPlanned(job.thread_name()))
+}
+
 /// Open the state store, read what a previous process left, and start the
 /// checkpointer; the records go to the slices by where their UE's identifiers lead:
 /// the slice in its M-TMSI (what its S-TMSI routes to), else its IMSI's policy slice.
@@ -886,6 +895,7 @@ fn open_state(
     cfg: &StateStoreConfig,
     ep: &S1apEndpoint,
     slices: usize,
+    plan: &Plan,
 ) -> Result<(Option<Checkpointer>, Vec<Checkpoints>, usize), StartError> {
     let mut per_slice = vec![Vec::new(); slices];
     let StateStoreConfig::Embedded(path) = cfg else {
@@ -913,7 +923,7 @@ fn open_state(
         };
         per_slice[s].push((imsi, bytes));
     }
-    let c = Checkpointer::start(Box::new(store))
+    let c = Checkpointer::start(Box::new(store), &thread_of(plan, Job::Checkpointer)?)
         .map_err(StartError::spawn("starting the checkpoint thread"))?;
     Ok((Some(c), per_slice, found))
 }
@@ -979,11 +989,12 @@ impl Epc {
                 .map_err(StartError::spawn("HSS preload thread"))?;
             let n = cfg.node.slices;
             let ep = S1apEndpoint::new(mcfg.clone(), n, cfg.slice_policy);
-            let (ck, mut restore, found) = open_state(&cfg.state, &ep, n)?;
+            let (ck, mut restore, found) = open_state(&cfg.state, &ep, n, &plan)?;
             checkpoints_found = found;
             if let Some(c) = &cfg.policy.cdr {
                 cdr = Some(
-                    pepc_node::charging::CdrWriter::start(c.clone()).map_err(StartError::Cdr)?,
+                    pepc_node::charging::CdrWriter::start(c.clone(), &thread_of(&plan, Job::Cdr)?)
+                        .map_err(StartError::Cdr)?,
                 );
             }
             let cdr_sink = cdr.as_ref().map(|w| w.sink());
@@ -1018,7 +1029,8 @@ impl Epc {
                 crate::policy::PcrfMode::Diameter(d) => {
                     let ids = pepc_slice::ids::SignalingIds::new(n);
                     let route = Box::new(move |id| ids.slice_of(id));
-                    pepc_node::gx::GxBackend::start_routed((**d).clone(), n, route)
+                    let thread = thread_of(&plan, Job::Gx)?;
+                    pepc_node::gx::GxBackend::start_routed((**d).clone(), n, route, &thread)
                         .map_err(StartError::spawn("starting the Gx client"))?
                         .into_iter()
                         .map(|b| Box::new(b) as _)
@@ -1035,7 +1047,8 @@ impl Epc {
                 HssMode::Diameter(d) => {
                     let ids = pepc_slice::ids::SignalingIds::new(n);
                     let route = Box::new(move |id| ids.slice_of(id));
-                    S6aBackend::start_routed((**d).clone(), n, route)
+                    let thread = thread_of(&plan, Job::S6a)?;
+                    S6aBackend::start_routed((**d).clone(), n, route, &thread)
                         .map_err(StartError::spawn("starting the S6a client"))?
                         .into_iter()
                         .map(|b| Proxy::new(Box::new(b)))
@@ -1086,8 +1099,9 @@ impl Epc {
                     ports: [("s1u", node.s1u_io.clone()), ("sgi", node.sgi_io.clone())],
                     checkpoints: checkpointer.as_ref().map(|c| c.stats.clone()),
                 };
+                let thread = thread_of(&plan, Job::Metrics)?;
                 Some(
-                    pepc_mgmt::MetricsServer::start(a, Arc::new(source)).map_err(|e| {
+                    pepc_mgmt::MetricsServer::start(a, Arc::new(source), &thread).map_err(|e| {
                         StartError::Listen {
                             key: "metrics.listen",
                             source: in_use(e, a, Proto::Tcp),
@@ -1113,16 +1127,16 @@ impl Epc {
                     ),
                 };
                 use pepc_mgmt::api::ApiStartError as E;
+                let thread = thread_of(&plan, Job::Api)?;
                 Some(
-                    pepc_mgmt::api::start(a.listen, a.token.clone(), Arc::new(backend)).map_err(
-                        |e| match e {
+                    pepc_mgmt::api::start(a.listen, a.token.clone(), Arc::new(backend), &thread)
+                        .map_err(|e| match e {
                             E::NeedsToken(t) => StartError::ApiToken(t),
                             E::Listen { listen, source } => StartError::Listen {
                                 key: "api.listen",
                                 source: in_use(source, listen, Proto::Tcp),
                             },
-                        },
-                    ),
+                        }),
                 )
             }
         };

@@ -126,6 +126,10 @@ pub enum PlmnParseError {
 /// Why [`crate::epc::Epc::start`] (or [`crate::epc::open_hss`]) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// A thread the node was about to start is not in its plan (a bug: the plan is
+    /// built from the same configuration).
+    #[error("the node's plan has no {0} thread")]
+    NotPlanned(String),
     /// The S1-MME transport could not listen.
     #[error("S1-MME listener ({backend:?} on {ip} SCTP port {sctp_port} / UDP port {udp_port}): {source}")]
     S1mme {

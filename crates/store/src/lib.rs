@@ -240,21 +240,23 @@ pub struct Checkpointer {
 }
 
 impl Checkpointer {
-    pub fn start(store: Box<dyn StateStore>) -> std::io::Result<Checkpointer> {
-        Self::start_with_queue(store, QUEUE)
+    /// Its thread, named `thread` (the node's plan names it).
+    pub fn start(store: Box<dyn StateStore>, thread: &str) -> std::io::Result<Checkpointer> {
+        Self::start_with_queue(store, QUEUE, thread)
     }
 
     /// [`Self::start`] with a queue of `queue` records (tests: a small one).
     pub fn start_with_queue(
         store: Box<dyn StateStore>,
         queue: usize,
+        thread: &str,
     ) -> std::io::Result<Checkpointer> {
         let (tx, rx) = mpsc::sync_channel(queue.max(1));
         let stats = Arc::new(CheckpointStats::default());
         let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (s, st) = (stats.clone(), stopping.clone());
         let thread = std::thread::Builder::new()
-            .name("pepc-checkpoint".into())
+            .name(thread.into())
             .spawn(move || commit_loop(store, rx, &s, &st))?;
         Ok(Checkpointer {
             tx: Some(tx),
@@ -408,7 +410,8 @@ mod tests {
     #[test]
     fn the_checkpointer_commits_in_groups_within_the_window() {
         let p = tmp("group");
-        let c = Checkpointer::start(Box::new(EmbeddedStore::open(&p).unwrap())).unwrap();
+        let c =
+            Checkpointer::start(Box::new(EmbeddedStore::open(&p).unwrap()), "test-ckpt").unwrap();
         let mut sink = c.sink();
         for i in 0..5000u64 {
             sink.put(i, vec![i as u8; 200]);
@@ -434,7 +437,8 @@ mod tests {
     #[test]
     fn stop_commits_and_ends_while_a_sink_still_lives() {
         let p = tmp("stop");
-        let c = Checkpointer::start(Box::new(EmbeddedStore::open(&p).unwrap())).unwrap();
+        let c =
+            Checkpointer::start(Box::new(EmbeddedStore::open(&p).unwrap()), "test-ckpt").unwrap();
         let mut sink = c.sink();
         sink.put(1, vec![1; 10]);
         let st = c.stop(); // `sink` still alive: stop must not wait for it
@@ -479,7 +483,7 @@ mod tests {
     #[test]
     fn a_stalled_store_costs_one_record_per_ue_and_gets_each_ues_latest() {
         let store = Gated::default();
-        let c = Checkpointer::start_with_queue(Box::new(store.clone()), 4).unwrap();
+        let c = Checkpointer::start_with_queue(Box::new(store.clone()), 4, "test-ckpt").unwrap();
         let mut sink = c.sink();
         // 100 UEs end 50 procedures each while the store does not commit.
         for round in 0..50u8 {
