@@ -15,5 +15,6 @@ pub mod lines;
 pub mod netns;
 pub mod paired;
 pub mod qos;
+mod qos_udp;
 pub mod sweep;
 pub mod traffic;

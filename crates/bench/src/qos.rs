@@ -33,6 +33,18 @@ pub struct QosOpts {
     pub overload: f64,
     /// Virtual time per tick, µs.
     pub tick_us: u64,
+    /// In memory (virtual time) or on a real UDP socket (wall time).
+    pub io: QosIo,
+}
+
+/// Where the egress is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QosIo {
+    /// The scheduler at `--egress-mbps`, in virtual time.
+    Memory,
+    /// The slice's data thread on a UDP socket in a network namespace, toward a veth
+    /// shaped to `--egress-mbps`: the egress is the port's, pushing back.
+    Udp,
 }
 
 impl Default for QosOpts {
@@ -42,6 +54,7 @@ impl Default for QosOpts {
             seconds: 5.0,
             overload: 3.0,
             tick_us: 50,
+            io: QosIo::Memory,
         }
     }
 }
@@ -83,6 +96,8 @@ pub struct QosResult {
     pub cpu_s: f64,
     pub wall_s: f64,
     pub mpps_per_core: f64,
+    /// Packets the port pushed back into the egress scheduler (real sockets).
+    pub pushed_back: u64,
 }
 
 /// One class of flows: (QCI, GBR, share of the egress capacity, flows, packet bytes,
@@ -95,22 +110,30 @@ const MIX: [(u8, bool, f64, usize, usize, u16); 3] = [
 /// The downloads: QCI 9 on default bearers, the rest of the offered load.
 const BULK: (usize, usize, u16) = (20, 1400, 9);
 /// The G-PDU header the egress counts beside the IP packet.
-const GTPU_HEADER: usize = 8;
+pub(crate) const GTPU_HEADER: usize = 8;
 
-struct Flow {
-    class: usize,
+pub(crate) struct Flow {
+    pub(crate) class: usize,
     ue_ip: Ipv4Addr,
     port: u16,
-    len: usize,
+    pub(crate) len: usize,
     /// Nanoseconds between packets, and when the next is due.
-    gap_ns: f64,
-    next_ns: f64,
+    pub(crate) gap_ns: f64,
+    pub(crate) next_ns: f64,
 }
 
-pub fn run(o: &QosOpts) -> Result<QosResult, String> {
-    if o.egress_mbps == 0 || o.seconds <= 0.0 || o.tick_us == 0 {
-        return Err("--egress-mbps, --seconds and the tick must be above 0".into());
-    }
+/// The slice, its UEs and their flows: every class's flows attached on bearers of
+/// their QCI toward `enb`, the downlink egress at `egress_mbps` (0: the port's).
+pub(crate) struct Setup {
+    pub(crate) cp: pepc_slice::control::ControlPlane,
+    pub(crate) dp: pepc_slice::datapath::DataPlane,
+    pub(crate) classes: Vec<(u8, bool, f64, usize, usize, u16)>,
+    pub(crate) flows: Vec<Flow>,
+    /// Each flow's downlink IP packet.
+    pub(crate) templates: Vec<Vec<u8>>,
+}
+
+pub(crate) fn setup(o: &QosOpts, enb: Ipv4Addr, egress_mbps: u64) -> Result<Setup, String> {
     let cap_bps = o.egress_mbps as f64 * 1e6;
     // (QCI, GBR, share, flows, bytes, port) for every class, downloads last.
     let bulk_share = (o.overload - MIX.iter().map(|m| m.2).sum::<f64>()).max(0.0);
@@ -118,7 +141,7 @@ pub fn run(o: &QosOpts) -> Result<QosResult, String> {
     classes.push((9, false, bulk_share, BULK.0, BULK.1, BULK.2));
 
     let mut cfg = SliceConfig::for_users(1024);
-    cfg.egress[1].rate_mbps = o.egress_mbps;
+    cfg.egress[1].rate_mbps = egress_mbps;
     let (mut cp, mut dp) = build(&cfg);
     let rules: Vec<Rule> = classes
         .iter()
@@ -131,7 +154,6 @@ pub fn run(o: &QosOpts) -> Result<QosResult, String> {
         })
         .collect();
     cp.install_rule_set(1, rules).map_err(|e| e.to_string())?;
-    let enb = Ipv4Addr::new(127, 1, 0, 1);
     let mut flows = Vec::new();
     let mut imsi = 1_010_000_000u64;
     for (ci, &(qci, gbr, share, n, len, port)) in classes.iter().enumerate() {
@@ -171,6 +193,117 @@ pub fn run(o: &QosOpts) -> Result<QosResult, String> {
         .iter()
         .map(|f| ipv4_udp(Ipv4Addr::new(8, 8, 8, 8), f.ue_ip, f.port, 40000, f.len))
         .collect();
+    Ok(Setup {
+        cp,
+        dp,
+        classes,
+        flows,
+        templates,
+    })
+}
+
+/// Per class: offered and delivered (packets, IP bytes) and the latency histogram.
+pub(crate) struct Tally {
+    pub(crate) offered: Vec<(u64, u64)>,
+    pub(crate) delivered: Vec<(u64, u64)>,
+    pub(crate) hists: Vec<Histogram>,
+}
+
+impl Tally {
+    pub(crate) fn new(k: usize) -> Tally {
+        Tally {
+            offered: vec![(0, 0); k],
+            delivered: vec![(0, 0); k],
+            hists: vec![Histogram::default(); k],
+        }
+    }
+}
+
+/// The run's figures from its tally.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn result(
+    io: &'static str,
+    o: &QosOpts,
+    classes: &[(u8, bool, f64, usize, usize, u16)],
+    t: &Tally,
+    secs: f64,
+    egress: &pepc_slice::datapath::egress::EgressCounters,
+    packets: u64,
+    (cpu_s, wall_s): (f64, f64),
+) -> QosResult {
+    let cap_bps = o.egress_mbps as f64 * 1e6;
+    let mut out_classes = Vec::new();
+    let (mut gbr_off, mut gbr_del) = (0u64, 0u64);
+    for (i, &(qci, gbr, _, n, len, _)) in classes.iter().enumerate() {
+        if gbr {
+            gbr_off += t.offered[i].1;
+            gbr_del += t.delivered[i].1;
+        }
+        out_classes.push(ClassResult {
+            qci,
+            gbr,
+            flows: n,
+            packet_bytes: len,
+            offered_mbps: t.offered[i].1 as f64 * 8.0 / secs / 1e6,
+            delivered_mbps: t.delivered[i].1 as f64 * 8.0 / secs / 1e6,
+            offered: t.offered[i].0,
+            delivered: t.delivered[i].0,
+            delivered_ratio: t.delivered[i].0 as f64 / t.offered[i].0.max(1) as f64,
+            latency_us_p50: t.hists[i].quantile(0.5) as f64,
+            latency_us_p99: t.hists[i].quantile(0.99) as f64,
+        });
+    }
+    // The egress rate counts what is handed to the port: the G-PDU (IP + 8 bytes).
+    let sent_wire: u64 = (0..classes.len())
+        .map(|i| t.delivered[i].1 + GTPU_HEADER as u64 * t.delivered[i].0)
+        .sum();
+    let dropped_by_qci = (0..=EXCESS)
+        .filter_map(|c| {
+            let n: u64 = egress.classes[c]
+                .dropped
+                .iter()
+                .map(|d| d.load(Relaxed))
+                .sum();
+            (n > 0).then_some((class_qci(c), n))
+        })
+        .collect();
+    let pushed_back = egress
+        .classes
+        .iter()
+        .map(|c| c.pushed_back.load(Relaxed))
+        .sum();
+    QosResult {
+        io,
+        egress_mbps: o.egress_mbps,
+        overload: o.overload,
+        seconds: secs,
+        tick_us: o.tick_us,
+        classes: out_classes,
+        gbr_delivered_ratio: gbr_del as f64 / gbr_off.max(1) as f64,
+        work_conserving: sent_wire as f64 * 8.0 / (cap_bps * secs),
+        dropped_by_qci,
+        pushed_back,
+        packets,
+        cpu_s,
+        wall_s,
+        mpps_per_core: packets as f64 / cpu_s.max(1e-9) / 1e6,
+    }
+}
+
+pub fn run(o: &QosOpts) -> Result<QosResult, String> {
+    if o.egress_mbps == 0 || o.seconds <= 0.0 || o.tick_us == 0 {
+        return Err("--egress-mbps, --seconds and the tick must be above 0".into());
+    }
+    if o.io == QosIo::Udp {
+        return crate::qos_udp::run(o);
+    }
+    let Setup {
+        cp: _cp,
+        mut dp,
+        classes,
+        mut flows,
+        templates,
+    } = setup(o, Ipv4Addr::new(127, 1, 0, 1), o.egress_mbps)?;
     let k = classes.len();
     // The class of a delivered G-PDU, by its inner packet's remote (source) port.
     let ports: Vec<u16> = classes.iter().map(|c| c.5).collect();
@@ -179,9 +312,7 @@ pub fn run(o: &QosOpts) -> Result<QosResult, String> {
         let port = u16::from_be_bytes([s[GTPU_HEADER + 20], s[GTPU_HEADER + 21]]);
         ports.iter().position(|&q| q == port)
     };
-    let mut offered = vec![(0u64, 0u64); k];
-    let mut delivered = vec![(0u64, 0u64); k];
-    let mut hists = vec![Histogram::default(); k];
+    let mut t = Tally::new(k);
     let mut batch = Batch::new(BATCH_SIZE);
     let mut out = Batch::new(BATCH_SIZE);
     let tick = o.tick_us * 1000;
@@ -189,16 +320,16 @@ pub fn run(o: &QosOpts) -> Result<QosResult, String> {
     let (cpu0, wall0) = (crate::attach::thread_cpu_s(), std::time::Instant::now());
     let mut packets = 0u64;
     let mut now = tick;
-    let mut record = |b: &Batch, now: u64| {
+    let record = |t: &mut Tally, b: &Batch, now: u64| {
         for p in &b.bufs[..b.len] {
             if p.meta.verdict != Verdict::ToS1u {
                 continue;
             }
             if let Some(c) = class_of(p) {
                 // Inner IP bytes (the GTP-U header is 8 more).
-                delivered[c].0 += 1;
-                delivered[c].1 += (p.len() - GTPU_HEADER) as u64;
-                hists[c].record_n((now - p.meta.rx_ns) / 1000, 1);
+                t.delivered[c].0 += 1;
+                t.delivered[c].1 += (p.len() - GTPU_HEADER) as u64;
+                t.hists[c].record_n((now - p.meta.rx_ns) / 1000, 1);
             }
         }
     };
@@ -217,72 +348,32 @@ pub fn run(o: &QosOpts) -> Result<QosResult, String> {
                 b.reset();
                 b.fill(&templates[i]);
                 b.meta.rx_ns = now;
-                offered[flows[i].class].0 += 1;
-                offered[flows[i].class].1 += flows[i].len as u64;
+                t.offered[flows[i].class].0 += 1;
+                t.offered[flows[i].class].1 += flows[i].len as u64;
             }
             dp.downlink(&mut batch, now);
             packets += chunk.len() as u64;
-            record(&batch, now);
+            record(&mut t, &batch, now);
         }
         while dp.egress_drain(false, &mut out, now) > 0 {
-            record(&out, now);
+            record(&mut t, &out, now);
         }
         now += tick;
     }
     let cpu_s = crate::attach::thread_cpu_s() - cpu0;
     let wall_s = wall0.elapsed().as_secs_f64();
     let secs = end as f64 / 1e9;
-    let mut out_classes = Vec::new();
-    let (mut gbr_off, mut gbr_del) = (0u64, 0u64);
-    for (i, &(qci, gbr, _, n, len, _)) in classes.iter().enumerate() {
-        if gbr {
-            gbr_off += offered[i].1;
-            gbr_del += delivered[i].1;
-        }
-        out_classes.push(ClassResult {
-            qci,
-            gbr,
-            flows: n,
-            packet_bytes: len,
-            offered_mbps: offered[i].1 as f64 * 8.0 / secs / 1e6,
-            delivered_mbps: delivered[i].1 as f64 * 8.0 / secs / 1e6,
-            offered: offered[i].0,
-            delivered: delivered[i].0,
-            delivered_ratio: delivered[i].0 as f64 / offered[i].0.max(1) as f64,
-            latency_us_p50: hists[i].quantile(0.5) as f64,
-            latency_us_p99: hists[i].quantile(0.99) as f64,
-        });
-    }
-    // The egress rate counts what is handed to the port: the G-PDU (IP + 8 bytes).
-    let sent_wire: u64 = (0..k)
-        .map(|i| delivered[i].1 + GTPU_HEADER as u64 * delivered[i].0)
-        .sum();
     let counters = &dp.counters().egress[1];
-    let dropped_by_qci = (0..=EXCESS)
-        .filter_map(|c| {
-            let n: u64 = counters.classes[c]
-                .dropped
-                .iter()
-                .map(|d| d.load(Relaxed))
-                .sum();
-            (n > 0).then_some((class_qci(c), n))
-        })
-        .collect();
-    Ok(QosResult {
-        io: "memory",
-        egress_mbps: o.egress_mbps,
-        overload: o.overload,
-        seconds: secs,
-        tick_us: o.tick_us,
-        classes: out_classes,
-        gbr_delivered_ratio: gbr_del as f64 / gbr_off.max(1) as f64,
-        work_conserving: sent_wire as f64 * 8.0 / (cap_bps * secs),
-        dropped_by_qci,
+    Ok(result(
+        "memory",
+        o,
+        &classes,
+        &t,
+        secs,
+        counters,
         packets,
-        cpu_s,
-        wall_s,
-        mpps_per_core: packets as f64 / cpu_s.max(1e-9) / 1e6,
-    })
+        (cpu_s, wall_s),
+    ))
 }
 
 #[cfg(test)]

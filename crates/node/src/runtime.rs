@@ -145,6 +145,8 @@ pub fn data_loop_waking(
     let mut ul = Batch::default();
     let mut dl = Batch::default();
     let mut out = Batch::default();
+    // Indexes of packets a port pushed back (kept, to allocate once).
+    let mut held: Vec<u16> = Vec::new();
     let t0 = crate::io::now_ns();
     let mut idle = 0u32;
     let mut fds: Vec<_> = [s1u.poll_fd(), sgi.poll_fd(), s1u.wake_fd(), sgi.wake_fd()]
@@ -163,13 +165,13 @@ pub fn data_loop_waking(
         let mut busy = false;
         if s1u.recv_batch(&mut ul).unwrap_or(0) > 0 {
             dp.uplink(&mut ul, now);
-            let _ = sgi.send_batch(&ul, Verdict::ToSgi);
+            send_egress(&mut dp, &mut *sgi, &mut ul, true, false, &mut held, now);
             let _ = s1u.send_batch(&ul, Verdict::ToS1u);
             busy = true;
         }
         if sgi.recv_batch(&mut dl).unwrap_or(0) > 0 {
             dp.downlink(&mut dl, now);
-            let _ = s1u.send_batch(&dl, Verdict::ToS1u);
+            send_egress(&mut dp, &mut *s1u, &mut dl, false, false, &mut held, now);
             busy = true;
         }
         if !busy {
@@ -182,22 +184,23 @@ pub fn data_loop_waking(
         while dp.ready_len() > 0 {
             if dp.take_ready(&mut ul, true) > 0 {
                 dp.uplink(&mut ul, now);
-                let _ = sgi.send_batch(&ul, Verdict::ToSgi);
+                send_egress(&mut dp, &mut *sgi, &mut ul, true, false, &mut held, now);
             }
             if dp.take_ready(&mut dl, false) > 0 {
                 dp.downlink(&mut dl, now);
-                let _ = s1u.send_batch(&dl, Verdict::ToS1u);
+                send_egress(&mut dp, &mut *s1u, &mut dl, false, false, &mut held, now);
             }
         }
-        // The egress schedulers' queues (only when an egress is congested): what the
-        // egress rate allows now, in QoS order. A backlog keeps the thread polling.
-        for (uplink, port, v) in [
-            (true, &mut sgi, Verdict::ToSgi),
-            (false, &mut s1u, Verdict::ToS1u),
-        ] {
+        // The egress schedulers' queues (only when an egress is congested: by its
+        // rate, or by its port pushing back): what the egress allows now, in QoS
+        // order, until the port pushes back. A backlog keeps the thread polling.
+        for (uplink, port) in [(true, &mut sgi), (false, &mut s1u)] {
             if dp.egress_backlog(uplink) > 0 {
                 while dp.egress_drain(uplink, &mut out, now) > 0 {
-                    let _ = port.send_batch(&out, v);
+                    send_egress(&mut dp, &mut **port, &mut out, uplink, true, &mut held, now);
+                    if !held.is_empty() {
+                        break;
+                    }
                 }
                 busy = true;
             }
@@ -232,6 +235,32 @@ pub fn data_loop_waking(
         }
     }
     dp
+}
+
+/// Send `batch`'s packets of an egress (`uplink`: toward SGi, else toward S1-U) on
+/// `port`. What the port pushes back (a full socket buffer or TX ring) waits in the
+/// slice's egress scheduler and leaves in QoS order as the port takes it: under
+/// pushback the egress rate is the port's own. `drained`: the batch came from the
+/// scheduler (its packets go back to the head of their queues).
+fn send_egress(
+    dp: &mut DataPlane,
+    port: &mut dyn PacketIo,
+    batch: &mut Batch,
+    uplink: bool,
+    drained: bool,
+    held: &mut Vec<u16>,
+    now: u64,
+) {
+    held.clear();
+    let v = if uplink {
+        Verdict::ToSgi
+    } else {
+        Verdict::ToS1u
+    };
+    let _ = port.send_batch_or_hold(batch, v, held);
+    if !held.is_empty() {
+        dp.egress_pushback(uplink, batch, held, drained, now);
+    }
 }
 
 /// A running slice.

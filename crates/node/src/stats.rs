@@ -202,6 +202,8 @@ pub struct EgressClassStats {
     pub depth: u64,
     pub sent: u64,
     pub sent_bytes: u64,
+    /// Packets the port pushed back into this class (its socket or TX ring was full).
+    pub pushed_back: u64,
     /// By reason (`EgressDrop::name`).
     pub dropped: Vec<(&'static str, u64)>,
     /// Time queued: bucket k counts delays below 2^k µs (the last, the rest).
@@ -238,6 +240,7 @@ impl EgressClassStats {
                     depth: cc.depth.load(Relaxed),
                     sent: cc.sent.load(Relaxed),
                     sent_bytes: cc.sent_bytes.load(Relaxed),
+                    pushed_back: cc.pushed_back.load(Relaxed),
                     dropped: EgressDrop::ALL
                         .iter()
                         .map(|&r| (r.name(), cc.dropped[r as usize].load(Relaxed)))
@@ -245,7 +248,7 @@ impl EgressClassStats {
                         .collect(),
                     delay: std::array::from_fn(|i| cc.delay[i].load(Relaxed)),
                 };
-                if st.depth > 0 || st.sent > 0 || !st.dropped.is_empty() {
+                if st.depth > 0 || st.sent > 0 || st.pushed_back > 0 || !st.dropped.is_empty() {
                     v.push(st);
                 }
             }

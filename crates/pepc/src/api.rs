@@ -437,6 +437,7 @@ impl NodeApi {
                         "depth": e.depth,
                         "sent": e.sent,
                         "sent_bytes": e.sent_bytes,
+                        "pushed_back": e.pushed_back,
                         "dropped": e.dropped.iter().map(|(r, n)| (r.to_string(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
                         "delay_us_p50": e.delay_us_quantile(0.5),
                         "delay_us_p99": e.delay_us_quantile(0.99),

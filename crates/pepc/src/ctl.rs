@@ -227,6 +227,7 @@ fn egress_table(v: &Value) -> String {
                 ("QCI", "qci"),
                 ("DEPTH", "depth"),
                 ("SENT", "sent"),
+                ("PUSHED-BACK", "pushed_back"),
                 ("DROPPED", "dropped_total"),
                 ("P50-US<=", "delay_us_p50"),
                 ("P99-US<=", "delay_us_p99"),

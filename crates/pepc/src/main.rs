@@ -187,7 +187,8 @@ struct QosArgs {
     /// The slice's downlink egress rate, Mbit/s (`[s1u] egress_mbps`).
     #[arg(long, default_value_t = 1000)]
     egress_mbps: u64,
-    /// Seconds of traffic (virtual time: the data path runs as fast as it can).
+    /// Seconds of traffic (memory: virtual time, the data path runs as fast as it
+    /// can; udp: wall time).
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
     /// Offered load over the egress capacity.
@@ -196,7 +197,9 @@ struct QosArgs {
     /// Virtual time per tick, µs (the latency's resolution).
     #[arg(long, default_value_t = 50)]
     tick_us: u64,
-    /// memory (only this one so far; udp/afxdp are not built yet).
+    /// memory (the scheduler at --egress-mbps, virtual time), or udp (the data
+    /// thread on a UDP socket over a veth shaped to --egress-mbps, the port pushing
+    /// back; network namespaces, as root).
     #[arg(long, default_value = "memory")]
     io: String,
     /// Print one JSON object.
@@ -598,17 +601,22 @@ fn bench_memory(a: &MemoryArgs) -> Result<(), String> {
 }
 
 fn bench_qos(a: &QosArgs) -> Result<(), String> {
-    if a.io != "memory" {
-        return Err(format!(
-            "--io {:?}: only memory is built (udp and afxdp are not yet)",
-            a.io
-        ));
-    }
+    use pepc_bench::qos::QosIo;
+    let io = match a.io.as_str() {
+        "memory" => QosIo::Memory,
+        "udp" => QosIo::Udp,
+        other => {
+            return Err(format!(
+                "--io {other:?}: memory or udp (afxdp is not built yet)"
+            ))
+        }
+    };
     let r = pepc_bench::qos::run(&pepc_bench::qos::QosOpts {
         egress_mbps: a.egress_mbps,
         seconds: a.seconds,
         overload: a.overload,
         tick_us: a.tick_us,
+        io,
     })?;
     if a.json {
         println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);

@@ -191,6 +191,12 @@ impl MetricsSource for NodeMetrics {
                     &l,
                     e.sent_bytes,
                 );
+                out.counter(
+                    "pepc_egress_pushed_back_packets",
+                    "Packets the port pushed back into an egress class (its socket buffer or TX ring was full): they waited there for the port, in QoS order",
+                    &l,
+                    e.pushed_back,
+                );
                 for (reason, v) in &e.dropped {
                     let mut l = l.to_vec();
                     l.push(("reason", (*reason).into()));

@@ -70,6 +70,14 @@ impl TokenBucket {
         self.rate_bps == other.rate_bps
     }
 
+    /// Give back `len` bytes taken for a packet that did not leave after all.
+    pub fn refund(&mut self, len: usize) {
+        if self.rate_bps != 0 {
+            let back = (len as u64).saturating_mul(NANO);
+            self.tokens_nb = self.tokens_nb.saturating_add(back).min(self.burst_nb);
+        }
+    }
+
     /// Take `len` bytes if available at time `now_ns`.
     #[inline]
     pub fn allow(&mut self, len: usize, now_ns: u64) -> bool {

@@ -75,6 +75,20 @@ pub trait PacketIo: Send {
     /// Transmit every packet in `batch.packets()` whose `meta.verdict == select`.
     /// Returns how many were sent.
     fn send_batch(&mut self, batch: &Batch, select: Verdict) -> io::Result<usize>;
+    /// [`send_batch`](Self::send_batch) for a port that may push back: what it
+    /// cannot take now (a full socket buffer or TX ring) it neither waits for nor
+    /// drops, but lists in `held` (indexes into `batch`, one destination's packets in
+    /// their order), for the egress scheduler to send later in QoS order. A port that
+    /// never pushes back sends as `send_batch` does (the default).
+    fn send_batch_or_hold(
+        &mut self,
+        batch: &Batch,
+        select: Verdict,
+        held: &mut Vec<u16>,
+    ) -> io::Result<usize> {
+        let _ = held;
+        self.send_batch(batch, select)
+    }
     /// The descriptor an idle data thread can wait on (see [`wait_readable`]); `None`
     /// for in-memory ports, which never block.
     fn poll_fd(&self) -> Option<RawFd> {

@@ -27,6 +27,8 @@ use std::time::Duration;
 /// Socket buffer size asked for (best effort): a few ms of line rate absorbs bursts
 /// while the data thread is busy with a batch.
 const SOCK_BUF_BYTES: libc::c_int = 8 << 20;
+/// Sends without GSO after the port pushed back (see `UdpPort::no_gso_for`).
+const NO_GSO_SENDS: u32 = 256;
 /// How long one retry waits for send-buffer space when the kernel says EAGAIN.
 const TX_RETRY_WAIT: Duration = Duration::from_millis(1);
 /// Retries of the unsent rest of a batch before it is counted as dropped.
@@ -84,6 +86,9 @@ pub struct UdpStats {
     pub tx_syscalls: u64,
     /// Messages that carried several datagrams (UDP GSO).
     pub tx_gso_messages: u64,
+    /// Packets handed back unsent because the send buffer was full (sends that hold,
+    /// [`PacketIo::send_batch_or_hold`]): the egress scheduler keeps them.
+    pub tx_held: u64,
 }
 
 /// A non-blocking UDP socket moving whole batches.
@@ -101,6 +106,12 @@ pub struct UdpPort {
     /// Whether to group datagrams with UDP GSO (off once the kernel refused it, or
     /// with `PEPC_NO_UDP_GSO=1` in the environment, to measure without).
     gso: bool,
+    /// Sends left without GSO since the port last pushed back: a GSO message is one
+    /// burst on the link (64 datagrams of 1400 bytes take 14 ms at 50 Mbit/s), and
+    /// while the link is the bottleneck a voice packet the scheduler sends first would
+    /// wait behind it in the device's queue. The link, not the CPU, sets the rate then.
+    no_gso_for: u32,
+    gso_paused: bool,
     /// Whether the socket delivers coalesced datagrams (off where the kernel refused
     /// `UDP_GRO`, or with `PEPC_NO_UDP_GRO=1` in the environment, to measure
     /// without); their staging area is made at the first receive, so a port that
@@ -286,6 +297,8 @@ impl UdpPort {
             gso: std::env::var_os("PEPC_NO_UDP_GSO").is_none_or(|v| v != "1"),
             gro: false,
             gro_rx: None,
+            no_gso_for: 0,
+            gso_paused: false,
             tx_retries: DEFAULT_TX_RETRIES,
             stats: UdpStats::default(),
             probe: None,
@@ -324,6 +337,17 @@ impl UdpPort {
 
     /// How many times the unsent rest of a batch is retried (each after waiting up to
     /// 1 ms for buffer space) before it is dropped.
+    /// Set the socket's send buffer to `bytes` (the kernel doubles it): where the
+    /// port pushes back. A small one keeps the queue below the socket short, so what
+    /// waits, waits in the egress scheduler, in QoS order.
+    pub fn set_send_buffer(&mut self, bytes: i32) -> io::Result<()> {
+        if setsockopt_int(self.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, bytes) {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
     pub fn set_tx_retries(&mut self, n: u32) {
         self.tx_retries = n;
     }
@@ -353,7 +377,7 @@ impl UdpPort {
 
     /// Send the `k` armed messages, retrying the unsent rest on EAGAIN and skipping
     /// messages the kernel refuses one by one. Returns how many datagrams went out.
-    fn flush(&mut self, k: usize) -> io::Result<usize> {
+    fn flush(&mut self, k: usize, mut held: Option<&mut Vec<u16>>) -> io::Result<usize> {
         let fd = self.as_raw_fd();
         let mut off = 0;
         let mut sent = 0;
@@ -388,6 +412,15 @@ impl UdpPort {
             match e {
                 libc::EINTR => continue,
                 e if is_would_block(e) || e == libc::ENOBUFS => {
+                    if let Some(h) = held.as_deref_mut() {
+                        // The caller keeps the rest: no wait, no drop. Datagram slot v
+                        // is the batch's packet order[v].
+                        let first: usize = self.segs[..off].iter().map(|&n| n as usize).sum();
+                        let all = first + left(&self.segs, off) as usize;
+                        h.extend(self.order[first..all].iter().map(|&i| i as u16));
+                        self.stats.tx_held += (all - first) as u64;
+                        break;
+                    }
                     if retries >= self.tx_retries {
                         self.stats.tx_dropped += left(&self.segs, off);
                         break;
@@ -459,21 +492,49 @@ impl UdpPort {
         select: Verdict,
         dest: Option<SocketAddrV4>,
     ) -> io::Result<usize> {
+        self.send_selected_or_hold(batch, select, dest, None)
+    }
+
+    /// [`Self::send_selected`]; with `held`, what the full send buffer does not take
+    /// is not waited for or dropped but listed there (batch indexes, in batch order
+    /// per destination), and so is everything after it.
+    pub(crate) fn send_selected_or_hold(
+        &mut self,
+        batch: &Batch,
+        select: Verdict,
+        dest: Option<SocketAddrV4>,
+        mut held: Option<&mut Vec<u16>>,
+    ) -> io::Result<usize> {
         let cap = self.capacity();
         let mut n = 0;
         let mut sent = 0;
+        let holding = |h: &Option<&mut Vec<u16>>| h.as_ref().is_some_and(|h| !h.is_empty());
+        self.gso_paused = held.is_some() && self.no_gso_for > 0;
+        self.no_gso_for = self.no_gso_for.saturating_sub(u32::from(held.is_some()));
         for (i, p) in batch.packets().iter().enumerate() {
             if p.meta.verdict == select {
+                if holding(&held) {
+                    // The buffer is full: the rest waits behind what it refused.
+                    if let Some(h) = held.as_deref_mut() {
+                        h.push(i as u16);
+                        self.stats.tx_held += 1;
+                    }
+                    continue;
+                }
                 self.order[n] = i as u32;
                 n += 1;
                 if n == cap {
-                    sent += self.send_some(batch, n, dest)?;
+                    sent += self.send_some(batch, n, dest, held.as_deref_mut())?;
                     n = 0;
                 }
             }
         }
         if n > 0 {
-            sent += self.send_some(batch, n, dest)?;
+            sent += self.send_some(batch, n, dest, held.as_deref_mut())?;
+        }
+        self.gso_paused = false;
+        if holding(&held) {
+            self.no_gso_for = NO_GSO_SENDS;
         }
         Ok(sent)
     }
@@ -484,8 +545,10 @@ impl UdpPort {
         batch: &Batch,
         n: usize,
         dest: Option<SocketAddrV4>,
+        held: Option<&mut Vec<u16>>,
     ) -> io::Result<usize> {
-        if self.gso && dest.is_none() {
+        let gso = self.gso && !self.gso_paused;
+        if gso && dest.is_none() {
             // One destination's packets next to each other, so that runs of one
             // length grow (a downlink batch spread over eNBs). The sort is stable: a
             // destination's packets keep their order.
@@ -506,7 +569,7 @@ impl UdpPort {
                 iov_base: data.as_ptr().cast_mut().cast(),
                 iov_len: data.len(),
             };
-            let joins = self.gso && m > 0 && {
+            let joins = gso && m > 0 && {
                 let g = m - 1;
                 let seg = self.cmsgs[g].segment as usize;
                 let first = self.hdrs[g].msg_hdr.msg_iov;
@@ -543,7 +606,7 @@ impl UdpPort {
         if m == 0 {
             return Ok(0);
         }
-        self.flush(m)
+        self.flush(m, held)
     }
 
     /// Point message slot `k` at `addrs[k]` and at one datagram, `iov[v]`.
@@ -637,6 +700,15 @@ impl PacketIo for UdpPort {
 
     fn send_batch(&mut self, batch: &Batch, select: Verdict) -> io::Result<usize> {
         self.send_selected(batch, select, None)
+    }
+
+    fn send_batch_or_hold(
+        &mut self,
+        batch: &Batch,
+        select: Verdict,
+        held: &mut Vec<u16>,
+    ) -> io::Result<usize> {
+        self.send_selected_or_hold(batch, select, None, Some(held))
     }
 
     fn poll_fd(&self) -> Option<RawFd> {

@@ -11,6 +11,11 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 /// off unless `extra` has them (a taken port refuses the start); `extra` TOML
 /// sections after those.
 pub fn node(n: u8, subscribers: u32, extra: &str) -> Epc {
+    node_with_s1u(n, subscribers, "", extra)
+}
+
+/// [`node`] with more `[s1u]` keys (`s1u`: lines of that table).
+pub fn node_with_s1u(n: u8, subscribers: u32, s1u: &str, extra: &str) -> Epc {
     let mut extra = extra.to_string();
     for s in ["[metrics]", "[api]"] {
         if !extra.contains(s) {
@@ -19,7 +24,7 @@ pub fn node(n: u8, subscribers: u32, extra: &str) -> Epc {
     }
     let cfg = EpcConfig::parse(&format!(
         "[node]\nmax_users = 1024\nslices = 2\n\
-         [s1u]\nbind = \"127.0.{n}.1:2152\"\n\
+         [s1u]\nbind = \"127.0.{n}.1:2152\"\n{s1u}\n\
          [sgi]\nmode = \"udp\"\nsink_local = \"127.0.{n}.1:5202\"\nsink_peer = \"127.0.{n}.2:5201\"\n\
          [s1mme]\ntransport = \"udp\"\nbind = \"127.0.{n}.1\"\n\
          [hss]\ndb = \":memory:\"\n{extra}"

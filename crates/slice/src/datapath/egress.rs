@@ -11,7 +11,9 @@
 //!
 //! Work-conserving: whenever the egress has room, the first non-empty class in this
 //! order sends. The egress rate is `rate_mbps` (an operator shaping to a backhaul it
-//! knows), or unlimited (the port's own). A bounded queue per class tail-drops, and
+//! knows), or the port's own: what a full port pushes back (its socket buffer or TX
+//! ring) is queued here ([`Egress::hold`], [`Egress::unsend`]) and leaves in this
+//! order as the port takes it. A bounded queue per class tail-drops, and
 //! all classes share one bounded pool of buffers; drops are counted per class and
 //! reason.
 //!
@@ -100,6 +102,9 @@ pub struct ClassCounters {
     pub depth: AtomicU64,
     /// Packets and bytes the scheduler queued and later sent.
     pub sent: AtomicU64,
+    /// Packets the port pushed back (its socket buffer or TX ring was full): queued
+    /// again, at the head of their class or bearer.
+    pub pushed_back: AtomicU64,
     pub sent_bytes: AtomicU64,
     /// By [`EgressDrop`].
     pub dropped: [AtomicU64; 2],
@@ -236,6 +241,13 @@ impl Shaper {
         self.rate == 0 || self.tokens_nb >= bytes.saturating_mul(NANO)
     }
 
+    fn refund(&mut self, bytes: u64) {
+        if self.rate != 0 {
+            let back = bytes.saturating_mul(NANO);
+            self.tokens_nb = self.tokens_nb.saturating_add(back).min(self.burst_nb);
+        }
+    }
+
     #[inline]
     fn take(&mut self, bytes: u64) -> bool {
         let need = bytes.saturating_mul(NANO);
@@ -282,6 +294,12 @@ struct Class {
     quantum: u64,
 }
 
+/// The delay histogram's bucket of a packet queued at `enq_ns` and sent at `now`.
+fn delay_bucket(now: u64, enq_ns: u64) -> usize {
+    let us = now.saturating_sub(enq_ns) / 1000;
+    (64 - us.leading_zeros() as usize).min(DELAY_BUCKETS - 1)
+}
+
 /// One direction's scheduler.
 pub struct Egress {
     shaper: Shaper,
@@ -308,6 +326,20 @@ pub struct Egress {
     backlog: usize,
     gbr: HashMap<u32, Gbr>,
     counters: std::sync::Arc<EgressCounters>,
+    /// What the last [`Egress::drain`] put at each index of its batch, so that what
+    /// the port pushes back goes back where it was ([`Egress::unsend`]).
+    drained: Vec<Drained>,
+}
+
+/// One packet of the last drain: its class, the class its sending was counted in
+/// (beyond-GBR traffic counts apart), its enqueue time, the bearer of a GBR pick
+/// and whether the pick was within the GBR (its bucket was taken).
+#[derive(Debug, Clone, Copy)]
+struct Drained {
+    class: u8,
+    counted: u8,
+    enq_ns: u64,
+    bearer: Option<(u32, bool)>,
 }
 
 impl Egress {
@@ -363,6 +395,7 @@ impl Egress {
             backlog: 0,
             gbr: HashMap::new(),
             counters,
+            drained: Vec::new(),
         }
     }
 
@@ -453,14 +486,7 @@ impl Egress {
             bump(&self.counters.classes[class].dropped[why as usize], 1);
             return;
         }
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => {
-                self.pool.push(PacketBuf::new());
-                self.enq_ns.push(0);
-                (self.pool.len() - 1) as u32
-            }
-        };
+        let slot = self.take_slot();
         std::mem::swap(buf, &mut self.pool[slot as usize]);
         buf.meta.verdict = Verdict::Consumed;
         self.enq_ns[slot as usize] = now;
@@ -556,9 +582,10 @@ impl Egress {
         self.shaper.refill(now);
         let cap = out.bufs.len();
         let mut k = 0;
+        self.drained.clear();
         while k < cap && self.backlog > 0 {
             let Some(pick) = self.pick(now) else { break };
-            let (class, counted, slot) = match pick {
+            let (class, counted, slot, bearer) = match pick {
                 Pick::Class(c) => {
                     let Some(&slot) = self.classes[c].queue.front() else {
                         break;
@@ -571,7 +598,7 @@ impl Egress {
                     if self.weighted.contains(&c) {
                         self.classes[c].deficit -= len;
                     }
-                    (c, c, slot)
+                    (c, c, slot, None)
                 }
                 Pick::Gbr(c, i, beyond) => {
                     let cl = &mut self.classes[c];
@@ -588,7 +615,7 @@ impl Egress {
                     if !g.queue.is_empty() {
                         cl.bearers.push_back(b);
                     }
-                    (c, if beyond { EXCESS } else { c }, slot)
+                    (c, if beyond { EXCESS } else { c }, slot, Some((b, !beyond)))
                 }
             };
             let len = self.pool[slot as usize].len() as u64;
@@ -603,12 +630,111 @@ impl Egress {
             let cc = &self.counters.classes[counted];
             bump(&cc.sent, 1);
             bump(&cc.sent_bytes, len);
-            let us = now.saturating_sub(self.enq_ns[slot as usize]) / 1000;
-            let bucket = (64 - us.leading_zeros() as usize).min(DELAY_BUCKETS - 1);
-            bump(&cc.delay[bucket], 1);
+            let enq_ns = self.enq_ns[slot as usize];
+            bump(&cc.delay[delay_bucket(now, enq_ns)], 1);
+            self.drained.push(Drained {
+                class: class as u8,
+                counted: counted as u8,
+                enq_ns,
+                bearer,
+            });
             k += 1;
         }
         out.len = k;
         k
+    }
+
+    /// The packets at `held` of the batch the last [`Egress::drain`] filled (at this
+    /// `now`) did not leave: the port pushed back. They go back to the head of their
+    /// class or bearer in their order, with their enqueue time, and what their drain
+    /// took (the rate's and the GBR's tokens, the sent counts) is given back, so a
+    /// pushed-back packet is sent, counted and delayed once.
+    pub fn unsend(&mut self, out: &mut Batch, held: &[u16], now: u64) {
+        for &i in held.iter().rev() {
+            let i = usize::from(i);
+            let (Some(d), Some(buf)) = (self.drained.get(i).copied(), out.bufs.get_mut(i)) else {
+                continue;
+            };
+            let len = buf.len() as u64;
+            let c = usize::from(d.class);
+            let cc = &self.counters.classes[usize::from(d.counted)];
+            cc.sent.fetch_sub(1, Relaxed);
+            cc.sent_bytes.fetch_sub(len, Relaxed);
+            cc.delay[delay_bucket(now, d.enq_ns)].fetch_sub(1, Relaxed);
+            bump(&self.counters.classes[c].pushed_back, 1);
+            self.shaper.refund(len);
+            let slot = self.take_slot();
+            std::mem::swap(buf, &mut self.pool[slot as usize]);
+            buf.meta.verdict = Verdict::Consumed;
+            self.enq_ns[slot as usize] = d.enq_ns;
+            let cl = &mut self.classes[c];
+            match d
+                .bearer
+                .and_then(|(b, within)| Some((b, within, self.gbr.get_mut(&b)?)))
+            {
+                Some((b, within, g)) => {
+                    if within {
+                        g.bucket
+                            .refund(len.saturating_sub(self.encap as u64) as usize);
+                    }
+                    if g.queue.is_empty() {
+                        cl.bearers.push_front(b);
+                    }
+                    g.queue.push_front(slot);
+                }
+                None => {
+                    if self.weighted.contains(&c) {
+                        cl.deficit += len;
+                    }
+                    cl.queue.push_front(slot);
+                }
+            }
+            cl.len += 1;
+            self.backlog += 1;
+            self.counters.classes[c].depth.store(cl.len as u64, Relaxed);
+        }
+    }
+
+    /// The packets at `held` of a batch [`Egress::admit`] let through did not leave:
+    /// the port pushed back. They are queued (by class, after nothing: the egress had
+    /// no backlog when it let them through), and from now on the batches behind them
+    /// queue too until the backlog is sent.
+    pub fn hold(
+        &mut self,
+        batch: &mut Batch,
+        held: &[u16],
+        now: u64,
+        bearer: impl Fn(u32) -> (u8, u64),
+    ) {
+        for &i in held {
+            let Some(buf) = batch.bufs.get_mut(usize::from(i)) else {
+                continue;
+            };
+            let b = buf.meta.bearer;
+            let (qci, gbr_bps) = if b == NO_BEARER {
+                (DEFAULT_QCI, 0)
+            } else {
+                bearer(b)
+            };
+            if self.shaper.rate != 0 {
+                // Counted as let through by `admit` (without a rate of its own, the
+                // data path does not call it while nothing waits).
+                self.counters.bypassed.fetch_sub(1, Relaxed);
+            }
+            bump(&self.counters.classes[self.class_of(qci)].pushed_back, 1);
+            self.enqueue(buf, qci, gbr_bps, now);
+        }
+    }
+
+    /// A free buffer slot of the pool (a new one if none is free).
+    fn take_slot(&mut self) -> u32 {
+        match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.pool.push(PacketBuf::new());
+                self.enq_ns.push(0);
+                (self.pool.len() - 1) as u32
+            }
+        }
     }
 }

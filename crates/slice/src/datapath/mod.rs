@@ -756,17 +756,12 @@ impl DataPlane {
         if e.passes_all() {
             return;
         }
-        let cold = &self.bearer_cold;
         let select = if uplink {
             Verdict::ToSgi
         } else {
             Verdict::ToS1u
         };
-        e.admit(batch, select, now, |b| {
-            cold.get(b as usize).map_or((9, 0), |c| {
-                (c.rec.qci, if uplink { c.rec.gbr_ul } else { c.rec.gbr_dl })
-            })
-        });
+        e.admit(batch, select, now, egress_key(&self.bearer_cold, uplink));
     }
 
     /// Packets waiting in the egress scheduler of a direction.
@@ -784,6 +779,24 @@ impl DataPlane {
             Verdict::ToS1u
         };
         self.egress[usize::from(!uplink)].drain(out, select, now)
+    }
+
+    /// The port of a direction pushed back the packets at `held` of `batch`: the
+    /// batch came from [`DataPlane::egress_drain`] at `now` (`drained`) or from the
+    /// pipeline. They wait in the egress scheduler for the port's room, in QoS order.
+    pub fn egress_pushback(
+        &mut self,
+        uplink: bool,
+        batch: &mut Batch,
+        held: &[u16],
+        drained: bool,
+        now: u64,
+    ) {
+        let e = &mut self.egress[usize::from(!uplink)];
+        if drained {
+            return e.unsend(batch, held, now);
+        }
+        e.hold(batch, held, now, egress_key(&self.bearer_cold, uplink));
     }
 
     /// A direction's scheduler (tests, benchmarks).
@@ -986,5 +999,15 @@ impl DataPlane {
                 }
             }
         }
+    }
+}
+
+/// The egress scheduler's key of a bearer slot: its QCI and GBR in the direction
+/// (bit/s); QCI 9 without a GBR for a slot not in use.
+fn egress_key(cold: &[BearerCold], uplink: bool) -> impl Fn(u32) -> (u8, u64) + '_ {
+    move |b| {
+        cold.get(b as usize).map_or((9, 0), |c| {
+            (c.rec.qci, if uplink { c.rec.gbr_ul } else { c.rec.gbr_dl })
+        })
     }
 }

@@ -299,6 +299,45 @@ impl PacketIo for AfXdpPort {
     }
 
     fn send_batch(&mut self, batch: &Batch, select: Verdict) -> io::Result<usize> {
+        self.send_or_hold(batch, select, None)
+    }
+
+    fn send_batch_or_hold(
+        &mut self,
+        batch: &Batch,
+        select: Verdict,
+        held: &mut Vec<u16>,
+    ) -> io::Result<usize> {
+        self.send_or_hold(batch, select, Some(held))
+    }
+
+    fn poll_fd(&self) -> Option<RawFd> {
+        Some(self.xsk.fd())
+    }
+
+    /// A socket of its own on the next queue, for sending only: an AF_XDP TX ring
+    /// has one producer, so each slice's data thread sends on its own queue (what
+    /// arrives on that queue passes to the kernel; receive stays on the first socket).
+    fn try_clone_sender(&self) -> io::Result<Box<dyn PacketIo>> {
+        let q = self.next_queue.fetch_add(1, Ordering::Relaxed);
+        let p = self.sibling(q, false)?;
+        Ok(Box::new(p))
+    }
+
+    fn socket_drops(&self) -> Option<SocketDropsProbe> {
+        Some(self.xsk.drops_probe().with_port(self.drops.clone()))
+    }
+}
+
+impl AfXdpPort {
+    /// `send_batch`; with `held`, the packets the TX ring (or its frames) had no room
+    /// for are listed there instead of dropped.
+    fn send_or_hold(
+        &mut self,
+        batch: &Batch,
+        select: Verdict,
+        held: Option<&mut Vec<u16>>,
+    ) -> io::Result<usize> {
         let pkts: &[_] = batch.packets();
         let now = Instant::now();
         // Resolve first (the neighbour table may read a file), then fill frames.
@@ -386,28 +425,21 @@ impl PacketIo for AfXdpPort {
             len
         });
         self.ip_id = ip_id;
+        // What the ring had no room for: the resolved packets from the cursor on.
+        let mut kept = 0usize;
+        if let (Some(h), true) = (held, queued < want) {
+            for (j, d) in dst.iter().enumerate().take(pkts.len()).skip(cursor) {
+                if d.is_some() {
+                    h.push(j as u16);
+                    kept += 1;
+                }
+            }
+        }
         self.stats.tx_packets += queued as u64;
         self.stats.tx_bytes += bytes;
         self.drops
-            .add(SocketDropReason::TxRingFull, (want - queued) as u64);
+            .add(SocketDropReason::TxRingFull, (want - queued - kept) as u64);
         Ok(queued)
-    }
-
-    fn poll_fd(&self) -> Option<RawFd> {
-        Some(self.xsk.fd())
-    }
-
-    /// A socket of its own on the next queue, for sending only: an AF_XDP TX ring
-    /// has one producer, so each slice's data thread sends on its own queue (what
-    /// arrives on that queue passes to the kernel; receive stays on the first socket).
-    fn try_clone_sender(&self) -> io::Result<Box<dyn PacketIo>> {
-        let q = self.next_queue.fetch_add(1, Ordering::Relaxed);
-        let p = self.sibling(q, false)?;
-        Ok(Box::new(p))
-    }
-
-    fn socket_drops(&self) -> Option<SocketDropsProbe> {
-        Some(self.xsk.drops_probe().with_port(self.drops.clone()))
     }
 }
 
