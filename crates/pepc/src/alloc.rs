@@ -66,8 +66,12 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// Memory freed by a slice stays with the process for the UEs that come next:
 /// returning it (madvise) costs a TLB shootdown that interrupts every core the
 /// process runs on, data threads included, and a page fault again on reuse. What a
-/// node holds is bounded by its configured UEs (`node.max_users`).
+/// node holds is bounded by its configured UEs (`node.max_users`). An operator's
+/// `MIMALLOC_PURGE_DELAY` (milliseconds; mimalloc reads it at start) is left to rule.
 pub fn keep_freed_memory() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+        return;
+    }
     // SAFETY: sets a process-wide allocator option; read by mimalloc when it purges.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
 }

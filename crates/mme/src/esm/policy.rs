@@ -323,7 +323,7 @@ impl Mme {
         if monitored && !self.monitored.contains(&id) {
             let at = self.now + self.cfg.policy.usage_check;
             self.monitored.insert(id);
-            self.usage_checks.push_back((at, id));
+            super::usage::push_due(&mut self.usage_checks, &self.index, at, id);
         }
     }
 

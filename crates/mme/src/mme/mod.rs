@@ -172,6 +172,7 @@ impl Mme {
     /// heap as their contexts take is faulted in on this (the control) thread.
     pub fn prewarm(&mut self, users: usize) {
         self.index.reserve(users);
+        self.reserve_parked(users);
         pepc_slice::mem::prewarm_heap(users.saturating_mul(Self::HEAP_PER_UE));
     }
 
