@@ -318,45 +318,7 @@ impl MetricsSource for NodeMetrics {
             let Some(m) = g.live_stats() else {
                 continue;
             };
-            let procs = [
-                (
-                    "attach",
-                    m.attach_requests,
-                    m.attaches,
-                    m.attach_rejects + m.attach_timeouts,
-                ),
-                (
-                    "service_request",
-                    m.service_requests + m.service_rejects,
-                    m.service_requests,
-                    m.service_rejects,
-                ),
-                (
-                    "pdn_connect",
-                    m.pdn_connects + m.pdn_connect_rejects,
-                    m.pdn_connects,
-                    m.pdn_connect_rejects,
-                ),
-                (
-                    "bearer_resource_allocation",
-                    m.bearer_resource_allocations + m.bearer_resource_rejects,
-                    m.bearer_resource_allocations,
-                    m.bearer_resource_rejects,
-                ),
-                (
-                    "paging",
-                    m.pagings,
-                    m.pagings.saturating_sub(m.paging_failures),
-                    m.paging_failures,
-                ),
-                (
-                    "authentication",
-                    m.nas_reauthentications,
-                    m.nas_reauthentications
-                        .saturating_sub(m.nas_reauth_failures),
-                    m.nas_reauth_failures,
-                ),
-            ];
+            let procs = procedure_counts(&m);
             for (p, started, ok, failed) in procs {
                 for (result, v) in [("started", started), ("succeeded", ok), ("failed", failed)] {
                     out.counter(
@@ -597,4 +559,48 @@ fn sctp_metrics(out: &mut Exposition, g: &pepc_node::s1mme::SctpGauges) {
             out.counter(name, help, &l, v);
         }
     }
+}
+
+/// UE procedures of an MME's counters as (name, started, succeeded, failed): what
+/// `pepc_procedures_total` exposes and the management API's slice view shows.
+pub(crate) fn procedure_counts(m: &pepc_mme::MmeStats) -> [(&'static str, u64, u64, u64); 6] {
+    [
+        (
+            "attach",
+            m.attach_requests,
+            m.attaches,
+            m.attach_rejects + m.attach_timeouts,
+        ),
+        (
+            "service_request",
+            m.service_requests + m.service_rejects,
+            m.service_requests,
+            m.service_rejects,
+        ),
+        (
+            "pdn_connect",
+            m.pdn_connects + m.pdn_connect_rejects,
+            m.pdn_connects,
+            m.pdn_connect_rejects,
+        ),
+        (
+            "bearer_resource_allocation",
+            m.bearer_resource_allocations + m.bearer_resource_rejects,
+            m.bearer_resource_allocations,
+            m.bearer_resource_rejects,
+        ),
+        (
+            "paging",
+            m.pagings,
+            m.pagings.saturating_sub(m.paging_failures),
+            m.paging_failures,
+        ),
+        (
+            "authentication",
+            m.nas_reauthentications,
+            m.nas_reauthentications
+                .saturating_sub(m.nas_reauth_failures),
+            m.nas_reauth_failures,
+        ),
+    ]
 }
