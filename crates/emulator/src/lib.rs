@@ -60,3 +60,17 @@ pub fn run_observed(
 ) -> Result<Report, EmuError> {
     Emulator::new(config, scenario)?.run_observed(attach_phase_done)
 }
+
+/// [`run_observed`], with the steady state lasting until `stop` is raised (not
+/// `duration_s`): the UEs stay attached, with traffic and the signalling mix, until
+/// then; the run then drains, detaches and reports as usual.
+pub fn run_until(
+    config: EmulatorConfig,
+    scenario: Scenario,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    attach_phase_done: &mut dyn FnMut(),
+) -> Result<Report, EmuError> {
+    Emulator::new(config, scenario)?
+        .until(stop)
+        .run_observed(attach_phase_done)
+}

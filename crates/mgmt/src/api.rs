@@ -27,6 +27,32 @@ pub const OPENAPI: &str = include_str!("../openapi.json");
 /// The web console (static; it holds no data, it calls the API like any client).
 const CONSOLE_HTML: &str = include_str!("../console/index.html");
 const CONSOLE_JS: &str = include_str!("../console/console.js");
+/// The console's charts: uPlot (MIT), vendored as released (`console/vendor/README.md`
+/// says which version and from where).
+const UPLOT_JS: &str = include_str!("../console/vendor/uPlot.iife.min.js");
+const UPLOT_CSS: &str = include_str!("../console/vendor/uPlot.min.css");
+const UPLOT_LICENSE: &str = include_str!("../console/vendor/uPlot.LICENSE");
+
+/// The console's static files: path, content type, body.
+const CONSOLE_FILES: [(&str, &str, &str); 5] = [
+    ("/", "text/html; charset=utf-8", CONSOLE_HTML),
+    ("/console.js", "text/javascript; charset=utf-8", CONSOLE_JS),
+    (
+        "/vendor/uPlot.iife.min.js",
+        "text/javascript; charset=utf-8",
+        UPLOT_JS,
+    ),
+    (
+        "/vendor/uPlot.min.css",
+        "text/css; charset=utf-8",
+        UPLOT_CSS,
+    ),
+    (
+        "/vendor/uPlot.LICENSE",
+        "text/plain; charset=utf-8",
+        UPLOT_LICENSE,
+    ),
+];
 
 /// The largest request body taken (a bulk CSV import of ~100K subscribers).
 pub const MAX_BODY: usize = 16 << 20;
@@ -217,20 +243,14 @@ pub fn start(
         backend,
         token: token.filter(|t| !t.is_empty()),
     });
-    let app = Router::new()
-        .route(
-            "/",
-            get(|| async { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], CONSOLE_HTML) }),
-        )
-        .route(
-            "/console.js",
-            get(|| async {
-                (
-                    [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
-                    CONSOLE_JS,
-                )
-            }),
-        )
+    let mut app = Router::new();
+    for (path, kind, body) in CONSOLE_FILES {
+        app = app.route(
+            path,
+            get(move || async move { ([(header::CONTENT_TYPE, kind)], body) }),
+        );
+    }
+    let app = app
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/v1/{*rest}", any(dispatch))
         .fallback(|| async {
@@ -247,4 +267,58 @@ pub fn start(
         s.local_addr()
     );
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Nothing;
+    impl ApiBackend for Nothing {
+        fn handle(&self, _: ApiRequest) -> ApiResponse {
+            ApiResponse::error(404, "nothing here")
+        }
+    }
+
+    fn get(addr: SocketAddr, path: &str) -> (String, String) {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            c,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut r = String::new();
+        c.read_to_string(&mut r).unwrap();
+        let (head, body) = r.split_once("\r\n\r\n").unwrap();
+        (head.to_string(), body.to_string())
+    }
+
+    #[test]
+    fn serves_the_console_and_its_chart_library_from_the_binary() {
+        let s = start("127.0.0.1:0".parse().unwrap(), None, Arc::new(Nothing), "t").unwrap();
+        let a = s.local_addr();
+        let (head, page) = get(a, "/");
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(head.contains("text/html"), "{head}");
+        // Everything the page loads comes from the node: no CDN.
+        assert!(
+            !page.contains("http://") && !page.contains("https://"),
+            "{page}"
+        );
+        for (path, kind) in [
+            ("/console.js", "text/javascript"),
+            ("/vendor/uPlot.iife.min.js", "text/javascript"),
+            ("/vendor/uPlot.min.css", "text/css"),
+            ("/vendor/uPlot.LICENSE", "text/plain"),
+        ] {
+            assert!(page.contains(path.trim_start_matches('/')) || path.ends_with("LICENSE"));
+            let (head, body) = get(a, path);
+            assert!(head.starts_with("HTTP/1.1 200"), "{path}: {head}");
+            assert!(head.contains(kind), "{path}: {head}");
+            assert!(!body.is_empty(), "{path}");
+        }
+        assert!(get(a, "/vendor/uPlot.iife.min.js").1.contains("uPlot"));
+        assert!(get(a, "/vendor/uPlot.LICENSE").1.contains("MIT"));
+    }
 }

@@ -420,10 +420,30 @@ impl NodeApi {
             .iter()
             .map(|d| {
                 let g = self.slices.get(d.slice);
+                let registered = g.map_or(0, |g| g.sessions.load(Relaxed));
+                let connected = g.map_or(0, |g| g.connected.load(Relaxed));
+                // The MME's counters as its control thread last published them.
+                let procedures: serde_json::Map<String, serde_json::Value> = g
+                    .and_then(|g| g.live_stats())
+                    .map(|m| {
+                        crate::metrics::procedure_counts(&m)
+                            .into_iter()
+                            .map(|(p, started, ok, failed)| {
+                                let v = serde_json::json!({
+                                    "started": started, "succeeded": ok, "failed": failed,
+                                });
+                                (p.to_string(), v)
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 serde_json::json!({
                     "slice": d.slice,
                     "ue_contexts": g.map_or(0, |g| g.ues.load(Relaxed)),
-                    "ue_connected": g.map_or(0, |g| g.connected.load(Relaxed)),
+                    "ue_registered": registered,
+                    "ue_connected": connected,
+                    "ue_idle": registered.saturating_sub(connected),
+                    "procedures": procedures,
                     "attaches": g.map_or(0, |g| g.attaches.load(Relaxed)),
                     "ul_forwarded": d.ul_forwarded,
                     "dl_forwarded": d.dl_forwarded,

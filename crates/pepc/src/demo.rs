@@ -178,6 +178,10 @@ pub struct DemoOpts {
     pub slices: usize,
     /// `[debug] record`: each slice's MME recording to `<record>.<slice>`.
     pub record: Option<std::path::PathBuf>,
+    /// `pepc demo --hold`: after the attaches the UEs stay attached, with traffic and
+    /// the signalling mix, until this is raised (instead of `seconds`); then they are
+    /// detached and the report made as usual.
+    pub hold: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// One slice's share of the demo.
@@ -198,8 +202,8 @@ pub fn run(ports: &DemoPorts, o: &DemoOpts) -> Result<(Report, Vec<SliceFigures>
     run_with(ports, o, &mut |_, _| {})
 }
 
-/// [`run`], with `done` called on the report while the node still runs (to show it,
-/// and with `pepc demo --hold` to keep the node up for a person to look around).
+/// [`run`], with `done` called on the report while the node still runs (to show it
+/// beside the node's figures).
 pub fn run_with(
     ports: &DemoPorts,
     o: &DemoOpts,
@@ -246,7 +250,8 @@ pub fn run_with(
         ..Default::default()
     };
     let mut figures: Vec<SliceFigures> = Vec::new();
-    let report = pepc_emulator::run_observed(ecfg, scen, &mut || {
+    let api = epc.api.as_ref().map(|a| a.local_addr());
+    let mut attach_phase_done = || {
         figures = epc
             .gauges
             .iter()
@@ -259,7 +264,21 @@ pub fn run_with(
                 dl_forwarded: 0,
             })
             .collect();
-    });
+        if o.hold.is_some() {
+            let ues: u64 = figures.iter().map(|f| f.ues).sum();
+            let console = match api {
+                Some(a) => format!("console at http://{a}/"),
+                None => "management API off (its port is taken)".into(),
+            };
+            errln!(
+                "pepc demo: holding {ues} UEs attached with traffic flowing (--hold); {console}; Ctrl-C detaches them and stops"
+            );
+        }
+    };
+    let report = match &o.hold {
+        Some(stop) => pepc_emulator::run_until(ecfg, scen, stop.clone(), &mut attach_phase_done),
+        None => pepc_emulator::run_observed(ecfg, scen, &mut attach_phase_done),
+    };
     for (f, s) in figures.iter_mut().zip(epc.node.stats().slices) {
         f.ul_forwarded = s.ul_forwarded;
         f.dl_forwarded = s.dl_forwarded;

@@ -126,7 +126,9 @@ struct DemoArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
-    /// Keep the node up after the report (metrics stay served) until Ctrl-C.
+    /// After the attaches, keep the UEs attached with traffic and the signaling mix
+    /// flowing (instead of --seconds) until Ctrl-C, with the console and metrics
+    /// served; then detach them and report.
     #[arg(long)]
     hold: bool,
     /// Record each slice's MME to FILE.<slice> (`[debug] record`; `pepc replay FILE`).
@@ -958,6 +960,25 @@ fn stop_on_signals() {
     }
 }
 
+/// `pepc demo --hold`'s stop: raised at SIGINT or SIGTERM (the handler only stores
+/// to [`STOP`]; a thread carries it over to the emulator's flag).
+fn hold_until_signal() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    stop_on_signals();
+    let raise = stop.clone();
+    let _ = std::thread::Builder::new()
+        .name("pepc-hold".into())
+        .spawn(move || {
+            while !STOP.load(Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            errln!("pepc demo: stopping (signal): detaching the UEs");
+            raise.store(true, Relaxed);
+        });
+    stop
+}
+
 /// pepc(1) on stdout, or every command's page into `dir`.
 fn man(dir: Option<&std::path::Path>) -> Result<(), String> {
     use clap::CommandFactory;
@@ -1026,6 +1047,7 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
         progress: !a.json,
         slices: a.slices,
         record: a.record.clone(),
+        hold: a.hold.then(hold_until_signal),
     };
     let json = a.json;
     let mut show = |report: &pepc_emulator::Report, slices: &[pepc::demo::SliceFigures]| {
@@ -1046,13 +1068,6 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
                     "slice {}: {} UEs after the attaches ({} attached there), ul {} dl {} packets forwarded",
                     s.slice, s.ues, s.attaches, s.ul_forwarded, s.dl_forwarded
                 );
-            }
-        }
-        if a.hold {
-            stop_on_signals();
-            errln!("pepc demo: the node stays up (--hold); Ctrl-C stops it");
-            while !STOP.load(std::sync::atomic::Ordering::Relaxed) {
-                std::thread::sleep(std::time::Duration::from_millis(100));
             }
         }
     };

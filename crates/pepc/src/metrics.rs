@@ -326,13 +326,8 @@ impl MetricsSource for NodeMetrics {
             };
             // The ledger: per procedure, started = succeeded + failed + in progress.
             let l = &m.procedures;
-            for p in pepc_mme::mme::Proc::ALL {
-                let name = p.name();
-                for (result, v) in [
-                    ("started", l.started(p)),
-                    ("succeeded", l.succeeded(p)),
-                    ("failed", l.failed(p)),
-                ] {
+            for (name, started, ok, failed) in procedure_counts(&m) {
+                for (result, v) in [("started", started), ("succeeded", ok), ("failed", failed)] {
                     out.counter(
                         "pepc_procedures",
                         "UE procedures by name and result: every one started ends once as succeeded or failed (started = succeeded + failed + pepc_procedures_in_progress)",
@@ -344,7 +339,7 @@ impl MetricsSource for NodeMetrics {
                     "pepc_procedures_in_progress",
                     "UE procedures started and not ended yet, by name",
                     &[slice(s), ("procedure", name.into())],
-                    l.open(p) as i64,
+                    (started - ok - failed) as i64,
                 );
             }
             let bounds: Vec<f64> = pepc_mme::mme::LATENCY_BUCKETS_MS
@@ -580,4 +575,14 @@ fn sctp_metrics(out: &mut Exposition, g: &pepc_node::s1mme::SctpGauges) {
             out.counter(name, help, &l, v);
         }
     }
+}
+
+/// UE procedures of an MME's ledger as (name, started, succeeded, failed): what
+/// `pepc_procedures_total` exposes and the management API's slice view shows.
+pub(crate) fn procedure_counts(m: &pepc_mme::MmeStats) -> Vec<(&'static str, u64, u64, u64)> {
+    let l = &m.procedures;
+    pepc_mme::mme::Proc::ALL
+        .iter()
+        .map(|&p| (p.name(), l.started(p), l.succeeded(p), l.failed(p)))
+        .collect()
 }

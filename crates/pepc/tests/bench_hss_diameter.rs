@@ -2,7 +2,7 @@
 //! (Python on pycrate, real Milenage vectors) over S6a on loopback; every attach
 //! completes, each asks the HSS twice (ULR, AIR), and the JSON carries the proxy's
 //! figures. Figures are not asserted (the benchmark reports them; see docs/benchmarks.md).
-//! Uses the demo's fixed loopback ports (9899, 2152, 5201, 5202).
+//! Uses the demo's fixed loopback ports (9899, 2152, 5201, 5202), under their lock.
 
 mod common;
 
@@ -16,6 +16,7 @@ fn bench_attach_over_s6a_reports_the_proxy() {
         eprintln!("SKIP: python3 with pycrate_diameter and cryptography missing (scripts/test.sh installs them)");
         return;
     }
+    let _ports = common::demo_ports_lock();
     let out = common::output_within(
         std::process::Command::new(env!("CARGO_BIN_EXE_pepc"))
             .args([

@@ -2,7 +2,7 @@
 //! signaling mix (attach, service request, TAU, handover, paging, detach) and data
 //! traffic, each slice's MME recorded, then replayed byte-identical by the `pepc`
 //! binary; a recording changed by one byte is refused, naming the call. Uses the
-//! demo's fixed loopback ports (9899, 2152, 5201, 5202).
+//! demo's fixed loopback ports (9899, 2152, 5201, 5202), under their lock.
 
 mod common;
 
@@ -18,6 +18,7 @@ fn pepc(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn a_recorded_demo_replays_byte_identical_and_a_changed_one_is_refused() {
+    let _ports = common::demo_ports_lock();
     let dir = std::env::temp_dir().join(format!("pepc-replay-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

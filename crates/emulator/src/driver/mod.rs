@@ -5,6 +5,8 @@
 use pepc_ratelog::errln;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pepc_s1ap::{EnbId, GlobalEnbId, PagingIdentity, Plmn, STmsi};
@@ -99,6 +101,9 @@ pub struct Emulator {
     /// Told the index of each UE whose attach completed (Attach Complete handed to
     /// its eNB), as it happens: a restart test's record of what the eNB saw.
     on_attached: Option<Box<dyn FnMut(usize) + Send>>,
+    /// With a stop flag the steady state is open-ended: it lasts until the flag is
+    /// raised (not `duration_s`), then the run drains, detaches and reports as usual.
+    stop: Option<Arc<AtomicBool>>,
 }
 
 impl Emulator {
@@ -187,6 +192,7 @@ impl Emulator {
             start: Instant::now(),
             ever_attached: vec![false; n],
             on_attached: None,
+            stop: None,
             seq: 0,
             enb_out: Vec::new(),
             ue_out: Vec::new(),
@@ -642,6 +648,21 @@ impl Emulator {
         self
     }
 
+    /// Runs the steady state until `stop` is raised instead of for `duration_s`
+    /// (an attach storm still under way is cut short by it too); then the run drains,
+    /// detaches (with `detach_at_end`) and reports as usual.
+    pub fn until(mut self, stop: Arc<AtomicBool>) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// The stop flag is raised.
+    fn stopped(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
     pub fn run(self) -> Result<Report, EmuError> {
         self.run_observed(&mut || {})
     }
@@ -691,6 +712,9 @@ impl Emulator {
             if next >= n && self.all_idle() {
                 break;
             }
+            if self.stopped() {
+                break;
+            }
             // Back-offs (overload control) stretch the phase by up to the longest one.
             let backoff = Duration::from_millis(self.metrics.back_off.longest_ms);
             if t0.elapsed() > Duration::from_secs_f64(n as f64 / rate) + timeout * 2 + backoff * 2 {
@@ -707,7 +731,12 @@ impl Emulator {
         let dur = Duration::from_secs_f64(self.scen.duration_s.max(0.0));
         let mut events_done = 0u64;
         let mut pkts_done = 0u64;
-        while t1.elapsed() < dur {
+        let open_ended = self.stop.is_some();
+        while if open_ended {
+            !self.stopped()
+        } else {
+            t1.elapsed() < dur
+        } {
             let el = t1.elapsed().as_secs_f64();
             let ev_due = (el * self.scen.event_rate) as u64;
             // At most a batch of events per turn: the S1 answers are read between

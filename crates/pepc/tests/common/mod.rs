@@ -75,3 +75,18 @@ pub fn sample(m: &str, name: &str) -> Option<u64> {
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
 }
+
+/// Held while a test uses the demo's fixed loopback ports (S1-MME 9899, S1-U 2152,
+/// SGi 5201/5202, the API's 8080 on 127.0.0.1): an exclusive `flock` on
+/// `/tmp/pepc-demo-ports.lock`, so such tests, in this binary or any other (another
+/// checkout's test run on the same machine), take turns. Released when dropped.
+pub fn demo_ports_lock() -> std::fs::File {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open("/tmp/pepc-demo-ports.lock")
+        .expect("/tmp/pepc-demo-ports.lock");
+    f.lock().expect("flock /tmp/pepc-demo-ports.lock");
+    f
+}
