@@ -9,8 +9,7 @@ use pepc_emulator::EmulatorConfig;
 
 use common::node::{emulator, node};
 use pepc::epc::EpcConfig;
-use pepc_emulator::config::{SubscriberKeys, Traffic, TrafficProfile};
-use pepc_emulator::Scenario;
+use pepc_emulator::config::SubscriberKeys;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -148,16 +147,7 @@ fn a_subscriber_made_over_the_api_attaches_and_bad_input_changes_nothing() {
         leave_associations: true,
         ..emulator(n, 1)
     };
-    let scen = Scenario {
-        ues: 1,
-        traffic: Traffic {
-            profile: TrafficProfile::None,
-            rate_pps: 0.0,
-        },
-        detach_at_end: false,
-        ..Scenario::default()
-    };
-    let r = pepc_emulator::run(ecfg, scen).unwrap();
+    let r = common::node::attach_and_stay(ecfg, 1);
     assert_eq!(r.attached, 1, "{}", r.to_json());
     std::thread::sleep(std::time::Duration::from_millis(50));
     let (_, slices) = call(a, "GET", "/api/v1/slices", None, None);

@@ -217,16 +217,7 @@ fn the_console_charts_the_node_under_load_shows_a_ue_and_adds_a_subscriber() {
         leave_associations: true,
         ..emulator(n, 2)
     };
-    let scen = Scenario {
-        ues: 1,
-        traffic: Traffic {
-            profile: TrafficProfile::None,
-            rate_pps: 0.0,
-        },
-        detach_at_end: false,
-        ..Scenario::default()
-    };
-    let r = pepc_emulator::run(ecfg, scen).unwrap();
+    let r = common::node::attach_and_stay(ecfg, 1);
     assert_eq!(r.attached, 1, "{}", r.to_json());
     assert!(epc.hss.get(&fifth).unwrap().is_some());
     epc.stop();

@@ -52,3 +52,18 @@ pub fn emulator(n: u8, enbs: u32) -> EmulatorConfig {
         ..EmulatorConfig::default()
     }
 }
+
+/// `ues` UEs of `ecfg` attach, without traffic, and stay attached: the run's report.
+#[allow(dead_code)] // not every test binary that has `common` uses it
+pub fn attach_and_stay(ecfg: EmulatorConfig, ues: u32) -> pepc_emulator::Report {
+    let scen = pepc_emulator::Scenario {
+        ues,
+        traffic: pepc_emulator::config::Traffic {
+            profile: pepc_emulator::config::TrafficProfile::None,
+            rate_pps: 0.0,
+        },
+        detach_at_end: false,
+        ..pepc_emulator::Scenario::default()
+    };
+    pepc_emulator::run(ecfg, scen).unwrap()
+}
