@@ -462,7 +462,7 @@ struct SweepArgs {
 static ALLOC: pepc::alloc::Counting<pepc::alloc::Mi> = pepc::alloc::Counting(pepc::alloc::Mi);
 
 fn main() -> ExitCode {
-    pepc::alloc::keep_freed_memory();
+    pepc::alloc::set_purge_delay();
     let cli = Cli::parse();
     // `pepc run` installs its subscriber once its `[log]` section is read.
     if !matches!(cli.cmd, Cmd::Run(_)) {

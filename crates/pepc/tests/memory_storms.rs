@@ -13,7 +13,7 @@ static A: pepc::alloc::Counting<pepc::alloc::Mi> = pepc::alloc::Counting(pepc::a
 
 #[test]
 fn live_heap_is_back_at_its_level_after_every_storm() {
-    pepc::alloc::keep_freed_memory();
+    pepc::alloc::set_purge_delay();
     pepc::alloc::count_live_heap();
     let ports = DemoPorts {
         s1mme_udp: 19_740,
