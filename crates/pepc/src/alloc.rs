@@ -67,12 +67,12 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// (mimalloc's purge delay), ms. Long enough that a storm's churn reuses what it
 /// frees (no madvise, no TLB shootdown interrupting the data threads, no page fault
 /// on reuse while it runs); short enough that memory freed when the storm is over
-/// comes back. Never purging (as before) let RSS creep after every storm of
-/// 50,000 attaches and detaches with a flat live heap: +1.9 MB per storm over 8
-/// (RSS 501 -> 555 MB), against -0.5 MB per storm and 432 -> 436 MB with this
-/// delay (`pepc bench memory --storms 8 --ues 50000 --attach-rate 8000`; the data
+/// comes back. Never purging (as before), RSS after storms of 50,000 attaches and
+/// detaches was 501 -> 555 MB over 8; with this delay 431 MB after 1 and 442 after 20
+/// (`pepc bench memory --storms 20 --ues 50000 --attach-rate 8000`): ~110 MB less,
+/// though still +0.53 MB a storm, beside live-heap steps not explained yet. The data
 /// path's rate with it, paired over 8 rounds under 100,000 control events/s: median
-/// ratio 1.02).
+/// ratio 1.02.
 pub const PURGE_DELAY_MS: libc::c_long = 1000;
 
 /// Set the allocator's purge delay to [`PURGE_DELAY_MS`]. An operator's
