@@ -111,7 +111,6 @@ pub struct UdpPort {
     /// while the link is the bottleneck a voice packet the scheduler sends first would
     /// wait behind it in the device's queue. The link, not the CPU, sets the rate then.
     no_gso_for: u32,
-    gso_paused: bool,
     /// Whether the socket delivers coalesced datagrams (off where the kernel refused
     /// `UDP_GRO`, or with `PEPC_NO_UDP_GRO=1` in the environment, to measure
     /// without); their staging area is made at the first receive, so a port that
@@ -298,7 +297,6 @@ impl UdpPort {
             gro: false,
             gro_rx: None,
             no_gso_for: 0,
-            gso_paused: false,
             tx_retries: DEFAULT_TX_RETRIES,
             stats: UdpStats::default(),
             probe: None,
@@ -509,7 +507,7 @@ impl UdpPort {
         let mut n = 0;
         let mut sent = 0;
         let holding = |h: &Option<&mut Vec<u16>>| h.as_ref().is_some_and(|h| !h.is_empty());
-        self.gso_paused = held.is_some() && self.no_gso_for > 0;
+        let gso = self.gso && !(held.is_some() && self.no_gso_for > 0);
         self.no_gso_for = self.no_gso_for.saturating_sub(u32::from(held.is_some()));
         for (i, p) in batch.packets().iter().enumerate() {
             if p.meta.verdict == select {
@@ -524,15 +522,14 @@ impl UdpPort {
                 self.order[n] = i as u32;
                 n += 1;
                 if n == cap {
-                    sent += self.send_some(batch, n, dest, held.as_deref_mut())?;
+                    sent += self.send_some(batch, n, dest, gso, held.as_deref_mut())?;
                     n = 0;
                 }
             }
         }
         if n > 0 {
-            sent += self.send_some(batch, n, dest, held.as_deref_mut())?;
+            sent += self.send_some(batch, n, dest, gso, held.as_deref_mut())?;
         }
-        self.gso_paused = false;
         if holding(&held) {
             self.no_gso_for = NO_GSO_SENDS;
         }
@@ -545,9 +542,11 @@ impl UdpPort {
         batch: &Batch,
         n: usize,
         dest: Option<SocketAddrV4>,
+        gso: bool,
         held: Option<&mut Vec<u16>>,
     ) -> io::Result<usize> {
-        let gso = self.gso && !self.gso_paused;
+        // GSO as asked, unless the kernel refused it since (which clears it for good).
+        let gso = gso && self.gso;
         if gso && dest.is_none() {
             // One destination's packets next to each other, so that runs of one
             // length grow (a downlink batch spread over eNBs). The sort is stable: a
