@@ -64,9 +64,7 @@ impl Mme {
             Esm::PdnDisconnectRequest(r) => {
                 let linked = r.linked_eps_bearer_identity.bearer_identity();
                 let r = self.pdn_disconnect(cp, id, pti, linked, out);
-                let end = r.map_err(|c| ProcFailure::Rejected(c.into()));
-                self.stats.procedures.at_once(Proc::PdnDisconnect, end);
-                if let Err(cause) = r {
+                if let Err(cause) = self.stats.procedures.answered(Proc::PdnDisconnect, r) {
                     self.stats.pdn_disconnect_rejects += 1;
                     let rej =
                         nasx::NasPdnDisconnectReject::new(nasx::NasEsmCause::new(cause.into()));
@@ -75,10 +73,11 @@ impl Mme {
             }
             Esm::BearerResourceAllocationRequest(r) => {
                 let r = self.bearer_resource_allocation(cp, id, pti, &r, out);
-                let end = r.map_err(|c| ProcFailure::Rejected(c.into()));
-                let p = Proc::BearerResourceAllocation;
-                self.stats.procedures.at_once(p, end);
-                if let Err(cause) = r {
+                if let Err(cause) = self
+                    .stats
+                    .procedures
+                    .answered(Proc::BearerResourceAllocation, r)
+                {
                     self.stats.bearer_resource_rejects += 1;
                     let rej = nasx::NasBearerResourceAllocationReject::new(nasx::NasEsmCause::new(
                         cause.into(),
@@ -88,10 +87,11 @@ impl Mme {
             }
             Esm::BearerResourceModificationRequest(r) => {
                 let r = self.bearer_resource_modification(cp, id, pti, &r, out);
-                let end = r.map_err(|c| ProcFailure::Rejected(c.into()));
-                let p = Proc::BearerResourceModification;
-                self.stats.procedures.at_once(p, end);
-                if let Err(cause) = r {
+                if let Err(cause) = self
+                    .stats
+                    .procedures
+                    .answered(Proc::BearerResourceModification, r)
+                {
                     self.stats.bearer_resource_rejects += 1;
                     let rej = nasx::NasBearerResourceModificationReject::new(
                         nasx::NasEsmCause::new(cause.into()),

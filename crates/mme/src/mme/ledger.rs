@@ -209,6 +209,17 @@ impl Ledger {
         }
     }
 
+    /// An ESM request answered in its handler: accepted, or rejected with the ESM
+    /// cause it returns (passed on).
+    pub(crate) fn answered(
+        &mut self,
+        p: Proc,
+        r: Result<(), crate::EsmCause>,
+    ) -> Result<(), crate::EsmCause> {
+        self.at_once(p, r.map_err(|c| ProcFailure::Rejected(c.into())));
+        r
+    }
+
     pub fn started(&self, p: Proc) -> u64 {
         self.started[p as usize]
     }
