@@ -238,8 +238,7 @@ mod procedures {
             let Some(u) = self.ue_mut(cp, id) else {
                 return;
             };
-            self.hss_seq = self.hss_seq.wrapping_add(1);
-            let seq = self.hss_seq;
+            let seq = self.next_hss_seq();
             u.proc = wait(seq);
             // Nothing of the NAS layer is pending while the HSS is asked.
             u.nas_timer = None;

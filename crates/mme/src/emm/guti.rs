@@ -24,7 +24,19 @@ impl Mme {
 
     /// Next free MME UE S1AP ID of this slice (never 0).
     pub(crate) fn alloc_mme_ue_id(&mut self) -> u32 {
-        self.index.alloc_id(self.role.ids(), self.role.index)
+        let (ids, index) = (self.role.ids(), self.role.index);
+        let ix = &mut self.index;
+        let drawn = self.draws.draw(|claim| match claim {
+            None => Some(u64::from(ix.alloc_id(ids, index))),
+            Some(w) => {
+                let id = u32::try_from(w).ok()?;
+                (id != 0 && ids.slice_of(id) == index && !ix.contains(id)).then_some(w)
+            }
+        });
+        match drawn {
+            Some(w) => w as u32,
+            None => self.index.alloc_id(ids, index),
+        }
     }
 
     /// A new M-TMSI of this slice (the demux finds the slice in its top bits).
@@ -32,10 +44,34 @@ impl Mme {
         // A parked context keeps its M-TMSI until it expires; a UE still being
         // restored after a restart keeps its own.
         let (parked, restoring) = (&self.parked, &self.restoring);
-        self.index
-            .alloc_tmsi(self.role.ids(), self.role.index, |t| {
-                parked.contains_key(&t) || restoring.as_ref().is_some_and(|r| r.holds_tmsi(t))
-            })
+        let taken =
+            |t: u32| parked.contains_key(&t) || restoring.as_ref().is_some_and(|r| r.holds_tmsi(t));
+        let (ids, index) = (self.role.ids(), self.role.index);
+        let ix = &mut self.index;
+        let drawn = self.draws.draw(|claim| match claim {
+            None => Some(u64::from(ix.alloc_tmsi(ids, index, taken))),
+            Some(w) => {
+                let t = u32::try_from(w).ok()?;
+                (ids.slice_of(t) == index && !ix.has_tmsi(t) && !taken(t)).then_some(w)
+            }
+        });
+        match drawn {
+            Some(w) => w as u32,
+            None => self.index.alloc_tmsi(ids, index, taken),
+        }
+    }
+
+    /// The number of a new HSS or PCRF request (its answer names it).
+    pub(crate) fn next_hss_seq(&mut self) -> u32 {
+        let seq = &mut self.hss_seq;
+        let drawn = self.draws.draw(|claim| {
+            *seq = match claim {
+                None => seq.wrapping_add(1),
+                Some(w) => u32::try_from(w).ok()?,
+            };
+            Some(u64::from(*seq))
+        });
+        drawn.map_or(self.hss_seq, |w| w as u32)
     }
 
     /// GUTI Reallocation (connected UE), supervised by T3450.

@@ -165,8 +165,7 @@ impl Mme {
     ) {
         let now = self.now;
         self.open_session(cp, id, session.clone());
-        self.hss_seq = self.hss_seq.wrapping_add(1);
-        let seq = self.hss_seq;
+        let seq = self.next_hss_seq();
         if wait {
             let Some(u) = self.ue_mut(cp, id) else {
                 return;

@@ -89,6 +89,10 @@ pub struct Mme {
     pub(crate) epoch: Instant,
     /// `[debug] record`: every call and its outputs ([`crate::record`]).
     pub(crate) recording: Option<Box<crate::record::Recording>>,
+    /// The identifiers this MME draws (MME UE S1AP IDs, M-TMSIs, HSS request
+    /// numbers): kept when recording, checked or given back when replaying
+    /// ([`crate::record`]).
+    pub(crate) draws: pepc_slice::control::CounterTap,
     /// The node's overload control finds this slice's backlog too long: new
     /// non-emergency attaches get #22 with T3346 (`crate::overload`).
     pub(crate) congested: bool,
@@ -143,6 +147,7 @@ impl Mme {
             now,
             epoch: now,
             recording: None,
+            draws: Default::default(),
             congested: false,
             parked: Map::default(),
             restoring: None,

@@ -6,7 +6,9 @@
 //! function of the state and the call alone. The recording holds, per call, the time
 //! it ran at, its arguments, the data thread's counter values it read (the one thing
 //! the MME reads that its inputs do not determine, see
-//! `pepc_slice::control::ControlPlane::record_counter_reads`), its result and its
+//! `pepc_slice::control::ControlPlane::record_counter_reads`), the identifiers it drew
+//! (the slice's UE entries and bearer slots in the same stream as the counters; the
+//! MME's own S1AP IDs, M-TMSIs and HSS request numbers apart), its result and its
 //! outputs. A replay builds a fresh MME and slice control plane from the recorded
 //! configuration, makes the same calls at the same times, and compares every output
 //! byte for byte ([`replay`]).
@@ -20,8 +22,12 @@
 //! * kind 0, start: slice index and count, slice policy, the [`MmeConfig`] and the
 //!   slice's `ControlConfig`, field by field (`header.rs`);
 //! * kind 1, call: time in ns since the MME was built (LEB128), the call
-//!   ([`Call`]), the counter words read, the result (its `Debug` text) and the
-//!   outputs, each in the canonical form of `codec::put_output`.
+//!   ([`Call`]), the counter words read (and slice identifiers drawn), the MME's
+//!   identifiers drawn, the result (its `Debug` text) and the outputs, each in the
+//!   canonical form of `codec::put_output`.
+//!
+//! A whole replay draws every identifier again and checks it against the recorded
+//! one; a replay of one UE from its snapshot ([`replay::replay_ue`]) takes them.
 //!
 //! Recording is off unless asked for (one branch per call); on, it costs an encoding
 //! of the call and its outputs into a buffer that the driver writes out between
@@ -39,7 +45,7 @@ use crate::ControlPlane;
 use std::time::Instant;
 
 /// The magic and version at the start of a recording.
-pub const MAGIC: &[u8; 8] = b"PEPCREC\x01";
+pub const MAGIC: &[u8; 8] = b"PEPCREC\x02";
 
 const KIND_START: u8 = 0;
 const KIND_CALL: u8 = 1;
@@ -119,6 +125,7 @@ impl Mme {
     /// the configuration a replay rebuilds.
     pub fn start_recording(&mut self, cp: &mut ControlPlane) {
         cp.record_counter_reads();
+        self.draws.record();
         let mut rec = Recording {
             epoch: self.epoch,
             buf: MAGIC.to_vec(),
@@ -141,6 +148,7 @@ impl Mme {
     /// reads are no longer kept either.
     pub fn stop_recording(&mut self, cp: &mut ControlPlane) {
         self.recording = None;
+        self.draws = Default::default();
         cp.live_counter_reads();
     }
 
@@ -187,6 +195,7 @@ impl Mme {
         if let Some(cp) = cp {
             cp.take_counter_reads();
         }
+        self.draws.take();
         let at = now.saturating_duration_since(rec.epoch).as_nanos() as u64;
         rec.scratch.clear();
         let mut w = codec::W(&mut rec.scratch);
@@ -227,6 +236,11 @@ impl Mme {
             let mut w = codec::W(&mut payload);
             w.uv(reads.len() as u64);
             for v in reads {
+                w.uv(v);
+            }
+            let draws = self.draws.take();
+            w.uv(draws.len() as u64);
+            for v in draws {
                 w.uv(v);
             }
             // A call that returns nothing records an empty result (no formatting).
@@ -388,6 +402,8 @@ pub struct CallRecord<'a> {
     pub at_ns: u64,
     pub call: Call,
     pub counter_reads: Vec<u64>,
+    /// The MME's identifiers drawn (the slice's are among `counter_reads`).
+    pub draws: Vec<u64>,
     pub result: String,
     /// The outputs in canonical form, one slice each.
     pub outputs: Vec<&'a [u8]>,
@@ -426,6 +442,11 @@ impl<'a> Records<'a> {
                 for _ in 0..n {
                     counter_reads.push(p.uv()?);
                 }
+                let n = p.uv()?;
+                let mut draws = Vec::new();
+                for _ in 0..n {
+                    draws.push(p.uv()?);
+                }
                 let result = p.str()?;
                 let n = p.uv()?;
                 let mut outputs = Vec::new();
@@ -438,6 +459,7 @@ impl<'a> Records<'a> {
                     at_ns,
                     call,
                     counter_reads,
+                    draws,
                     result,
                     outputs,
                 }))

@@ -89,12 +89,65 @@ impl Replayer {
             at_ns,
             call,
             counter_reads,
+            draws,
             result,
             outputs,
         } = c;
-        let now = self.epoch + Duration::from_nanos(at_ns);
         let what = describe(&call);
         self.cp.replay_counter_reads(&counter_reads);
+        self.mme.draws.replay(&draws, false);
+        let got_result = self.call(at_ns, call);
+        let mismatch = |detail: String, expected: &[u8], got: &[u8]| {
+            Some(mismatch_at(index, &what, detail, expected, got))
+        };
+        for (k, o) in self.out.iter().enumerate() {
+            self.buf.clear();
+            codec::put_output(&mut codec::W(&mut self.buf), o);
+            match outputs.get(k) {
+                Some(e) if *e == self.buf.as_slice() => {}
+                Some(e) => {
+                    return mismatch(format!("output {k} ({})", kind(o)), e, &self.buf);
+                }
+                None => {
+                    return mismatch(
+                        format!("output {k} ({}) was not recorded", kind(o)),
+                        &[],
+                        &self.buf,
+                    );
+                }
+            }
+        }
+        if outputs.len() > self.out.len() {
+            let k = self.out.len();
+            return mismatch(
+                format!("recorded output {k} was not produced"),
+                outputs[k],
+                &[],
+            );
+        }
+        if got_result != result {
+            return mismatch("result".into(), result.as_bytes(), got_result.as_bytes());
+        }
+        let reads = self.cp.replay_counter_balance();
+        let own = self.mme.draws.balance();
+        if reads != Default::default() || own != Default::default() {
+            return mismatch(
+                format!(
+                    "counter reads and slice draws {reads:?}, MME draws {own:?} \
+                     (left: recorded not taken; short: taken beyond them; diverged: \
+                     drawn other than recorded)"
+                ),
+                &[],
+                &[],
+            );
+        }
+        None
+    }
+
+    /// Make `call` at `at_ns` (its reads and draws set up by the caller); its outputs
+    /// are in `self.out`, its result returned as text (empty for calls without one).
+    pub(crate) fn call(&mut self, at_ns: u64, call: Call) -> String {
+        let now = self.epoch + Duration::from_nanos(at_ns);
         self.out.clear();
         let (mme, cp, out) = (&mut self.mme, &mut self.cp, &mut self.out);
         let got_result = match call {
@@ -146,61 +199,22 @@ impl Replayer {
             self.dp.sync(0);
             self.dp.generated.clear();
         }
-        let mismatch = |detail: String, expected: &[u8], got: &[u8]| {
-            let from = expected
-                .iter()
-                .zip(got)
-                .position(|(a, b)| a != b)
-                .unwrap_or(expected.len().min(got.len()));
-            Some(Mismatch {
-                call: index,
-                what: what.clone(),
-                detail,
-                expected: hex_from(expected, from),
-                got: hex_from(got, from),
-            })
-        };
-        for (k, o) in self.out.iter().enumerate() {
-            self.buf.clear();
-            codec::put_output(&mut codec::W(&mut self.buf), o);
-            match outputs.get(k) {
-                Some(e) if *e == self.buf.as_slice() => {}
-                Some(e) => {
-                    return mismatch(format!("output {k} ({})", kind(o)), e, &self.buf);
-                }
-                None => {
-                    return mismatch(
-                        format!("output {k} ({}) was not recorded", kind(o)),
-                        &[],
-                        &self.buf,
-                    );
-                }
-            }
-        }
-        if outputs.len() > self.out.len() {
-            let k = self.out.len();
-            return mismatch(
-                format!("recorded output {k} was not produced"),
-                outputs[k],
-                &[],
-            );
-        }
-        if got_result != result {
-            return mismatch("result".into(), result.as_bytes(), got_result.as_bytes());
-        }
-        let (left, short) = self.cp.replay_counter_balance();
-        if left != 0 || short != 0 {
-            return Some(Mismatch {
-                call: index,
-                what,
-                detail: format!(
-                    "counter reads: {left} recorded values not read, {short} reads beyond them"
-                ),
-                expected: String::new(),
-                got: String::new(),
-            });
-        }
-        None
+        got_result
+    }
+}
+
+fn mismatch_at(index: u64, what: &str, detail: String, expected: &[u8], got: &[u8]) -> Mismatch {
+    let from = expected
+        .iter()
+        .zip(got)
+        .position(|(a, b)| a != b)
+        .unwrap_or(expected.len().min(got.len()));
+    Mismatch {
+        call: index,
+        what: what.to_string(),
+        detail,
+        expected: hex_from(expected, from),
+        got: hex_from(got, from),
     }
 }
 

@@ -369,8 +369,7 @@ impl Mme {
         // rejected (#17, the UE retries) rather than waiting for nothing; snapshots for
         // migration or restart are taken between procedures, so this is rare.
         if hss_wait {
-            self.hss_seq = self.hss_seq.wrapping_add(1);
-            let seq = self.hss_seq;
+            let seq = self.next_hss_seq();
             if let Some(
                 Procedure::ExpectHssProfile { seq: s, .. }
                 | Procedure::ExpectHssVector { seq: s, .. },

@@ -9,7 +9,7 @@ impl<S> ControlPlane<S> {
             .cfg
             .iot
             .ok_or(CtrlError::Exhausted("IoT pool (none configured)"))?;
-        let idx = self.alloc_iot_index(pool)?;
+        let idx = self.draw_iot_index(pool)?;
         let ctx = UeContext {
             imsi: p.imsi,
             class: DeviceClass::StatelessIot,

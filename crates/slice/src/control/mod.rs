@@ -34,6 +34,7 @@ use std::sync::Arc;
 mod iot;
 mod sessions;
 mod tap;
+pub use tap::{CounterTap, ReplayBalance};
 mod ue_snapshot;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -389,8 +390,7 @@ impl<S> ControlPlane<S> {
     /// MME's state of it), and later its data-path part ([`AttachParams::ue_slot`]).
     pub fn reserve_ue(&mut self, signaling: Box<S>) -> Result<u32, CtrlError> {
         let (ue_slot, _) = self
-            .ue_alloc
-            .alloc()
+            .draw_ue_slot()
             .ok_or(CtrlError::Exhausted("UE slots"))?;
         self.entry_mut(ue_slot).signaling = Some(signaling);
         Ok(ue_slot)
@@ -545,13 +545,12 @@ impl<S> ControlPlane<S> {
                 _ => return Err(CtrlError::UnknownUe(s)),
             },
             None => {
-                self.ue_alloc
-                    .alloc()
+                self.draw_ue_slot()
                     .ok_or(CtrlError::Exhausted("UE slots"))?
                     .0
             }
         };
-        let Some((bslot, gen)) = self.alloc_default_bearer(ue_slot, &[]) else {
+        let Some((bslot, gen)) = self.draw_bearer_slot(Some(ue_slot), &[]) else {
             if p.ue_slot.is_none() {
                 self.ue_alloc.free(ue_slot);
             }

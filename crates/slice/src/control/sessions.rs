@@ -180,8 +180,7 @@ impl<S> ControlPlane<S> {
                 ebi: linked,
             })?;
         let (bslot, gen) = self
-            .bearer_alloc
-            .alloc()
+            .draw_bearer_slot(None, &[])
             .ok_or(CtrlError::Exhausted("bearer slots"))?;
         let teid_ul = self.cfg.layout.teid(self.cfg.slice, bslot, gen);
         let ue = self.ue_mut(ue_slot)?;

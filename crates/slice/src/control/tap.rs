@@ -1,19 +1,30 @@
-//! The control thread's reads of the data thread's counters, as inputs of the MME.
+//! The control thread's reads of what its inputs do not determine, as inputs of the MME.
 //!
 //! A bearer's usage (in usage records, PCRF reports and UE snapshots) is the one thing
 //! the MME reads that the data thread writes, so it is not a function of the MME's
 //! inputs. Recording an MME (`[debug] record`) keeps every such read in the order it
 //! was made; a replay gives the same values back in the same order, so the outputs that
 //! carry them come out byte-identical.
+//!
+//! The identifiers a call draws from the slice's allocators (UE entries, bearer slots
+//! with their generation, IoT pool indexes) go into the same stream. A replay of the
+//! whole slice draws them again and checks each against the recorded one; a replay of
+//! one UE from its snapshot, on a slice that holds that UE alone, takes the recorded
+//! ones instead ([`ControlPlane::direct_counter_reads`]), since the other UEs' draws
+//! that moved the allocators in between are not replayed.
 
 use super::*;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
-/// Where counter reads come from: the data thread's counters, the same while each
-/// value read is kept, or values given back from a recording.
+/// A draw that found the allocator exhausted, as recorded.
+const EXHAUSTED: u64 = u64::MAX;
+
+/// Where counter reads and drawn identifiers come from: the data thread's counters and
+/// the allocators, the same while each value is kept, or values given back from a
+/// recording. (The MME draws its own identifiers through one too.)
 #[derive(Debug, Default)]
-pub(crate) enum CounterTap {
+pub enum CounterTap {
     #[default]
     Live,
     Record(Vec<u64>),
@@ -21,7 +32,21 @@ pub(crate) enum CounterTap {
         words: VecDeque<u64>,
         /// Reads that found no recorded value left (read as 0).
         short: u64,
+        /// Draws take the recorded identifier (claimed) instead of the allocator's.
+        directed: bool,
+        /// Draws whose identifier differed from the recorded one (or, directed, whose
+        /// recorded identifier could not be claimed).
+        diverged: u64,
     },
+}
+
+/// What a replay left over: recorded values not read, reads past them, draws that
+/// came out different.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplayBalance {
+    pub left: usize,
+    pub short: u64,
+    pub diverged: u64,
 }
 
 impl CounterTap {
@@ -34,7 +59,7 @@ impl CounterTap {
                 v.extend_from_slice(&w);
                 w
             }
-            CounterTap::Replay { words, short } => std::array::from_fn(|_| {
+            CounterTap::Replay { words, short, .. } => std::array::from_fn(|_| {
                 words.pop_front().unwrap_or_else(|| {
                     *short += 1;
                     0
@@ -42,15 +67,121 @@ impl CounterTap {
             }),
         }
     }
+
+    /// An identifier drawn through the tap. `alloc(None)` draws from the allocator;
+    /// `alloc(Some(w))` claims `w` if it is free (`Some(w)`), else gives `None`.
+    pub fn draw(&mut self, mut alloc: impl FnMut(Option<u64>) -> Option<u64>) -> Option<u64> {
+        match self {
+            CounterTap::Live => alloc(None),
+            CounterTap::Record(v) => {
+                let w = alloc(None);
+                v.push(w.unwrap_or(EXHAUSTED));
+                w
+            }
+            CounterTap::Replay {
+                words,
+                short,
+                directed,
+                diverged,
+            } => {
+                let Some(recorded) = words.pop_front() else {
+                    *short += 1;
+                    return alloc(None);
+                };
+                if !*directed {
+                    let w = alloc(None);
+                    *diverged += u64::from(w.unwrap_or(EXHAUSTED) != recorded);
+                    return w;
+                }
+                if recorded == EXHAUSTED {
+                    return None;
+                }
+                alloc(Some(recorded)).or_else(|| {
+                    *diverged += 1;
+                    alloc(None)
+                })
+            }
+        }
+    }
 }
 
 pub(crate) type Tap = RefCell<CounterTap>;
 
+fn pack((slot, gen): (u32, u32)) -> u64 {
+    (u64::from(slot) << 32) | u64::from(gen)
+}
+
+fn unpack(w: u64) -> (u32, u32) {
+    ((w >> 32) as u32, w as u32)
+}
+
+impl CounterTap {
+    /// Keep every value from now on, for [`Self::take`].
+    pub fn record(&mut self) {
+        *self = CounterTap::Record(Vec::new());
+    }
+
+    /// The values kept since the last take (recording), in order.
+    pub fn take(&mut self) -> Vec<u64> {
+        match self {
+            CounterTap::Record(v) => std::mem::take(v),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Give `words` back from now on, in order; draws are checked against them, or
+    /// (`directed`) take them.
+    pub fn replay(&mut self, words: &[u64], directed: bool) {
+        match self {
+            CounterTap::Replay {
+                words: w,
+                directed: d,
+                ..
+            } => {
+                w.extend(words.iter().copied());
+                *d = directed;
+            }
+            t => {
+                *t = CounterTap::Replay {
+                    words: words.iter().copied().collect(),
+                    short: 0,
+                    directed,
+                    diverged: 0,
+                }
+            }
+        }
+    }
+
+    /// Replaying: what is left over; resets it (recorded values dropped, counts
+    /// zeroed) for the next call.
+    pub fn balance(&mut self) -> ReplayBalance {
+        match self {
+            CounterTap::Replay {
+                words,
+                short,
+                diverged,
+                ..
+            } => {
+                let b = ReplayBalance {
+                    left: words.len(),
+                    short: *short,
+                    diverged: *diverged,
+                };
+                words.clear();
+                *short = 0;
+                *diverged = 0;
+                b
+            }
+            _ => ReplayBalance::default(),
+        }
+    }
+}
+
 impl<S> ControlPlane<S> {
-    /// Keep every counter value the control thread reads from now on, for
-    /// [`Self::take_counter_reads`].
+    /// Keep every counter value the control thread reads and every identifier it draws
+    /// from now on, for [`Self::take_counter_reads`].
     pub fn record_counter_reads(&mut self) {
-        *self.tap.get_mut() = CounterTap::Record(Vec::new());
+        self.tap.get_mut().record();
     }
 
     /// Counter reads come from the data thread again, nothing kept (a recording
@@ -59,34 +190,82 @@ impl<S> ControlPlane<S> {
         *self.tap.get_mut() = CounterTap::Live;
     }
 
-    /// The counter values read since the last call (recording), in order.
+    /// The counter values read and identifiers drawn since the last call (recording),
+    /// in order.
     pub fn take_counter_reads(&mut self) -> Vec<u64> {
-        match self.tap.get_mut() {
-            CounterTap::Record(v) => std::mem::take(v),
-            _ => Vec::new(),
-        }
+        self.tap.get_mut().take()
     }
 
     /// Counter reads return `words` from now on, in order, instead of the data thread's
-    /// counters (a replay of a recording).
+    /// counters, and draws are checked against them (a replay of a recording).
     pub fn replay_counter_reads(&mut self, words: &[u64]) {
-        match self.tap.get_mut() {
-            CounterTap::Replay { words: w, .. } => w.extend(words.iter().copied()),
-            t => {
-                *t = CounterTap::Replay {
-                    words: words.iter().copied().collect(),
-                    short: 0,
-                }
-            }
-        }
+        self.tap.get_mut().replay(words, false);
     }
 
-    /// Replaying: recorded values not read yet, and reads that found none left.
-    pub fn replay_counter_balance(&self) -> (usize, u64) {
-        match &*self.tap.borrow() {
-            CounterTap::Replay { words, short } => (words.len(), *short),
-            _ => (0, 0),
-        }
+    /// As [`Self::replay_counter_reads`], but draws take the recorded identifiers (a
+    /// replay of one UE on a slice that holds it alone).
+    pub fn direct_counter_reads(&mut self, words: &[u64]) {
+        self.tap.get_mut().replay(words, true);
+    }
+
+    /// Replaying: what is left over, reset for the next call.
+    pub fn replay_counter_balance(&mut self) -> ReplayBalance {
+        self.tap.get_mut().balance()
+    }
+
+    /// A UE entry drawn through the tap.
+    pub(crate) fn draw_ue_slot(&mut self) -> Option<(u32, u32)> {
+        let (tap, alloc, ues) = (self.tap.get_mut(), &mut self.ue_alloc, &self.ues);
+        tap.draw(|claim| match claim {
+            None => alloc.alloc().map(pack),
+            Some(w) => {
+                let (slot, gen) = unpack(w);
+                (ues.get(slot as usize).is_none_or(UeEntry::is_free) && alloc.claim(slot, gen))
+                    .then_some(w)
+            }
+        })
+        .map(unpack)
+    }
+
+    /// A bearer slot drawn through the tap: `default_of` names the UE entry of a new
+    /// default bearer (see [`Self::alloc_default_bearer`]), `pending` the bearers of
+    /// a restore in progress.
+    pub(crate) fn draw_bearer_slot(
+        &mut self,
+        default_of: Option<u32>,
+        pending: &[BearerContext],
+    ) -> Option<(u32, u32)> {
+        let mut tap = std::mem::take(self.tap.get_mut());
+        let w = tap.draw(|claim| match claim {
+            None => match default_of {
+                Some(ue_slot) => self.alloc_default_bearer(ue_slot, pending),
+                None => self.bearer_alloc.alloc(),
+            }
+            .map(pack),
+            Some(w) => {
+                let (slot, gen) = unpack(w);
+                (self.bearer_owner(slot).is_none()
+                    && !pending.iter().any(|b| b.slot == slot)
+                    && self.bearer_alloc.claim(slot, gen))
+                .then_some(w)
+            }
+        });
+        *self.tap.get_mut() = tap;
+        w.map(unpack)
+    }
+
+    /// An index of the IoT pool drawn through the tap.
+    pub(crate) fn draw_iot_index(&mut self, pool: IotPool) -> Result<u32, CtrlError> {
+        let mut tap = std::mem::take(self.tap.get_mut());
+        let w = tap.draw(|claim| match claim {
+            None => self.alloc_iot_index(pool).ok().map(u64::from),
+            Some(w) => {
+                let idx = u32::try_from(w).ok()?;
+                self.take_iot_index(pool, idx).then_some(w)
+            }
+        });
+        *self.tap.get_mut() = tap;
+        w.map(|w| w as u32).ok_or(CtrlError::Exhausted("IoT pool"))
     }
 
     /// A bearer's usage as the data thread counts it, through the tap.
@@ -139,6 +318,8 @@ mod tests {
         let mut t = CounterTap::Replay {
             words: [1, 2, 3].into(),
             short: 0,
+            directed: false,
+            diverged: 0,
         };
         assert_eq!(t.words(|| [9, 9]), [1, 2]);
         assert_eq!(t.words(|| [9, 9]), [3, 0]);
@@ -147,5 +328,48 @@ mod tests {
         let mut t = CounterTap::Live;
         assert_eq!(t.words(|| [7]), [7]);
         assert!(matches!(t, CounterTap::Live));
+    }
+
+    #[test]
+    fn draws_are_kept_checked_or_directed() {
+        // An allocator of 10, 11, ... that claims any value not yet handed out.
+        let mut next = 10u64;
+        let mut taken = std::collections::BTreeSet::new();
+        let mut alloc = |claim: Option<u64>| match claim {
+            None => {
+                next += 1;
+                taken.insert(next - 1);
+                Some(next - 1)
+            }
+            Some(w) => taken.insert(w).then_some(w),
+        };
+        let mut t = CounterTap::Record(Vec::new());
+        assert_eq!(t.draw(&mut alloc), Some(10));
+        assert_eq!(t.draw(|_| None), None);
+        let CounterTap::Record(kept) = &t else {
+            panic!("recording")
+        };
+        assert_eq!(kept, &[10, EXHAUSTED]);
+        // Checked: the allocator's value, and a count when it is not the recorded one.
+        let mut t = CounterTap::Replay {
+            words: [11, 99].into(),
+            short: 0,
+            directed: false,
+            diverged: 0,
+        };
+        assert_eq!(t.draw(&mut alloc), Some(11));
+        assert_eq!(t.draw(&mut alloc), Some(12));
+        assert!(matches!(t, CounterTap::Replay { diverged: 1, .. }));
+        // Directed: the recorded value claimed; one that is taken is counted and drawn.
+        let mut t = CounterTap::Replay {
+            words: [500, 11, EXHAUSTED].into(),
+            short: 0,
+            directed: true,
+            diverged: 0,
+        };
+        assert_eq!(t.draw(&mut alloc), Some(500));
+        assert_eq!(t.draw(&mut alloc), Some(13));
+        assert_eq!(t.draw(&mut alloc), None);
+        assert!(matches!(t, CounterTap::Replay { diverged: 1, .. }));
     }
 }
