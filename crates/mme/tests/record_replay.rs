@@ -4,6 +4,7 @@
 //! when it goes; these tests look at the recording itself.)
 
 use pepc_mme::record::replay::replay;
+use pepc_mme::record::replay_ue::{replay_ues, Pick};
 use pepc_mme::record::{Record, RecordError, Records};
 use pepc_mme::sim::*;
 use pepc_mme::MmeConfig;
@@ -192,4 +193,35 @@ fn more_end_markers_than_a_batch_holds_replay() {
     let r = h.replay_recordings();
     assert_eq!(r[0].mismatch, None);
     assert!(r[0].calls > u64::from(switches), "{:?}", r[0]);
+}
+
+/// Each UE replayed on an MME of its own from its snapshot (taken at its first
+/// procedure boundary from a given call on), taking only its calls, node-level ones
+/// and timeouts: its outputs come out byte-identical to the slice's for it.
+#[test]
+fn each_ue_replays_byte_identical_from_its_snapshot() {
+    let runs = recorded_run();
+    let imsis: Vec<u64> = (1..=6).map(|k| 1_010_000_000_000 + k).collect();
+    for (s, bytes) in runs.iter().enumerate() {
+        let calls = replay(bytes, Instant::now()).unwrap().calls;
+        for from in [0, calls / 3, calls / 2] {
+            let (whole, ues) =
+                replay_ues(bytes, Instant::now(), &Pick::Imsis(imsis.clone()), from).unwrap();
+            assert_eq!(whole.mismatch, None, "slice {s}");
+            let mut replayed = 0;
+            for u in &ues {
+                assert_eq!(u.mismatch, None, "slice {s} from {from}: {u:?}");
+                if let Some(at) = u.snapshot_at {
+                    assert!(at >= from && u.snapshot_bytes > 0, "{u:?}");
+                    replayed += 1;
+                }
+            }
+            if from == 0 {
+                // The UEs of this slice (IMSI routing shares them out), each taking
+                // more than the timeouts.
+                assert!(replayed >= 2, "slice {s}: {ues:?}");
+                assert!(ues.iter().any(|u| u.outputs > 3), "slice {s}: {ues:?}");
+            }
+        }
+    }
 }

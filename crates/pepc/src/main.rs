@@ -45,6 +45,17 @@ enum Cmd {
         /// Print the reports as JSON.
         #[arg(long)]
         json: bool,
+        /// Also replay each of these UEs (IMSI) on an MME of its own, from its
+        /// snapshot taken at its first procedure boundary from --at on, with only its
+        /// calls: what a node that takes over the UE does.
+        #[arg(long = "ue", value_name = "IMSI")]
+        ue: Vec<u64>,
+        /// As --ue, for up to N of the UEs each slice holds at --at (lowest IMSIs).
+        #[arg(long, value_name = "N")]
+        ues: Option<usize>,
+        /// Where in each recording the UEs' snapshots are taken: percent of its calls.
+        #[arg(long, value_name = "PERCENT", default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
+        at: u8,
     },
     /// The configuration: `default` prints every key with its default and meaning
     /// (a file `pepc run --config` takes unchanged); `docs` prints the reference
@@ -480,7 +491,20 @@ fn main() -> ExitCode {
         Cmd::Ctl(a) => pepc::ctl::run(&a)
             .map(|s| outln!("{s}"))
             .map_err(|e| e.to_string()),
-        Cmd::Replay { file, json } => replay(&file, json),
+        Cmd::Replay {
+            file,
+            json,
+            ue,
+            ues,
+            at,
+        } => {
+            let pick = match (ues, ue.is_empty()) {
+                (Some(n), _) => Some(pepc_mme::record::replay_ue::Pick::Held(n)),
+                (None, false) => Some(pepc_mme::record::replay_ue::Pick::Imsis(ue)),
+                (None, true) => None,
+            };
+            replay(&file, json, pick.map(|p| (p, at)))
+        }
         Cmd::Plan { config, cores } => plan(config.as_deref(), cores),
         Cmd::Config { what } => match what {
             ConfigCmd::Default => {
@@ -1007,30 +1031,62 @@ fn plan(config: Option<&std::path::Path>, cores: Option<usize>) -> Result<(), St
     Ok(())
 }
 
-fn replay(file: &std::path::Path, json: bool) -> Result<(), String> {
-    let done = pepc::replay::run(file).map_err(|e| format!("replay: {e}"))?;
-    for (path, r) in done {
+fn replay(
+    file: &std::path::Path,
+    json: bool,
+    ues: Option<(pepc_mme::record::replay_ue::Pick, u8)>,
+) -> Result<(), String> {
+    let done = pepc::replay::run(file, ues).map_err(|e| format!("replay: {e}"))?;
+    for d in done {
+        let r = &d.whole;
+        let replayed: Vec<_> = d.ues.iter().filter(|u| u.snapshot_at.is_some()).collect();
         if json {
-            outln!(
-                "{}",
-                serde_json::json!({
-                    "file": path.display().to_string(),
-                    "slice": r.slice.0,
-                    "slices": r.slice.1,
-                    "calls": r.calls,
-                    "outputs": r.outputs,
-                    "identical": true,
+            let ues: Vec<_> = d
+                .ues
+                .iter()
+                .map(|u| {
+                    serde_json::json!({
+                        "imsi": u.imsi,
+                        "snapshot_at_call": u.snapshot_at,
+                        "snapshot_bytes": u.snapshot_bytes,
+                        "calls": u.calls,
+                        "shared_calls": u.shared_calls,
+                        "outputs": u.outputs,
+                        "identical": u.mismatch.is_none(),
+                    })
                 })
-            );
+                .collect();
+            let mut v = serde_json::json!({
+                "file": d.path.display().to_string(),
+                "slice": r.slice.0,
+                "slices": r.slice.1,
+                "calls": r.calls,
+                "outputs": r.outputs,
+                "identical": true,
+            });
+            if let (Some(m), Some(_)) = (v.as_object_mut(), d.from_call) {
+                m.insert("ues_from_call".into(), d.from_call.into());
+                m.insert("ues".into(), ues.into());
+            }
+            outln!("{v}");
         } else {
             outln!(
                 "{}: slice {} of {}: {} calls, {} outputs, all byte-identical",
-                path.display(),
+                d.path.display(),
                 r.slice.0,
                 r.slice.1,
                 r.calls,
                 r.outputs
             );
+            if let Some(from) = d.from_call {
+                outln!(
+                    "  {} of {} UEs replayed on their own from their snapshots (from call {from}): {} calls naming them, {} of their outputs, all byte-identical",
+                    replayed.len(),
+                    d.ues.len(),
+                    replayed.iter().map(|u| u.calls).sum::<u64>(),
+                    replayed.iter().map(|u| u.outputs).sum::<u64>(),
+                );
+            }
         }
     }
     Ok(())

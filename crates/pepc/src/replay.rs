@@ -3,6 +3,7 @@
 //! `record` path whose slices' files (`FILE.0`, `FILE.1`, ...) are all replayed.
 
 use pepc_mme::record::replay::{replay, ReplayReport};
+use pepc_mme::record::replay_ue::{replay_ues, Pick, UeReplayReport};
 use std::path::{Path, PathBuf};
 
 /// Why a replay could not be run, or where it differed.
@@ -21,6 +22,27 @@ pub enum ReplayError {
         slices: usize,
         mismatch: Box<pepc_mme::record::replay::Mismatch>,
     },
+    #[error(
+        "{path}: slice {slice} of {slices}: UE {imsi} replayed on its own from its \
+         snapshot (taken before call {snapshot_at}) differs at {mismatch}"
+    )]
+    UeDiffers {
+        path: PathBuf,
+        slice: usize,
+        slices: usize,
+        imsi: u64,
+        snapshot_at: u64,
+        mismatch: Box<pepc_mme::record::replay::Mismatch>,
+    },
+}
+
+/// One recording replayed: the whole of it, and the UEs replayed on their own.
+pub struct Replayed {
+    pub path: PathBuf,
+    pub whole: ReplayReport,
+    /// The call from which the UEs' snapshots were taken (`None`: none asked for).
+    pub from_call: Option<u64>,
+    pub ues: Vec<UeReplayReport>,
 }
 
 /// The recordings FILE names: itself, or its slices' files.
@@ -34,9 +56,10 @@ fn recordings(path: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Replay every recording FILE names; a report per recording, or the first that
-/// could not be read or differs.
-pub fn run(path: &Path) -> Result<Vec<(PathBuf, ReplayReport)>, ReplayError> {
+/// Replay every recording FILE names, and (`ues`) UEs on their own from their
+/// snapshots taken from a percentage of each recording's calls on; a report per
+/// recording, or the first that could not be read or differs.
+pub fn run(path: &Path, ues: Option<(Pick, u8)>) -> Result<Vec<Replayed>, ReplayError> {
     let files = recordings(path);
     if files.is_empty() {
         return Err(ReplayError::NotFound(path.to_path_buf()));
@@ -44,17 +67,44 @@ pub fn run(path: &Path) -> Result<Vec<(PathBuf, ReplayReport)>, ReplayError> {
     let mut done = Vec::new();
     for f in files {
         let bytes = std::fs::read(&f).map_err(|e| ReplayError::Read(f.clone(), e))?;
-        let r = replay(&bytes, std::time::Instant::now())
-            .map_err(|e| ReplayError::Bad(f.clone(), e))?;
-        if let Some(m) = r.mismatch.clone() {
+        let bad = |e| ReplayError::Bad(f.clone(), e);
+        let epoch = std::time::Instant::now();
+        let (whole, from_call, ue_reports) = match &ues {
+            None => (replay(&bytes, epoch).map_err(bad)?, None, Vec::new()),
+            Some((pick, at)) => {
+                let calls = pepc_mme::record::Records::new(&bytes)
+                    .map_err(bad)?
+                    .filter(|r| matches!(r, Ok(pepc_mme::record::Record::Call(_))))
+                    .count() as u64;
+                let from = calls * u64::from(*at) / 100;
+                let (w, u) = replay_ues(&bytes, epoch, pick, from).map_err(bad)?;
+                (w, Some(from), u)
+            }
+        };
+        if let Some(m) = whole.mismatch.clone() {
             return Err(ReplayError::Differs {
                 path: f,
-                slice: r.slice.0,
-                slices: r.slice.1,
+                slice: whole.slice.0,
+                slices: whole.slice.1,
                 mismatch: Box::new(m),
             });
         }
-        done.push((f, r));
+        if let Some(u) = ue_reports.iter().find(|u| u.mismatch.is_some()) {
+            return Err(ReplayError::UeDiffers {
+                path: f,
+                slice: whole.slice.0,
+                slices: whole.slice.1,
+                imsi: u.imsi,
+                snapshot_at: u.snapshot_at.unwrap_or_default(),
+                mismatch: Box::new(u.mismatch.clone().expect("found by it")),
+            });
+        }
+        done.push(Replayed {
+            path: f,
+            whole,
+            from_call,
+            ues: ue_reports,
+        });
     }
     Ok(done)
 }

@@ -1,7 +1,8 @@
 //! `[debug] record` and `pepc replay` end to end: a demo of 1,000 UEs with the Table I
 //! signaling mix (attach, service request, TAU, handover, paging, detach) and data
 //! traffic, each slice's MME recorded, then replayed byte-identical by the `pepc`
-//! binary; a recording changed by one byte is refused, naming the call. Uses the
+//! binary, whole and 100 UEs per slice each on its own from a mid-run snapshot; a
+//! recording changed by one byte is refused, naming the call. Uses the
 //! demo's fixed loopback ports (9899, 2152, 5201, 5202), under their lock.
 
 mod common;
@@ -78,6 +79,35 @@ fn a_recorded_demo_replays_byte_identical_and_a_changed_one_is_refused() {
         assert_eq!(r["slice"], s, "{r}");
         assert_eq!(r["identical"], true, "{r}");
         assert!(r["calls"].as_u64().unwrap() > 1000, "{r}");
+    }
+
+    // 100 UEs of each slice, each replayed on an MME of its own from its snapshot
+    // taken mid-run, with only its calls (what a node taking it over does).
+    let out = pepc(&["replay", rec_s, "--ues", "100", "--at", "50", "--json"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "per-UE replay failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for l in stdout.lines() {
+        let r: serde_json::Value = serde_json::from_str(l).expect("a JSON line per slice");
+        let ues = r["ues"].as_array().expect("UE reports");
+        assert_eq!(ues.len(), 100, "{r}");
+        let from = r["ues_from_call"].as_u64().unwrap();
+        assert!(from > 500, "{r}");
+        for u in ues {
+            assert_eq!(u["identical"], true, "{u}");
+            assert!(u["snapshot_at_call"].as_u64().unwrap() >= from, "{u}");
+        }
+        // The UEs did more after their snapshots than wait: their own signaling
+        // (service requests, TAUs, handovers, detaches) with outputs compared.
+        let calls: u64 = ues.iter().map(|u| u["calls"].as_u64().unwrap()).sum();
+        let outputs: u64 = ues.iter().map(|u| u["outputs"].as_u64().unwrap()).sum();
+        assert!(
+            calls >= 100 && outputs >= 100,
+            "{calls} calls, {outputs} outputs: {r}"
+        );
     }
 
     // The last byte of the last output slice 1 recorded, changed: the replay says

@@ -1,6 +1,7 @@
 //! GUTI allocation and the GUTI reallocation procedure (TS 24.301 §5.4.1).
 
 use crate::prelude::*;
+use pepc_slice::control::TapKey;
 
 impl Mme {
     /// The GUTI of registered subscriber `imsi` (its one copy: the M-TMSI in the
@@ -26,7 +27,7 @@ impl Mme {
     pub(crate) fn alloc_mme_ue_id(&mut self) -> u32 {
         let (ids, index) = (self.role.ids(), self.role.index);
         let ix = &mut self.index;
-        let drawn = self.draws.draw(|claim| match claim {
+        let drawn = self.draws.draw(TapKey::MmeUeId, |claim| match claim {
             None => Some(u64::from(ix.alloc_id(ids, index))),
             Some(w) => {
                 let id = u32::try_from(w).ok()?;
@@ -48,7 +49,7 @@ impl Mme {
             |t: u32| parked.contains_key(&t) || restoring.as_ref().is_some_and(|r| r.holds_tmsi(t));
         let (ids, index) = (self.role.ids(), self.role.index);
         let ix = &mut self.index;
-        let drawn = self.draws.draw(|claim| match claim {
+        let drawn = self.draws.draw(TapKey::MTmsi, |claim| match claim {
             None => Some(u64::from(ix.alloc_tmsi(ids, index, taken))),
             Some(w) => {
                 let t = u32::try_from(w).ok()?;
@@ -64,7 +65,7 @@ impl Mme {
     /// The number of a new HSS or PCRF request (its answer names it).
     pub(crate) fn next_hss_seq(&mut self) -> u32 {
         let seq = &mut self.hss_seq;
-        let drawn = self.draws.draw(|claim| {
+        let drawn = self.draws.draw(TapKey::RequestNumber, |claim| {
             *seq = match claim {
                 None => seq.wrapping_add(1),
                 Some(w) => u32::try_from(w).ok()?,

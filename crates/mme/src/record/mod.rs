@@ -22,8 +22,9 @@
 //! * kind 0, start: slice index and count, slice policy, the [`MmeConfig`] and the
 //!   slice's `ControlConfig`, field by field (`header.rs`);
 //! * kind 1, call: time in ns since the MME was built (LEB128), the call
-//!   ([`Call`]), the counter words read (and slice identifiers drawn), the MME's
-//!   identifiers drawn, the result (its `Debug` text) and the outputs, each in the
+//!   ([`Call`]), the counter words read and slice identifiers drawn, then the MME's
+//!   identifiers drawn (each an entry `[header: kind, length, key][values]`, see
+//!   `pepc_slice::control::TapKey`), the result (its `Debug` text) and the outputs, each in the
 //!   canonical form of `codec::put_output`.
 //!
 //! A whole replay draws every identifier again and checks it against the recorded
@@ -36,6 +37,7 @@
 pub(crate) mod codec;
 mod header;
 pub mod replay;
+pub mod replay_ue;
 
 pub use header::Header;
 
@@ -354,6 +356,33 @@ pub(crate) mod put {
                 }
             }
         }
+    }
+}
+
+/// `c` in its recorded form.
+fn put_call(w: &mut codec::W<'_>, c: &Call) {
+    match c {
+        Call::Handle(i) => put::handle(i)(w),
+        Call::Timeout => put::timeout(w),
+        Call::DetachUe { imsi } => put::detach_ue(*imsi)(w),
+        Call::ReallocateGuti { imsi } => put::reallocate_guti(*imsi)(w),
+        Call::ReapplyPolicy { imsi, decisions } => put::reapply_policy(*imsi, decisions)(w),
+        Call::BeginRestore { items } => put::begin_restore(items)(w),
+        Call::RestoreSome { max } => {
+            put::restore_some(usize::try_from(*max).unwrap_or(usize::MAX))(w)
+        }
+        Call::Import { bytes, checkpoint } => put::import(bytes, *checkpoint)(w),
+        Call::RemoveMigrated { key } => put::remove_migrated(*key)(w),
+    }
+}
+
+impl Call {
+    /// A copy, through the recorded form (inputs that hold key material have no
+    /// `Clone`).
+    pub fn copy(&self) -> Call {
+        let mut b = Vec::new();
+        put_call(&mut codec::W(&mut b), self);
+        get_call(&mut codec::R::new(&b)).expect("a call reads back as written")
     }
 }
 

@@ -106,7 +106,7 @@ impl Replayer {
             match outputs.get(k) {
                 Some(e) if *e == self.buf.as_slice() => {}
                 Some(e) => {
-                    return mismatch(format!("output {k} ({})", kind(o)), e, &self.buf);
+                    return mismatch(format!("output {k} ({})", output_name(o)), e, &self.buf);
                 }
                 None => {
                     return mismatch(
@@ -142,6 +142,11 @@ impl Replayer {
             );
         }
         None
+    }
+
+    /// The outputs of the last call.
+    pub fn out(&self) -> &[Output] {
+        &self.out
     }
 
     /// Make `call` at `at_ns` (its reads and draws set up by the caller); its outputs
@@ -250,7 +255,7 @@ pub fn replay(bytes: &[u8], epoch: Instant) -> Result<ReplayReport, RecordError>
     Ok(report)
 }
 
-fn kind(o: &Output) -> &'static str {
+pub(crate) fn kind(o: &Output) -> &'static str {
     match o {
         Output::S1ap { .. } => "S1AP",
         Output::CloseAssoc { .. } => "close association",
@@ -269,11 +274,15 @@ fn kind(o: &Output) -> &'static str {
 
 /// A call, briefly: its kind and identifiers (no key material, no IMSI beyond the
 /// call's own argument).
-fn describe(c: &Call) -> String {
+pub(crate) fn describe(c: &Call) -> String {
     use crate::mme::Input;
     match c {
         Call::Handle(i) => match i {
-            Input::S1ap { assoc, stream, .. } => format!("S1AP on assoc {assoc} stream {stream}"),
+            Input::S1ap {
+                assoc,
+                stream,
+                bytes,
+            } => format!("{} on assoc {assoc} stream {stream}", s1ap_name(bytes)),
             Input::Hss(a) => format!("HSS answer for MME UE S1AP ID {}", a.r.mme_ue_id),
             Input::Pcrf(a) => format!("PCRF answer for MME UE S1AP ID {}", a.r.mme_ue_id),
             other => {
@@ -300,7 +309,32 @@ fn describe(c: &Call) -> String {
     }
 }
 
-fn hex_from(b: &[u8], from: usize) -> String {
+/// The S1AP message's name (its type's), or "S1AP" if it does not decode.
+pub(crate) fn s1ap_name(bytes: &[u8]) -> String {
+    match pepc_s1ap::msg::S1apMessage::decode(bytes) {
+        Ok(pepc_s1ap::msg::S1apMessage::Other { procedure_code, .. }) => {
+            format!("S1AP procedure {procedure_code}")
+        }
+        Ok(m) => {
+            let d = format!("{m:?}");
+            d.split(['(', ' ', '{'])
+                .next()
+                .unwrap_or("S1AP")
+                .to_string()
+        }
+        Err(_) => "S1AP".into(),
+    }
+}
+
+/// An output, briefly: its kind, and an S1AP message's name.
+pub(crate) fn output_name(o: &Output) -> String {
+    match o {
+        Output::S1ap { bytes, .. } => s1ap_name(bytes),
+        o => kind(o).to_string(),
+    }
+}
+
+pub(crate) fn hex_from(b: &[u8], from: usize) -> String {
     let mut s = String::new();
     if from > 0 {
         let _ = write!(s, "[{from} bytes alike] ");

@@ -4,7 +4,7 @@
 //! default rules. With the bearers' counters in the slice section, usage records and
 //! reports come out as if the UE had never moved.
 //!
-//! ## PCC section, version 1 (container tag 0x81)
+//! ## PCC section, version 2 (container tag 0x81)
 //! LEB128 integers (`v`), strings and byte strings length-prefixed (`v`):
 //! ```text
 //! version u8 (1) | [interim due: remaining µs v] (flag u8 0/1)
@@ -16,9 +16,12 @@
 //!     | bearer ebi u8 | n_filters v, each: id u8 | precedence u8
 //!     | [counter: pair u8 | UL bytes counted v | DL bytes counted v]
 //!   n_monitors v, each: key s | threshold v | base v | reported u8
-//!   n_bearers v, each: ebi u8 | age µs v | next record sequence v
+//!   n_bearers v, each: ebi u8 | age ns v | next record sequence v
 //!   [pending decision]
 //! ```
+//! Version 1 carried the bearers' ages in µs (still read). In ns, a UE moved at an
+//! instant reports its bearers' durations to the nanosecond, as if it had not moved.
+//!
 //! A rule's counter carries the bytes its pair counted since the rule was bound (not
 //! the pair's raw value): the pair of the restoring slice starts wherever it is, and
 //! the rule's base is set so that the count goes on from the carried figure.
@@ -30,7 +33,7 @@ use crate::record::codec::{get_decision, get_rule, put_decision, put_rule, R, W}
 use crate::ControlPlane;
 use std::time::{Duration, Instant};
 
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 
 /// Bounds of what a section may hold (the MME's own: `MAX_RULES_PER_SESSION` rules,
 /// `MAX_MONITORING_KEYS` keys, a UE's PDN connections and bearers).
@@ -129,7 +132,7 @@ pub(crate) fn write(
         w.uv(bearers.len() as u64);
         for (e, since, seq) in bearers {
             w.u8(*e);
-            w.uv(now.saturating_duration_since(*since).as_micros() as u64);
+            w.uv(now.saturating_duration_since(*since).as_nanos() as u64);
             w.uv(u64::from(*seq));
         }
         match pending {
@@ -160,7 +163,7 @@ fn bounded(r: &mut R<'_>, max: usize, what: &'static str) -> Result<usize, Snaps
 pub(crate) fn read(bytes: &[u8], now: Instant) -> Result<Decoded, SnapshotError> {
     let mut r = R::new(bytes);
     let v = r.u8()?;
-    if v != VERSION {
+    if v != VERSION && v != 1 {
         return Err(SnapshotError::UnsupportedVersion(v));
     }
     let interim_in = if r.bool()? {
@@ -212,7 +215,10 @@ pub(crate) fn read(bytes: &[u8], now: Instant) -> Result<Decoded, SnapshotError>
         let mut bearers = Vec::with_capacity(nb);
         for _ in 0..nb {
             let e = r.u8()?;
-            let age = Duration::from_micros(r.uv()?);
+            let age = match v {
+                1 => Duration::from_micros(r.uv()?),
+                _ => Duration::from_nanos(r.uv()?),
+            };
             let seq = r.u32()?;
             bearers.push((e, now.checked_sub(age).unwrap_or(now), seq));
         }

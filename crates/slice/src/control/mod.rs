@@ -34,7 +34,7 @@ use std::sync::Arc;
 mod iot;
 mod sessions;
 mod tap;
-pub use tap::{CounterTap, ReplayBalance};
+pub use tap::{CounterTap, ReplayBalance, TapKey};
 mod ue_snapshot;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -810,7 +810,7 @@ impl<S> ControlPlane<S> {
             .ok_or(CtrlError::NoSuchBearer { ue_slot, ebi })?;
         let rc = &self.counters.bearer_rules[b.slot as usize];
         Ok(std::array::from_fn(|k| {
-            self.tapped_pair(|| {
+            self.tapped_pair(b.slot, k as u8, || {
                 (
                     rc.ul_bytes[k].load(std::sync::atomic::Ordering::Relaxed),
                     rc.dl_bytes[k].load(std::sync::atomic::Ordering::Relaxed),

@@ -75,7 +75,7 @@ impl<S> ControlPlane<S> {
             .pdn_ip(index, slice, ue_slot)
             .ok_or(CtrlError::Exhausted("PDN address pools"))?;
         let (bslot, gen) = self
-            .alloc_default_bearer(ue_slot, &[])
+            .draw_bearer_slot(Some(ue_slot), &[])
             .ok_or(CtrlError::Exhausted("bearer slots"))?;
         let teid_ul = layout.teid(slice, bslot, gen);
         let ue = self.ue_mut(ue_slot)?;

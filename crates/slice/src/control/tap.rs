@@ -20,9 +20,51 @@ use std::collections::VecDeque;
 /// A draw that found the allocator exhausted, as recorded.
 const EXHAUSTED: u64 = u64::MAX;
 
+/// What a value read or drawn through a tap is, with the key that names it: a
+/// replay of one UE finds its own values by it among those of the call, which may
+/// hold other UEs' (the slice's calls serve several UEs at once now and then).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TapKey {
+    /// A bearer's usage (its bearer slot).
+    BearerUsage(u32),
+    /// One rule counter pair of a bearer (bearer slot, pair).
+    RulePair(u32, u8),
+    UeSlot,
+    BearerSlot,
+    IotIndex,
+    MmeUeId,
+    MTmsi,
+    RequestNumber,
+}
+
+impl TapKey {
+    /// The entry's header word: kind, payload length and key.
+    fn header(self, len: usize) -> u64 {
+        let (kind, key): (u64, u64) = match self {
+            TapKey::BearerUsage(s) => (1, u64::from(s)),
+            TapKey::RulePair(s, k) => (2, (u64::from(s) << 8) | u64::from(k)),
+            TapKey::UeSlot => (3, 0),
+            TapKey::BearerSlot => (4, 0),
+            TapKey::IotIndex => (5, 0),
+            TapKey::MmeUeId => (6, 0),
+            TapKey::MTmsi => (7, 0),
+            TapKey::RequestNumber => (8, 0),
+        };
+        (kind << 56) | ((len as u64 & 0xff) << 48) | (key & ((1 << 48) - 1))
+    }
+}
+
+fn entry_len(header: u64) -> usize {
+    ((header >> 48) & 0xff) as usize
+}
+
 /// Where counter reads and drawn identifiers come from: the data thread's counters and
 /// the allocators, the same while each value is kept, or values given back from a
 /// recording. (The MME draws its own identifiers through one too.)
+///
+/// Kept as entries `[header][value...]` ([`TapKey`]). A replay of the whole slice
+/// takes them in order; a directed one (one UE on a slice that holds it alone) takes
+/// the first entry of the key asked for, wherever it is among the call's.
 #[derive(Debug, Default)]
 pub enum CounterTap {
     #[default]
@@ -32,10 +74,12 @@ pub enum CounterTap {
         words: VecDeque<u64>,
         /// Reads that found no recorded value left (read as 0).
         short: u64,
-        /// Draws take the recorded identifier (claimed) instead of the allocator's.
+        /// Values are found by their key, and draws take the recorded identifier
+        /// (claimed) instead of the allocator's.
         directed: bool,
-        /// Draws whose identifier differed from the recorded one (or, directed, whose
-        /// recorded identifier could not be claimed).
+        /// Values recorded under another key than the one asked for, and draws whose
+        /// identifier differed from the recorded one (or, directed, whose recorded
+        /// identifier could not be claimed).
         diverged: u64,
     },
 }
@@ -50,58 +94,99 @@ pub struct ReplayBalance {
 }
 
 impl CounterTap {
-    /// `live` read through the tap: kept when recording, replaced when replaying.
-    fn words<const N: usize>(&mut self, live: impl FnOnce() -> [u64; N]) -> [u64; N] {
+    /// The recorded entry of `key` with `N` values: the next one, or (directed) the
+    /// first of that key. `None` (counted as short) if there is none.
+    fn take_entry<const N: usize>(&mut self, key: TapKey) -> Option<[u64; N]> {
+        let CounterTap::Replay {
+            words,
+            short,
+            directed,
+            diverged,
+        } = self
+        else {
+            return None;
+        };
+        let want = key.header(N);
+        let at = if *directed {
+            let mut at = 0;
+            loop {
+                match words.get(at) {
+                    None => {
+                        *short += 1;
+                        return None;
+                    }
+                    Some(&h) if h == want => break at,
+                    Some(&h) => at += 1 + entry_len(h),
+                }
+            }
+        } else {
+            match words.front() {
+                None => {
+                    *short += 1;
+                    return None;
+                }
+                Some(&h) => {
+                    *diverged += u64::from(h != want);
+                    0
+                }
+            }
+        };
+        let mut got = words.drain(at..(at + 1 + N).min(words.len())).skip(1);
+        let v = std::array::from_fn(|_| got.next().unwrap_or(0));
+        Some(v)
+    }
+
+    /// `live` read through the tap under `key`: kept when recording, replaced when
+    /// replaying.
+    fn words<const N: usize>(&mut self, key: TapKey, live: impl FnOnce() -> [u64; N]) -> [u64; N] {
         match self {
             CounterTap::Live => live(),
             CounterTap::Record(v) => {
                 let w = live();
+                v.push(key.header(N));
                 v.extend_from_slice(&w);
                 w
             }
-            CounterTap::Replay { words, short, .. } => std::array::from_fn(|_| {
-                words.pop_front().unwrap_or_else(|| {
-                    *short += 1;
-                    0
-                })
-            }),
+            CounterTap::Replay { .. } => self.take_entry(key).unwrap_or([0; N]),
         }
     }
 
-    /// An identifier drawn through the tap. `alloc(None)` draws from the allocator;
-    /// `alloc(Some(w))` claims `w` if it is free (`Some(w)`), else gives `None`.
-    pub fn draw(&mut self, mut alloc: impl FnMut(Option<u64>) -> Option<u64>) -> Option<u64> {
-        match self {
-            CounterTap::Live => alloc(None),
+    /// An identifier drawn through the tap under `key`. `alloc(None)` draws from the
+    /// allocator; `alloc(Some(w))` claims `w` if it is free (`Some(w)`), else gives
+    /// `None`.
+    pub fn draw(
+        &mut self,
+        key: TapKey,
+        mut alloc: impl FnMut(Option<u64>) -> Option<u64>,
+    ) -> Option<u64> {
+        let directed = match self {
+            CounterTap::Live => return alloc(None),
             CounterTap::Record(v) => {
                 let w = alloc(None);
+                v.push(key.header(1));
                 v.push(w.unwrap_or(EXHAUSTED));
-                w
+                return w;
             }
-            CounterTap::Replay {
-                words,
-                short,
-                directed,
-                diverged,
-            } => {
-                let Some(recorded) = words.pop_front() else {
-                    *short += 1;
-                    return alloc(None);
-                };
-                if !*directed {
-                    let w = alloc(None);
-                    *diverged += u64::from(w.unwrap_or(EXHAUSTED) != recorded);
-                    return w;
-                }
-                if recorded == EXHAUSTED {
-                    return None;
-                }
-                alloc(Some(recorded)).or_else(|| {
-                    *diverged += 1;
-                    alloc(None)
-                })
-            }
+            CounterTap::Replay { directed, .. } => *directed,
+        };
+        let Some([recorded]) = self.take_entry::<1>(key) else {
+            return alloc(None);
+        };
+        let CounterTap::Replay { diverged, .. } = self else {
+            return alloc(None);
+        };
+        if !directed {
+            let w = alloc(None);
+            *diverged += u64::from(w.unwrap_or(EXHAUSTED) != recorded);
+            return w;
         }
+        if recorded == EXHAUSTED {
+            return None;
+        }
+        alloc(Some(recorded)).or_else(|| {
+            *diverged += 1;
+            alloc(None)
+        })
     }
 }
 
@@ -216,7 +301,7 @@ impl<S> ControlPlane<S> {
     /// A UE entry drawn through the tap.
     pub(crate) fn draw_ue_slot(&mut self) -> Option<(u32, u32)> {
         let (tap, alloc, ues) = (self.tap.get_mut(), &mut self.ue_alloc, &self.ues);
-        tap.draw(|claim| match claim {
+        tap.draw(TapKey::UeSlot, |claim| match claim {
             None => alloc.alloc().map(pack),
             Some(w) => {
                 let (slot, gen) = unpack(w);
@@ -236,7 +321,7 @@ impl<S> ControlPlane<S> {
         pending: &[BearerContext],
     ) -> Option<(u32, u32)> {
         let mut tap = std::mem::take(self.tap.get_mut());
-        let w = tap.draw(|claim| match claim {
+        let w = tap.draw(TapKey::BearerSlot, |claim| match claim {
             None => match default_of {
                 Some(ue_slot) => self.alloc_default_bearer(ue_slot, pending),
                 None => self.bearer_alloc.alloc(),
@@ -257,7 +342,7 @@ impl<S> ControlPlane<S> {
     /// An index of the IoT pool drawn through the tap.
     pub(crate) fn draw_iot_index(&mut self, pool: IotPool) -> Result<u32, CtrlError> {
         let mut tap = std::mem::take(self.tap.get_mut());
-        let w = tap.draw(|claim| match claim {
+        let w = tap.draw(TapKey::IotIndex, |claim| match claim {
             None => self.alloc_iot_index(pool).ok().map(u64::from),
             Some(w) => {
                 let idx = u32::try_from(w).ok()?;
@@ -270,17 +355,20 @@ impl<S> ControlPlane<S> {
 
     /// A bearer's usage as the data thread counts it, through the tap.
     pub(crate) fn bearer_usage(&self, bearer_slot: u32) -> Usage {
-        let w = self.tap.borrow_mut().words(|| {
-            let u = self.counters.bearer_usage(bearer_slot);
-            [
-                u.ul_packets,
-                u.ul_bytes,
-                u.dl_packets,
-                u.dl_bytes,
-                u.ul_dropped,
-                u.dl_dropped,
-            ]
-        });
+        let w = self
+            .tap
+            .borrow_mut()
+            .words(TapKey::BearerUsage(bearer_slot), || {
+                let u = self.counters.bearer_usage(bearer_slot);
+                [
+                    u.ul_packets,
+                    u.ul_bytes,
+                    u.dl_packets,
+                    u.dl_bytes,
+                    u.ul_dropped,
+                    u.dl_dropped,
+                ]
+            });
         Usage {
             ul_packets: w[0],
             ul_bytes: w[1],
@@ -291,12 +379,21 @@ impl<S> ControlPlane<S> {
         }
     }
 
-    /// A (UL, DL) byte pair of a rule counter, through the tap.
-    pub(crate) fn tapped_pair(&self, live: impl FnOnce() -> (u64, u64)) -> (u64, u64) {
-        let [a, b] = self.tap.borrow_mut().words(|| {
-            let (a, b) = live();
-            [a, b]
-        });
+    /// A (UL, DL) byte pair of rule counter `pair` of bearer `bearer_slot`, through the
+    /// tap.
+    pub(crate) fn tapped_pair(
+        &self,
+        bearer_slot: u32,
+        pair: u8,
+        live: impl FnOnce() -> (u64, u64),
+    ) -> (u64, u64) {
+        let [a, b] = self
+            .tap
+            .borrow_mut()
+            .words(TapKey::RulePair(bearer_slot, pair), || {
+                let (a, b) = live();
+                [a, b]
+            });
         (a, b)
     }
 }
@@ -305,29 +402,61 @@ impl<S> ControlPlane<S> {
 mod tests {
     use super::*;
 
+    const K: TapKey = TapKey::BearerUsage(7);
+
     #[test]
     fn reads_are_kept_given_back_and_counted_when_short() {
         let mut t = CounterTap::Record(Vec::new());
-        assert_eq!(t.words(|| [1, 2]), [1, 2]);
-        assert_eq!(t.words(|| [3]), [3]);
-        let CounterTap::Record(kept) = &t else {
-            panic!("recording")
-        };
-        assert_eq!(kept, &[1, 2, 3]);
+        assert_eq!(t.words(K, || [1, 2]), [1, 2]);
+        assert_eq!(t.words(TapKey::RulePair(7, 1), || [3]), [3]);
+        let kept = t.take();
+        assert_eq!(kept.len(), 5);
         // Replayed: the recorded values, whatever the data thread says now.
-        let mut t = CounterTap::Replay {
-            words: [1, 2, 3].into(),
-            short: 0,
-            directed: false,
-            diverged: 0,
-        };
-        assert_eq!(t.words(|| [9, 9]), [1, 2]);
-        assert_eq!(t.words(|| [9, 9]), [3, 0]);
-        assert!(matches!(t, CounterTap::Replay { short: 1, .. }));
+        let mut t = CounterTap::default();
+        t.replay(&kept, false);
+        assert_eq!(t.words(K, || [9, 9]), [1, 2]);
+        assert_eq!(t.words(TapKey::RulePair(7, 1), || [9]), [3]);
+        assert_eq!(t.words(K, || [9, 9]), [0, 0]);
+        assert_eq!(
+            t.balance(),
+            ReplayBalance {
+                left: 0,
+                short: 1,
+                diverged: 0
+            }
+        );
         // Live: nothing kept.
         let mut t = CounterTap::Live;
-        assert_eq!(t.words(|| [7]), [7]);
+        assert_eq!(t.words(K, || [7]), [7]);
         assert!(matches!(t, CounterTap::Live));
+    }
+
+    #[test]
+    fn a_directed_replay_finds_its_values_by_key() {
+        let mut t = CounterTap::Record(Vec::new());
+        t.words(TapKey::BearerUsage(1), || [10, 11]);
+        t.draw(TapKey::UeSlot, |_| Some(5));
+        t.words(TapKey::BearerUsage(2), || [20, 21]);
+        t.draw(TapKey::BearerSlot, |_| Some(6));
+        let kept = t.take();
+        // Bearer 2's reads and the bearer draw, skipping bearer 1's and the UE draw.
+        let mut t = CounterTap::default();
+        t.replay(&kept, true);
+        assert_eq!(t.words(TapKey::BearerUsage(2), || [0, 0]), [20, 21]);
+        assert_eq!(t.draw(TapKey::BearerSlot, |c| c), Some(6));
+        assert_eq!(
+            t.balance(),
+            ReplayBalance {
+                left: 5,
+                short: 0,
+                diverged: 0
+            }
+        );
+        // In order (whole replay), a read under another key is counted.
+        let mut t = CounterTap::default();
+        t.replay(&kept, false);
+        assert_eq!(t.words(TapKey::BearerUsage(2), || [0, 0]), [10, 11]);
+        assert_eq!(t.balance().diverged, 1);
     }
 
     #[test]
@@ -343,33 +472,26 @@ mod tests {
             }
             Some(w) => taken.insert(w).then_some(w),
         };
+        let k = TapKey::UeSlot;
         let mut t = CounterTap::Record(Vec::new());
-        assert_eq!(t.draw(&mut alloc), Some(10));
-        assert_eq!(t.draw(|_| None), None);
-        let CounterTap::Record(kept) = &t else {
-            panic!("recording")
-        };
-        assert_eq!(kept, &[10, EXHAUSTED]);
+        assert_eq!(t.draw(k, &mut alloc), Some(10));
+        assert_eq!(t.draw(k, |_| None), None);
+        assert_eq!(t.take(), [k.header(1), 10, k.header(1), EXHAUSTED]);
         // Checked: the allocator's value, and a count when it is not the recorded one.
-        let mut t = CounterTap::Replay {
-            words: [11, 99].into(),
-            short: 0,
-            directed: false,
-            diverged: 0,
-        };
-        assert_eq!(t.draw(&mut alloc), Some(11));
-        assert_eq!(t.draw(&mut alloc), Some(12));
-        assert!(matches!(t, CounterTap::Replay { diverged: 1, .. }));
+        let mut t = CounterTap::default();
+        t.replay(&[k.header(1), 11, k.header(1), 99], false);
+        assert_eq!(t.draw(k, &mut alloc), Some(11));
+        assert_eq!(t.draw(k, &mut alloc), Some(12));
+        assert_eq!(t.balance().diverged, 1);
         // Directed: the recorded value claimed; one that is taken is counted and drawn.
-        let mut t = CounterTap::Replay {
-            words: [500, 11, EXHAUSTED].into(),
-            short: 0,
-            directed: true,
-            diverged: 0,
-        };
-        assert_eq!(t.draw(&mut alloc), Some(500));
-        assert_eq!(t.draw(&mut alloc), Some(13));
-        assert_eq!(t.draw(&mut alloc), None);
-        assert!(matches!(t, CounterTap::Replay { diverged: 1, .. }));
+        let mut t = CounterTap::default();
+        t.replay(
+            &[k.header(1), 500, k.header(1), 11, k.header(1), EXHAUSTED],
+            true,
+        );
+        assert_eq!(t.draw(k, &mut alloc), Some(500));
+        assert_eq!(t.draw(k, &mut alloc), Some(13));
+        assert_eq!(t.draw(k, &mut alloc), None);
+        assert_eq!(t.balance().diverged, 1);
     }
 }
