@@ -16,7 +16,6 @@
 //! MME threads only. With one slice a node runs the endpoint inline on the control
 //! thread, so add `demux_ns_per_msg` × messages per attach to compare.
 
-use pepc_mme::sim::{subscriber, SimUe, ENB_ADDR};
 use pepc_mme::{
     AssocId, EndpointOut, HssProxy, Input, Mme, MmeConfig, Output, S1apEndpoint, SlicePolicy,
 };
@@ -28,6 +27,7 @@ use pepc_s1ap::{ERabTunnel, Ecgi, EnbId, GlobalEnbId, SupportedTa, Tai, UeS1apId
 use pepc_slice::slice::{
     build_with_signaling, pin_current_thread, pin_current_thread_to, SliceConfig,
 };
+use pepc_testkit::{subscriber, SimUe, ENB_ADDR};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;

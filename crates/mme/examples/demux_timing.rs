@@ -5,10 +5,10 @@
 //! Prints JSON (median of 11 runs). `cargo run --release --example demux_timing -p pepc-mme`
 //! For instruction counts: `valgrind --tool=callgrind` on the same binary with `-- 1`.
 
-use pepc_mme::sim::subscriber;
 use pepc_mme::{EndpointOut, Input, MmeConfig, S1apEndpoint, SlicePolicy};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::{ERabTunnel, Ecgi, EnbId, GlobalEnbId, STmsi, SupportedTa, Tai};
+use pepc_testkit::subscriber;
 use std::hint::black_box;
 use std::net::Ipv4Addr;
 use std::time::Instant;
@@ -45,7 +45,7 @@ fn main() {
         plmn,
         cell_id: 0x101,
     };
-    let ue = pepc_mme::sim::SimUe::new(&subscriber("001010000000007").imsi, 7);
+    let ue = pepc_testkit::SimUe::new(&subscriber("001010000000007").imsi, 7);
     let mme_ue_id = 0x8000_0123;
     let msgs: Vec<Vec<u8>> = vec![
         S1apMessage::from(InitialUeMessage {

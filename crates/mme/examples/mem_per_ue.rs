@@ -39,7 +39,7 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(20_000);
     let mut start = (0, 0);
-    let r = pepc_mme::sim::run_inprocess_attaches_keep(n, |h, end| {
+    let r = pepc_testkit::run_inprocess_attaches_keep(n, |h, end| {
         let now = (LIVE.load(Ordering::Relaxed), BLOCKS.load(Ordering::Relaxed));
         if !end {
             start = now;

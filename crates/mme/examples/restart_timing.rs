@@ -11,9 +11,9 @@
 //! the state store is kept in FILE, for a real node (`pepc run` with `[state] path`
 //! and as many slices) to restart from.
 
-use pepc_mme::sim::{attach, initial_ue, pump, subscriber, Harness, SimUe};
 use pepc_mme::MmeConfig;
 use pepc_store::{EmbeddedStore, Op, StateStore};
+use pepc_testkit::{attach, initial_ue, pump, subscriber, Harness, SimUe};
 use std::time::Instant;
 
 fn main() {

@@ -7,10 +7,10 @@
 //! cargo run -p pepc-mme --release --example ue_snapshot_timing [-- UES]
 //! ```
 
-use pepc_mme::sim::{attach, subscriber, Harness, SimUe};
 use pepc_mme::snapshot::{restore_whole_ue, snapshot_whole_ue_with, Scratch, UeKey};
 use pepc_mme::MmeConfig;
 use pepc_slice::snapshot::SnapshotView;
+use pepc_testkit::{attach, subscriber, Harness, SimUe};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

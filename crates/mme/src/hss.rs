@@ -462,7 +462,25 @@ mod tests {
         let a = p.answer(HssRequest::Profile { r, imsi }).unwrap();
         assert_eq!(a.r, r);
         assert!(matches!(a.result, Err(HssFailure::UnknownSubscriber)));
-        hss.add(&crate::sim::subscriber("001010000000001")).unwrap();
+        hss.add(&pepc_hss::Subscriber {
+            imsi: "001010000000001".into(),
+            k: pepc_security::Key128::from_hex("465B5CE8B199B49FAA5F0A2EE238A6BC").unwrap(),
+            op_kind: pepc_hss::OpKind::Opc(
+                *pepc_security::Key128::from_hex("E8ED289DEBA952E4283B54E88E6183CA")
+                    .unwrap()
+                    .as_bytes(),
+            ),
+            amf: [0x80, 0x00],
+            sqn: 32,
+            msisdn: "1".into(),
+            apn: "internet".into(),
+            pdn_type: pepc_hss::PdnType::Ipv4,
+            qci: 9,
+            arp_priority: 8,
+            ambr_ul_bps: 50_000_000,
+            ambr_dl_bps: 100_000_000,
+        })
+        .unwrap();
         let a = p.answer(HssRequest::Profile { r, imsi }).unwrap();
         let Ok(HssData::Profile(s)) = a.result else {
             panic!("{a:?}")

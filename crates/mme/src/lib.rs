@@ -34,7 +34,6 @@
 //! * [`nasx`]: the NAS codec/security surface used by the procedures.
 //! * [`snapshot`]: a UE's MME context as the `mme` section of a UE snapshot, and whole-UE
 //!   snapshot/restore with the slice's section.
-//! * [`sim`]: a scripted eNB + UE (full AKA and NAS security) for tests and benchmarks.
 #![forbid(unsafe_code)]
 
 pub mod cause;
@@ -46,9 +45,18 @@ pub mod nasx;
 pub mod overload;
 pub mod pcrf;
 pub mod record;
-pub mod sim;
 pub mod snapshot;
 pub mod view;
+
+// Unit tests that reach the MME's internals drive it with the test kit: its sources,
+// compiled in as a module, so that its `pepc_mme` paths name this crate (a
+// dev-dependency on the kit would link a second copy of this crate's types).
+#[cfg(test)]
+extern crate self as pepc_mme;
+#[cfg(test)]
+#[path = "../../testkit/src/harness/mod.rs"]
+#[allow(dead_code)]
+pub(crate) mod sim;
 
 mod emm;
 mod enb;
@@ -76,4 +84,3 @@ pub use pepc_slice::control::ControlEvent;
 
 /// The slice's control table with the MME's UEs as the signaling part of its entries.
 pub type ControlPlane = pepc_slice::control::ControlPlane<Ue>;
-pub use sim::{run_inprocess_attaches, AttachBenchResult};

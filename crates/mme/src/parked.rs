@@ -129,6 +129,12 @@ impl Mme {
         self.parked.len()
     }
 
+    /// Entries of the parking order (expiry and eviction; bounded with the parked
+    /// contexts).
+    pub fn parked_order_len(&self) -> usize {
+        self.parked_order.len()
+    }
+
     /// An integrity-protected (not ciphered) Attach Request from a UE without a
     /// context here: if its GUTI is ours, a context is parked under it with the same
     /// KSI and the MAC verifies with it, the context becomes the UE's current one.

@@ -5,11 +5,11 @@
 
 use pepc_mme::hss::{HssData, SubscriptionData};
 use pepc_mme::mme::{Proc, ProcFailure};
-use pepc_mme::sim::*;
 use pepc_mme::{HssAnswer, HssRequest, Input, MmeConfig};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::Cause;
 use pepc_security::{AuthVector, Key256};
+use pepc_testkit::*;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -305,4 +305,57 @@ fn a_first_message_that_leads_nowhere_is_released_at_its_ttl() {
     // The eNB does not answer either: the release guard removes it.
     h.advance(MmeConfig::default().release_guard);
     assert_eq!((h.mme.ue_count(), h.cp.entry_count()), (0, 0));
+}
+
+/// Attach by IMSI and switch-off detach, cycle after cycle, by a few subscribers
+/// (each re-attaching by IMSI): every attach queues an interim record due in an
+/// hour and no UE timer ever expires, so nothing but the queue's own bound keeps
+/// the entries of contexts gone (one per cycle before it: 3,000 here). The parked
+/// contexts stay one per subscriber, their order within its bound.
+#[test]
+fn policy_timer_queue_stays_bounded_over_attach_detach_cycles() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const SUBSCRIBERS: usize = 40;
+    const CYCLES: usize = 3_000;
+    let imsi = |i: usize| format!("00101{:010}", 2_000_000 + i);
+    let mut h = Harness::new(SUBSCRIBERS, MmeConfig::default());
+    h.stop_recording();
+    for i in 0..SUBSCRIBERS {
+        h.hss.add(&subscriber(&imsi(i))).unwrap();
+    }
+    h.enb_setup(1, 1, 1);
+    let plmn = h.mme.config().plmn;
+    let mut peak_capacity = 0;
+    for c in 0..CYCLES {
+        let mut ue = SimUe::new(&imsi(c % SUBSCRIBERS), 1 + c as u32);
+        let seen = attach(&mut h, &mut ue, 1).unwrap();
+        assert!(
+            seen.iter().any(|s| s == "InitialContextSetupRequest"),
+            "cycle {c}: {seen:?}"
+        );
+        let detach = UplinkNasTransport {
+            mme_ue_id: ue.mme_ue_id.unwrap(),
+            enb_ue_id: ue.enb_ue_id,
+            nas_pdu: ue.detach_request(true),
+            ecgi: pepc_s1ap::Ecgi {
+                plmn,
+                cell_id: 0x101,
+            },
+            tai: pepc_s1ap::Tai { plmn, tac: 1 },
+        };
+        let r = h.send(1, detach);
+        pump(&mut h, &mut ue, 1, r).unwrap();
+        h.logs.clear();
+        peak_capacity = peak_capacity.max(h.mme.interims_queued().1);
+    }
+    assert_eq!(h.mme.ue_count(), 0);
+    assert_eq!(h.mme.stats.detaches, CYCLES as u64);
+    assert!(
+        h.mme.interims_queued().0 <= 1026 && peak_capacity <= 4096,
+        "interim records queued: {} (capacity {}, at most {peak_capacity}) after {CYCLES} cycles",
+        h.mme.interims_queued().0,
+        h.mme.interims_queued().1
+    );
+    assert_eq!(h.mme.parked_count(), SUBSCRIBERS);
+    assert!(h.mme.parked_order_len() <= 2 * SUBSCRIBERS + 64);
 }

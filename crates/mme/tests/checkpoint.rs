@@ -3,12 +3,12 @@
 //! serves the UEs with their old security contexts and identifiers, and its downlink
 //! NAS COUNTs stay above any the dead process used.
 
-use pepc_mme::sim::*;
 use pepc_mme::snapshot::restore_checkpoint;
 use pepc_mme::{Input, MmeConfig};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::Cause;
 use pepc_slice::packets::ipv4_udp;
+use pepc_testkit::*;
 use pepc_wire::{Batch, Verdict};
 use std::net::Ipv4Addr;
 

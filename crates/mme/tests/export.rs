@@ -7,11 +7,11 @@
 use pepc_mme::pcrf::{
     FlowDirection, FlowFilter, PccRule, PolicyEntry, PolicyTable, RecordCause, UsageRecord,
 };
-use pepc_mme::sim::*;
 use pepc_mme::snapshot::{ExportError, UeKey};
 use pepc_mme::MmeConfig;
 use pepc_s1ap::msg::*;
 use pepc_slice::packets::{gpdu, ipv4_udp};
+use pepc_testkit::*;
 use pepc_wire::{Batch, Verdict};
 use std::net::Ipv4Addr;
 

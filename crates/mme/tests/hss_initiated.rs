@@ -3,11 +3,11 @@
 //! the subscriber acts.
 
 use pepc_mme::hss::{DefaultApn, SubscriptionUpdate};
-use pepc_mme::sim::HssMode;
-use pepc_mme::sim::*;
 use pepc_mme::{CancellationType, Input, MmeConfig};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::Cause;
+use pepc_testkit::HssMode;
+use pepc_testkit::*;
 use std::time::Duration;
 
 const IMSI: &str = "001010000000001";

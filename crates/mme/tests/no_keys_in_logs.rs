@@ -3,11 +3,11 @@
 //! K, OPc, CK, IK, KASME, K_NASenc, K_NASint, KeNB, NH — in hex (either case), as Rust
 //! prints byte arrays, and for any 6-byte piece of them.
 
-use pepc_mme::sim::*;
 use pepc_mme::MmeConfig;
 use pepc_s1ap::msg::*;
 use pepc_s1ap::Cause;
 use pepc_security::{Key128, Milenage};
+use pepc_testkit::*;
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};

@@ -4,9 +4,9 @@
 //! too), and OVERLOAD STOP follows once the backlog drained and the hold passed.
 
 use pepc_mme::nasx::{NasEmmMessage, NasEpsMessage};
-use pepc_mme::sim::*;
 use pepc_mme::{MmeConfig, OverloadConfig};
 use pepc_s1ap::msg::*;
+use pepc_testkit::*;
 use std::time::Duration;
 
 const IMSI: &str = "001010000000001";

@@ -18,10 +18,10 @@ use pepc_mme::pcrf::{
     FlowDirection, FlowFilter, PccRule, PcrfRequest, PolicyDecision, PolicyEntry, PolicyTable,
     RecordCause, UsageGrant,
 };
-use pepc_mme::sim::*;
 use pepc_mme::{Input, MmeConfig};
 use pepc_s1ap::msg::*;
 use pepc_slice::packets::{gpdu, ipv4_udp};
+use pepc_testkit::*;
 use pepc_wire::gtpu::GtpuPacket;
 use pepc_wire::{Batch, Verdict};
 use std::net::Ipv4Addr;

@@ -6,10 +6,10 @@
 use pepc_mme::record::replay::replay;
 use pepc_mme::record::replay_ue::{replay_ues, Pick};
 use pepc_mme::record::{Record, RecordError, Records};
-use pepc_mme::sim::*;
 use pepc_mme::MmeConfig;
 use pepc_s1ap::msg::*;
 use pepc_s1ap::Cause;
+use pepc_testkit::*;
 use std::time::{Duration, Instant};
 
 const SLICES: usize = 2;

@@ -4,10 +4,10 @@
 //! authenticates it again (and the attacker cannot pass AKA).
 
 use pepc_mme::nasx::{self, NasEpsMessage};
-use pepc_mme::sim::*;
 use pepc_mme::MmeConfig;
 use pepc_s1ap::msg::*;
 use pepc_s1ap::Cause;
+use pepc_testkit::*;
 use std::time::Duration;
 
 const IMSI: &str = "001010000000001";

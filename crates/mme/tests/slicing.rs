@@ -3,11 +3,11 @@
 //! identifiers that carry their slice, Reset / association loss / paging reaching
 //! every slice that has UEs of the eNB.
 
-use pepc_mme::sim::*;
 use pepc_mme::{Input, MmeConfig, SlicePolicy};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::{Cause, ResetKind, UeConnection};
 use pepc_slice::ids::SignalingIds;
+use pepc_testkit::*;
 use std::time::Duration;
 
 /// A node of `slices` slices with eNB 1 (TAC 1) set up and `per_slice` subscribers

@@ -2,7 +2,6 @@
 //! and procedure is restored into a fresh MME + slice (another harness, clock elsewhere)
 //! or into another slice of the node, and the same scripted UE carries on there.
 
-use pepc_mme::sim::*;
 use pepc_mme::snapshot::{
     restore_whole_ue, snapshot_whole_ue, MmeRestored, Scratch, SnapshotError, UeKey, WholeRestored,
 };
@@ -10,6 +9,7 @@ use pepc_mme::{MmeConfig, Output};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::Cause;
 use pepc_slice::snapshot::SnapshotView;
+use pepc_testkit::*;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 

@@ -325,11 +325,11 @@ impl Drop for ThreadedBackend {
 pub(crate) mod tests {
     use super::*;
     use crate::io::wait_any_readable;
-    use pepc_mme::sim::{initial_ue, subscriber, Harness, SimUe};
     use pepc_mme::MmeConfig;
     use pepc_s1ap::msg::S1apMessage;
     use pepc_s1ap::{EnbId, GlobalEnbId};
     use pepc_slice::slice::{build_with_signaling, SliceConfig};
+    use pepc_testkit::{initial_ue, subscriber, Harness, SimUe};
     use std::time::Duration;
 
     const IMSI: &str = "001010000000001";

@@ -114,14 +114,23 @@ pub fn emulator_subscribers(keys: &SubscriberKeys, n: u32) -> Result<Vec<Subscri
     (0..n)
         .map(|i| {
             let imsi = keys.imsi(i).ok_or(DemoError::ImsiExhausted(i))?;
-            let mut s = pepc_mme::sim::subscriber(&imsi);
-            s.k = pepc_security::Key128::from_hex(&keys.k).map_err(|_| DemoError::BadKey("K"))?;
             let mut opc = [0u8; 16];
             hex::decode_to_slice(&keys.opc, &mut opc).map_err(|_| DemoError::BadKey("OPc"))?;
-            s.op_kind = pepc_hss::OpKind::Opc(opc);
-            // Above the emulator USIM's initial SQN so its first AUTN is fresh.
-            s.sqn = 32;
-            Ok(s)
+            Ok(Subscriber {
+                imsi,
+                k: pepc_security::Key128::from_hex(&keys.k).map_err(|_| DemoError::BadKey("K"))?,
+                op_kind: pepc_hss::OpKind::Opc(opc),
+                amf: [0x80, 0x00],
+                // Above the emulator USIM's initial SQN so its first AUTN is fresh.
+                sqn: 32,
+                msisdn: "1".into(),
+                apn: "internet".into(),
+                pdn_type: pepc_hss::PdnType::Ipv4,
+                qci: 9,
+                arp_priority: 8,
+                ambr_ul_bps: 50_000_000,
+                ambr_dl_bps: 100_000_000,
+            })
         })
         .collect()
 }

@@ -374,7 +374,7 @@ fn the_api_conforms_to_its_openapi_document() {
 #[test]
 fn policies_over_the_api_reach_live_sessions() {
     use common::enb::Enb;
-    use pepc_mme::sim::{subscriber, SimUe};
+    use pepc_testkit::{subscriber, SimUe};
     let n = 48u8;
     let epc = node(
         n,

@@ -18,9 +18,9 @@ mod common;
 
 use common::diameter::PyPeer;
 use common::enb::{enb_teid, Enb};
-use pepc_mme::sim::{subscriber, SimUe};
 use pepc_s1ap::msg::*;
 use pepc_slice::packets::ipv4_udp;
+use pepc_testkit::{subscriber, SimUe};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 

@@ -7,10 +7,10 @@
 mod common;
 
 use common::enb::Enb;
-use pepc_mme::sim::{subscriber, SimUe};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::Cause;
 use pepc_sctp::transport::{S1Transport, TransportEvent};
+use pepc_testkit::{subscriber, SimUe};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -20,10 +20,10 @@ mod common;
 
 use common::diameter::PyPeer;
 use pepc::epc::{open_hss, Epc, EpcConfig, HssStore};
-use pepc_mme::sim::SimUe;
 use pepc_s1ap::msg::*;
 use pepc_s1ap::{ERabTunnel, Ecgi, EnbId, GlobalEnbId, Plmn, SupportedTa, Tai};
 use pepc_sctp::transport::{S1Transport, TransportEvent, UdpSctpTransport, S1AP_PPID};
+use pepc_testkit::SimUe;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
@@ -382,7 +382,7 @@ fn s6a_attach_then_idr_and_clr_reach_the_ue_and_hss_errors_become_emm_causes() {
     // The S6a client said DPR on the way out (bounded by the DPA timeout).
     hss.wait_log("the DPR", |v| v["event"] == "request" && v["cmd"] == 282);
     // No key material in the HSS log's requests or our figures.
-    for secret in [pepc_mme::sim::TEST_K, pepc_mme::sim::TEST_OPC] {
+    for secret in [pepc_testkit::TEST_K, pepc_testkit::TEST_OPC] {
         assert!(!stats.to_ascii_uppercase().contains(secret));
     }
     let _ = std::fs::remove_dir_all(&dir);

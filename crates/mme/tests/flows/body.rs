@@ -2,7 +2,7 @@
 // SLICES slices (the including file sets it): tests/flows.rs with one,
 // tests/flows_sliced.rs with two and three.
 
-use pepc_mme::sim::*;
+use pepc_testkit::*;
 use pepc_mme::mme::{Proc, ProcFailure};
 use pepc_mme::{Input, MmeConfig};
 use pepc_s1ap::msg::*;

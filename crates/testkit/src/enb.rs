@@ -1,7 +1,7 @@
 //! A small eNB for end-to-end tests: userspace SCTP over UDP, real S1AP, and the MME
 //! crate's scripted UE (`SimUe`) for NAS and its security.
 
-use pepc_mme::sim::SimUe;
+use crate::SimUe;
 use pepc_s1ap::msg::*;
 use pepc_s1ap::{Ecgi, EnbId, GlobalEnbId, Plmn, STmsi, SupportedTa, Tai};
 use pepc_sctp::transport::{S1Transport, TransportEvent, S1AP_PPID};

@@ -1,17 +1,17 @@
-//! A scripted eNB and UE around a real [`Mme`] and slice: every S1AP message is
-//! encoded and decoded, the UE runs the USIM (Milenage) and NAS security. Used by the
-//! tests and by `pepc bench attach` ([`run_inprocess_attaches`]).
+//! The scripted eNB and UE around a real [`Mme`] and slice (every S1AP message is
+//! encoded and decoded, the UE runs the USIM (Milenage) and NAS security), and the test
+//! subscribers.
 
-use crate::cause::EmmCause;
-use crate::endpoint::{EndpointOut, S1apEndpoint, SlicePolicy};
-use crate::hss::{HssProxy, HssRequest};
-use crate::mme::{AssocId, Input, Mme, Output};
-use crate::nasx::{
+use pepc_hss::{Hss, OpKind, PdnType, Subscriber};
+use pepc_mme::cause::EmmCause;
+use pepc_mme::endpoint::{EndpointOut, S1apEndpoint, SlicePolicy};
+use pepc_mme::hss::{HssProxy, HssRequest};
+use pepc_mme::mme::{AssocId, Input, Mme, Output};
+use pepc_mme::nasx::{
     self, Direction, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, UeSecCtx,
 };
-use crate::ControlPlane;
-use crate::MmeConfig;
-use pepc_hss::{Hss, OpKind, PdnType, Subscriber};
+use pepc_mme::ControlPlane;
+use pepc_mme::MmeConfig;
 use pepc_s1ap::msg::*;
 use pepc_s1ap::{ERabTunnel, Ecgi, EnbId, GlobalEnbId, SupportedTa, Tai};
 use pepc_security::{Key128, Key256, Milenage};
@@ -88,9 +88,9 @@ pub struct Harness {
     /// IMSIs the slices purged at the HSS ([`HssRequest::Purge`]), in order.
     pub purged: Vec<u64>,
     /// Usage records the slices wrote ([`Output::UsageRecord`]), in order.
-    pub usage_records: Vec<crate::pcrf::UsageRecord>,
+    pub usage_records: Vec<pepc_mme::pcrf::UsageRecord>,
     /// Every request the slices sent the PCRF, in order.
-    pub pcrf_requests: Vec<crate::pcrf::PcrfRequest>,
+    pub pcrf_requests: Vec<pepc_mme::pcrf::PcrfRequest>,
     /// The PCRF never answers (its requests are only recorded).
     pub pcrf_silent: bool,
     /// [`pump`] leaves UE Context Release Commands for these MME UE S1AP IDs
@@ -200,7 +200,7 @@ impl Harness {
     }
 
     /// Sum of a counter over every slice's MME.
-    pub fn stat(&mut self, f: impl Fn(&crate::MmeStats) -> u64) -> u64 {
+    pub fn stat(&mut self, f: impl Fn(&pepc_mme::MmeStats) -> u64) -> u64 {
         (0..self.slices()).map(|s| f(&self.slice(s).0.stats)).sum()
     }
 
@@ -391,12 +391,12 @@ impl Harness {
 
     /// Replay every slice's recording so far against a fresh MME and control plane
     /// (`crate::record`): the report of each, in slice order.
-    pub fn replay_recordings(&mut self) -> Vec<crate::record::replay::ReplayReport> {
+    pub fn replay_recordings(&mut self) -> Vec<pepc_mme::record::replay::ReplayReport> {
         (0..self.slices())
             .filter_map(|s| {
                 let bytes = self.slice(s).0.recorded()?;
                 Some(
-                    crate::record::replay::replay(bytes, Instant::now())
+                    pepc_mme::record::replay::replay(bytes, Instant::now())
                         .expect("a readable recording"),
                 )
             })
