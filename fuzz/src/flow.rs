@@ -1,11 +1,11 @@
 //! Whole MME flows as a stream of records, recorded from a scripted eNB + UE
-//! (`pepc_mme::sim`) and replayed into a fresh node by the `mme_flow` target.
+//! (`pepc_testkit`) and replayed into a fresh node by the `mme_flow` target.
 //!
 //! A stream is records `kind, assoc, len (u16 BE), payload`. Parsing is total (any
 //! octets are a stream: unknown kinds fold onto known ones, a short last record is
 //! cut), so byte-level mutations still make streams.
 
-use pepc_mme::sim::{self, Harness, SimUe};
+use pepc_testkit::{self as sim, Harness, SimUe};
 use pepc_mme::{Input, MmeConfig};
 use pepc_s1ap::msg::*;
 use pepc_s1ap::peek::{peek, procedure, PduKind};
