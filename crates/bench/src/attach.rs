@@ -16,9 +16,7 @@
 //! MME threads only. With one slice a node runs the endpoint inline on the control
 //! thread, so add `demux_ns_per_msg` × messages per attach to compare.
 
-use pepc_mme::{
-    AssocId, EndpointOut, HssProxy, Input, Mme, MmeConfig, Output, S1apEndpoint, SlicePolicy,
-};
+use pepc_mme::{AssocId, EndpointOut, Input, Mme, MmeConfig, Output, S1apEndpoint, SlicePolicy};
 use pepc_s1ap::msg::{
     InitialContextSetupResponse, InitialUeMessage, S1SetupRequest, S1apMessage,
     UeContextReleaseComplete, UplinkNasTransport,
@@ -27,7 +25,7 @@ use pepc_s1ap::{ERabTunnel, Ecgi, EnbId, GlobalEnbId, SupportedTa, Tai, UeS1apId
 use pepc_slice::slice::{
     build_with_signaling, pin_current_thread, pin_current_thread_to, SliceConfig,
 };
-use pepc_testkit::{subscriber, SimUe, ENB_ADDR};
+use pepc_testkit::{subscriber, InlineProxy, SimUe, ENB_ADDR};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -260,7 +258,7 @@ pub struct CheckpointFigures {
 fn mme_thread(
     slice: usize,
     mut mme: Mme,
-    mut proxy: HssProxy,
+    mut proxy: InlineProxy,
     mut cp: pepc_mme::ControlPlane,
     rx: mpsc::Receiver<Hop>,
     tx: mpsc::Sender<Back>,
@@ -848,7 +846,7 @@ pub fn run_inprocess(o: &AttachOpts) -> Result<AttachResult, String> {
         let (mut cp, mut dp) = build_with_signaling(&sc);
         let mut mme = Mme::new(cfg.clone(), std::time::Instant::now());
         mme.set_role(endpoint.role(sl));
-        let proxy = HssProxy::new(hss.clone(), pepc_mme::mme::urandom());
+        let proxy = InlineProxy::new(hss.clone(), pepc_mme::mme::urandom());
         // The data thread only applies the control thread's published updates here.
         let s = stop.clone();
         datas.push(

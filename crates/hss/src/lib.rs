@@ -44,6 +44,7 @@ mod csv_import;
 pub use csv_import::parse as parse_csv;
 mod model;
 pub mod record;
+pub mod seam;
 
 pub use model::{OpKind, PdnType, Subscriber};
 

@@ -1,9 +1,9 @@
 //! The MME's side of the HSS (S6a) as messages: the procedures send an
 //! [`HssRequest`] ([`crate::Output::Hss`]) and wait, in a state of their own, for the
 //! [`HssAnswer`] ([`crate::Input::Hss`]) that carries the same [`HssRef`]. The node's
-//! proxy serves the requests of its slices (PEPC §3.3); [`HssProxy`] is its sans-IO
-//! core over the embedded [`Hss`], and [`HssProxy::serve`] the inline driver used by a
-//! slice thread, the test harness and the in-process benchmark.
+//! proxy serves the requests of its slices (PEPC §3.3) with the embedded HSS
+//! (`pepc_hss::seam`) or a Diameter S6a client; [`serve_requests`] takes the requests
+//! out of a call's outputs for it.
 //!
 //! The shapes follow S6a (TS 29.272): [`HssRequest::Profile`] is what an Update
 //! Location Request asks and [`SubscriptionData`] what its answer fills;
@@ -11,11 +11,7 @@
 //! vector of the serving PLMN; [`HssRequest::Resync`] the same with
 //! Re-Synchronization-Info (RAND + AUTS, §7.3.15).
 
-use crate::mme::{Input, Mme, Output};
-use crate::ControlPlane;
-use pepc_hss::{Hss, HssError, ImsiKey};
-use std::sync::Arc;
-use std::time::Instant;
+use crate::mme::Output;
 
 // The seam's types (requests, answers, the reference) live below the MME and the
 // S6a client alike; here under their old paths.
@@ -23,120 +19,6 @@ pub use pepc_seams::hss::{
     CancellationType, DefaultApn, HssAnswer, HssData, HssFailure, HssRef, HssRequest,
     SubscriptionData, SubscriptionUpdate,
 };
-
-/// What the embedded HSS's error is as an answer's failure: an unknown IMSI or an AUTS
-/// that does not verify are the subscriber's; anything else is the HSS's own trouble.
-pub fn failure_of(e: HssError) -> HssFailure {
-    match e {
-        HssError::UnknownImsi(_) => HssFailure::UnknownSubscriber,
-        HssError::ResyncMacFailure(_) => HssFailure::ResyncRefused,
-        other => HssFailure::Unavailable(other.to_string()),
-    }
-}
-
-/// The proxy's core over the embedded HSS: a request in, its answer out. It owns the
-/// RAND source of the vectors it makes (a CSPRNG in production, see
-/// [`crate::mme::urandom`]). The embedded HSS answers in a few µs, so a driver runs it
-/// inline on the thread of the slice that asked ([`HssProxy::serve`]).
-pub struct HssProxy {
-    hss: Arc<Hss>,
-    rand: Box<dyn FnMut() -> [u8; 16] + Send>,
-    /// Requests answered.
-    pub served: u64,
-    /// The embedded PCRF beside it (the harnesses' proxy serves both; a node's
-    /// proxy has its own PCRF backend). No rules unless given some.
-    pub pcrf: crate::pcrf::EmbeddedPcrf,
-}
-
-impl HssProxy {
-    pub fn new(hss: Arc<Hss>, rand: Box<dyn FnMut() -> [u8; 16] + Send>) -> HssProxy {
-        HssProxy {
-            hss,
-            rand,
-            served: 0,
-            pcrf: Default::default(),
-        }
-    }
-
-    pub fn hss(&self) -> &Arc<Hss> {
-        &self.hss
-    }
-
-    /// Answer one request; a purge has no answer (the embedded HSS keeps no record
-    /// of which MME serves a subscriber, so there is nothing to mark purged).
-    pub fn answer(&mut self, req: HssRequest) -> Option<HssAnswer> {
-        self.served += 1;
-        let r = req.reference();
-        let result = match req {
-            HssRequest::Purge { .. } => return None,
-            HssRequest::Profile { imsi, .. } => self.profile(imsi).map(HssData::Profile),
-            HssRequest::Vector { imsi, plmn, .. } => self.vector(imsi, plmn),
-            HssRequest::Resync {
-                imsi,
-                plmn,
-                rand,
-                auts,
-                ..
-            } => ImsiKey::fifteen_digits(imsi)
-                .ok_or(HssFailure::UnknownSubscriber)
-                .and_then(|k| self.hss.resync(&k.digits(), rand, auts).map_err(failure_of))
-                .and_then(|()| self.vector(imsi, plmn)),
-        };
-        Some(HssAnswer { r, result })
-    }
-
-    fn profile(&self, imsi: u64) -> Result<SubscriptionData, HssFailure> {
-        let key = ImsiKey::fifteen_digits(imsi).ok_or(HssFailure::UnknownSubscriber)?;
-        let s = self
-            .hss
-            .profile_of(key)
-            .map_err(failure_of)?
-            .ok_or(HssFailure::UnknownSubscriber)?;
-        Ok(SubscriptionData {
-            msisdn: s.msisdn.clone(),
-            apn: s.apn.clone(),
-            pdn_type: s.pdn_type,
-            qci: s.qci,
-            arp_priority: s.arp_priority,
-            ambr_ul_bps: s.ambr_ul_bps,
-            ambr_dl_bps: s.ambr_dl_bps,
-        })
-    }
-
-    fn vector(&mut self, imsi: u64, plmn: [u8; 3]) -> Result<HssData, HssFailure> {
-        let key = ImsiKey::fifteen_digits(imsi).ok_or(HssFailure::UnknownSubscriber)?;
-        let v = self
-            .hss
-            .next_vector_of(key, plmn, &mut self.rand)
-            .map_err(failure_of)?;
-        Ok(HssData::Vector(Box::new(v)))
-    }
-
-    /// The inline driver: answer every [`Output::Hss`] in `out` (from index `from`)
-    /// and feed the answers to `mme`, until none is left (an answer may lead to the
-    /// next request). The other outputs stay in `out`, in order.
-    pub fn serve(
-        &mut self,
-        mme: &mut Mme,
-        now: Instant,
-        cp: &mut ControlPlane,
-        out: &mut Vec<Output>,
-        from: usize,
-    ) {
-        serve_requests(out, from, |req, o| match req {
-            Proxied::Hss(req) => {
-                if let Some(a) = self.answer(req) {
-                    mme.handle(now, Input::Hss(a), cp, o);
-                }
-            }
-            Proxied::Pcrf(req) => {
-                if let Some(a) = self.pcrf.answer(req) {
-                    mme.handle(now, Input::Pcrf(a), cp, o);
-                }
-            }
-        });
-    }
-}
 
 /// A request for the node's proxy: to the HSS or to the PCRF.
 #[derive(Debug)]
@@ -432,78 +314,5 @@ mod procedures {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn embedded_hss_errors_become_failures() {
-        let f = failure_of(HssError::UnknownImsi("1".into()));
-        assert_eq!(f, HssFailure::UnknownSubscriber);
-        let f = failure_of(HssError::ResyncMacFailure("1".into()));
-        assert_eq!(f, HssFailure::ResyncRefused);
-        let f = failure_of(HssError::SqnExhausted("1".into()));
-        assert!(matches!(f, HssFailure::Unavailable(_)));
-        assert_eq!(HssRequest::Purge { imsi: 1 }.reference(), HssRef::NONE);
-    }
-
-    #[test]
-    fn embedded_proxy_answers_each_request() {
-        let hss = Arc::new(Hss::in_memory().unwrap());
-        let mut p = HssProxy::new(hss.clone(), Box::new(|| [3u8; 16]));
-        let r = HssRef {
-            mme_ue_id: 7,
-            seq: 1,
-        };
-        let imsi = 1010000000001;
-        let a = p.answer(HssRequest::Profile { r, imsi }).unwrap();
-        assert_eq!(a.r, r);
-        assert!(matches!(a.result, Err(HssFailure::UnknownSubscriber)));
-        hss.add(&pepc_hss::Subscriber {
-            imsi: "001010000000001".into(),
-            k: pepc_security::Key128::from_hex("465B5CE8B199B49FAA5F0A2EE238A6BC").unwrap(),
-            op_kind: pepc_hss::OpKind::Opc(
-                *pepc_security::Key128::from_hex("E8ED289DEBA952E4283B54E88E6183CA")
-                    .unwrap()
-                    .as_bytes(),
-            ),
-            amf: [0x80, 0x00],
-            sqn: 32,
-            msisdn: "1".into(),
-            apn: "internet".into(),
-            pdn_type: pepc_hss::PdnType::Ipv4,
-            qci: 9,
-            arp_priority: 8,
-            ambr_ul_bps: 50_000_000,
-            ambr_dl_bps: 100_000_000,
-        })
-        .unwrap();
-        let a = p.answer(HssRequest::Profile { r, imsi }).unwrap();
-        let Ok(HssData::Profile(s)) = a.result else {
-            panic!("{a:?}")
-        };
-        assert_eq!(
-            (s.apn.as_str(), s.qci, s.ambr_dl_bps),
-            ("internet", 9, 100_000_000)
-        );
-        let plmn = [0x00, 0xf1, 0x10];
-        let a = p.answer(HssRequest::Vector { r, imsi, plmn }).unwrap();
-        assert!(matches!(a.result, Ok(HssData::Vector(ref v)) if v.rand == [3; 16]));
-        // An AUTS whose MAC-S does not verify: refused, no vector.
-        let a = p
-            .answer(HssRequest::Resync {
-                r,
-                imsi,
-                plmn,
-                rand: [3; 16],
-                auts: [0; 14],
-            })
-            .unwrap();
-        assert!(matches!(a.result, Err(HssFailure::ResyncRefused)), "{a:?}");
-        assert!(p.answer(HssRequest::Purge { imsi }).is_none());
-        assert_eq!(p.served, 5);
     }
 }

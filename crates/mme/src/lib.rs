@@ -17,8 +17,8 @@
 //! * [`config`]: [`MmeConfig`] with documented defaults.
 //! * [`endpoint`]: the node's S1AP endpoint: S1 Setup, eNB Configuration Update,
 //!   Reset, Error Indication, Paging fan-out, and the demux of UE signaling to slices.
-//! * [`hss`]: the HSS seam: [`hss::HssRequest`] out, [`hss::HssAnswer`] in, and the
-//!   proxy's sans-IO core over the embedded HSS ([`hss::HssProxy`]).
+//! * [`hss`]: the HSS seam: [`hss::HssRequest`] out, [`hss::HssAnswer`] in (served by
+//!   the node's proxy: the embedded HSS of `pepc-hss` or Diameter S6a).
 //! * [`mme`]: the [`Mme`] of one slice, its UE state and procedure states, input
 //!   routing, timers, S1 send.
 //! * `s1ap`: where a UE-associated S1AP PDU goes in the slice; `enb`: what a slice
@@ -28,8 +28,8 @@
 //! * `esm/`: pdn (default bearers, PDN connections), bearer (dedicated) (TS 24.301 §6).
 //! * `handover/`: x2 (Path Switch), s1 (Handover Required .. Notify); `paging`.
 //! * [`pcrf`]: the PCRF seam (Gx): [`pcrf::PcrfRequest`] out, [`pcrf::PcrfAnswer`] in,
-//!   PCC rules, usage records, and the embedded PCRF ([`pcrf::EmbeddedPcrf`]);
-//!   `esm/policy` binds the rules to bearers.
+//!   PCC rules and usage records (served by the node's proxy: the embedded PCRF of
+//!   `pepc-pcrf` or Diameter Gx); `esm/policy` binds the rules to bearers.
 //! * [`cause`]: EMM and ESM cause values ([`EmmCause`], [`EsmCause`]).
 //! * [`nasx`]: the NAS codec/security surface used by the procedures.
 //! * [`snapshot`]: a UE's MME context as the `mme` section of a UE snapshot, and whole-UE
@@ -75,11 +75,11 @@ pub use config::MmeConfig;
 pub use endpoint::{
     EnbView, EndpointOut, EndpointStats, S1apEndpoint, SlicePolicy, SliceRole, UnknownSlicePolicy,
 };
-pub use hss::{CancellationType, HssAnswer, HssFailure, HssProxy, HssRef, HssRequest};
+pub use hss::{CancellationType, HssAnswer, HssFailure, HssRef, HssRequest};
 pub use mme::context::Ue;
 pub use mme::{AssocId, Input, Mme, MmeError, MmeStats, Output, SnapshotBytes};
 pub use overload::{OverloadConfig, OverloadControl, OverloadStats};
-pub use pcrf::{EmbeddedPcrf, PcrfAnswer, PcrfRequest, PolicyDecision};
+pub use pcrf::{PcrfAnswer, PcrfRequest, PolicyDecision};
 pub use pepc_slice::control::ControlEvent;
 
 /// The slice's control table with the MME's UEs as the signaling part of its entries.

@@ -4,11 +4,10 @@
 //! charging goes on exactly: the usage records at its detach are those of a UE that
 //! never moved.
 
-use pepc_mme::pcrf::{
-    FlowDirection, FlowFilter, PccRule, PolicyEntry, PolicyTable, RecordCause, UsageRecord,
-};
+use pepc_mme::pcrf::{FlowDirection, FlowFilter, PccRule, RecordCause, UsageRecord};
 use pepc_mme::snapshot::{ExportError, UeKey};
 use pepc_mme::MmeConfig;
+use pepc_pcrf::{PolicyEntry, PolicyTable};
 use pepc_s1ap::msg::*;
 use pepc_slice::packets::{gpdu, ipv4_udp};
 use pepc_testkit::*;
@@ -46,7 +45,7 @@ fn node(entry: Option<PolicyEntry>) -> Harness {
     if let Some(e) = entry {
         let mut t = PolicyTable::default();
         t.by_apn.insert("internet".into(), e);
-        h.proxy.pcrf = pepc_mme::EmbeddedPcrf::new(t);
+        h.proxy.pcrf = pepc_pcrf::EmbeddedPcrf::new(t);
     }
     assert!(matches!(
         h.enb_setup(1, 1, 1),

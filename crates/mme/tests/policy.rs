@@ -15,10 +15,10 @@
 //!   with EMM #19 (TERMINATE), or lets it go on (CONTINUE).
 
 use pepc_mme::pcrf::{
-    FlowDirection, FlowFilter, PccRule, PcrfRequest, PolicyDecision, PolicyEntry, PolicyTable,
-    RecordCause, UsageGrant,
+    FlowDirection, FlowFilter, PccRule, PcrfRequest, PolicyDecision, RecordCause, UsageGrant,
 };
 use pepc_mme::{Input, MmeConfig};
+use pepc_pcrf::{PolicyEntry, PolicyTable};
 use pepc_s1ap::msg::*;
 use pepc_slice::packets::{gpdu, ipv4_udp};
 use pepc_testkit::*;
@@ -55,7 +55,7 @@ fn harness(cfg: MmeConfig, entry: Option<PolicyEntry>) -> Harness {
     if let Some(e) = entry {
         let mut t = PolicyTable::default();
         t.by_apn.insert("internet".into(), e);
-        h.proxy.pcrf = pepc_mme::EmbeddedPcrf::new(t);
+        h.proxy.pcrf = pepc_pcrf::EmbeddedPcrf::new(t);
     }
     assert!(matches!(
         h.enb_setup(1, 1, 1),

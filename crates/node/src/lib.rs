@@ -9,7 +9,6 @@ pub mod checkpoint;
 pub mod config;
 pub mod demux;
 pub mod dispatch;
-pub mod gx;
 #[allow(unsafe_code)]
 pub mod io;
 pub mod node;
@@ -24,6 +23,5 @@ pub mod ring;
 pub mod runtime;
 #[allow(unsafe_code)]
 pub mod s1mme;
-pub mod s6a;
 pub mod scheduler;
 pub mod stats;

@@ -31,7 +31,7 @@ pub struct NodeApi {
     /// The configuration as shown (secrets already removed).
     pub(crate) config: serde_json::Value,
     /// The embedded PCRF, whose policy `/policies` manages (None: external PCRF).
-    pub(crate) pcrf: Option<pepc_mme::EmbeddedPcrf>,
+    pub(crate) pcrf: Option<pepc_pcrf::EmbeddedPcrf>,
     /// What the S1-U and SGi ports run on, as the node describes them at start.
     pub(crate) io: (String, String),
 }

@@ -18,10 +18,10 @@ use pepc_node::checkpoint::SliceState;
 use pepc_node::config::{NodeConfig, Validated};
 use pepc_node::node::Node;
 use pepc_node::plan::{Job, Plan};
+use pepc_node::proxy::s6a::S6aBackend;
 use pepc_node::proxy::Proxy;
 use pepc_node::runtime::ControlDriver;
 use pepc_node::s1mme::{start_signaling, EndpointThread, SliceGauges, SliceMme};
-use pepc_node::s6a::S6aBackend;
 use pepc_s1ap::Plmn;
 use pepc_sctp::transport::{open_server, Backend, TransportConfig};
 use pepc_security::{Eea, Eia};
@@ -859,7 +859,7 @@ pub struct Epc {
     /// The usage records' writer (with `[charging]`); dropped after the slices.
     pub cdr: Option<pepc_node::charging::CdrWriter>,
     /// The embedded PCRF (with `[pcrf] mode = "embedded"`), its table shared.
-    pub pcrf: Option<pepc_mme::EmbeddedPcrf>,
+    pub pcrf: Option<pepc_pcrf::EmbeddedPcrf>,
 }
 
 /// The configuration as the API shows it: everything but secrets (the API token).
@@ -1022,7 +1022,7 @@ impl Epc {
             // client for the node.
             let mut pcrfs: Vec<Box<dyn pepc_node::proxy::PcrfBackend>> = match &cfg.policy.mode {
                 crate::policy::PcrfMode::Embedded(t) => {
-                    let p = pepc_mme::EmbeddedPcrf::new(t.clone());
+                    let p = pepc_pcrf::EmbeddedPcrf::new(t.clone());
                     embedded_pcrf = Some(p.clone());
                     (0..n).map(|_| Box::new(p.clone()) as _).collect()
                 }
@@ -1030,7 +1030,7 @@ impl Epc {
                     let ids = pepc_slice::ids::SignalingIds::new(n);
                     let route = Box::new(move |id| ids.slice_of(id));
                     let thread = thread_of(&plan, Job::Gx)?;
-                    pepc_node::gx::GxBackend::start_routed((**d).clone(), n, route, &thread)
+                    pepc_node::proxy::gx::GxBackend::start_routed((**d).clone(), n, route, &thread)
                         .map_err(StartError::spawn("starting the Gx client"))?
                         .into_iter()
                         .map(|b| Box::new(b) as _)

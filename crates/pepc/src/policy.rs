@@ -9,10 +9,9 @@
 use crate::error::{invalid, ConfigError};
 use pepc_diameter::driver::DriverConfig;
 use pepc_diameter::gx::GxConfig;
-use pepc_mme::pcrf::{
-    FlowDirection, FlowFilter, PccRule, PolicyConfig, PolicyEntry, PolicyTable, UsageGrant,
-};
+use pepc_mme::pcrf::{FlowDirection, FlowFilter, PccRule, PolicyConfig, UsageGrant};
 use pepc_node::charging::CdrConfig;
+use pepc_pcrf::{PolicyEntry, PolicyTable};
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;

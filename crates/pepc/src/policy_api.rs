@@ -14,8 +14,9 @@
 use crate::api::NodeApi;
 use crate::policy::{rule_of, RuleSection};
 use pepc_mgmt::api::{ApiRequest, ApiResponse, Method};
-use pepc_mme::pcrf::{PccRule, PolicyEntry, PolicyTable, UsageGrant};
+use pepc_mme::pcrf::{PccRule, UsageGrant};
 use pepc_node::s1mme::MgmtRequest;
+use pepc_pcrf::{PolicyEntry, PolicyTable};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -197,7 +198,7 @@ impl NodeApi {
 
     fn policy_entry(
         &self,
-        pcrf: &pepc_mme::EmbeddedPcrf,
+        pcrf: &pepc_pcrf::EmbeddedPcrf,
         m: &Method,
         kind: &str,
         key: &str,

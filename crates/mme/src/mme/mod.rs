@@ -131,7 +131,7 @@ pub struct Mme {
 
 impl Mme {
     /// An MME without UEs. It reaches the HSS through [`Output::Hss`] requests,
-    /// which the driver has served (e.g. by [`crate::hss::HssProxy`], which also
+    /// which the driver has served (e.g. by the node's proxy over the embedded HSS, which also
     /// holds the RAND source of the vectors).
     pub fn new(cfg: MmeConfig, now: Instant) -> Mme {
         Mme {

@@ -12,10 +12,10 @@ use crate::mme::{Input, Output};
 use crate::pcrf::{
     FlowDirection, FlowFilter, PccRule, PcrfAnswer, PcrfFailure, PolicyDecision, UsageGrant,
 };
-use pepc_hss::PdnType;
 use pepc_s1ap::{EnbId, GlobalEnbId, UeConnection};
 use pepc_security::{AuthVector, Key256};
 use pepc_slice::control::ControlEvent;
+use pepc_types::PdnType;
 use std::net::Ipv4Addr;
 
 /// Appends to a byte buffer.

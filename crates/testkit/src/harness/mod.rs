@@ -5,7 +5,7 @@
 use pepc_hss::{Hss, OpKind, PdnType, Subscriber};
 use pepc_mme::cause::EmmCause;
 use pepc_mme::endpoint::{EndpointOut, S1apEndpoint, SlicePolicy};
-use pepc_mme::hss::{HssProxy, HssRequest};
+use pepc_mme::hss::HssRequest;
 use pepc_mme::mme::{AssocId, Input, Mme, Output};
 use pepc_mme::nasx::{
     self, Direction, NasEmmMessage as Emm, NasEpsMessage, NasEsmMessage as Esm, UeSecCtx,
@@ -23,9 +23,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod flow;
+mod proxy;
 mod ue;
 
 pub use flow::*;
+pub use proxy::*;
 pub use ue::*;
 
 /// Open5GS test keys (also in /work/shared/captures).
@@ -81,7 +83,7 @@ pub struct Harness {
     pub others: Vec<Option<SliceSim>>,
     pub hss: Arc<Hss>,
     /// Serves every slice's [`Output::Hss`] (over `hss`).
-    pub proxy: HssProxy,
+    pub proxy: InlineProxy,
     pub hss_mode: HssMode,
     /// Requests held in [`HssMode::Hold`], with the slice that sent each, in order.
     pub held_hss: VecDeque<(usize, HssRequest)>,
@@ -152,7 +154,7 @@ impl Harness {
             dp: f.dp,
             focus,
             others: all,
-            proxy: HssProxy::new(hss.clone(), test_rand()),
+            proxy: InlineProxy::new(hss.clone(), test_rand()),
             hss,
             hss_mode: HssMode::Inline,
             held_hss: VecDeque::new(),

@@ -5,23 +5,31 @@
 //! The proxy is a backend ([`HssBackend`]: a request in, its answer now or later) and a
 //! thin driver per slice ([`Proxy`]) that a slice's control thread calls after the MME:
 //!
-//! * The embedded HSS ([`HssProxy`], `pepc_mme::hss`) answers in a few µs: it runs
-//!   inline on the slice's thread ([`Proxy::embedded`]), with no hop and no wake-up,
-//!   so an attach costs what it did when the MME called the HSS directly.
-//! * A remote HSS (Diameter S6a, to come) answers from a thread of its own: its answers
-//!   come back through [`HssBackend::poll`], and the slice's idle wait also watches
-//!   [`HssBackend::wake_fd`]. [`ThreadedBackend`] is that shape around the embedded
-//!   HSS (tests; a model for the Diameter client).
+//! The backends (the adapters between the seam and what answers) live here together:
+//! * `embedded.rs`: the embedded HSS (`pepc_hss::seam`) and PCRF (`pepc-pcrf`) answer
+//!   in a few µs: they run inline on the slice's thread ([`Proxy::embedded`]), with no
+//!   hop and no wake-up, so an attach costs what it did when the MME called the HSS
+//!   directly. [`ThreadedBackend`] is the embedded HSS on a thread of its own: the
+//!   shape of a remote HSS client (tests).
+//! * [`s6a`] and [`gx`]: Diameter S6a and Gx clients, answering from threads of their
+//!   own: their answers come back through [`HssBackend::poll`] / [`PcrfBackend::poll`],
+//!   and the slice's idle wait also watches their `wake_fd`.
 
+mod embedded;
+pub mod gx;
+pub mod s6a;
+
+pub use embedded::ThreadedBackend;
+
+use pepc_hss::seam::EmbeddedHss;
 use pepc_hss::Hss;
 use pepc_mme::hss::Proxied;
 use pepc_mme::ControlPlane;
-use pepc_mme::{EmbeddedPcrf, PcrfAnswer, PcrfRequest};
-use pepc_mme::{HssAnswer, HssProxy, HssRequest, Input, Mme, Output};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::mpsc;
+use pepc_mme::{HssAnswer, HssRequest, Input, Mme, Output};
+use pepc_mme::{PcrfAnswer, PcrfRequest};
+use pepc_pcrf::EmbeddedPcrf;
+use std::os::fd::RawFd;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 /// Where the proxy gets its answers.
@@ -63,25 +71,12 @@ pub trait PcrfBackend: Send {
     }
 }
 
-impl PcrfBackend for EmbeddedPcrf {
-    fn submit(&mut self, req: PcrfRequest, answers: &mut Vec<PcrfAnswer>) {
-        answers.extend(self.answer(req));
-    }
-}
-
 /// A request the HSS started, as the MME's input; `token`: the backend waits for
 /// [`HssBackend::initiated_outcome`] before it answers.
 #[derive(Debug)]
 pub struct Initiated {
     pub input: Input,
     pub token: Option<u64>,
-}
-
-/// The embedded HSS, answered inline.
-impl HssBackend for HssProxy {
-    fn submit(&mut self, req: HssRequest, answers: &mut Vec<HssAnswer>) {
-        answers.extend(self.answer(req));
-    }
 }
 
 /// Figures of one slice's proxy driver.
@@ -138,7 +133,7 @@ impl Proxy {
 
     /// The embedded HSS, inline; `rand` is the RAND source of its vectors.
     pub fn embedded(hss: Arc<Hss>, rand: Box<dyn FnMut() -> [u8; 16] + Send>) -> Proxy {
-        Proxy::new(Box::new(HssProxy::new(hss, rand)))
+        Proxy::new(Box::new(EmbeddedHss::new(hss, rand)))
     }
 
     /// Takes the [`Output::Hss`] requests out of `out` (from index `from` on) to the
@@ -242,85 +237,6 @@ impl Proxy {
     }
 }
 
-/// A backend answering from a thread of its own (the embedded HSS behind it): the
-/// shape of a remote HSS client. Its thread writes an eventfd after each answer;
-/// `poll` clears it before draining, so no answer waits unseen.
-pub struct ThreadedBackend {
-    to: Option<mpsc::Sender<HssRequest>>,
-    from: mpsc::Receiver<HssAnswer>,
-    wake: Arc<OwnedFd>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl ThreadedBackend {
-    pub fn start(mut proxy: HssProxy) -> std::io::Result<ThreadedBackend> {
-        // SAFETY: plain eventfd(2).
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor we own.
-        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
-        let (to, rx) = mpsc::channel::<HssRequest>();
-        let (tx, from) = mpsc::channel::<HssAnswer>();
-        let w = wake.clone();
-        let thread = std::thread::Builder::new()
-            .name("pepc-hss".into())
-            .spawn(move || {
-                while let Ok(req) = rx.recv() {
-                    let Some(a) = proxy.answer(req) else { continue };
-                    if tx.send(a).is_err() {
-                        break;
-                    }
-                    let one = 1u64.to_ne_bytes();
-                    // SAFETY: 8-byte write to our eventfd; EAGAIN (counter full) still wakes.
-                    unsafe { libc::write(w.as_raw_fd(), one.as_ptr() as *const libc::c_void, 8) };
-                }
-            })?;
-        Ok(ThreadedBackend {
-            to: Some(to),
-            from,
-            wake,
-            thread: Some(thread),
-        })
-    }
-}
-
-impl HssBackend for ThreadedBackend {
-    fn submit(&mut self, req: HssRequest, _answers: &mut Vec<HssAnswer>) {
-        if let Some(to) = &self.to {
-            // A gone thread never answers: the MME's HSS timer rejects the attach.
-            let _ = to.send(req);
-        }
-    }
-
-    fn poll(&mut self, answers: &mut Vec<HssAnswer>) {
-        let mut b = [0u8; 8];
-        // SAFETY: 8-byte read from our non-blocking eventfd (EAGAIN when clear).
-        unsafe {
-            libc::read(
-                self.wake.as_raw_fd(),
-                b.as_mut_ptr() as *mut libc::c_void,
-                8,
-            )
-        };
-        answers.extend(self.from.try_iter());
-    }
-
-    fn wake_fd(&self) -> Option<RawFd> {
-        Some(self.wake.as_raw_fd())
-    }
-}
-
-impl Drop for ThreadedBackend {
-    fn drop(&mut self) {
-        self.to = None;
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -408,7 +324,7 @@ pub(crate) mod tests {
     #[test]
     fn threaded_backend_answers_later_through_poll_and_its_descriptor() {
         let (mut mme, mut cp, bytes) = mme_and_attach();
-        let backend = ThreadedBackend::start(HssProxy::new(hss(), rand())).unwrap();
+        let backend = ThreadedBackend::start(EmbeddedHss::new(hss(), rand())).unwrap();
         let mut p = Proxy::new(Box::new(backend));
         let fd = p
             .wake_fds()
