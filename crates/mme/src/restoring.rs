@@ -87,7 +87,7 @@ impl Mme {
         }
         let rec = self.begin_call(now, None, 0, crate::record::put::begin_restore(&items));
         self.start_restoring(items, now);
-        self.close_call(rec, Vec::new(), &[], None);
+        self.close_call(rec, None, &[], None);
     }
 
     fn start_restoring(&mut self, items: Vec<(u64, Vec<u8>)>, now: Instant) {

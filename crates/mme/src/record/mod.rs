@@ -195,9 +195,9 @@ impl Mme {
         let mut rec = self.recording.take()?;
         // Reads made between calls (a snapshot the driver took) are not the call's.
         if let Some(cp) = cp {
-            cp.take_counter_reads();
+            cp.drain_counter_reads(|_| {});
         }
-        self.draws.take();
+        self.draws.drain_kept(|_| {});
         let at = now.saturating_duration_since(rec.epoch).as_nanos() as u64;
         rec.scratch.clear();
         let mut w = codec::W(&mut rec.scratch);
@@ -217,16 +217,16 @@ impl Mme {
         result: Option<&dyn std::fmt::Debug>,
     ) {
         if open.is_some() {
-            let reads = cp.take_counter_reads();
-            self.close_call(open, reads, out, result);
+            self.close_call(open, Some(cp), out, result);
         }
     }
 
-    /// [`Mme::end_call`] of a call that reads no counters.
+    /// [`Mme::end_call`], `cp` the control plane whose counter reads the call made
+    /// (`None`: it made none).
     pub(crate) fn close_call(
         &mut self,
         open: Option<OpenCall>,
-        reads: Vec<u64>,
+        cp: Option<&mut ControlPlane>,
         out: &[Output],
         result: Option<&dyn std::fmt::Debug>,
     ) {
@@ -236,15 +236,17 @@ impl Mme {
         let mut payload = std::mem::take(&mut rec.scratch);
         {
             let mut w = codec::W(&mut payload);
-            w.uv(reads.len() as u64);
-            for v in reads {
-                w.uv(v);
+            let mut words = |v: &[u64]| {
+                w.uv(v.len() as u64);
+                for &x in v {
+                    w.uv(x);
+                }
+            };
+            match cp {
+                Some(cp) => cp.drain_counter_reads(&mut words),
+                None => words(&[]),
             }
-            let draws = self.draws.take();
-            w.uv(draws.len() as u64);
-            for v in draws {
-                w.uv(v);
-            }
+            self.draws.drain_kept(&mut words);
             // A call that returns nothing records an empty result (no formatting).
             match result {
                 Some(r) => w.str(&format!("{r:?}")),

@@ -214,6 +214,18 @@ impl CounterTap {
         }
     }
 
+    /// The values kept since the last call, given to `f`, then dropped (their buffer
+    /// kept: no allocation per call while recording).
+    pub fn drain_kept(&mut self, f: impl FnOnce(&[u64])) {
+        match self {
+            CounterTap::Record(v) => {
+                f(v);
+                v.clear();
+            }
+            _ => f(&[]),
+        }
+    }
+
     /// Give `words` back from now on, in order; draws are checked against them, or
     /// (`directed`) take them.
     pub fn replay(&mut self, words: &[u64], directed: bool) {
@@ -279,6 +291,11 @@ impl<S> ControlPlane<S> {
     /// in order.
     pub fn take_counter_reads(&mut self) -> Vec<u64> {
         self.tap.get_mut().take()
+    }
+
+    /// [`CounterTap::drain_kept`] of the counter reads and slice draws (recording).
+    pub fn drain_counter_reads(&mut self, f: impl FnOnce(&[u64])) {
+        self.tap.get_mut().drain_kept(f);
     }
 
     /// Counter reads return `words` from now on, in order, instead of the data thread's
