@@ -50,6 +50,8 @@ pub struct ReplayReport {
 pub struct Replayer {
     pub mme: Mme,
     pub cp: ControlPlane,
+    /// What it was built from.
+    header: Box<Header>,
     dp: DataPlane,
     epoch: Instant,
     out: Vec<Output>,
@@ -75,6 +77,7 @@ impl Replayer {
         Replayer {
             mme,
             cp,
+            header: Box::new(h.clone()),
             dp,
             epoch,
             out: Vec::new(),
@@ -142,6 +145,11 @@ impl Replayer {
             );
         }
         None
+    }
+
+    /// The start record it was built from.
+    pub fn header(&self) -> &Header {
+        &self.header
     }
 
     /// The outputs of the last call.
@@ -223,9 +231,12 @@ fn mismatch_at(index: u64, what: &str, detail: String, expected: &[u8], got: &[u
     }
 }
 
-/// Replay a whole recording from its start; `epoch` stands for the recorded MME's
-/// construction (the driver's clock, read outside the MME).
-pub fn replay(bytes: &[u8], epoch: Instant) -> Result<ReplayReport, RecordError> {
+/// A recording's calls after its start record, the slice rebuilt from that record,
+/// and an empty report of it.
+pub(crate) fn start(
+    bytes: &[u8],
+    epoch: Instant,
+) -> Result<(Records<'_>, Replayer, ReplayReport), RecordError> {
     let mut records = Records::new(bytes)?;
     let Some(first) = records.next() else {
         return Err(RecordError::NoStart);
@@ -233,11 +244,17 @@ pub fn replay(bytes: &[u8], epoch: Instant) -> Result<ReplayReport, RecordError>
     let Record::Start(h) = first? else {
         return Err(RecordError::NoStart);
     };
-    let mut r = Replayer::new(&h, epoch);
-    let mut report = ReplayReport {
+    let report = ReplayReport {
         slice: (h.role.index, h.role.count),
         ..ReplayReport::default()
     };
+    Ok((records, Replayer::new(&h, epoch), report))
+}
+
+/// Replay a whole recording from its start; `epoch` stands for the recorded MME's
+/// construction (the driver's clock, read outside the MME).
+pub fn replay(bytes: &[u8], epoch: Instant) -> Result<ReplayReport, RecordError> {
+    let (records, mut r, mut report) = start(bytes, epoch)?;
     for rec in records {
         match rec? {
             Record::Start(_) => return Err(RecordError::Invalid("second start record")),

@@ -26,7 +26,7 @@
 //! then shows as one).
 
 use super::replay::{describe, hex_from, output_name, Mismatch, Replayer};
-use super::{codec, Call, CallRecord, Header, Record, RecordError, Records};
+use super::{codec, Call, CallRecord, Header, Record, RecordError};
 use crate::mme::{Input, Mme, Output};
 use crate::snapshot::UeKey;
 use crate::ControlPlane;
@@ -243,18 +243,8 @@ fn one_pass(
     range: std::ops::Range<usize>,
     from_call: u64,
 ) -> Result<(super::replay::ReplayReport, Vec<UeReplayReport>, Vec<u64>), RecordError> {
-    let mut records = Records::new(bytes)?;
-    let Some(first) = records.next() else {
-        return Err(RecordError::NoStart);
-    };
-    let Record::Start(h) = first? else {
-        return Err(RecordError::NoStart);
-    };
-    let mut slice = Replayer::new(&h, epoch);
-    let mut report = super::replay::ReplayReport {
-        slice: (h.role.index, h.role.count),
-        ..Default::default()
-    };
+    let (records, mut slice, mut report) = super::replay::start(bytes, epoch)?;
+    let h = slice.header().clone();
     let own_of = |imsi: u64| Own {
         imsi,
         r: None,
