@@ -101,10 +101,8 @@ pub struct QosResult {
     pub io: &'static str,
     /// What the node sent on ("memory" in memory).
     pub port: String,
-    /// What held the egress to `egress_mbps`: "egress_mbps" (the slice's own rate,
-    /// `[s1u] egress_mbps`) or "tbf" (a link shaped by a tbf qdisc; the egress had no
-    /// rate and sent as the port took it).
-    pub bottleneck: &'static str,
+    /// What held the egress to `egress_mbps`.
+    pub bottleneck: Bottleneck,
     pub egress_mbps: u64,
     pub overload: f64,
     /// Virtual seconds of traffic and the tick.
@@ -113,9 +111,10 @@ pub struct QosResult {
     pub classes: Vec<ClassResult>,
     /// Delivered over offered bytes of all GBR flows (which send at their GBR).
     pub gbr_delivered_ratio: f64,
-    /// Bytes delivered while the flows ran (G-PDUs: IP + 8) over what the egress could
-    /// carry in that time (on real sockets, what arrived after the flows stopped,
-    /// the queues draining, is in `delivered` but not here).
+    /// Bytes delivered while the flows ran, counted as the bottleneck counts them
+    /// ([`Bottleneck::overhead`]), over what it could carry in that time (on real
+    /// sockets, what arrived after the flows stopped, the queues draining, is in
+    /// `delivered` but not here).
     pub work_conserving: f64,
     /// Packets the scheduler dropped, by QCI class (`0`: GBR traffic beyond its GBR).
     pub dropped_by_qci: std::collections::BTreeMap<u8, u64>,
@@ -132,6 +131,36 @@ pub struct QosResult {
     /// scheduler, nor still queued in it at the end: lost between the scheduler and
     /// the eNB's count (the port, the link, the eNB's socket) or in flight at the end.
     pub unaccounted: u64,
+}
+
+/// What holds the egress to `--egress-mbps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bottleneck {
+    /// The slice's own rate (`[s1u] egress_mbps`), which counts the G-PDUs it hands
+    /// to the port.
+    EgressMbps,
+    /// A tbf qdisc on the link, which counts Ethernet frames; the egress has no rate
+    /// and sends as the port takes it.
+    Tbf,
+}
+
+impl Bottleneck {
+    pub fn name(self) -> &'static str {
+        match self {
+            Bottleneck::EgressMbps => "egress_mbps",
+            Bottleneck::Tbf => "tbf",
+        }
+    }
+
+    /// Bytes it counts per packet beyond the inner IP packet: the GTP-U header, and
+    /// for a frame the outer UDP, IPv4 and Ethernet headers too.
+    pub fn overhead(self) -> u64 {
+        match self {
+            Bottleneck::EgressMbps => GTPU_HEADER as u64,
+            Bottleneck::Tbf => GTPU_HEADER as u64 + 8 + 20 + 14,
+        }
+    }
 }
 
 /// One class of flows: (QCI, GBR, share of the egress capacity, flows, packet bytes,
@@ -299,7 +328,7 @@ fn queued_p99(egress: &pepc_slice::datapath::egress::EgressCounters, qci: u8) ->
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn result(
     o: &QosOpts,
-    (port, bottleneck): (String, &'static str),
+    (port, bottleneck): (String, Bottleneck),
     classes: &[(u8, bool, f64, usize, usize, u16)],
     t: &Tally,
     secs: f64,
@@ -331,9 +360,8 @@ pub(crate) fn result(
             queued_us_p99_below: queued_p99(egress, qci),
         });
     }
-    // The egress rate counts what is handed to the port: the G-PDU (IP + 8 bytes).
     let sent_wire: u64 = (0..classes.len())
-        .map(|i| t.in_window[i].1 + GTPU_HEADER as u64 * t.in_window[i].0)
+        .map(|i| t.in_window[i].1 + bottleneck.overhead() * t.in_window[i].0)
         .sum();
     let dropped_by_qci = (0..=EXCESS)
         .filter_map(|c| {
@@ -455,7 +483,7 @@ pub fn run(o: &QosOpts) -> Result<QosResult, String> {
     let secs = end as f64 / 1e9;
     Ok(result(
         o,
-        ("memory".into(), "egress_mbps"),
+        ("memory".into(), Bottleneck::EgressMbps),
         &classes,
         &t,
         secs,

@@ -18,7 +18,7 @@
 //!   back if its TX ring fills.
 
 use crate::netns::{enter, ip, End, Topology};
-use crate::qos::{result, setup, Flow, QosIo, QosOpts, QosResult, Tally, GTPU_HEADER};
+use crate::qos::{result, setup, Bottleneck, Flow, QosIo, QosOpts, QosResult, Tally, GTPU_HEADER};
 use pepc_node::io::afxdp::{AfXdpConfig, AfXdpPort, Role, XdpMode, XskConfig, ZeroCopy};
 use pepc_node::io::{now_ns, PacketIo, UdpPort};
 use pepc_wire::{Batch, Verdict};
@@ -209,10 +209,10 @@ pub fn run(o: &QosOpts) -> Result<QosResult, String> {
     topo.veth(&node_end, &enb_end, 1)?;
     let afxdp = o.io == QosIo::Afxdp;
     let (egress_rate, bottleneck) = if afxdp {
-        (o.egress_mbps, "egress_mbps")
+        (o.egress_mbps, Bottleneck::EgressMbps)
     } else {
         shape(&ns_node, &node_end.dev, o.egress_mbps)?;
-        (0, "tbf")
+        (0, Bottleneck::Tbf)
     };
 
     let s = setup(o, ENB, egress_rate)?;

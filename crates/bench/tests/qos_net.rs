@@ -6,7 +6,7 @@
 //! AF_XDP for its test); without it each test says why and returns.
 
 use pepc_bench::netns::{afxdp_unavailable, unavailable};
-use pepc_bench::qos::{run, QosIo, QosOpts, QosResult};
+use pepc_bench::qos::{run, Bottleneck, QosIo, QosOpts, QosResult};
 
 /// One run at a time: two at once on a small machine starve each other's data
 /// threads, and each would measure the other.
@@ -40,7 +40,7 @@ fn a_pushed_back_socket_keeps_gbr_flows_whole() {
     }
     let _one = my_turn();
     let r = at_three_times(QosIo::Udp);
-    assert_eq!((r.io, r.bottleneck), ("udp", "tbf"), "{r:?}");
+    assert_eq!((r.io, r.bottleneck), ("udp", Bottleneck::Tbf), "{r:?}");
     assert!(r.pushed_back > 0, "{r:?}");
     // Without the scheduler every class would get about a third of its load.
     assert!(r.gbr_delivered_ratio > 0.95, "{r:?}");
@@ -62,7 +62,11 @@ fn an_afxdp_port_behind_the_egress_rate_keeps_gbr_flows_whole() {
     }
     let _one = my_turn();
     let r = at_three_times(QosIo::Afxdp);
-    assert_eq!((r.io, r.bottleneck), ("afxdp", "egress_mbps"), "{r:?}");
+    assert_eq!(
+        (r.io, r.bottleneck),
+        ("afxdp", Bottleneck::EgressMbps),
+        "{r:?}"
+    );
     assert!(r.port.starts_with("AF_XDP"), "{r:?}");
     // Without the scheduler every class would get about a third of its load.
     assert!(r.gbr_delivered_ratio > 0.95, "{r:?}");

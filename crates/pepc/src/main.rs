@@ -638,7 +638,11 @@ fn bench_qos(a: &QosArgs) -> Result<(), String> {
     if r.io != "memory" {
         println!(
             "port {} (bottleneck: {}), pushed back {}, eNB socket dropped {}, unaccounted {}",
-            r.port, r.bottleneck, r.pushed_back, r.receiver_dropped, r.unaccounted
+            r.port,
+            r.bottleneck.name(),
+            r.pushed_back,
+            r.receiver_dropped,
+            r.unaccounted
         );
     }
     Ok(())
