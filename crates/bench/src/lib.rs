@@ -15,6 +15,6 @@ pub mod lines;
 pub mod netns;
 pub mod paired;
 pub mod qos;
-mod qos_udp;
+mod qos_net;
 pub mod sweep;
 pub mod traffic;

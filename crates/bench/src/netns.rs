@@ -34,6 +34,23 @@ pub fn unavailable() -> Option<String> {
     None
 }
 
+/// Why AF_XDP ports cannot be tried here in namespaces, if they cannot: no root, or a
+/// kernel without AF_XDP sockets.
+pub fn afxdp_unavailable() -> Option<String> {
+    if let Some(why) = unavailable() {
+        return Some(why);
+    }
+    // SAFETY: socket(2) with constant arguments; a descriptor it returns is closed.
+    let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        return Some(format!("this kernel gives no AF_XDP socket: {e}"));
+    }
+    // SAFETY: the descriptor just opened, closed once.
+    unsafe { libc::close(fd) };
+    None
+}
+
 /// One end of a veth pair: its namespace, device name and address (with prefix).
 #[derive(Debug, Clone)]
 pub struct End {

@@ -15,6 +15,7 @@
 
 use crate::hist::Histogram;
 use pepc_slice::control::{AttachParams, BearerParams};
+use pepc_slice::counters::DropReason;
 use pepc_slice::datapath::egress::{class_qci, EXCESS};
 use pepc_slice::packets::ipv4_udp;
 use pepc_slice::pcef::{PortRange, Rule};
@@ -33,7 +34,7 @@ pub struct QosOpts {
     pub overload: f64,
     /// Virtual time per tick, µs.
     pub tick_us: u64,
-    /// In memory (virtual time) or on a real UDP socket (wall time).
+    /// In memory (virtual time) or on a real port (wall time).
     pub io: QosIo,
 }
 
@@ -45,6 +46,19 @@ pub enum QosIo {
     /// The slice's data thread on a UDP socket in a network namespace, toward a veth
     /// shaped to `--egress-mbps`: the egress is the port's, pushing back.
     Udp,
+    /// The slice's data thread on an AF_XDP socket in a network namespace: its frames
+    /// pass no qdisc, so the egress is the slice's own rate at `--egress-mbps`.
+    Afxdp,
+}
+
+impl QosIo {
+    pub fn name(self) -> &'static str {
+        match self {
+            QosIo::Memory => "memory",
+            QosIo::Udp => "udp",
+            QosIo::Afxdp => "afxdp",
+        }
+    }
 }
 
 impl Default for QosOpts {
@@ -67,6 +81,7 @@ pub struct ClassResult {
     /// IP packet size, bytes.
     pub packet_bytes: usize,
     pub offered_mbps: f64,
+    /// IP bytes delivered while the flows ran, over their time.
     pub delivered_mbps: f64,
     /// Packets.
     pub offered: u64,
@@ -74,11 +89,20 @@ pub struct ClassResult {
     pub delivered_ratio: f64,
     pub latency_us_p50: f64,
     pub latency_us_p99: f64,
+    /// The node's own figure: the p99 of the time its packets waited in the egress
+    /// scheduler, as the bound of its power-of-two delay bucket (the latency above
+    /// is measured at the eNB and includes what comes after: the port, the kernel,
+    /// the link, the eNB's wake-up).
+    pub queued_us_p99_below: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct QosResult {
     pub io: &'static str,
+    /// What the node sent on ("memory" in memory).
+    pub port: String,
+    /// What held the egress to `egress_mbps`.
+    pub bottleneck: Bottleneck,
     pub egress_mbps: u64,
     pub overload: f64,
     /// Virtual seconds of traffic and the tick.
@@ -87,7 +111,10 @@ pub struct QosResult {
     pub classes: Vec<ClassResult>,
     /// Delivered over offered bytes of all GBR flows (which send at their GBR).
     pub gbr_delivered_ratio: f64,
-    /// Delivered bytes over what the egress could carry in the run.
+    /// Bytes delivered while the flows ran, counted as the bottleneck counts them
+    /// ([`Bottleneck::overhead`]), over what it could carry in that time (on real
+    /// sockets, what arrived after the flows stopped, the queues draining, is in
+    /// `delivered` but not here).
     pub work_conserving: f64,
     /// Packets the scheduler dropped, by QCI class (`0`: GBR traffic beyond its GBR).
     pub dropped_by_qci: std::collections::BTreeMap<u8, u64>,
@@ -98,6 +125,42 @@ pub struct QosResult {
     pub mpps_per_core: f64,
     /// Packets the port pushed back into the egress scheduler (real sockets).
     pub pushed_back: u64,
+    /// Packets the eNB's socket dropped (its buffer full): sent, not counted delivered.
+    pub receiver_dropped: u64,
+    /// Offered packets that were neither delivered, dropped by the data path or the
+    /// scheduler, nor still queued in it at the end: lost between the scheduler and
+    /// the eNB's count (the port, the link, the eNB's socket) or in flight at the end.
+    pub unaccounted: u64,
+}
+
+/// What holds the egress to `--egress-mbps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bottleneck {
+    /// The slice's own rate (`[s1u] egress_mbps`), which counts the G-PDUs it hands
+    /// to the port.
+    EgressMbps,
+    /// A tbf qdisc on the link, which counts Ethernet frames; the egress has no rate
+    /// and sends as the port takes it.
+    Tbf,
+}
+
+impl Bottleneck {
+    pub fn name(self) -> &'static str {
+        match self {
+            Bottleneck::EgressMbps => "egress_mbps",
+            Bottleneck::Tbf => "tbf",
+        }
+    }
+
+    /// Bytes it counts per packet beyond the inner IP packet: the GTP-U header, and
+    /// for a frame the outer UDP, IPv4 and Ethernet headers too.
+    pub fn overhead(self) -> u64 {
+        match self {
+            Bottleneck::EgressMbps => GTPU_HEADER as u64,
+            Bottleneck::Tbf => GTPU_HEADER as u64 + 8 + 20 + 14,
+        }
+    }
 }
 
 /// One class of flows: (QCI, GBR, share of the egress capacity, flows, packet bytes,
@@ -156,6 +219,7 @@ pub(crate) fn setup(o: &QosOpts, enb: Ipv4Addr, egress_mbps: u64) -> Result<Setu
     cp.install_rule_set(1, rules).map_err(|e| e.to_string())?;
     let mut flows = Vec::new();
     let mut imsi = 1_010_000_000u64;
+    let mut phase = pepc_slice::synthetic::Rng::new(7);
     for (ci, &(qci, gbr, share, n, len, port)) in classes.iter().enumerate() {
         let rate = cap_bps * share / n as f64;
         for _ in 0..n {
@@ -174,14 +238,17 @@ pub(crate) fn setup(o: &QosOpts, enb: Ipv4Addr, egress_mbps: u64) -> Result<Setu
                 cp.set_enb_tunnel(a.ue_slot, 6, enb, p.enb_teid + 1)
                     .map_err(|e| e.to_string())?;
             }
+            let gap_ns = len as f64 * 8.0 / rate * 1e9;
             flows.push(Flow {
                 class: ci,
                 ue_ip: a.ue_ip,
                 port,
                 len,
-                gap_ns: len as f64 * 8.0 / rate * 1e9,
-                // Flows start spread over their first gap.
-                next_ns: (imsi % 97) as f64 / 97.0 * len as f64 * 8.0 / rate * 1e9,
+                gap_ns,
+                // Each flow starts at a random point of its first gap, as independent
+                // sources do (a class's flows were once all in a tenth of it: QCI 2's
+                // ten video packets arrived together, 1.9 ms of a 50 Mbit/s link).
+                next_ns: phase.below(1 << 20) as f64 / (1 << 20) as f64 * gap_ns,
             });
         }
     }
@@ -202,11 +269,15 @@ pub(crate) fn setup(o: &QosOpts, enb: Ipv4Addr, egress_mbps: u64) -> Result<Setu
     })
 }
 
-/// Per class: offered and delivered (packets, IP bytes) and the latency histogram.
+/// Per class: offered and delivered (packets, IP bytes), the IP bytes and packets
+/// delivered while the flows ran, and the latency histogram.
 pub(crate) struct Tally {
     pub(crate) offered: Vec<(u64, u64)>,
     pub(crate) delivered: Vec<(u64, u64)>,
+    pub(crate) in_window: Vec<(u64, u64)>,
     pub(crate) hists: Vec<Histogram>,
+    /// Packets the receiving socket dropped.
+    pub(crate) receiver_dropped: u64,
 }
 
 impl Tally {
@@ -214,23 +285,58 @@ impl Tally {
         Tally {
             offered: vec![(0, 0); k],
             delivered: vec![(0, 0); k],
+            in_window: vec![(0, 0); k],
             hists: vec![Histogram::default(); k],
+            receiver_dropped: 0,
         }
     }
+
+    /// A packet of class `c` with `ip_bytes` arrived (`in_window`: while the flows ran).
+    pub(crate) fn delivered(&mut self, c: usize, ip_bytes: usize, in_window: bool) {
+        self.delivered[c].0 += 1;
+        self.delivered[c].1 += ip_bytes as u64;
+        if in_window {
+            self.in_window[c].0 += 1;
+            self.in_window[c].1 += ip_bytes as u64;
+        }
+    }
+}
+
+/// The bound of the delay bucket holding the p99 of what QCI `qci`'s class queued
+/// (0 when it queued nothing).
+fn queued_p99(egress: &pepc_slice::datapath::egress::EgressCounters, qci: u8) -> u64 {
+    let Some(c) = (0..EXCESS).find(|&c| class_qci(c) == qci) else {
+        return 0;
+    };
+    let buckets: Vec<u64> = egress.classes[c]
+        .delay
+        .iter()
+        .map(|d| d.load(Relaxed))
+        .collect();
+    let total: u64 = buckets.iter().sum();
+    let mut seen = 0;
+    for (k, n) in buckets.iter().enumerate() {
+        seen += n;
+        if total > 0 && seen * 100 >= total * 99 {
+            return 1 << k;
+        }
+    }
+    0
 }
 
 /// The run's figures from its tally.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn result(
-    io: &'static str,
     o: &QosOpts,
+    (port, bottleneck): (String, Bottleneck),
     classes: &[(u8, bool, f64, usize, usize, u16)],
     t: &Tally,
     secs: f64,
-    egress: &pepc_slice::datapath::egress::EgressCounters,
+    counters: &pepc_slice::counters::SliceCounters,
     packets: u64,
     (cpu_s, wall_s): (f64, f64),
 ) -> QosResult {
+    let egress = &counters.egress[1];
     let cap_bps = o.egress_mbps as f64 * 1e6;
     let mut out_classes = Vec::new();
     let (mut gbr_off, mut gbr_del) = (0u64, 0u64);
@@ -245,17 +351,17 @@ pub(crate) fn result(
             flows: n,
             packet_bytes: len,
             offered_mbps: t.offered[i].1 as f64 * 8.0 / secs / 1e6,
-            delivered_mbps: t.delivered[i].1 as f64 * 8.0 / secs / 1e6,
+            delivered_mbps: t.in_window[i].1 as f64 * 8.0 / secs / 1e6,
             offered: t.offered[i].0,
             delivered: t.delivered[i].0,
             delivered_ratio: t.delivered[i].0 as f64 / t.offered[i].0.max(1) as f64,
             latency_us_p50: t.hists[i].quantile(0.5) as f64,
             latency_us_p99: t.hists[i].quantile(0.99) as f64,
+            queued_us_p99_below: queued_p99(egress, qci),
         });
     }
-    // The egress rate counts what is handed to the port: the G-PDU (IP + 8 bytes).
     let sent_wire: u64 = (0..classes.len())
-        .map(|i| t.delivered[i].1 + GTPU_HEADER as u64 * t.delivered[i].0)
+        .map(|i| t.in_window[i].1 + bottleneck.overhead() * t.in_window[i].0)
         .sum();
     let dropped_by_qci = (0..=EXCESS)
         .filter_map(|c| {
@@ -272,8 +378,19 @@ pub(crate) fn result(
         .iter()
         .map(|c| c.pushed_back.load(Relaxed))
         .sum();
+    let queued: u64 = egress.classes.iter().map(|c| c.depth.load(Relaxed)).sum();
+    // Each suppressed Error Indication's packet is counted under its own reason too.
+    let dp_dropped: u64 = DropReason::ALL
+        .iter()
+        .filter(|&&r| r != DropReason::ErrorIndicationSuppressed)
+        .map(|&r| counters.drops[r as usize].load(Relaxed))
+        .sum();
+    let delivered: u64 = t.delivered.iter().map(|d| d.0).sum();
+    let unaccounted = packets.saturating_sub(delivered + egress.dropped() + queued + dp_dropped);
     QosResult {
-        io,
+        io: o.io.name(),
+        port,
+        bottleneck,
         egress_mbps: o.egress_mbps,
         overload: o.overload,
         seconds: secs,
@@ -283,6 +400,8 @@ pub(crate) fn result(
         work_conserving: sent_wire as f64 * 8.0 / (cap_bps * secs),
         dropped_by_qci,
         pushed_back,
+        receiver_dropped: t.receiver_dropped,
+        unaccounted,
         packets,
         cpu_s,
         wall_s,
@@ -294,8 +413,8 @@ pub fn run(o: &QosOpts) -> Result<QosResult, String> {
     if o.egress_mbps == 0 || o.seconds <= 0.0 || o.tick_us == 0 {
         return Err("--egress-mbps, --seconds and the tick must be above 0".into());
     }
-    if o.io == QosIo::Udp {
-        return crate::qos_udp::run(o);
+    if o.io != QosIo::Memory {
+        return crate::qos_net::run(o);
     }
     let Setup {
         cp: _cp,
@@ -327,8 +446,7 @@ pub fn run(o: &QosOpts) -> Result<QosResult, String> {
             }
             if let Some(c) = class_of(p) {
                 // Inner IP bytes (the GTP-U header is 8 more).
-                t.delivered[c].0 += 1;
-                t.delivered[c].1 += (p.len() - GTPU_HEADER) as u64;
+                t.delivered(c, p.len() - GTPU_HEADER, true);
                 t.hists[c].record_n((now - p.meta.rx_ns) / 1000, 1);
             }
         }
@@ -363,14 +481,13 @@ pub fn run(o: &QosOpts) -> Result<QosResult, String> {
     let cpu_s = crate::attach::thread_cpu_s() - cpu0;
     let wall_s = wall0.elapsed().as_secs_f64();
     let secs = end as f64 / 1e9;
-    let counters = &dp.counters().egress[1];
     Ok(result(
-        "memory",
         o,
+        ("memory".into(), Bottleneck::EgressMbps),
         &classes,
         &t,
         secs,
-        counters,
+        dp.counters(),
         packets,
         (cpu_s, wall_s),
     ))
@@ -393,5 +510,8 @@ mod tests {
         assert!(r.work_conserving > 0.97, "{r:?}");
         let bulk = r.classes.iter().find(|c| c.qci == 9).unwrap();
         assert!(bulk.delivered_ratio < 0.35, "{r:?}");
+        // Every offered packet is delivered, dropped or still queued.
+        assert_eq!(r.unaccounted, 0, "{r:?}");
+        assert!(r.dropped_by_qci.get(&9).is_some_and(|&n| n > 0), "{r:?}");
     }
 }

@@ -201,7 +201,7 @@ struct QosArgs {
     #[arg(long, default_value_t = 1000)]
     egress_mbps: u64,
     /// Seconds of traffic (memory: virtual time, the data path runs as fast as it
-    /// can; udp: wall time).
+    /// can; udp, afxdp: wall time).
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
     /// Offered load over the egress capacity.
@@ -210,9 +210,11 @@ struct QosArgs {
     /// Virtual time per tick, µs (the latency's resolution).
     #[arg(long, default_value_t = 50)]
     tick_us: u64,
-    /// memory (the scheduler at --egress-mbps, virtual time), or udp (the data
-    /// thread on a UDP socket over a veth shaped to --egress-mbps, the port pushing
-    /// back; network namespaces, as root).
+    /// memory (the scheduler at --egress-mbps, virtual time); udp (the data thread
+    /// on a UDP socket over a veth shaped to --egress-mbps, the port pushing back);
+    /// afxdp (the data thread on an AF_XDP socket on a veth, the slice's egress at
+    /// --egress-mbps: no qdisc shapes AF_XDP). udp and afxdp: network namespaces, as
+    /// root; delivered and latency are counted where the packets arrive.
     #[arg(long, default_value = "memory")]
     io: String,
     /// Print one JSON object.
@@ -631,11 +633,8 @@ fn bench_qos(a: &QosArgs) -> Result<(), String> {
     let io = match a.io.as_str() {
         "memory" => QosIo::Memory,
         "udp" => QosIo::Udp,
-        other => {
-            return Err(format!(
-                "--io {other:?}: memory or udp (afxdp is not built yet)"
-            ))
-        }
+        "afxdp" => QosIo::Afxdp,
+        other => return Err(format!("--io {other:?}: memory, udp or afxdp")),
     };
     let r = pepc_bench::qos::run(&pepc_bench::qos::QosOpts {
         egress_mbps: a.egress_mbps,
@@ -660,6 +659,16 @@ fn bench_qos(a: &QosArgs) -> Result<(), String> {
         r.egress_mbps, r.overload, r.gbr_delivered_ratio, r.work_conserving, r.packets, r.cpu_s,
         r.mpps_per_core
     );
+    if r.io != "memory" {
+        println!(
+            "port {} (bottleneck: {}), pushed back {}, eNB socket dropped {}, unaccounted {}",
+            r.port,
+            r.bottleneck.name(),
+            r.pushed_back,
+            r.receiver_dropped,
+            r.unaccounted
+        );
+    }
     Ok(())
 }
 
