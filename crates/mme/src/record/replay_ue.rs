@@ -151,11 +151,11 @@ enum Concern {
 fn concerns(c: &Call, imsi: u64, before: Option<Handles>, after: Option<Handles>) -> Concern {
     let named = |id: Option<u32>| id.is_some_and(|id| before.is_some_and(|h| h.mme_ue_id == id));
     let own = |b: bool| if b { Concern::Own } else { Concern::No };
-    if matches!(c, Call::Timeout) || node_level(c) {
+    if node_level(c) {
         return Concern::Shared;
     }
     own(match c {
-        Call::Timeout => true,
+        Call::Timeout => return Concern::Shared,
         Call::DetachUe { imsi: i }
         | Call::ReallocateGuti { imsi: i }
         | Call::ReapplyPolicy { imsi: i, .. } => *i == imsi,

@@ -201,13 +201,14 @@ fn unpack(w: u64) -> (u32, u32) {
 }
 
 impl CounterTap {
-    /// Keep every value from now on, for [`Self::take`].
+    /// Keep every value from now on, for [`Self::drain_kept`].
     pub fn record(&mut self) {
         *self = CounterTap::Record(Vec::new());
     }
 
     /// The values kept since the last take (recording), in order.
-    pub fn take(&mut self) -> Vec<u64> {
+    #[cfg(test)]
+    fn take(&mut self) -> Vec<u64> {
         match self {
             CounterTap::Record(v) => std::mem::take(v),
             _ => Vec::new(),
@@ -276,7 +277,7 @@ impl CounterTap {
 
 impl<S> ControlPlane<S> {
     /// Keep every counter value the control thread reads and every identifier it draws
-    /// from now on, for [`Self::take_counter_reads`].
+    /// from now on, for [`Self::drain_counter_reads`].
     pub fn record_counter_reads(&mut self) {
         self.tap.get_mut().record();
     }
@@ -285,12 +286,6 @@ impl<S> ControlPlane<S> {
     /// stopped).
     pub fn live_counter_reads(&mut self) {
         *self.tap.get_mut() = CounterTap::Live;
-    }
-
-    /// The counter values read and identifiers drawn since the last call (recording),
-    /// in order.
-    pub fn take_counter_reads(&mut self) -> Vec<u64> {
-        self.tap.get_mut().take()
     }
 
     /// [`CounterTap::drain_kept`] of the counter reads and slice draws (recording).
